@@ -1,0 +1,23 @@
+// cuprof: compile-time configuration shared by every header.
+#pragma once
+
+#define CUPROF_VERSION_MAJOR 0
+#define CUPROF_VERSION_MINOR 1
+#define CUPROF_VERSION_PATCH 0
+#define CUPROF_VERSION_STRING "0.1.0"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CUPROF_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CUPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CUPROF_NOINLINE __attribute__((noinline))
+#else
+#define CUPROF_LIKELY(x) (x)
+#define CUPROF_UNLIKELY(x) (x)
+#define CUPROF_NOINLINE
+#endif
+
+#define CUPROF_CONCAT_IMPL(a, b) a##b
+#define CUPROF_CONCAT(a, b) CUPROF_CONCAT_IMPL(a, b)
+
+// Define CUPROF_DISABLE before including cuprof to compile every scope and
+// profiler call down to nothing (the API stays, the work goes).

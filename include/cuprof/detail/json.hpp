@@ -1,0 +1,100 @@
+// JSON text helpers for the trace writer: string escaping that always yields
+// valid UTF-8, and integer-nanosecond timestamps printed as microseconds.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace cuprof::detail {
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if the bytes there are not one.
+inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) noexcept {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  std::size_t n;
+  std::uint32_t cp;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) { n = 2; cp = c & 0x1F; }
+  else if ((c & 0xF0) == 0xE0) { n = 3; cp = c & 0x0F; }
+  else if ((c & 0xF8) == 0xF0) { n = 4; cp = c & 0x07; }
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3F);
+  }
+  // Overlong forms, surrogates and values past U+10FFFF are not valid UTF-8.
+  static constexpr std::uint32_t min_for_length[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min_for_length[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+// Appends `s` as the inside of a JSON string: quotes, backslashes and control
+// characters escaped, invalid UTF-8 bytes replaced by U+FFFD, characters
+// beyond the BMP kept raw (Perfetto rejects surrogate escapes).
+inline void append_json_escaped(std::string& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (std::size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      out.push_back(char(c));
+      ++i;
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; ++i; continue;
+      case '\\': out += "\\\\"; ++i; continue;
+      case '\n': out += "\\n"; ++i; continue;
+      case '\t': out += "\\t"; ++i; continue;
+      case '\r': out += "\\r"; ++i; continue;
+      default: break;
+    }
+    if (c < 0x20 || c == 0x7F) {
+      out += "\\u00";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+      ++i;
+      continue;
+    }
+    const std::size_t n = utf8_sequence_length(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    } else {
+      out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+}
+
+inline std::string json_escaped(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  append_json_escaped(out, s);
+  return out;
+}
+
+template <class Int>
+inline void append_int(std::string& out, Int v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+// Nanoseconds as microseconds with exactly three decimals ("12.345").
+inline void append_us(std::string& out, std::uint64_t ns) {
+  append_int(out, ns / 1000);
+  const unsigned frac = unsigned(ns % 1000);
+  const char digits[4] = {'.', char('0' + frac / 100), char('0' + frac / 10 % 10), char('0' + frac % 10)};
+  out.append(digits, 4);
+}
+
+inline void append_double(std::string& out, double v) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 6);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace cuprof::detail

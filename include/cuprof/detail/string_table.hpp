@@ -1,0 +1,48 @@
+// Interned names. Each distinct name is stored once, with its JSON-escaped
+// form computed once, and events refer to it by a 32-bit id.
+#pragma once
+
+#include "json.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace cuprof {
+
+using name_id = std::uint32_t;
+
+class string_table {
+ public:
+  name_id intern(std::string_view s) {
+    auto it = index_.find(s);
+    if (it != index_.end()) return it->second;
+    const name_id id = name_id(strings_.size());
+    strings_.emplace_back(s);
+    escaped_.push_back(detail::json_escaped(strings_.back()));
+    index_.emplace(std::string_view(strings_.back()), id);
+    return id;
+  }
+  // Static names are looked up by address first: one hash of a pointer per
+  // scope at collection instead of hashing the characters.
+  name_id intern_static(const char* s) {
+    auto it = by_address_.find(s);
+    if (it != by_address_.end()) return it->second;
+    const name_id id = intern(s);
+    by_address_.emplace(s, id);
+    return id;
+  }
+  const std::string& str(name_id id) const { return strings_[id]; }
+  const std::string& escaped(name_id id) const { return escaped_[id]; }
+  std::size_t size() const noexcept { return strings_.size(); }
+
+ private:
+  std::deque<std::string> strings_;  // deque: references stay valid as it grows
+  std::deque<std::string> escaped_;
+  std::unordered_map<std::string_view, name_id> index_;
+  std::unordered_map<const char*, name_id> by_address_;
+};
+
+}  // namespace cuprof

@@ -1,0 +1,111 @@
+// Attribution: which scope launched each API call and each piece of GPU work.
+//
+// A GPU record names its launching API call by CUPTI correlation id; the API
+// call is charged to the innermost scope open on its thread when it started.
+// Matching by thread and time keeps CUPTI out of the scope hot path.
+#pragma once
+
+#include "event.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace cuprof {
+
+inline void attribute(trace& t) {
+  // Spans of each thread in start order (collection emits them so per thread).
+  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> spans_by_tid;
+  for (std::uint32_t i = 0; i < t.spans.size(); ++i) spans_by_tid[t.spans[i].tid].push_back(i);
+  for (auto& entry : spans_by_tid) {
+    std::stable_sort(entry.second.begin(), entry.second.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return t.spans[a].start_ns < t.spans[b].start_ns;
+    });
+  }
+
+  std::vector<std::uint32_t> calls(t.api_calls.size());
+  for (std::uint32_t i = 0; i < calls.size(); ++i) calls[i] = i;
+  std::sort(calls.begin(), calls.end(), [&](std::uint32_t a, std::uint32_t b) {
+    const api_call& x = t.api_calls[a];
+    const api_call& y = t.api_calls[b];
+    return x.tid != y.tid ? x.tid < y.tid : x.start_ns < y.start_ns;
+  });
+
+  // Sweep each thread's calls and spans together, keeping the open spans on a stack.
+  std::vector<std::uint32_t> open;
+  const std::vector<std::uint32_t> none;
+  std::uint32_t current_tid = 0;
+  const std::vector<std::uint32_t>* spans = &none;
+  std::size_t next_span = 0;
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    api_call& call = t.api_calls[calls[k]];
+    if (k == 0 || call.tid != current_tid) {
+      current_tid = call.tid;
+      auto it = spans_by_tid.find(call.tid);
+      spans = it == spans_by_tid.end() ? &none : &it->second;
+      next_span = 0;
+      open.clear();
+    }
+    while (next_span < spans->size() && t.spans[(*spans)[next_span]].start_ns <= call.start_ns) {
+      const std::uint32_t s = (*spans)[next_span++];
+      while (!open.empty() && t.spans[open.back()].end_ns < t.spans[s].start_ns) open.pop_back();
+      open.push_back(s);
+    }
+    while (!open.empty() && t.spans[open.back()].end_ns < call.start_ns) open.pop_back();
+    call.parent = open.empty() ? no_index : open.back();
+  }
+
+  std::unordered_map<std::uint32_t, std::uint32_t> call_by_correlation;
+  call_by_correlation.reserve(t.api_calls.size());
+  for (std::uint32_t i = 0; i < t.api_calls.size(); ++i) call_by_correlation[t.api_calls[i].correlation] = i;
+  t.meta.unmatched_gpu_records = 0;
+  for (gpu_activity& g : t.gpu) {
+    auto it = call_by_correlation.find(g.correlation);
+    g.api = it == call_by_correlation.end() ? no_index : it->second;
+    if (g.api == no_index) ++t.meta.unmatched_gpu_records;
+  }
+}
+
+// The scope that launched a GPU activity, or no_index.
+inline std::uint32_t launching_span(const trace& t, const gpu_activity& g) {
+  return g.api == no_index ? no_index : t.api_calls[g.api].parent;
+}
+
+// A scope's extent on one GPU stream: from the first to the last GPU activity
+// launched inside it (its nested scopes included). Drawn as gpu_user_annotation.
+struct gpu_annotation {
+  std::uint32_t span = no_index;
+  std::uint32_t device = 0;
+  std::uint32_t stream = 0;
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+};
+
+inline std::vector<gpu_annotation> gpu_annotations(const trace& t) {
+  struct key_hash {
+    std::size_t operator()(const std::pair<std::uint32_t, std::uint64_t>& k) const noexcept {
+      return std::hash<std::uint64_t>()(k.second * 1000003u ^ k.first);
+    }
+  };
+  std::unordered_map<std::pair<std::uint32_t, std::uint64_t>, std::size_t, key_hash> index;
+  std::vector<gpu_annotation> out;
+  for (const gpu_activity& g : t.gpu) {
+    if (g.kind == gpu_kind::sync) continue;
+    const std::uint64_t lane = (std::uint64_t(g.device) << 32) | g.stream;
+    for (std::uint32_t s = launching_span(t, g); s != no_index; s = t.spans[s].parent) {
+      if (t.spans[s].is_step) continue;  // as torch: no GPU lane entry for steps
+      auto [it, inserted] = index.try_emplace({s, lane}, out.size());
+      if (inserted) {
+        out.push_back({s, g.device, g.stream, g.start_ns, g.end_ns});
+      } else {
+        gpu_annotation& a = out[it->second];
+        a.start_ns = std::min(a.start_ns, g.start_ns);
+        a.end_ns = std::max(a.end_ns, g.end_ns);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace cuprof
