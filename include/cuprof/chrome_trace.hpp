@@ -25,32 +25,6 @@ namespace cuprof {
 constexpr std::uint32_t overhead_pid = 0x40000000u;  // above any Linux pid_max
 constexpr std::uint32_t sync_tid_offset = 1000000u;  // overlapping sync records, as Kineto
 
-inline const char* memcpy_kind_name(std::uint8_t kind) {
-  switch (kind) {
-    case 1: return "HtoD";
-    case 2: return "DtoH";
-    case 3: return "HtoA";
-    case 4: return "AtoH";
-    case 5: return "AtoA";
-    case 6: return "AtoD";
-    case 7: return "DtoA";
-    case 8: return "DtoD";
-    case 9: return "HtoH";
-    case 10: return "PtoP";
-    default: return "Unknown";
-  }
-}
-
-inline const char* sync_kind_name(std::uint8_t type) {
-  switch (type) {
-    case 1: return "Event Sync";
-    case 2: return "Stream Wait Event";
-    case 3: return "Stream Sync";
-    case 4: return "Context Sync";
-    default: return "Unknown Sync";
-  }
-}
-
 namespace detail {
 
 // Estimated achieved occupancy as Kineto reports it: resident warps per SM

@@ -112,6 +112,33 @@ struct trace_metadata {
   std::string cuda_status;                 // why CUDA tracing is off, empty when on
 };
 
+// CUPTI's copy kinds and sync types by their numeric values, named as Kineto names them.
+inline const char* memcpy_kind_name(std::uint8_t kind) {
+  switch (kind) {
+    case 1: return "HtoD";
+    case 2: return "DtoH";
+    case 3: return "HtoA";
+    case 4: return "AtoH";
+    case 5: return "AtoA";
+    case 6: return "AtoD";
+    case 7: return "DtoA";
+    case 8: return "DtoD";
+    case 9: return "HtoH";
+    case 10: return "PtoP";
+    default: return "Unknown";
+  }
+}
+
+inline const char* sync_kind_name(std::uint8_t type) {
+  switch (type) {
+    case 1: return "Event Sync";
+    case 2: return "Stream Wait Event";
+    case 3: return "Stream Sync";
+    case 4: return "Context Sync";
+    default: return "Unknown Sync";
+  }
+}
+
 // One collected cycle. Spans, calls and GPU work refer to each other by index.
 struct trace {
   string_table names;

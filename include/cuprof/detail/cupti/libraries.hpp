@@ -1,0 +1,121 @@
+// libcupti and libcuda, loaded at run time: a program that includes cuprof
+// links neither, and a machine without them (no driver, no GPU, a missing or
+// older CUPTI) gets a CPU-only trace and one line saying why.
+#pragma once
+
+#include <cuda.h>
+#include <cupti.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace cuprof::detail::cupti {
+
+inline void* open_first(const std::vector<std::string>& candidates) {
+  for (const std::string& path : candidates) {
+    if (path.empty()) continue;
+    if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
+  }
+  return nullptr;
+}
+
+template <class Fn>
+bool bind(void* lib, Fn& fn, const char* symbol) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, symbol));
+  return fn != nullptr;
+}
+
+// The CUPTI entry points cuprof uses.
+struct cupti_library {
+  decltype(&cuptiGetVersion) get_version = nullptr;
+  decltype(&cuptiGetResultString) get_result_string = nullptr;
+  decltype(&cuptiGetCallbackName) get_callback_name = nullptr;
+  decltype(&cuptiSubscribe_v2) subscribe = nullptr;
+  decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
+  decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp_callback = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+  decltype(&cuptiActivityEnable) enable = nullptr;
+  decltype(&cuptiActivityDisable) disable = nullptr;
+  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped_records = nullptr;
+
+  // Empty on success, otherwise why CUPTI cannot be used.
+  std::string load() {
+    const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY");
+    std::vector<std::string> candidates = {forced ? forced : "", "libcupti.so.13", "libcupti.so"};
+    for (const char* root_var : {"CUDA_HOME", "CUDA_PATH"}) {
+      if (const char* root = std::getenv(root_var)) {
+        candidates.push_back(std::string(root) + "/extras/CUPTI/lib64/libcupti.so.13");
+        candidates.push_back(std::string(root) + "/lib64/libcupti.so.13");
+      }
+    }
+    candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
+    candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
+    void* lib = open_first(candidates);
+    if (!lib) return "libcupti.so.13 could not be loaded (set CUPROF_CUPTI_LIBRARY to its path)";
+    const bool ok = bind(lib, get_version, "cuptiGetVersion") && bind(lib, get_result_string, "cuptiGetResultString") &&
+                    bind(lib, get_callback_name, "cuptiGetCallbackName") && bind(lib, subscribe, "cuptiSubscribe_v2") &&
+                    bind(lib, set_thread_id_type, "cuptiSetThreadIdType") &&
+                    bind(lib, register_timestamp_callback, "cuptiActivityRegisterTimestampCallback") &&
+                    bind(lib, register_callbacks, "cuptiActivityRegisterCallbacks") &&
+                    bind(lib, enable, "cuptiActivityEnable") && bind(lib, disable, "cuptiActivityDisable") &&
+                    bind(lib, flush_all, "cuptiActivityFlushAll") &&
+                    bind(lib, get_next_record, "cuptiActivityGetNextRecord") &&
+                    bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords");
+    if (!ok) return "the loaded libcupti lacks CUPTI 13 entry points (" + std::string(::dlerror() ? ::dlerror() : "?") + ")";
+    return {};
+  }
+
+  std::string result_string(CUptiResult r) const {
+    const char* s = nullptr;
+    if (get_result_string && get_result_string(r, &s) == CUPTI_SUCCESS && s) return s;
+    return "CUPTI error " + std::to_string(int(r));
+  }
+};
+
+// The driver entry points cuprof uses: device properties and a device sync
+// that needs no CUDA runtime linked into the program.
+struct driver_library {
+  decltype(&cuInit) init = nullptr;
+  decltype(&cuDriverGetVersion) driver_get_version = nullptr;
+  decltype(&cuDeviceGetCount) device_get_count = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuDeviceGetName) device_get_name = nullptr;
+  decltype(&cuDeviceTotalMem_v2) device_total_mem = nullptr;
+  decltype(&cuDeviceGetAttribute) device_get_attribute = nullptr;
+  decltype(&cuDevicePrimaryCtxGetState) primary_ctx_get_state = nullptr;
+  decltype(&cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
+  decltype(&cuDevicePrimaryCtxRelease_v2) primary_ctx_release = nullptr;
+  decltype(&cuCtxPushCurrent_v2) ctx_push = nullptr;
+  decltype(&cuCtxPopCurrent_v2) ctx_pop = nullptr;
+  decltype(&cuCtxSynchronize) ctx_synchronize = nullptr;
+  decltype(&cuGetErrorName) get_error_name = nullptr;
+
+  std::string load() {
+    void* lib = open_first({"libcuda.so.1", "libcuda.so"});
+    if (!lib) return "no CUDA driver (libcuda.so.1 not found)";
+    const bool ok = bind(lib, init, "cuInit") && bind(lib, driver_get_version, "cuDriverGetVersion") &&
+                    bind(lib, device_get_count, "cuDeviceGetCount") && bind(lib, device_get, "cuDeviceGet") &&
+                    bind(lib, device_get_name, "cuDeviceGetName") && bind(lib, device_total_mem, "cuDeviceTotalMem_v2") &&
+                    bind(lib, device_get_attribute, "cuDeviceGetAttribute") &&
+                    bind(lib, primary_ctx_get_state, "cuDevicePrimaryCtxGetState") &&
+                    bind(lib, primary_ctx_retain, "cuDevicePrimaryCtxRetain") &&
+                    bind(lib, primary_ctx_release, "cuDevicePrimaryCtxRelease_v2") &&
+                    bind(lib, ctx_push, "cuCtxPushCurrent_v2") && bind(lib, ctx_pop, "cuCtxPopCurrent_v2") &&
+                    bind(lib, ctx_synchronize, "cuCtxSynchronize") && bind(lib, get_error_name, "cuGetErrorName");
+    if (!ok) return "the CUDA driver lacks expected entry points";
+    const CUresult r = init(0);
+    if (r != CUDA_SUCCESS) {
+      const char* name = nullptr;
+      get_error_name(r, &name);
+      return std::string(r == CUDA_ERROR_NO_DEVICE ? "no CUDA device" : "the CUDA driver failed to initialise") +
+             " (cuInit: " + (name ? name : std::to_string(int(r))) + ")";
+    }
+    return {};
+  }
+};
+
+}  // namespace cuprof::detail::cupti

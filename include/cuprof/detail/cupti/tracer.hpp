@@ -1,0 +1,307 @@
+// The CUPTI session: one per process, opened on first use and kept (CUPTI
+// cannot be detached safely while the program runs; its activities are
+// switched off between windows, so nothing is slowed down after profiling).
+//
+// Buffers: CUPTI asks for them on application threads and hands them back on
+// its own thread. Both callbacks only move a buffer between states in a fixed
+// table (atomics, no lock, no allocation once the pool is warm); a worker
+// thread, or the caller of flush(), parses them into the record_store.
+#pragma once
+
+#include "../../event.hpp"
+#include "../clock.hpp"
+#include "libraries.hpp"
+#include "records.hpp"
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace cuprof::detail::cupti {
+
+inline std::uint64_t CUPTIAPI timestamp_callback() { return now_ticks(); }
+
+class tracer {
+ public:
+  static constexpr std::size_t buffer_bytes = 4u << 20;
+  static constexpr std::size_t max_buffers = 256;  // 1 GiB at most; CUPTI drops (and counts) beyond
+  static constexpr std::size_t buffer_header = 64;  // holds the slot index, keeps records 8-byte aligned
+
+  // The process's tracer, or nullptr with `why` set when CUDA cannot be traced here.
+  static tracer* instance(std::string& why) {
+    static std::once_flag once;
+    static tracer* the_tracer = nullptr;
+    static std::string failure;
+    std::call_once(once, [] {
+      auto* t = new tracer;
+      failure = t->open();
+      if (failure.empty()) the_tracer = t; else delete t;
+    });
+    why = failure;
+    return the_tracer;
+  }
+
+  void enable() {
+    std::lock_guard<std::mutex> lock(control_);
+    if (enabled_ || forked_child()) return;
+    for (CUpti_ActivityKind kind : kinds()) cupti_.enable(kind);
+    enabled_ = true;
+  }
+
+  void disable() {
+    std::lock_guard<std::mutex> lock(control_);
+    if (!enabled_ || forked_child()) return;
+    for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
+    enabled_ = false;
+  }
+
+  // Hands every finished buffer to the store. `forced` also delivers records
+  // still in flight (CUPTI never delivers those again): only after a device sync.
+  void flush(bool forced) {
+    if (forced_child_guard()) return;
+    cupti_.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    process_completed();
+  }
+
+  // Waits for the GPU work of every device this process has a context on.
+  void sync_devices() {
+    if (forced_child_guard()) return;
+    int count = 0;
+    if (driver_.device_get_count(&count) != CUDA_SUCCESS) return;
+    for (int i = 0; i < count; ++i) {
+      CUdevice dev;
+      unsigned flags = 0;
+      int active = 0;
+      if (driver_.device_get(&dev, i) != CUDA_SUCCESS) continue;
+      if (driver_.primary_ctx_get_state(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+      CUcontext ctx = nullptr, popped = nullptr;
+      if (driver_.primary_ctx_retain(&ctx, dev) != CUDA_SUCCESS) continue;
+      if (driver_.ctx_push(ctx) == CUDA_SUCCESS) {
+        driver_.ctx_synchronize();
+        driver_.ctx_pop(&popped);
+      }
+      driver_.primary_ctx_release(dev);
+    }
+  }
+
+  // The store is shared with the worker thread: use it through this.
+  template <class Fn>
+  auto with_store(Fn&& fn) {
+    std::lock_guard<std::mutex> lock(store_mutex_);
+    return fn(store_);
+  }
+
+  void fill_metadata(trace_metadata& meta) const {
+    meta.cupti_version = int(cupti_version_);
+    meta.cuda_driver_version = driver_version_;
+    meta.devices = devices_;
+  }
+
+  std::string describe() const {
+    std::string s = "CUPTI " + std::to_string(cupti_version_) + ", driver " + std::to_string(driver_version_);
+    for (const device_info& d : devices_) s += ", GPU " + std::to_string(d.id) + " " + d.name;
+    return s;
+  }
+
+ private:
+  tracer() : store_([this](api_domain d, std::uint32_t cbid) { return callback_name(d, cbid); }) {}
+
+  static const std::vector<CUpti_ActivityKind>& kinds() {
+    static const std::vector<CUpti_ActivityKind> k = {
+        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
+        CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_RUNTIME,
+        CUPTI_ACTIVITY_KIND_DRIVER};
+    return k;
+  }
+
+  std::string open() {
+    std::string why = driver_.load();
+    if (!why.empty()) return why;
+    why = cupti_.load();
+    if (!why.empty()) return why;
+    if (cupti_.get_version(&cupti_version_) != CUPTI_SUCCESS) return "cuptiGetVersion failed";
+    if (cupti_version_ < CUPTI_API_VERSION / 10000 * 10000)
+      return "libcupti is version " + std::to_string(cupti_version_) + ", older than the headers cuprof was built with (" +
+             std::to_string(CUPTI_API_VERSION) + ")";
+
+    CUpti_SubscriberParams params{};
+    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN * 2] = {0};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "cuprof";
+    params.oldSubscriberName = holder;
+    params.oldSubscriberSize = sizeof holder;
+    CUpti_SubscriberHandle subscriber = nullptr;
+    const CUptiResult r = cupti_.subscribe(&subscriber, &ignore_callback, nullptr, &params);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == CUPTI_ERROR_MAX_LIMIT_REACHED)
+      return std::string("another tool already holds CUPTI (") + (holder[0] ? holder : "it did not give its name") +
+             "), e.g. Nsight, compute-sanitizer or torch.profiler";
+    if (r != CUPTI_SUCCESS) return "CUPTI could not attach: " + cupti_.result_string(r);
+
+    // Order matters: thread ids and the clock before any activity is enabled.
+    cupti_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    if (cupti_.register_timestamp_callback(&timestamp_callback) != CUPTI_SUCCESS)
+      return "CUPTI refused cuprof's clock callback";
+    const CUptiResult rc = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
+    if (rc != CUPTI_SUCCESS) return "CUPTI refused the buffer callbacks: " + cupti_.result_string(rc);
+
+    driver_.driver_get_version(&driver_version_);
+    read_devices();
+    self() = this;
+    sem_init(&work_ready_, 0, 0);
+    std::thread([this] { worker(); }).detach();
+    pthread_atfork(nullptr, nullptr, [] { in_forked_child() = true; });
+    return {};
+  }
+
+  void read_devices() {
+    int count = 0;
+    if (driver_.device_get_count(&count) != CUDA_SUCCESS) return;
+    for (int i = 0; i < count; ++i) {
+      CUdevice dev;
+      if (driver_.device_get(&dev, i) != CUDA_SUCCESS) continue;
+      device_info d;
+      d.id = i;
+      char name[256] = {0};
+      driver_.device_get_name(name, sizeof name - 1, dev);
+      d.name = name;
+      size_t mem = 0;
+      driver_.device_total_mem(&mem, dev);
+      d.total_global_mem = mem;
+      const auto attr = [&](CUdevice_attribute a) {
+        int v = 0;
+        driver_.device_get_attribute(&v, a, dev);
+        return v;
+      };
+      d.compute_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+      d.compute_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+      d.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+      d.max_threads_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+      d.regs_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+      d.regs_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+      d.warp_size = attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+      d.num_sms = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+      d.shared_mem_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+      d.shared_mem_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+      d.shared_mem_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+      d.max_blocks_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+      devices_.push_back(d);
+    }
+  }
+
+  std::string callback_name(api_domain domain, std::uint32_t cbid) const {
+    const char* name = nullptr;
+    const auto d = domain == api_domain::driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+    if (cupti_.get_callback_name(d, cbid, &name) != CUPTI_SUCCESS || !name) return {};
+    return name;
+  }
+
+  static void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+  // ---- buffers ------------------------------------------------------------
+  enum buffer_state : std::uint32_t { free_slot, with_cupti, completed, parsing };
+  struct buffer_slot {
+    std::atomic<std::uint32_t> state{free_slot};
+    std::uint8_t* memory = nullptr;  // buffer_header + buffer_bytes, allocated on first use
+    std::size_t valid = 0;
+  };
+
+  static tracer*& self() {
+    static tracer* t = nullptr;
+    return t;
+  }
+  static bool& in_forked_child() {
+    static bool child = false;
+    return child;
+  }
+  static bool forked_child() { return in_forked_child(); }
+  // A forked child has no CUPTI worker thread: a flush there would hang.
+  bool forced_child_guard() const { return forked_child(); }
+
+  static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
+    *buffer = nullptr;
+    *size = 0;
+    *max_records = 0;
+    tracer* t = self();
+    for (std::size_t n = 0; n < max_buffers; ++n) {
+      const std::size_t i = (t->next_slot_.fetch_add(1, std::memory_order_relaxed)) % max_buffers;
+      buffer_slot& s = t->slots_[i];
+      std::uint32_t expected = free_slot;
+      if (!s.state.compare_exchange_strong(expected, with_cupti, std::memory_order_acq_rel)) continue;
+      if (!s.memory) {
+        s.memory = static_cast<std::uint8_t*>(std::aligned_alloc(64, buffer_header + buffer_bytes));
+        if (!s.memory) {
+          s.state.store(free_slot, std::memory_order_release);
+          return;
+        }
+        std::memcpy(s.memory, &i, sizeof i);
+      }
+      *buffer = s.memory + buffer_header;
+      *size = buffer_bytes;
+      return;
+    }
+  }
+
+  static void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t, std::size_t valid) {
+    tracer* t = self();
+    if (!buffer) return;
+    std::size_t i = 0;
+    std::memcpy(&i, buffer - buffer_header, sizeof i);
+    t->slots_[i].valid = valid;
+    t->slots_[i].state.store(completed, std::memory_order_release);
+    sem_post(&t->work_ready_);
+  }
+
+  void process_completed() {
+    for (buffer_slot& s : slots_) {
+      std::uint32_t expected = completed;
+      if (!s.state.compare_exchange_strong(expected, parsing, std::memory_order_acq_rel)) continue;
+      std::size_t dropped = 0;
+      cupti_.get_num_dropped_records(nullptr, 0, &dropped);
+      {
+        std::lock_guard<std::mutex> lock(store_mutex_);
+        CUpti_Activity* record = nullptr;
+        while (cupti_.get_next_record(s.memory + buffer_header, s.valid, &record) == CUPTI_SUCCESS) store_.add(record);
+        store_.add_dropped(dropped);
+      }
+      s.state.store(free_slot, std::memory_order_release);
+    }
+  }
+
+  void worker() {
+    for (;;) {
+      timespec deadline;
+      clock_gettime(CLOCK_REALTIME, &deadline);
+      deadline.tv_nsec += 200 * 1000000L;
+      if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+      }
+      sem_timedwait(&work_ready_, &deadline);
+      process_completed();
+    }
+  }
+
+  cupti_library cupti_;
+  driver_library driver_;
+  std::uint32_t cupti_version_ = 0;
+  int driver_version_ = 0;
+  std::vector<device_info> devices_;
+  std::mutex control_;
+  bool enabled_ = false;
+  buffer_slot slots_[max_buffers];
+  std::atomic<std::size_t> next_slot_{0};
+  sem_t work_ready_;
+  std::mutex store_mutex_;
+  record_store store_;
+};
+
+}  // namespace cuprof::detail::cupti
