@@ -105,6 +105,12 @@ inline std::vector<gpu_annotation> gpu_annotations(const trace& t) {
       }
     }
   }
+  // Per lane in start order, enclosing annotations before the ones they contain.
+  std::sort(out.begin(), out.end(), [](const gpu_annotation& a, const gpu_annotation& b) {
+    if (a.device != b.device) return a.device < b.device;
+    if (a.stream != b.stream) return a.stream < b.stream;
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
   return out;
 }
 
