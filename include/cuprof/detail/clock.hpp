@@ -7,6 +7,8 @@
 // two (ticks, CLOCK_MONOTONIC) pairs, so the hot path never converts.
 #pragma once
 
+#include "../config.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <ctime>

@@ -1,0 +1,271 @@
+"""Runs cuprof's examples on a GPU machine and checks what their traces and
+tables show (see scripts/gpu-check). Prints one line per check and a short
+summary last; exits non-zero when a check fails. Writes summary.json to --out.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+import validate_trace  # noqa: E402
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append({"check": name, "ok": bool(ok), "detail": detail})
+    print(f"[{'PASS' if ok else 'FAIL'}] {name}{': ' + detail if detail else ''}", flush=True)
+    return ok
+
+
+def run(cmd, out_dir, log_name, env=None, timeout=300):
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
+    with open(os.path.join(out_dir, log_name + ".log"), "w") as f:
+        f.write(f"$ {' '.join(cmd)}\nexit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc
+
+
+def load(path):
+    raw, obj = validate_trace.load_trace(path)
+    return raw, obj, obj["traceEvents"]
+
+
+def parse_time_us(cell):
+    m = re.fullmatch(r"(-?[\d.]+)(us|ms|s)", cell)
+    return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
+
+
+def parse_table(text):
+    """The last torch-style table in `text`: rows as dicts of cells, and the footer totals."""
+    lines = text.splitlines()
+    headers_at = [i for i, l in enumerate(lines) if l.strip().startswith("Name") and "Self CPU %" in l]
+    if not headers_at:
+        return [], {}
+    h = headers_at[-1]
+    header = lines[h]
+    # Right-aligned cells separated by two spaces: split on runs of 2+ spaces.
+    names = [c for c in re.split(r"\s{2,}", header.strip())]
+    rows = []
+    for line in lines[h + 2:]:
+        if line.startswith("---"):
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == len(names):
+            rows.append(dict(zip(names, cells)))
+    footer = {}
+    for line in lines[h:]:
+        m = re.match(r"Self (CPU|CUDA) time total: (\S+)", line)
+        if m:
+            footer[m.group(1)] = parse_time_us(m.group(2))
+    return rows, footer
+
+
+def gpu_events(events):
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
+
+
+def launches_by_correlation(events):
+    return {e["args"]["correlation"]: e for e in events
+            if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")}
+
+
+def check_trace_contract(label, path):
+    raw, obj = validate_trace.load_trace(path)
+    problems = validate_trace.validate(raw, obj, require_gpu=True)
+    check(f"{label}: trace follows the contract, every GPU record has a flow from its CPU call, "
+          "kernels start after their launch, no negative ts/dur", not problems, "; ".join(problems[:3]))
+
+
+def check_table_vs_trace(label, stdout, events):
+    rows, footer = parse_table(stdout)
+    if not check(f"{label}: table printed", rows and "CPU" in footer, f"{len(rows)} rows"):
+        return footer
+    bad = []
+    for r in rows:
+        for self_col, total_col in (("Self CPU", "CPU total"), ("Self CUDA", "CUDA total")):
+            if self_col in r and parse_time_us(r[self_col]) > parse_time_us(r[total_col]) + 1e-3:
+                bad.append(f"{r['Name']}: {self_col} {r[self_col]} > {r[total_col]}")
+    check(f"{label}: self <= total on every row", not bad, "; ".join(bad[:3]))
+    trace_cuda_us = sum(e["dur"] for e in gpu_events(events))
+    table_cuda_us = footer.get("CUDA", 0.0)
+    # The footer prints 3 decimals of us; each event's dur is rounded to 1 ns.
+    tolerance = 0.0015 + 0.001 * len(gpu_events(events)) if table_cuda_us < 1000 else table_cuda_us * 1e-5 + 0.5
+    check(f"{label}: Self CUDA time total equals the sum of GPU records in the trace",
+          abs(trace_cuda_us - table_cuda_us) <= tolerance, f"table {table_cuda_us:.3f} us, trace {trace_cuda_us:.3f} us")
+    return footer
+
+
+def example(build, out, name, args, label):
+    trace = os.path.join(out, f"{label}.json")
+    proc = run([os.path.join(build, "examples", name), *args, "--trace", trace], out, label)
+    ok = check(f"{label}: runs", proc.returncode == 0 and os.path.exists(trace),
+               f"exit {proc.returncode} {proc.stderr.strip()[-200:]}")
+    return (proc, *load(trace)) if ok else (proc, None, None, None)
+
+
+def is_gemm(name):
+    return re.search(r"nvjet|gemm|cutlass|xmma", name) is not None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--out", required=True)
+    a = parser.parse_args()
+    build, out = a.build, a.out
+    summary = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True)
+    summary["device"] = smi.stdout.strip()
+    print(f"gpu-check on {summary['device']} at {summary['date']}", flush=True)
+
+    # --- matmul_add, the seed article's workload -------------------------------------------
+    footers = {}
+    gemm_names = {}
+    for size in (64, 4096):
+        label = f"matmul_add_{size}"
+        proc, raw, obj, events = example(build, out, "matmul_add",
+                                         ["--size", str(size), "--warmup", "--compare-events"], label)
+        if events is None:
+            continue
+        check_trace_contract(label, os.path.join(out, f"{label}.json"))
+        footers[size] = check_table_vs_trace(label, proc.stdout, events)
+        calls = launches_by_correlation(events)
+        gemms = [e for e in events if e.get("cat") == "kernel" and is_gemm(e["name"])]
+        launchers = sorted({calls[g["args"]["correlation"]]["name"] for g in gemms if g["args"]["correlation"] in calls})
+        check(f"{label}: cuBLAS GEMM kernels appear with their launch call", gemms and launchers,
+              f"{gemms[0]['name'] if gemms else 'no GEMM'} launched by {launchers}")
+        gemm_names[size] = sorted({g["name"] for g in gemms})
+        summary[label] = {"gemm_kernels": gemm_names[size], "launchers": launchers,
+                          "gemm_us": [g["dur"] for g in gemms], "footer_us": footers[size],
+                          "categories": sorted({e.get("cat") for e in events if e.get("ph") == "X"})}
+        m = re.search(r"cuda_event_gemm_us=([\d.]+)", proc.stdout)
+        if size == 4096 and m and gemms:
+            traced = statistics.median(g["dur"] for g in gemms)
+            evt = float(m.group(1))
+            summary[label]["cuda_event_gemm_us"] = evt
+            check("matmul_add_4096: traced bf16 GEMM duration within 5% of cudaEvent timing",
+                  abs(traced - evt) <= 0.05 * evt, f"traced median {traced:.1f} us, cudaEvent median {evt:.1f} us")
+    if 64 in footers and "CUDA" in footers[64]:
+        ratio = footers[64]["CPU"] / max(footers[64]["CUDA"], 1e-9)
+        check("matmul_add_64: overhead-bound (Self CPU total >> Self CUDA total)", ratio >= 5, f"CPU/CUDA = {ratio:.1f}")
+    if 4096 in footers and "CUDA" in footers[4096]:
+        ratio = footers[4096]["CPU"] / max(footers[4096]["CUDA"], 1e-9)
+        check("matmul_add_4096: compute-bound (Self CPU and CUDA totals of one order)", 0.1 <= ratio <= 10,
+              f"CPU/CUDA = {ratio:.2f}")
+    proc, raw, obj, events = example(build, out, "matmul_add", ["--size", "64", "--batched"], "matmul_add_64_bmm")
+    if events is not None:
+        check_trace_contract("matmul_add_64_bmm", os.path.join(out, "matmul_add_64_bmm.json"))
+
+    # --- linear: the hidden DtoD copy before an addmm ---------------------------------------
+    for variant in ("addmm", "epilogue", "separate"):
+        label = f"linear_{variant}"
+        proc, raw, obj, events = example(build, out, "linear", ["--variant", variant], label)
+        if events is None:
+            continue
+        check_trace_contract(label, os.path.join(out, f"{label}.json"))
+        check_table_vs_trace(label, proc.stdout, events)
+        if variant == "addmm":
+            copies = [e for e in events if e.get("cat") == "gpu_memcpy" and e["name"].startswith("Memcpy DtoD")]
+            calls = launches_by_correlation(events)
+            copy_calls = [calls.get(c["args"]["correlation"], {}).get("name") for c in copies]
+            check("linear_addmm: DtoD memcpy shown with its cudaMemcpyAsync", copies and "cudaMemcpyAsync" in copy_calls,
+                  f"{len(copies)} x {copies[0]['name'] if copies else '-'}")
+            gemms = [e for e in events if e.get("cat") == "kernel" and is_gemm(e["name"])]
+            check("linear_addmm: each DtoD copy precedes a GEMM", copies and gemms and
+                  all(any(g["ts"] >= c["ts"] + c["dur"] for g in gemms) for c in copies))
+
+    # --- mlp: unfused vs fused ---------------------------------------------------------------
+    kernels = {}
+    for variant in ("unfused", "fused"):
+        label = f"mlp_{variant}"
+        proc, raw, obj, events = example(build, out, "mlp", ["--variant", variant], label)
+        if events is None:
+            continue
+        check_trace_contract(label, os.path.join(out, f"{label}.json"))
+        check_table_vs_trace(label, proc.stdout, events)
+        kernels[variant] = sorted({e["name"] for e in events if e.get("cat") == "kernel"})
+    if len(kernels) == 2:
+        same_gemms = {k for k in kernels["unfused"] if is_gemm(k)} == {k for k in kernels["fused"] if is_gemm(k)}
+        check("mlp: fused and unfused run the same GEMM kernels, fewer elementwise kernels when fused",
+              same_gemms and len(kernels["fused"]) < len(kernels["unfused"]), f"{kernels}")
+        summary["mlp_kernels"] = kernels
+
+    # --- occupancy queries before launches, syncs ---------------------------------------------
+    proc, raw, obj, events = example(build, out, "occupancy", [], "occupancy")
+    if events is not None:
+        check_trace_contract("occupancy", os.path.join(out, "occupancy.json"))
+        check_table_vs_trace("occupancy", proc.stdout, events)
+        cpu = sorted((e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")), key=lambda e: e["ts"])
+        queries = [e for e in cpu if "Occupancy" in e["name"]]
+        launches = [e for e in cpu if "LaunchKernel" in e["name"]]
+        check("occupancy: occupancy queries appear before the launches they size",
+              queries and launches and queries[0]["ts"] < launches[0]["ts"],
+              f"{len(queries)} queries ({queries[0]['name'] if queries else '-'}), {len(launches)} launches")
+        syncs = [e for e in events if e.get("cat") == "cuda_sync"]
+        sync_calls = [e for e in cpu if "Synchronize" in e["name"]]
+        check("syncs appear as cuda_sync records with their synchronize call", syncs and sync_calls,
+              f"{len(syncs)} x {syncs[0]['name'] if syncs else '-'}, calls {sorted({e['name'] for e in sync_calls})}")
+
+    # --- trace at exit, no code: CUPROF_TRACE ---------------------------------------------------
+    autostart = os.path.join(out, "autostart.json")
+    proc = run([os.path.join(build, "examples", "matmul_add"), "--size", "64", "--trace", os.path.join(out, "ignored.json")],
+               out, "autostart", env={"CUPROF_TRACE": autostart})
+    if check("CUPROF_TRACE=path writes a trace at exit", proc.returncode == 0 and os.path.exists(autostart),
+             proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""):
+        raw, obj = validate_trace.load_trace(autostart)
+        problems = validate_trace.validate(raw, obj, require_gpu=True)
+        check("CUPROF_TRACE trace is valid and has GPU work", not problems, "; ".join(problems[:3]))
+
+    # --- CUPTI held by another tool -----------------------------------------------------------
+    sanitizer = subprocess.run(["which", "compute-sanitizer"], capture_output=True, text=True).stdout.strip()
+    if sanitizer:
+        trace = os.path.join(out, "under_sanitizer.json")
+        proc = run([sanitizer, "--tool", "memcheck", os.path.join(build, "examples", "occupancy"), "--trace", trace],
+                   out, "under_sanitizer", timeout=300)
+        said = [l for l in proc.stderr.splitlines() if l.startswith("cuprof:")]
+        check("under compute-sanitizer: one line says who holds CUPTI, CPU trace still written, no memcheck errors",
+              proc.returncode == 0 and os.path.exists(trace) and any("CUPTI" in l for l in said)
+              and "ERROR SUMMARY: 0 errors" in proc.stdout + proc.stderr, " | ".join(said))
+
+    # --- torch.profiler on the same workload --------------------------------------------------
+    for size in (64, 4096):
+        trace = os.path.join(out, f"torch_matmul_add_{size}.json")
+        proc = run([sys.executable, os.path.join(os.path.dirname(__file__), "torch_matmul_add.py"), "--size", str(size),
+                    "--trace", trace], out, f"torch_matmul_add_{size}", timeout=300)
+        if not check(f"torch matmul_add {size} ran", proc.returncode == 0 and os.path.exists(trace),
+                     proc.stderr.strip()[-200:]):
+            continue
+        with open(trace) as f:
+            tev = json.load(f)["traceEvents"]
+        torch_gemms = sorted({e["name"] for e in tev if e.get("cat") == "kernel" and is_gemm(e["name"])})
+        torch_cats = sorted({e.get("cat") for e in tev if e.get("ph") == "X" and e.get("cat") != "Trace"})
+        ours = summary.get(f"matmul_add_{size}", {})
+        summary[f"torch_matmul_add_{size}"] = {"gemm_kernels": torch_gemms, "categories": torch_cats,
+                                              "counts": {c: sum(1 for e in tev if e.get("cat") == c) for c in torch_cats}}
+        check(f"matmul_add {size}: same GEMM kernel name as torch.profiler for the same shape and dtype",
+              torch_gemms and torch_gemms == ours.get("gemm_kernels"), f"torch {torch_gemms}, cuprof {ours.get('gemm_kernels')}")
+        expected = {c for c in torch_cats if c != "cpu_op"}  # torch's aten ops are cuprof's scopes
+        check(f"matmul_add {size}: every event category torch shows is present (cpu_op as user_annotation)",
+              expected <= set(ours.get("categories", [])), f"torch {torch_cats}, cuprof {ours.get('categories')}")
+
+    summary["checks"] = results
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    failed = [r["check"] for r in results if not r["ok"]]
+    print(f"\n== gpu-check summary ({summary['device']}, {summary['date']}) ==")
+    for r in failed:
+        print(f"FAILED: {r['check']}")
+    print(f"gpu-check: {len(results) - len(failed)} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
