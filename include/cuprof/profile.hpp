@@ -151,8 +151,8 @@ class profile {
 
   // The most recently completed window.
   const trace& last_trace() const {
-    static const trace empty;
-    return last_ ? *last_ : empty;
+    static const trace* empty = new trace;  // never destroyed: read from exit handlers too
+    return last_ ? *last_ : *empty;
   }
   event_averages key_averages() const { return cuprof::key_averages(last_trace()); }
   export_result export_chrome_trace(const std::string& path) const { return cuprof::export_chrome_trace(last_trace(), path); }

@@ -109,33 +109,32 @@ inline double no_memory_profiled(const event_average&) { return 0; }
 
 // torch's keys ("cuda" and "device" spellings alike). Memory keys are valid
 // in torch; cuprof records no memory, so they keep the original order.
-inline const std::vector<sort_key>& sort_keys() {
-  static const std::vector<sort_key> keys = {
-      {"cpu_time", [](const event_average& r) { return r.cpu_time_avg_ns(); }},
-      {"cuda_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
-      {"device_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
-      {"cpu_time_total", [](const event_average& r) { return double(r.cpu_total_ns); }},
-      {"cuda_time_total", [](const event_average& r) { return double(r.cuda_total_ns); }},
-      {"device_time_total", [](const event_average& r) { return double(r.cuda_total_ns); }},
-      {"self_cpu_time_total", [](const event_average& r) { return double(r.self_cpu_ns); }},
-      {"self_cuda_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
-      {"self_device_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
-      {"count", [](const event_average& r) { return double(r.count); }},
-      {"cpu_memory_usage", no_memory_profiled},
-      {"cuda_memory_usage", no_memory_profiled},
-      {"device_memory_usage", no_memory_profiled},
-      {"self_cpu_memory_usage", no_memory_profiled},
-      {"self_cuda_memory_usage", no_memory_profiled},
-      {"self_device_memory_usage", no_memory_profiled},
-  };
-  return keys;
-}
+// A constant array: tables are also printed from exit handlers, after
+// function-local statics with destructors may be gone.
+inline constexpr sort_key sort_keys[] = {
+    {"cpu_time", [](const event_average& r) { return r.cpu_time_avg_ns(); }},
+    {"cuda_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
+    {"device_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
+    {"cpu_time_total", [](const event_average& r) { return double(r.cpu_total_ns); }},
+    {"cuda_time_total", [](const event_average& r) { return double(r.cuda_total_ns); }},
+    {"device_time_total", [](const event_average& r) { return double(r.cuda_total_ns); }},
+    {"self_cpu_time_total", [](const event_average& r) { return double(r.self_cpu_ns); }},
+    {"self_cuda_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
+    {"self_device_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
+    {"count", [](const event_average& r) { return double(r.count); }},
+    {"cpu_memory_usage", no_memory_profiled},
+    {"cuda_memory_usage", no_memory_profiled},
+    {"device_memory_usage", no_memory_profiled},
+    {"self_cpu_memory_usage", no_memory_profiled},
+    {"self_cuda_memory_usage", no_memory_profiled},
+    {"self_device_memory_usage", no_memory_profiled},
+};
 
 inline sort_value find_sort_key(const std::string& key) {
-  for (const sort_key& k : sort_keys())
+  for (const sort_key& k : sort_keys)
     if (key == k.name) return k.value;
   std::string valid;
-  for (const sort_key& k : sort_keys()) valid += std::string(valid.empty() ? "" : ", ") + k.name;
+  for (const sort_key& k : sort_keys) valid += std::string(valid.empty() ? "" : ", ") + k.name;
   throw error("unknown sort key '" + key + "'; valid keys: " + valid);
 }
 
