@@ -261,8 +261,8 @@ def main():
         json.dump(summary, f, indent=1)
     failed = [r["check"] for r in results if not r["ok"]]
     print(f"\n== gpu-check summary ({summary['device']}, {summary['date']}) ==")
-    for r in failed:
-        print(f"FAILED: {r['check']}")
+    for name in failed:
+        print(f"FAILED: {name}")
     print(f"gpu-check: {len(results) - len(failed)} passed, {len(failed)} failed")
     sys.exit(1 if failed else 0)
 
