@@ -273,6 +273,10 @@ class chrome_trace_writer {
       append_int(out_, a.cbid);
       out_ += ", \"correlation\": ";
       append_int(out_, a.correlation);
+      if (a.external_id) {
+        out_ += ", \"external correlation\": ";
+        append_int(out_, a.external_id);
+      }
       out_ += "}}";
       if (a.has_flow)
         for (std::uint32_t k = 0; k < records_per_call[i]; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);

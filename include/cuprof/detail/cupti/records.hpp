@@ -182,6 +182,12 @@ class record_store {
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
         add_sync(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
         break;
+      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        // Precedes the API record it names; kept until that record's window is taken.
+        const auto& e = *reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+        external_ids_[e.correlationId] = e.externalId;
+        break;
+      }
       case CUPTI_ACTIVITY_KIND_OVERHEAD: {
         const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
         overhead_.push_back({o.start, o.end, names_.intern(overhead_kind_name(o.overheadKind))});
@@ -215,6 +221,8 @@ class record_store {
       c.start_ns = clock.to_epoch_ns(c.start_ns);
       c.end_ns = std::max(c.start_ns, clock.to_epoch_ns(c.end_ns));
       c.name = out.names.intern_static(api_[i].name);
+      auto external = external_ids_.find(c.correlation);
+      if (external != external_ids_.end()) c.external_id = external->second;
       taken.emplace(c.correlation, std::uint32_t(out.api_calls.size()));
       out.api_calls.push_back(c);
     }
@@ -260,9 +268,19 @@ class record_store {
     overhead_.swap(later_overhead);
 
     std::vector<staged_api> later_api;
-    for (const staged_api& a : api_)
-      if (a.call.start_ns > end) later_api.push_back(a);
+    std::unordered_map<std::uint32_t, std::uint64_t> later_external;
+    for (const staged_api& a : api_) {
+      if (a.call.start_ns <= end) continue;
+      later_api.push_back(a);
+      auto external = external_ids_.find(a.call.correlation);
+      if (external != external_ids_.end()) later_external.insert(*external);
+    }
     api_.swap(later_api);
+    // Ids of calls whose API record has not arrived yet are newer than any taken call.
+    const std::uint32_t newest_taken = taken.empty() ? 0 : std::max_element(taken.begin(), taken.end())->first;
+    for (const auto& external : external_ids_)
+      if (external.first > newest_taken) later_external.insert(external);
+    external_ids_.swap(later_external);
 
     out.meta.dropped_gpu_records += dropped_ + lost_timestamps_;
     dropped_ = 0;
@@ -279,6 +297,7 @@ class record_store {
     api_.clear();
     gpu_.clear();
     overhead_.clear();
+    external_ids_.clear();
   }
 
   std::size_t staged() const noexcept { return api_.size() + gpu_.size() + overhead_.size(); }
@@ -435,6 +454,7 @@ class record_store {
   std::vector<staged_api> api_;
   std::vector<staged_gpu> gpu_;
   std::vector<staged_overhead> overhead_;
+  std::unordered_map<std::uint32_t, std::uint64_t> external_ids_;  // correlation -> external id
   std::uint64_t dropped_ = 0;
   std::uint64_t lost_timestamps_ = 0;
 };
