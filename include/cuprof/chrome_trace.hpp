@@ -11,6 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -62,10 +66,8 @@ inline occupancy_estimate estimate_occupancy(const kernel_details& k, const devi
 
 class chrome_trace_writer {
  public:
-  chrome_trace_writer(const trace& t, std::function<void(const std::string&)> flush)
-      : t_(t), flush_(std::move(flush)) {
-    out_.reserve(flush_threshold + 4096);
-  }
+  chrome_trace_writer(const trace& t, std::function<void(text_buffer&)> flush)
+      : t_(t), flush_(std::move(flush)), out_(flush_threshold + 4096) {}
 
   // Writes the whole document; returns the number of trace events written.
   std::size_t write(const std::string& trace_name) {
@@ -76,7 +78,7 @@ class chrome_trace_writer {
     cpu_events();
     gpu_events();
     overhead_events();
-    out_ += "\n  ],\n  \"traceName\": \"";
+    out_ += "\n  ],\n  \"traceName\":\"";
     append_json_escaped(out_, trace_name);
     out_ += "\"\n}\n";
     flush_(out_);
@@ -97,7 +99,7 @@ class chrome_trace_writer {
   }
 
   void begin_event() {
-    out_ += events_ == 0 ? "\n  " : ",\n  ";
+    out_ += events_ == 0 ? "\n" : ",\n";
     ++events_;
     if (out_.size() > flush_threshold) {
       flush_(out_);
@@ -106,55 +108,55 @@ class chrome_trace_writer {
   }
 
   void ts(std::uint64_t ns) {
-    out_ += "\"ts\": ";
+    out_ += "\"ts\":";
     append_us(out_, ns > base_ns_ ? ns - base_ns_ : 0);
   }
 
   void complete(const char* cat, const std::string& escaped_name, std::uint32_t pid, std::uint32_t tid,
                 std::uint64_t start, std::uint64_t end) {
     begin_event();
-    out_ += "{\"ph\": \"X\", \"cat\": \"";
+    out_ += "{\"ph\":\"X\",\"cat\":\"";
     out_ += cat;
-    out_ += "\", \"name\": \"";
+    out_ += "\",\"name\":\"";
     out_ += escaped_name;
-    out_ += "\", \"pid\": ";
+    out_ += "\",\"pid\":";
     append_int(out_, pid);
-    out_ += ", \"tid\": ";
+    out_ += ",\"tid\":";
     append_int(out_, tid);
-    out_ += ", ";
+    out_ += ',';
     ts(start);
-    out_ += ", \"dur\": ";
+    out_ += ",\"dur\":";
     append_us(out_, end > start ? end - start : 0);
   }
 
   void flow(char phase, std::uint64_t id, std::uint32_t pid, std::uint32_t tid, std::uint64_t at) {
     begin_event();
-    out_ += "{\"ph\": \"";
+    out_ += "{\"ph\":\"";
     out_.push_back(phase);
-    out_ += "\", \"id\": ";
+    out_ += "\",\"id\":";
     append_int(out_, id);
-    out_ += ", \"pid\": ";
+    out_ += ",\"pid\":";
     append_int(out_, pid);
-    out_ += ", \"tid\": ";
+    out_ += ",\"tid\":";
     append_int(out_, tid);
-    out_ += ", ";
+    out_ += ',';
     ts(at);
-    out_ += ", \"cat\": \"ac2g\", \"name\": \"ac2g\"";
-    out_ += phase == 'f' ? ", \"bp\": \"e\"}" : "}";
+    out_ += ",\"cat\":\"ac2g\",\"name\":\"ac2g\"";
+    out_ += phase == 'f' ? ",\"bp\":\"e\"}" : "}";
   }
 
   void meta_event(const char* name, std::uint32_t pid, std::uint32_t tid, const char* key, const std::string& value,
                   bool quoted) {
     begin_event();
-    out_ += "{\"name\": \"";
+    out_ += "{\"name\":\"";
     out_ += name;
-    out_ += "\", \"ph\": \"M\", \"ts\": 0.000, \"pid\": ";
+    out_ += "\",\"ph\":\"M\",\"ts\":0.000,\"pid\":";
     append_int(out_, pid);
-    out_ += ", \"tid\": ";
+    out_ += ",\"tid\":";
     append_int(out_, tid);
-    out_ += ", \"args\": {\"";
+    out_ += ",\"args\":{\"";
     out_ += key;
-    out_ += "\": ";
+    out_ += "\":";
     if (quoted) out_ += '"';
     if (quoted) append_json_escaped(out_, value); else out_ += value;
     if (quoted) out_ += '"';
@@ -163,49 +165,49 @@ class chrome_trace_writer {
 
   void header(const std::string& trace_name) {
     const trace_metadata& m = t_.meta;
-    out_ += "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [";
+    out_ += "{\n  \"schemaVersion\":1,\n  \"deviceProperties\":[";
     for (std::size_t i = 0; i < m.devices.size(); ++i) {
       const device_info& d = m.devices[i];
       out_ += i ? ",\n    {" : "\n    {";
-      out_ += "\"id\": "; append_int(out_, d.id);
-      out_ += ", \"name\": \""; append_json_escaped(out_, d.name);
-      out_ += "\", \"totalGlobalMem\": "; append_int(out_, d.total_global_mem);
-      out_ += ", \"computeMajor\": "; append_int(out_, d.compute_major);
-      out_ += ", \"computeMinor\": "; append_int(out_, d.compute_minor);
-      out_ += ", \"maxThreadsPerBlock\": "; append_int(out_, d.max_threads_per_block);
-      out_ += ", \"maxThreadsPerMultiprocessor\": "; append_int(out_, d.max_threads_per_multiprocessor);
-      out_ += ", \"regsPerBlock\": "; append_int(out_, d.regs_per_block);
-      out_ += ", \"warpSize\": "; append_int(out_, d.warp_size);
-      out_ += ", \"sharedMemPerBlock\": "; append_int(out_, d.shared_mem_per_block);
-      out_ += ", \"numSms\": "; append_int(out_, d.num_sms);
-      out_ += ", \"regsPerMultiprocessor\": "; append_int(out_, d.regs_per_multiprocessor);
-      out_ += ", \"sharedMemPerBlockOptin\": "; append_int(out_, d.shared_mem_per_block_optin);
-      out_ += ", \"sharedMemPerMultiprocessor\": "; append_int(out_, d.shared_mem_per_multiprocessor);
+      out_ += "\"id\":"; append_int(out_, d.id);
+      out_ += ",\"name\":\""; append_json_escaped(out_, d.name);
+      out_ += "\",\"totalGlobalMem\":"; append_int(out_, d.total_global_mem);
+      out_ += ",\"computeMajor\":"; append_int(out_, d.compute_major);
+      out_ += ",\"computeMinor\":"; append_int(out_, d.compute_minor);
+      out_ += ",\"maxThreadsPerBlock\":"; append_int(out_, d.max_threads_per_block);
+      out_ += ",\"maxThreadsPerMultiprocessor\":"; append_int(out_, d.max_threads_per_multiprocessor);
+      out_ += ",\"regsPerBlock\":"; append_int(out_, d.regs_per_block);
+      out_ += ",\"warpSize\":"; append_int(out_, d.warp_size);
+      out_ += ",\"sharedMemPerBlock\":"; append_int(out_, d.shared_mem_per_block);
+      out_ += ",\"numSms\":"; append_int(out_, d.num_sms);
+      out_ += ",\"regsPerMultiprocessor\":"; append_int(out_, d.regs_per_multiprocessor);
+      out_ += ",\"sharedMemPerBlockOptin\":"; append_int(out_, d.shared_mem_per_block_optin);
+      out_ += ",\"sharedMemPerMultiprocessor\":"; append_int(out_, d.shared_mem_per_multiprocessor);
       out_ += "}";
     }
     out_ += m.devices.empty() ? "],\n" : "\n  ],\n";
-    out_ += "  \"cupti_version\": "; append_int(out_, m.cupti_version);
-    out_ += ",\n  \"cuda_runtime_version\": "; append_int(out_, m.cuda_runtime_version);
-    out_ += ",\n  \"cuda_driver_version\": "; append_int(out_, m.cuda_driver_version);
-    out_ += ",\n  \"trace_id\": \"";
+    out_ += "  \"cupti_version\":"; append_int(out_, m.cupti_version);
+    out_ += ",\n  \"cuda_runtime_version\":"; append_int(out_, m.cuda_runtime_version);
+    out_ += ",\n  \"cuda_driver_version\":"; append_int(out_, m.cuda_driver_version);
+    out_ += ",\n  \"trace_id\":\"";
     append_int(out_, m.pid);
     out_ += '-';
     append_int(out_, m.window_start_ns);
-    out_ += "\",\n  \"host_name\": \""; append_json_escaped(out_, m.host_name);
+    out_ += "\",\n  \"host_name\":\""; append_json_escaped(out_, m.host_name);
     // HTA finds the rank with a regex that wants the space after the colon,
     // and stops reading metadata at traceEvents: keep this before them.
-    out_ += "\",\n  \"distributedInfo\": {\"backend\": \"none\", \"rank\": "; append_int(out_, m.rank);
-    out_ += ", \"world_size\": "; append_int(out_, m.world_size);
-    out_ += "},\n  \"cuprof\": {\"version\": \"" CUPROF_VERSION_STRING "\", \"dropped_gpu_records\": ";
+    out_ += "\",\n  \"distributedInfo\":{\"backend\":\"none\",\"rank\": "; append_int(out_, m.rank);
+    out_ += ",\"world_size\":"; append_int(out_, m.world_size);
+    out_ += "},\n  \"cuprof\":{\"version\":\"" CUPROF_VERSION_STRING "\",\"dropped_gpu_records\":";
     append_int(out_, m.dropped_gpu_records);
-    out_ += ", \"dropped_cpu_events\": "; append_int(out_, m.dropped_cpu_events);
-    out_ += ", \"unmatched_gpu_records\": "; append_int(out_, m.unmatched_gpu_records);
-    out_ += ", \"cuda_status\": \""; append_json_escaped(out_, m.cuda_status.empty() ? "on" : m.cuda_status);
-    out_ += "\", \"window_start_ns\": "; append_int(out_, m.window_start_ns);
-    out_ += ", \"window_end_ns\": "; append_int(out_, m.window_end_ns);
-    out_ += "},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ";
+    out_ += ",\"dropped_cpu_events\":"; append_int(out_, m.dropped_cpu_events);
+    out_ += ",\"unmatched_gpu_records\":"; append_int(out_, m.unmatched_gpu_records);
+    out_ += ",\"cuda_status\":\""; append_json_escaped(out_, m.cuda_status.empty() ? "on" : m.cuda_status);
+    out_ += "\",\"window_start_ns\":"; append_int(out_, m.window_start_ns);
+    out_ += ",\"window_end_ns\":"; append_int(out_, m.window_end_ns);
+    out_ += "},\n  \"displayTimeUnit\":\"ms\",\n  \"baseTimeNanoseconds\":";
     append_int(out_, base_ns_);
-    out_ += ",\n  \"traceEvents\": [";
+    out_ += ",\n  \"traceEvents\":[";
     (void)trace_name;
   }
 
@@ -250,7 +252,7 @@ class chrome_trace_writer {
     const std::uint32_t pid = t_.meta.pid;
     for (const cpu_span& s : t_.spans) {
       complete("user_annotation", t_.names.escaped(s.name), pid, s.tid, s.start_ns, s.end_ns);
-      out_ += ", \"args\": {\"External id\": ";
+      out_ += ",\"args\":{\"External id\":";
       append_int(out_, s.id);
       out_ += "}}";
     }
@@ -263,18 +265,18 @@ class chrome_trace_writer {
       const api_call& a = t_.api_calls[i];
       complete(a.domain == api_domain::driver ? "cuda_driver" : "cuda_runtime", t_.names.escaped(a.name), pid, a.tid,
                a.start_ns, a.end_ns);
-      out_ += ", \"args\": {";
+      out_ += ",\"args\":{";
       if (a.parent != no_index) {
-        out_ += "\"External id\": ";
+        out_ += "\"External id\":";
         append_int(out_, t_.spans[a.parent].id);
-        out_ += ", ";
+        out_ += ',';
       }
-      out_ += "\"cbid\": ";
+      out_ += "\"cbid\":";
       append_int(out_, a.cbid);
-      out_ += ", \"correlation\": ";
+      out_ += ",\"correlation\":";
       append_int(out_, a.correlation);
       if (a.external_id) {
-        out_ += ", \"external correlation\": ";
+        out_ += ",\"external correlation\":";
         append_int(out_, a.external_id);
       }
       out_ += "}}";
@@ -294,17 +296,17 @@ class chrome_trace_writer {
   }
 
   void gpu_common_args(const gpu_activity& g) {
-    out_ += ", \"args\": {";
+    out_ += ",\"args\":{";
     const std::uint32_t span = launching_span(t_, g);
     if (span != no_index) {
-      out_ += "\"External id\": ";
+      out_ += "\"External id\":";
       append_int(out_, t_.spans[span].id);
-      out_ += ", ";
+      out_ += ',';
     }
-    out_ += "\"device\": "; append_int(out_, g.device);
-    out_ += ", \"context\": "; append_int(out_, g.context);
-    out_ += ", \"stream\": "; append_int(out_, g.stream);
-    out_ += ", \"correlation\": "; append_int(out_, g.correlation);
+    out_ += "\"device\":"; append_int(out_, g.device);
+    out_ += ",\"context\":"; append_int(out_, g.context);
+    out_ += ",\"stream\":"; append_int(out_, g.stream);
+    out_ += ",\"correlation\":"; append_int(out_, g.correlation);
   }
 
   void gpu_events() {
@@ -313,7 +315,7 @@ class chrome_trace_writer {
       // break ties by duration still draw it as the parent.
       complete("gpu_user_annotation", t_.names.escaped(t_.spans[a.span].name), a.device, a.stream, a.start_ns - 1,
                a.end_ns + 1);
-      out_ += ", \"args\": {\"External id\": ";
+      out_ += ",\"args\":{\"External id\":";
       append_int(out_, t_.spans[a.span].id);
       out_ += "}}";
     }
@@ -327,18 +329,18 @@ class chrome_trace_writer {
           if (g.details != no_index) {
             const kernel_details& k = t_.kernels[g.details];
             const occupancy_estimate occ = estimate_occupancy(k, device(g.device));
-            out_ += ", \"registers per thread\": "; append_int(out_, k.registers_per_thread);
-            out_ += ", \"shared memory\": "; append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
-            out_ += ", \"blocks per SM\": "; append_double(out_, occ.blocks_per_sm);
-            out_ += ", \"warps per SM\": "; append_double(out_, occ.warps_per_sm);
-            out_ += ", \"grid\": ["; append_int(out_, k.grid[0]); out_ += ", "; append_int(out_, k.grid[1]);
-            out_ += ", "; append_int(out_, k.grid[2]);
-            out_ += "], \"block\": ["; append_int(out_, k.block[0]); out_ += ", "; append_int(out_, k.block[1]);
-            out_ += ", "; append_int(out_, k.block[2]);
-            out_ += "], \"est. achieved occupancy %\": "; append_int(out_, occ.percent);
+            out_ += ",\"registers per thread\":"; append_int(out_, k.registers_per_thread);
+            out_ += ",\"shared memory\":"; append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
+            out_ += ",\"blocks per SM\":"; append_double(out_, occ.blocks_per_sm);
+            out_ += ",\"warps per SM\":"; append_double(out_, occ.warps_per_sm);
+            out_ += ",\"grid\":["; append_int(out_, k.grid[0]); out_ += ','; append_int(out_, k.grid[1]);
+            out_ += ','; append_int(out_, k.grid[2]);
+            out_ += "],\"block\":["; append_int(out_, k.block[0]); out_ += ','; append_int(out_, k.block[1]);
+            out_ += ','; append_int(out_, k.block[2]);
+            out_ += "],\"est. achieved occupancy %\":"; append_int(out_, occ.percent);
             if (k.graph_id) {
-              out_ += ", \"graph id\": "; append_int(out_, k.graph_id);
-              out_ += ", \"graph node id\": "; append_int(out_, k.graph_node_id);
+              out_ += ",\"graph id\":"; append_int(out_, k.graph_id);
+              out_ += ",\"graph node id\":"; append_int(out_, k.graph_node_id);
             }
           }
           out_ += "}}";
@@ -349,10 +351,10 @@ class chrome_trace_writer {
           complete(g.kind == gpu_kind::memcpy ? "gpu_memcpy" : "gpu_memset", t_.names.escaped(g.name), g.device, tid,
                    g.start_ns, g.end_ns);
           gpu_common_args(g);
-          out_ += ", \"bytes\": ";
+          out_ += ",\"bytes\":";
           append_int(out_, g.bytes);
           if (g.end_ns > g.start_ns) {
-            out_ += ", \"memory bandwidth (GB/s)\": ";
+            out_ += ",\"memory bandwidth (GB/s)\":";
             append_double(out_, double(g.bytes) / double(g.end_ns - g.start_ns));
           }
           out_ += "}}";
@@ -360,13 +362,13 @@ class chrome_trace_writer {
         }
         case gpu_kind::sync: {
           complete("cuda_sync", t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
-          out_ += ", \"args\": {\"cuda_sync_kind\": \"";
+          out_ += ",\"args\":{\"cuda_sync_kind\":\"";
           out_ += sync_kind_name(g.subkind);
-          out_ += "\", \"device\": "; append_int(out_, g.device);
-          out_ += ", \"context\": "; append_int(out_, g.context);
-          out_ += ", \"stream\": ";
+          out_ += "\",\"device\":"; append_int(out_, g.device);
+          out_ += ",\"context\":"; append_int(out_, g.context);
+          out_ += ",\"stream\":";
           if (g.subkind == 4) out_ += "-1"; else append_int(out_, g.stream);
-          out_ += ", \"correlation\": "; append_int(out_, g.correlation);
+          out_ += ",\"correlation\":"; append_int(out_, g.correlation);
           out_ += "}}";
           break;
         }
@@ -384,8 +386,8 @@ class chrome_trace_writer {
   }
 
   const trace& t_;
-  std::function<void(const std::string&)> flush_;
-  std::string out_;
+  std::function<void(text_buffer&)> flush_;
+  text_buffer out_;
   std::uint64_t base_ns_ = 0;
   std::size_t events_ = 0;
 };
@@ -397,11 +399,88 @@ struct export_result {
   std::size_t events = 0;
 };
 
+namespace detail {
+
+// Hands filled buffers to a second thread that writes them, so formatting the
+// next megabyte overlaps writing (or compressing) the last one.
+class background_writer {
+ public:
+  explicit background_writer(atomic_file& file) : file_(file), thread_([this] { run(); }) {}
+  background_writer(const background_writer&) = delete;
+  background_writer& operator=(const background_writer&) = delete;
+  ~background_writer() { finish(); }
+
+  // Takes `chunk`'s bytes (leaving it empty, capacity kept for reuse); blocks
+  // while the previous chunk is still being written.
+  void write(text_buffer& chunk) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return !has_work_; });
+    rethrow_locked();
+    pending_.swap(chunk);
+    chunk.clear();
+    has_work_ = true;
+    ready_.notify_one();
+  }
+
+  // Waits for everything to be written; rethrows the writer's error, if any.
+  void finish() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (thread_.joinable()) {
+      idle_.wait(lock, [&] { return !has_work_; });
+      done_ = true;
+      ready_.notify_one();
+      lock.unlock();
+      thread_.join();
+      lock.lock();
+    }
+    rethrow_locked();
+  }
+
+ private:
+  void rethrow_locked() {
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      ready_.wait(lock, [&] { return has_work_ || done_; });
+      if (!has_work_) return;
+      lock.unlock();
+      try {
+        if (!failed_) file_.write(pending_.data(), pending_.size());
+      } catch (...) {
+        lock.lock();
+        failure_ = std::current_exception();
+        failed_ = true;
+        lock.unlock();
+      }
+      lock.lock();
+      has_work_ = false;
+      idle_.notify_one();
+    }
+  }
+
+  atomic_file& file_;
+  std::mutex mutex_;
+  std::condition_variable ready_, idle_;
+  text_buffer pending_;
+  bool has_work_ = false, done_ = false, failed_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;
+};
+
+}  // namespace detail
+
 // Writes `t` to `path` atomically (".gz" compresses). Throws cuprof::error.
 inline export_result export_chrome_trace(const trace& t, const std::string& path) {
   detail::atomic_file file(path);
-  detail::chrome_trace_writer writer(t, [&](const std::string& bytes) { file.write(bytes.data(), bytes.size()); });
-  export_result r{path, writer.write(path)};
+  export_result r{path, 0};
+  {
+    detail::background_writer writer(file);
+    detail::chrome_trace_writer formatter(t, [&](detail::text_buffer& bytes) { writer.write(bytes); });
+    r.events = formatter.write(path);
+    writer.finish();
+  }
   file.commit();
   return r;
 }
@@ -409,7 +488,10 @@ inline export_result export_chrome_trace(const trace& t, const std::string& path
 // The same document as a string, for tests and tools.
 inline std::string chrome_trace_json(const trace& t, const std::string& trace_name = "cuprof") {
   std::string all;
-  detail::chrome_trace_writer writer(t, [&](const std::string& bytes) { all += bytes; });
+  detail::chrome_trace_writer writer(t, [&](detail::text_buffer& bytes) {
+    all.append(bytes.data(), bytes.size());
+    bytes.clear();
+  });
   writer.write(trace_name);
   return all;
 }

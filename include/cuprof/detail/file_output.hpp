@@ -32,7 +32,7 @@ class atomic_file {
     tmp_path_ = path_ + ".tmp." + std::to_string(::getpid());
     errno = 0;
     if (gzip_) {
-      gz_ = gzopen(tmp_path_.c_str(), "wb6");
+      gz_ = gzopen(tmp_path_.c_str(), "wb1");
       if (!gz_) fail("cannot create");
     } else {
       file_ = std::fopen(tmp_path_.c_str(), "wb");
@@ -61,7 +61,7 @@ class atomic_file {
       gz_ = nullptr;
       if (rc != Z_OK) fail("cannot write");
     } else {
-      const bool ok = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
+      const bool ok = std::fflush(file_) == 0;
       const int saved = errno;
       const bool closed = std::fclose(file_) == 0;
       file_ = nullptr;

@@ -4,10 +4,56 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace cuprof::detail {
+
+// An append-only byte buffer for the trace writer: one capacity check and a
+// memcpy per piece, none of std::string's per-append bookkeeping.
+class text_buffer {
+ public:
+  explicit text_buffer(std::size_t capacity = 1 << 16) : data_(new char[capacity]), capacity_(capacity) {}
+
+  void append(const char* p, std::size_t n) {
+    if (n > capacity_ - size_) grow(n);
+    std::memcpy(data_.get() + size_, p, n);
+    size_ += n;
+  }
+  void push_back(char c) {
+    if (size_ == capacity_) grow(1);
+    data_[size_++] = c;
+  }
+  text_buffer& operator+=(char c) { push_back(c); return *this; }
+  text_buffer& operator+=(const char* s) { append(s, std::strlen(s)); return *this; }
+  text_buffer& operator+=(std::string_view s) { append(s.data(), s.size()); return *this; }
+  text_buffer& operator+=(const std::string& s) { append(s.data(), s.size()); return *this; }
+
+  const char* data() const noexcept { return data_.get(); }
+  std::size_t size() const noexcept { return size_; }
+  void clear() noexcept { size_ = 0; }
+  void swap(text_buffer& other) noexcept {
+    data_.swap(other.data_);
+    std::swap(size_, other.size_);
+    std::swap(capacity_, other.capacity_);
+  }
+
+ private:
+  void grow(std::size_t extra) {
+    std::size_t capacity = capacity_ * 2;
+    while (capacity - size_ < extra) capacity *= 2;
+    std::unique_ptr<char[]> bigger(new char[capacity]);
+    std::memcpy(bigger.get(), data_.get(), size_);
+    data_.swap(bigger);
+    capacity_ = capacity;
+  }
+
+  std::unique_ptr<char[]> data_;
+  std::size_t size_ = 0;
+  std::size_t capacity_;
+};
 
 // Length of the valid UTF-8 sequence at s[i], or 0 if the bytes there are not one.
 inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) noexcept {
@@ -34,7 +80,8 @@ inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) noexc
 // Appends `s` as the inside of a JSON string: quotes, backslashes and control
 // characters escaped, invalid UTF-8 bytes replaced by U+FFFD, characters
 // beyond the BMP kept raw (Perfetto rejects surrogate escapes).
-inline void append_json_escaped(std::string& out, std::string_view s) {
+template <class Out>
+inline void append_json_escaped(Out& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
   for (std::size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
@@ -76,25 +123,29 @@ inline std::string json_escaped(std::string_view s) {
   return out;
 }
 
-template <class Int>
-inline void append_int(std::string& out, Int v) {
+template <class Out, class Int>
+inline void append_int(Out& out, Int v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+  out.append(buf, std::size_t(r.ptr - buf));
 }
 
 // Nanoseconds as microseconds with exactly three decimals ("12.345").
-inline void append_us(std::string& out, std::uint64_t ns) {
+template <class Out>
+inline void append_us(Out& out, std::uint64_t ns) {
   append_int(out, ns / 1000);
   const unsigned frac = unsigned(ns % 1000);
   const char digits[4] = {'.', char('0' + frac / 100), char('0' + frac / 10 % 10), char('0' + frac % 10)};
   out.append(digits, 4);
 }
 
-inline void append_double(std::string& out, double v) {
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 6);
-  out.append(buf, r.ptr);
+// Three decimals, never exponent notation (496.485, 0.008): enough for the
+// derived figures it prints (blocks per SM, bandwidth) and short.
+template <class Out>
+inline void append_double(Out& out, double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 3);
+  out.append(buf, std::size_t(r.ptr - buf));
 }
 
 }  // namespace cuprof::detail

@@ -1,0 +1,86 @@
+// A synthetic cuprof::trace shaped like the matmul_add example's: per step a
+// ProfilerStep, three nested scopes, a memset + GEMM launch (runtime + driver)
+// and an elementwise launch, with their GPU records. For CPU-side benchmarks.
+#pragma once
+
+#include <cuprof/event.hpp>
+#include <cuprof/trace.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace bench {
+
+inline cuprof::trace synthetic_trace(std::size_t steps) {
+  using namespace cuprof;
+  trace t;
+  const std::uint64_t base = 1795300000000000000ull;
+  const name_id gemm = t.names.intern("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT");
+  const name_id add = t.names.intern("void ex::map_kernel<add_op>(add_op, __nv_bfloat16*, __nv_bfloat16 const*)");
+  const name_id memset_name = t.names.intern("Memset (Device)");
+  const name_id scope_names[3] = {t.names.intern("matmul_add"), t.names.intern("matmul"), t.names.intern("add")};
+  const name_id api_names[3] = {t.names.intern("cudaMemsetAsync"), t.names.intern("cuLaunchKernelEx"),
+                                t.names.intern("cudaLaunchKernel")};
+  t.meta.pid = 4242;
+  t.meta.process_name = "matmul_add";
+  t.meta.window_start_ns = base;
+  t.meta.threads.push_back({4242, "matmul_add"});
+  device_info d;
+  d.name = "NVIDIA H200";
+  d.num_sms = 132;
+  d.max_threads_per_multiprocessor = 2048;
+  d.regs_per_multiprocessor = 65536;
+  d.shared_mem_per_multiprocessor = 233472;
+  d.max_blocks_per_multiprocessor = 32;
+  t.meta.devices.push_back(d);
+  std::uint32_t correlation = 1;
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::uint64_t t0 = base + s * 250000;
+    const std::uint32_t first = std::uint32_t(t.spans.size());
+    t.spans.push_back({t0, t0 + 240000, t.names.intern("ProfilerStep#" + std::to_string(s)), 4242, no_index, 0, true});
+    t.spans.push_back({t0 + 1000, t0 + 230000, scope_names[0], 4242, first, 0, false});
+    t.spans.push_back({t0 + 2000, t0 + 40000, scope_names[1], 4242, first + 1, 0, false});
+    t.spans.push_back({t0 + 41000, t0 + 60000, scope_names[2], 4242, first + 1, 0, false});
+    const std::uint64_t call_at[3] = {t0 + 3000, t0 + 12000, t0 + 42000};
+    const std::uint32_t parent[3] = {first + 2, first + 2, first + 3};
+    const name_id kernel_of[3] = {memset_name, gemm, add};
+    for (int k = 0; k < 3; ++k) {
+      api_call c;
+      c.start_ns = call_at[k];
+      c.end_ns = call_at[k] + 6000;
+      c.name = api_names[k];
+      c.tid = 4242;
+      c.cbid = 211;
+      c.correlation = correlation;
+      c.parent = parent[k];
+      c.domain = k == 1 ? api_domain::driver : api_domain::runtime;
+      c.has_flow = true;
+      gpu_activity g;
+      g.start_ns = t0 + 70000 + std::uint64_t(k) * 60000;
+      g.end_ns = g.start_ns + (k == 1 ? 56000 : 900);
+      g.name = kernel_of[k];
+      g.correlation = correlation++;
+      g.stream = 7;
+      g.context = 1;
+      g.api = std::uint32_t(t.api_calls.size());
+      g.kind = k == 0 ? gpu_kind::memset : gpu_kind::kernel;
+      g.bytes = k == 0 ? 4 : 0;
+      if (k) {
+        kernel_details kd;
+        kd.grid[0] = k == 1 ? 2 : 65536, kd.grid[1] = k == 1 ? 66 : 1, kd.grid[2] = 1;
+        kd.block[0] = k == 1 ? 384 : 256, kd.block[1] = kd.block[2] = 1;
+        kd.registers_per_thread = k == 1 ? 168 : 16;
+        kd.dynamic_shared_memory = k == 1 ? 213188 : 0;
+        g.details = std::uint32_t(t.kernels.size());
+        t.kernels.push_back(kd);
+      }
+      t.api_calls.push_back(c);
+      t.gpu.push_back(g);
+    }
+  }
+  for (std::size_t i = 0; i < t.spans.size(); ++i) t.spans[i].id = std::uint32_t(i + 1);
+  t.meta.window_end_ns = base + steps * 250000;
+  return t;
+}
+
+}  // namespace bench
