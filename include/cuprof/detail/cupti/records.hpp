@@ -110,59 +110,25 @@ inline const char* overhead_kind_name(std::uint32_t kind) {
   }
 }
 
-// Strings that outlive every trace: kernel names (CUPTI owns its copies only
-// until the buffer is returned), demangled once each.
-class name_pool {
- public:
-  const char* intern(std::string_view s) { return strings_.emplace(s).first->c_str(); }
-  const char* kernel_name(const char* mangled) {
-    if (!mangled) return intern("(unnamed kernel)");
-    auto it = demangled_.find(mangled);
-    if (it != demangled_.end()) return it->second;
-    int status = 0;
-    std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
-    const char* name = intern(status == 0 && out ? std::string_view(out.get()) : std::string_view(mangled));
-    demangled_.emplace(intern(mangled), name);
-    return name;
-  }
-
- private:
-  struct cstr_hash {
-    std::size_t operator()(const char* s) const noexcept { return std::hash<std::string_view>()(s); }
-  };
-  struct cstr_equal {
-    bool operator()(const char* a, const char* b) const noexcept { return std::strcmp(a, b) == 0; }
-  };
-  std::unordered_set<std::string> strings_;  // node-based: c_str() pointers stay valid
-  std::unordered_map<const char*, const char*, cstr_hash, cstr_equal> demangled_;
-};
-
-struct staged_api {
-  api_call call;  // times in ticks until taken
-  const char* name = nullptr;
-  bool expects_gpu_record = false;
-};
-
-struct staged_gpu {
-  gpu_activity activity;  // times in ticks until taken
-  const char* name = nullptr;
-  kernel_details kernel;
-};
-
-struct staged_overhead {
-  std::uint64_t start = 0, end = 0;
-  const char* name = nullptr;
-};
-
 // Resolves an API callback id to its raw CUPTI name ("cudaLaunchKernel_v7000").
 using api_name_lookup = std::function<std::string(api_domain, std::uint32_t cbid)>;
 
+// Staged records are the trace's own structs (56 bytes each) with times still
+// in ticks, names as ids in the store's string table and kernel launch
+// configurations deduplicated, so a long window costs little memory.
 class record_store {
  public:
-  explicit record_store(api_name_lookup lookup) : lookup_(std::move(lookup)) {}
+  static constexpr std::size_t default_max_staged = 16u << 20;  // about 1 GiB of records
+
+  explicit record_store(api_name_lookup lookup, std::size_t max_staged = default_max_staged)
+      : lookup_(std::move(lookup)), max_staged_(max_staged) {}
 
   // Converts one CUPTI record; records of kinds cuprof does not show are ignored.
   void add(const CUpti_Activity* record) {
+    if (staged() >= max_staged_ && record->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+      ++over_cap_;  // reported with the window's dropped records
+      return;
+    }
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_RUNTIME:
       case CUPTI_ACTIVITY_KIND_DRIVER:
@@ -205,9 +171,11 @@ class record_store {
   bool window_complete(std::uint64_t start, std::uint64_t end) const {
     const window_calls w = select(start, end);
     std::unordered_set<std::uint32_t> pending;
-    for (std::size_t i : w.kept)
-      if (api_[i].expects_gpu_record && api_[i].call.return_value == 0) pending.insert(api_[i].call.correlation);
-    for (const staged_gpu& g : gpu_) pending.erase(w.resolve(g.activity.correlation));
+    for (std::size_t i : w.kept) {
+      const api_call& c = api_[i];
+      if (expects_gpu_record_[c.name] && c.return_value == 0) pending.insert(c.correlation);
+    }
+    for (const gpu_activity& g : gpu_) pending.erase(w.resolve(g.correlation));
     return pending.empty();
   }
 
@@ -215,12 +183,18 @@ class record_store {
   // belong to no later window.
   void take(trace& out, std::uint64_t start, std::uint64_t end, const tick_converter& clock) {
     const window_calls w = select(start, end);
+    std::vector<name_id> names(names_.size(), no_index);
+    const auto name_in_out = [&](name_id id) {
+      if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
+      return names[id];
+    };
     std::unordered_map<std::uint32_t, std::uint32_t> taken;  // correlation -> api index in `out`
+    out.api_calls.reserve(out.api_calls.size() + w.kept.size());
     for (std::size_t i : w.kept) {
-      api_call c = api_[i].call;
+      api_call c = api_[i];
       c.start_ns = clock.to_epoch_ns(c.start_ns);
       c.end_ns = std::max(c.start_ns, clock.to_epoch_ns(c.end_ns));
-      c.name = out.names.intern_static(api_[i].name);
+      c.name = name_in_out(c.name);
       auto external = external_ids_.find(c.correlation);
       if (external != external_ids_.end()) c.external_id = external->second;
       taken.emplace(c.correlation, std::uint32_t(out.api_calls.size()));
@@ -229,50 +203,55 @@ class record_store {
     std::uint32_t lowest_kept = ~0u;
     for (const auto& entry : taken) lowest_kept = std::min(lowest_kept, entry.first);
 
-    std::vector<staged_gpu> later;
-    for (staged_gpu& g : gpu_) {
-      const std::uint32_t corr = w.resolve(g.activity.correlation);
+    std::vector<std::uint32_t> configs(kernel_configs_.size(), no_index);
+    std::vector<gpu_activity> later;
+    for (const gpu_activity& staged : gpu_) {
+      const std::uint32_t corr = w.resolve(staged.correlation);
       const bool launched_in_window = taken.count(corr) != 0;
       const bool launched_before = w.dropped.count(corr) != 0 || (corr != 0 && corr < lowest_kept && lowest_kept != ~0u);
-      const bool unlinked_in_window = corr == 0 && g.activity.start_ns >= start && g.activity.start_ns <= end;
+      const bool unlinked_in_window = corr == 0 && staged.start_ns >= start && staged.start_ns <= end;
       if (launched_in_window || unlinked_in_window) {
-        gpu_activity a = g.activity;
+        gpu_activity a = staged;
         a.correlation = corr;
         a.start_ns = clock.to_epoch_ns(a.start_ns);
         a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(a.end_ns));
-        a.name = out.names.intern_static(g.name);
-        if (a.kind == gpu_kind::kernel) {
-          a.details = std::uint32_t(out.kernels.size());
-          out.kernels.push_back(g.kernel);
+        a.name = name_in_out(a.name);
+        if (a.kind == gpu_kind::sync) a.device = device_of_context(a.context);  // known by now if ever
+        if (a.details != no_index) {
+          if (configs[a.details] == no_index) {
+            configs[a.details] = std::uint32_t(out.kernels.size());
+            out.kernels.push_back(kernel_configs_[a.details]);
+          }
+          a.details = configs[a.details];
         }
         out.gpu.push_back(a);
-      } else if (!launched_before && !(corr == 0 && g.activity.start_ns < start)) {
-        later.push_back(g);
+      } else if (!launched_before && !(corr == 0 && staged.start_ns < start)) {
+        later.push_back(staged);
       }
     }
     gpu_.swap(later);
 
-    std::vector<staged_overhead> later_overhead;
-    for (const staged_overhead& o : overhead_) {
-      if (o.end < start) continue;
-      if (o.start > end) {
+    std::vector<overhead_span> later_overhead;
+    for (const overhead_span& o : overhead_) {
+      if (o.end_ns < start) continue;
+      if (o.start_ns > end) {
         later_overhead.push_back(o);
         continue;
       }
       overhead_span s;
-      s.start_ns = clock.to_epoch_ns(std::max(o.start, start));
-      s.end_ns = std::max(s.start_ns, clock.to_epoch_ns(std::min(o.end, end)));
-      s.name = out.names.intern_static(o.name);
+      s.start_ns = clock.to_epoch_ns(std::max(o.start_ns, start));
+      s.end_ns = std::max(s.start_ns, clock.to_epoch_ns(std::min(o.end_ns, end)));
+      s.name = name_in_out(o.name);
       out.overhead.push_back(s);
     }
     overhead_.swap(later_overhead);
 
-    std::vector<staged_api> later_api;
+    std::vector<api_call> later_api;
     std::unordered_map<std::uint32_t, std::uint64_t> later_external;
-    for (const staged_api& a : api_) {
-      if (a.call.start_ns <= end) continue;
+    for (const api_call& a : api_) {
+      if (a.start_ns <= end) continue;
       later_api.push_back(a);
-      auto external = external_ids_.find(a.call.correlation);
+      auto external = external_ids_.find(a.correlation);
       if (external != external_ids_.end()) later_external.insert(*external);
     }
     api_.swap(later_api);
@@ -282,9 +261,8 @@ class record_store {
       if (external.first > newest_taken) later_external.insert(external);
     external_ids_.swap(later_external);
 
-    out.meta.dropped_gpu_records += dropped_ + lost_timestamps_;
-    dropped_ = 0;
-    lost_timestamps_ = 0;
+    out.meta.dropped_gpu_records += dropped_ + lost_timestamps_ + over_cap_;
+    dropped_ = lost_timestamps_ = over_cap_ = 0;
   }
 
   // Everything recorded before `ticks` is discarded (warmup).
@@ -294,9 +272,9 @@ class record_store {
   }
 
   void clear() {
-    api_.clear();
-    gpu_.clear();
-    overhead_.clear();
+    std::vector<api_call>().swap(api_);
+    std::vector<gpu_activity>().swap(gpu_);
+    std::vector<overhead_span>().swap(overhead_);
     external_ids_.clear();
   }
 
@@ -320,20 +298,20 @@ class record_store {
     window_calls w;
     std::vector<std::size_t> in_window;
     for (std::size_t i = 0; i < api_.size(); ++i) {
-      const api_call& c = api_[i].call;
+      const api_call& c = api_[i];
       if (c.start_ns < start) w.dropped.insert(c.correlation);
       else if (c.start_ns <= end) in_window.push_back(i);
     }
     std::sort(in_window.begin(), in_window.end(), [&](std::size_t a, std::size_t b) {
-      const api_call& x = api_[a].call;
-      const api_call& y = api_[b].call;
+      const api_call& x = api_[a];
+      const api_call& y = api_[b];
       if (x.tid != y.tid) return x.tid < y.tid;
       if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
       return x.domain < y.domain;  // runtime before the driver call it makes
     });
     const api_call* outer = nullptr;
     for (std::size_t i : in_window) {
-      const api_call& c = api_[i].call;
+      const api_call& c = api_[i];
       if (outer && outer->tid == c.tid && c.domain == api_domain::driver && c.start_ns >= outer->start_ns &&
           c.end_ns <= outer->end_ns) {
         w.folded.emplace(c.correlation, outer->correlation);
@@ -345,35 +323,65 @@ class record_store {
     return w;
   }
 
-  const char* api_name(api_domain domain, std::uint32_t cbid, api_class& cls) {
+  // The store's name id of a call, or no_index when it is dropped as noise.
+  name_id api_name(api_domain domain, std::uint32_t cbid, bool& has_flow) {
     auto& cache = domain == api_domain::runtime ? runtime_names_ : driver_names_;
     auto it = cache.find(cbid);
     if (it == cache.end()) {
       const std::string raw = lookup_ ? lookup_(domain, cbid) : std::string();
-      api_class c = classify_api(domain, display_api_name(raw));
-      if (c.display_name) c.display_name = names_.intern(display_api_name(raw.empty() ? "cbid " + std::to_string(cbid) : raw));
-      it = cache.emplace(cbid, c).first;
+      const std::string shown = display_api_name(raw.empty() ? "cbid " + std::to_string(cbid) : raw);
+      const api_class c = classify_api(domain, shown);
+      cached_api entry;
+      if (c.display_name) {
+        entry.name = intern(shown);
+        entry.has_flow = c.has_flow;
+        expects_gpu_record_[entry.name] = c.expects_gpu_record;
+      }
+      it = cache.emplace(cbid, entry).first;
     }
-    cls = it->second;
-    return cls.display_name;
+    has_flow = it->second.has_flow;
+    return it->second.name;
+  }
+
+  name_id intern(std::string_view s) {
+    const name_id id = names_.intern(s);
+    if (expects_gpu_record_.size() <= id) expects_gpu_record_.resize(id + 1, false);
+    return id;
+  }
+
+  name_id kernel_name(const char* mangled) {
+    if (!mangled) return intern("(unnamed kernel)");
+    auto it = demangled_.find(std::string(mangled));
+    if (it != demangled_.end()) return it->second;
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+    const name_id id = intern(status == 0 && out ? std::string_view(out.get()) : std::string_view(mangled));
+    demangled_.emplace(mangled, id);
+    return id;
+  }
+
+  std::uint32_t kernel_config(const kernel_details& d) {
+    std::string key(reinterpret_cast<const char*>(&d), sizeof d);
+    auto [it, inserted] = config_index_.try_emplace(std::move(key), std::uint32_t(kernel_configs_.size()));
+    if (inserted) kernel_configs_.push_back(d);
+    return it->second;
   }
 
   void add_api(const CUpti_ActivityAPI& r, api_domain domain) {
-    api_class cls;
-    const char* name = api_name(domain, r.cbid, cls);
-    if (!name) return;
-    staged_api s;
-    s.call.start_ns = r.start;
-    s.call.end_ns = r.end;
-    s.call.tid = r.threadId;
-    s.call.cbid = r.cbid;
-    s.call.correlation = r.correlationId;
-    s.call.return_value = std::int32_t(r.returnValue);
-    s.call.domain = domain;
-    s.call.has_flow = cls.has_flow;
-    s.name = name;
-    s.expects_gpu_record = cls.expects_gpu_record;
-    api_.push_back(s);
+    bool has_flow = false;
+    const name_id name = api_name(domain, r.cbid, has_flow);
+    if (name == no_index) return;
+    api_call c;
+    c.start_ns = r.start;
+    c.end_ns = r.end;
+    c.name = name;
+    c.tid = r.threadId;
+    c.cbid = r.cbid;
+    c.correlation = r.correlationId;
+    c.return_value = std::int32_t(r.returnValue);
+    c.domain = domain;
+    c.has_flow = has_flow;
+    api_.push_back(c);
   }
 
   bool lost_times(std::uint64_t start, std::uint64_t end) {
@@ -382,25 +390,25 @@ class record_store {
     return true;
   }
 
-  staged_gpu gpu_common(gpu_kind kind, std::uint64_t start, std::uint64_t end, std::uint32_t device,
-                        std::uint32_t context, std::uint32_t stream, std::uint32_t correlation) {
-    staged_gpu g;
-    g.activity.kind = kind;
-    g.activity.start_ns = start;
-    g.activity.end_ns = end;
-    g.activity.device = device;
-    g.activity.context = context;
-    g.activity.stream = stream;
-    g.activity.correlation = correlation;
+  gpu_activity gpu_common(gpu_kind kind, std::uint64_t start, std::uint64_t end, std::uint32_t device,
+                          std::uint32_t context, std::uint32_t stream, std::uint32_t correlation) {
+    gpu_activity g;
+    g.kind = kind;
+    g.start_ns = start;
+    g.end_ns = end;
+    g.device = device;
+    g.context = context;
+    g.stream = stream;
+    g.correlation = correlation;
     if (kind != gpu_kind::sync) device_by_context_[context] = device;
     return g;
   }
 
   void add_kernel(const CUpti_ActivityKernel10& k) {
     if (lost_times(k.start, k.end)) return;
-    staged_gpu g = gpu_common(gpu_kind::kernel, k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId);
-    g.name = names_.kernel_name(k.name);
-    kernel_details& d = g.kernel;
+    gpu_activity g = gpu_common(gpu_kind::kernel, k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId);
+    g.name = kernel_name(k.name);
+    kernel_details d;
     d.grid[0] = std::uint32_t(k.gridX), d.grid[1] = std::uint32_t(k.gridY), d.grid[2] = std::uint32_t(k.gridZ);
     d.block[0] = std::uint32_t(k.blockX), d.block[1] = std::uint32_t(k.blockY), d.block[2] = std::uint32_t(k.blockZ);
     d.registers_per_thread = k.registersPerThread;
@@ -408,25 +416,25 @@ class record_store {
     d.dynamic_shared_memory = std::uint32_t(k.dynamicSharedMemory);
     d.graph_id = k.graphId;
     d.graph_node_id = k.graphNodeId;
+    g.details = kernel_config(d);
     gpu_.push_back(g);
   }
 
   void add_memcpy(const CUpti_ActivityMemcpy6& m) {
     if (lost_times(m.start, m.end)) return;
-    staged_gpu g = gpu_common(gpu_kind::memcpy, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
-    g.activity.bytes = m.bytes;
-    g.activity.subkind = m.copyKind;
-    const std::string name = std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" +
-                             memory_kind_name(m.srcKind) + " -> " + memory_kind_name(m.dstKind) + ")";
-    g.name = names_.intern(name);
+    gpu_activity g = gpu_common(gpu_kind::memcpy, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
+    g.bytes = m.bytes;
+    g.subkind = m.copyKind;
+    g.name = intern(std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" + memory_kind_name(m.srcKind) +
+                    " -> " + memory_kind_name(m.dstKind) + ")");
     gpu_.push_back(g);
   }
 
   void add_memset(const CUpti_ActivityMemset4& m) {
     if (lost_times(m.start, m.end)) return;
-    staged_gpu g = gpu_common(gpu_kind::memset, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
-    g.activity.bytes = m.bytes;
-    g.name = names_.intern(std::string("Memset (") + memory_kind_name(std::uint8_t(m.memoryKind)) + ")");
+    gpu_activity g = gpu_common(gpu_kind::memset, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
+    g.bytes = m.bytes;
+    g.name = intern(std::string("Memset (") + memory_kind_name(std::uint8_t(m.memoryKind)) + ")");
     gpu_.push_back(g);
   }
 
@@ -434,29 +442,41 @@ class record_store {
     if (lost_times(s.start, s.end)) return;
     const std::uint32_t stream = s.streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? 0 : s.streamId;
     const std::uint32_t context = s.contextId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? 0 : s.contextId;
-    staged_gpu g = gpu_common(gpu_kind::sync, s.start, s.end, device_of_context(context), context, stream, s.correlationId);
-    g.activity.subkind = std::uint8_t(s.type);
-    g.name = names_.intern(sync_kind_name(std::uint8_t(s.type)));
+    gpu_activity g = gpu_common(gpu_kind::sync, s.start, s.end, 0, context, stream, s.correlationId);
+    g.subkind = std::uint8_t(s.type);
+    g.name = intern(sync_kind_name(std::uint8_t(s.type)));
     gpu_.push_back(g);
   }
 
   // Sync records carry a context, not a device: learn the mapping from the
-  // kernels and copies (one context per device in practice).
+  // kernels and copies (one context per device in practice); resolved when a
+  // window is taken, as a sync may arrive before its context's first kernel.
   std::uint32_t device_of_context(std::uint32_t context) const {
     auto it = device_by_context_.find(context);
     return it == device_by_context_.end() ? 0 : it->second;
   }
 
+  struct cached_api {
+    name_id name = no_index;
+    bool has_flow = false;
+  };
+
   api_name_lookup lookup_;
-  name_pool names_;
-  std::unordered_map<std::uint32_t, api_class> runtime_names_, driver_names_;
+  std::size_t max_staged_;
+  string_table names_;
+  std::vector<bool> expects_gpu_record_;  // by name id: launches, copies, memsets
+  std::unordered_map<std::string, name_id> demangled_;
+  std::unordered_map<std::string, std::uint32_t> config_index_;
+  std::vector<kernel_details> kernel_configs_;
+  std::unordered_map<std::uint32_t, cached_api> runtime_names_, driver_names_;
   std::unordered_map<std::uint32_t, std::uint32_t> device_by_context_;
-  std::vector<staged_api> api_;
-  std::vector<staged_gpu> gpu_;
-  std::vector<staged_overhead> overhead_;
+  std::vector<api_call> api_;
+  std::vector<gpu_activity> gpu_;
+  std::vector<overhead_span> overhead_;
   std::unordered_map<std::uint32_t, std::uint64_t> external_ids_;  // correlation -> external id
   std::uint64_t dropped_ = 0;
   std::uint64_t lost_timestamps_ = 0;
+  std::uint64_t over_cap_ = 0;
 };
 
 }  // namespace cuprof::detail::cupti

@@ -113,7 +113,17 @@ class tracer {
   }
 
  private:
-  tracer() : store_([this](api_domain d, std::uint32_t cbid) { return callback_name(d, cbid); }) {}
+  tracer()
+      : store_([this](api_domain d, std::uint32_t cbid) { return callback_name(d, cbid); }, max_staged_records()) {}
+
+  // CUPROF_MAX_RECORDS caps the GPU and API records held between windows;
+  // past it records are dropped and counted in the trace metadata.
+  static std::size_t max_staged_records() {
+    const char* v = std::getenv("CUPROF_MAX_RECORDS");
+    char* end = nullptr;
+    const unsigned long long n = v ? std::strtoull(v, &end, 10) : 0;
+    return v && end && *end == '\0' && n > 0 ? std::size_t(n) : record_store::default_max_staged;
+  }
 
   static const std::vector<CUpti_ActivityKind>& kinds() {
     static const std::vector<CUpti_ActivityKind> k = {
