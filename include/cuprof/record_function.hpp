@@ -22,7 +22,7 @@
 namespace cuprof {
 
 // A name whose characters outlive the program's last profiler, such as a
-// string literal or __func__. Scopes keep only the pointer.
+// string literal or __func__. Scopes keep only the pointer (never null).
 struct static_name {
   const char* str;
 };
@@ -32,7 +32,11 @@ class record_function {
 #ifndef CUPROF_DISABLE
   explicit record_function(static_name name) noexcept {
     if (CUPROF_LIKELY(!detail::g_cpu_recording.load(std::memory_order_relaxed))) return;
-    enter_static(name.str);
+    detail::thread_buffer* b = detail::current_thread_buffer();
+    if (CUPROF_UNLIKELY(!b)) return;
+    b->push({detail::make_head(detail::slot_kind::enter_static, detail::now_ticks()),
+             std::uint64_t(reinterpret_cast<std::uintptr_t>(name.str))});
+    buffer_ = b;
   }
   explicit record_function(std::string_view name) noexcept {
     if (CUPROF_LIKELY(!detail::g_cpu_recording.load(std::memory_order_relaxed))) return;
@@ -56,13 +60,6 @@ class record_function {
 
  private:
 #ifndef CUPROF_DISABLE
-  CUPROF_NOINLINE void enter_static(const char* name) noexcept {
-    detail::thread_buffer* b = detail::current_thread_buffer();
-    if (!b) return;
-    b->push({detail::make_head(detail::slot_kind::enter_static, detail::now_ticks()),
-             std::uint64_t(reinterpret_cast<std::uintptr_t>(name ? name : "(null)"))});
-    buffer_ = b;
-  }
   CUPROF_NOINLINE void enter_dynamic(std::string_view name) noexcept {
     detail::thread_buffer* b = detail::current_thread_buffer();
     if (!b) return;
