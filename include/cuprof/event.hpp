@@ -68,6 +68,8 @@ struct gpu_activity {
   std::uint32_t details = no_index;  // index into trace::kernels for kernels
   gpu_kind kind = gpu_kind::kernel;
   std::uint8_t subkind = 0;          // memcpy kind, or sync type
+  std::uint32_t span = no_index;     // launching scope as a trace file names it ("External id"); when set,
+                                     // attribution uses it instead of api's scope (trace_reader.hpp)
 };
 
 // CUPTI's own work, shown rather than hidden.
@@ -140,6 +142,16 @@ inline const char* sync_kind_name(std::uint8_t type) {
   }
 }
 
+// A scope's extent on one GPU stream: from the first to the last GPU activity
+// launched inside it (its nested scopes included). Drawn as gpu_user_annotation.
+struct gpu_annotation {
+  std::uint32_t span = no_index;
+  std::uint32_t device = 0;
+  std::uint32_t stream = 0;
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+};
+
 // One collected cycle. Spans, calls and GPU work refer to each other by index.
 struct trace {
   string_table names;
@@ -149,6 +161,10 @@ struct trace {
   std::vector<kernel_details> kernels;
   std::vector<overhead_span> overhead;
   trace_metadata meta;
+  // A trace read from a file keeps the file's gpu_user_annotation events as they are
+  // (torch.profiler's own); a recorded trace derives them (gpu_annotations()).
+  bool gpu_annotations_from_file = false;
+  std::vector<gpu_annotation> file_gpu_annotations;
 };
 
 }  // namespace cuprof

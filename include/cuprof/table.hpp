@@ -4,6 +4,8 @@
 
 #include "error.hpp"
 #include "event.hpp"
+#include "kernel_names.hpp"
+#include "stats.hpp"
 #include "trace.hpp"
 
 #include <algorithm>
@@ -33,9 +35,14 @@ struct event_average {
   std::uint64_t self_cuda_ns = 0;
   std::uint64_t cuda_total_ns = 0;
   std::uint64_t first_ns = 0;  // first occurrence: the order rows keep when unsorted or tied
+  // Per occurrence: its CPU total and its CUDA total (the distribution columns).
+  std::vector<std::uint64_t> cpu_samples_ns;
+  std::vector<std::uint64_t> cuda_samples_ns;
 
   double cpu_time_avg_ns() const { return count ? double(cpu_total_ns) / double(count) : 0.0; }
   double cuda_time_avg_ns() const { return count ? double(cuda_total_ns) / double(count) : 0.0; }
+  distribution cpu_distribution() const { return summarize(cpu_samples_ns); }
+  distribution cuda_distribution() const { return summarize(cuda_samples_ns); }
 };
 
 struct table_options {
@@ -43,6 +50,10 @@ struct table_options {
   int row_limit = 100;   // -1: all rows
   std::string header;    // written above a line of '=' when not empty
   int max_name_column_width = 55;
+  // Opt-in columns after torch's: per-call CPU and CUDA min, median, p95 and max
+  // ("-" where a row has no such time), and what a kernel's name says (kernel_names.hpp).
+  bool stats = false;
+  bool kernel_names = false;
 };
 
 class event_averages {
@@ -169,12 +180,39 @@ inline std::string event_averages::table(const table_options& options) const {
   }
   headers.emplace_back("# of Calls");
   widths.push_back(12);
+  if (options.stats) {
+    for (const char* h : {"CPU min", "CPU median", "CPU p95", "CPU max"}) {
+      headers.emplace_back(h);
+      widths.push_back(12);
+    }
+    if (has_cuda) {
+      for (const char* h : {"CUDA min", "CUDA median", "CUDA p95", "CUDA max"}) {
+        headers.emplace_back(h);
+        widths.push_back(12);
+      }
+    }
+  }
+  std::vector<std::string> kernel_fields;  // per printed row
+  std::size_t kernel_width = 0;
+  if (options.kernel_names) {
+    for (const event_average* r : rows) {
+      kernel_fields.push_back(r->kind == row_kind::gpu_work ? decode_kernel_name(r->key).compact() : std::string());
+      kernel_width = std::max(kernel_width, kernel_fields.back().size());
+    }
+    kernel_width = std::max<std::size_t>(kernel_width, 6);
+  }
 
   std::string out;
-  const auto row_line = [&](const std::vector<std::string>& cells) {
+  // The kernel column is left-aligned, like torch's Source Location.
+  const auto row_line = [&](const std::vector<std::string>& cells, const std::string* kernel) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
       if (int(cells[i].size()) < widths[i]) out.append(std::size_t(widths[i]) - cells[i].size(), ' ');
       out += cells[i];
+      out += "  ";
+    }
+    if (kernel) {
+      out += *kernel;
+      out.append(kernel_width - std::min(kernel_width, kernel->size()), ' ');
       out += "  ";
     }
     out += '\n';
@@ -186,19 +224,26 @@ inline std::string event_averages::table(const table_options& options) const {
     separator += "  ";
     line_length += w + 2;
   }
+  if (options.kernel_names) {
+    separator.append(kernel_width, '-');
+    separator += "  ";
+    line_length += int(kernel_width) + 2;
+  }
   separator += '\n';
+  const std::string kernel_header = "Kernel";
 
   if (!options.header.empty()) {
     out.append(std::size_t(line_length), '=');
     out += '\n' + options.header + '\n';
   }
   out += separator;
-  row_line(headers);
+  row_line(headers, options.kernel_names ? &kernel_header : nullptr);
   out += separator;
 
   const double total_cpu = double(self_cpu_time_total_ns()) / 1000.0;
   const double total_cuda = double(self_cuda_time_total_ns()) / 1000.0;
-  for (const event_average* r : rows) {
+  for (std::size_t row = 0; row < rows.size(); ++row) {
+    const event_average* r = rows[row];
     std::string name = r->key;
     if (max_name > 3 && name.size() >= std::size_t(max_name - 3)) name = name.substr(0, std::size_t(max_name - 3)) + "...";
     const double self_cpu = double(r->self_cpu_ns) / 1000.0, cpu_total = double(r->cpu_total_ns) / 1000.0;
@@ -216,7 +261,15 @@ inline std::string event_averages::table(const table_options& options) const {
       cells.push_back(detail::format_time_us(r->cuda_time_avg_ns() / 1000.0));
     }
     cells.push_back(std::to_string(r->count));
-    row_line(cells);
+    if (options.stats) {
+      const auto add_distribution = [&](const distribution& d, bool any) {
+        for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns})
+          cells.push_back(any ? detail::format_time_us(double(v) / 1000.0) : std::string("-"));
+      };
+      add_distribution(r->cpu_distribution(), r->cpu_total_ns > 0);
+      if (has_cuda) add_distribution(r->cuda_distribution(), r->cuda_total_ns > 0);
+    }
+    row_line(cells, options.kernel_names ? &kernel_fields[row] : nullptr);
   }
   out += separator;
   out += "Self CPU time total: " + detail::format_time_us(total_cpu) + "\n";
@@ -269,22 +322,30 @@ inline event_averages key_averages(const trace& t) {
     r.self_cpu_ns += dur > child_cpu[i] ? dur - child_cpu[i] : 0;
     r.self_cuda_ns += self_cuda[i];
     r.cuda_total_ns += cuda_total[i];
+    r.cpu_samples_ns.push_back(dur);
+    r.cuda_samples_ns.push_back(cuda_total[i]);
   }
   for (const api_call& a : t.api_calls) {
     event_average& r = row(t.names.str(a.name), row_kind::cuda_api, a.start_ns);
     r.cpu_total_ns += a.end_ns - a.start_ns;
     r.self_cpu_ns += a.end_ns - a.start_ns;
+    r.cpu_samples_ns.push_back(a.end_ns - a.start_ns);
+    r.cuda_samples_ns.push_back(0);
   }
   for (const gpu_activity& g : t.gpu) {
     if (g.kind == gpu_kind::sync) continue;
     event_average& r = row(t.names.str(g.name), row_kind::gpu_work, g.start_ns);
     r.self_cuda_ns += g.end_ns - g.start_ns;
     r.cuda_total_ns += g.end_ns - g.start_ns;
+    r.cpu_samples_ns.push_back(0);
+    r.cuda_samples_ns.push_back(g.end_ns - g.start_ns);
   }
   for (const gpu_annotation& a : gpu_annotations(t)) {
     event_average& r = row(t.names.str(t.spans[a.span].name), row_kind::gpu_annotation, a.start_ns);
     r.self_cuda_ns += a.end_ns - a.start_ns;
     r.cuda_total_ns += a.end_ns - a.start_ns;
+    r.cpu_samples_ns.push_back(0);
+    r.cuda_samples_ns.push_back(a.end_ns - a.start_ns);
   }
   return event_averages(std::move(rows));
 }

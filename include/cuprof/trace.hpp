@@ -67,22 +67,16 @@ inline void attribute(trace& t) {
   }
 }
 
-// The scope that launched a GPU activity, or no_index.
+// The scope that launched a GPU activity, or no_index. A trace read from a
+// file may name it explicitly (torch's "External id"); that wins.
 inline std::uint32_t launching_span(const trace& t, const gpu_activity& g) {
+  if (g.span != no_index) return g.span;
   return g.api == no_index ? no_index : t.api_calls[g.api].parent;
 }
 
-// A scope's extent on one GPU stream: from the first to the last GPU activity
-// launched inside it (its nested scopes included). Drawn as gpu_user_annotation.
-struct gpu_annotation {
-  std::uint32_t span = no_index;
-  std::uint32_t device = 0;
-  std::uint32_t stream = 0;
-  std::uint64_t start_ns = 0;
-  std::uint64_t end_ns = 0;
-};
-
+// gpu_annotation (event.hpp): a scope's extent on one GPU stream.
 inline std::vector<gpu_annotation> gpu_annotations(const trace& t) {
+  if (t.gpu_annotations_from_file) return t.file_gpu_annotations;
   struct key_hash {
     std::size_t operator()(const std::pair<std::uint32_t, std::uint64_t>& k) const noexcept {
       return std::hash<std::uint64_t>()(k.second * 1000003u ^ k.first);
