@@ -1,0 +1,763 @@
+// Synthetic CUPTI activity records through record_store: conversion, noise
+// filtering, folding of nested driver calls, windowing, then attribution,
+// key_averages() and the Chrome trace. No GPU, no libcupti: plain structs.
+#include <cuprof/cuprof.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+using json = nlohmann::json;
+
+namespace {
+
+using cuprof::api_domain;
+using cuprof::no_index;
+using cuprof::detail::cupti::record_store;
+
+constexpr std::uint32_t tid = 100;
+
+// Raw callback names as cuptiGetCallbackName returns them.
+std::string raw_name(api_domain d, std::uint32_t cbid) {
+  static const std::map<std::uint32_t, std::string> runtime = {
+      {211, "cudaLaunchKernel_v7000"},
+      {214, "cudaLaunchKernel_ptsz_v7000"},
+      {505, "___cudaLaunchKernel_v13000"},
+      {41, "cudaMemcpyAsync_v3020"},
+      {51, "cudaMemsetAsync_v3020"},
+      {3, "cudaGetDevice_v3020"},
+      {251, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000"},
+      {131, "cudaStreamSynchronize_v3020"},
+      {165, "cudaDeviceSynchronize_v3020"},
+      {311, "cudaGraphLaunch_v10000"},
+  };
+  static const std::map<std::uint32_t, std::string> driver = {
+      {307, "cuLaunchKernel"},
+      {652, "cuLaunchKernelEx"},
+      {1000, "cuKernelGetName"},
+      {451, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
+      {17, "cuCtxSynchronize"},
+      {514, "cuGraphLaunch"},
+  };
+  const auto& m = d == api_domain::runtime ? runtime : driver;
+  const auto it = m.find(cbid);
+  return it == m.end() ? std::string() : it->second;
+}
+
+template <class T>
+T zeroed(CUpti_ActivityKind kind) {
+  T r;
+  std::memset(static_cast<void*>(&r), 0, sizeof r);
+  r.kind = kind;
+  return r;
+}
+
+template <class T>
+void feed(record_store& s, const T& r) {
+  s.add(reinterpret_cast<const CUpti_Activity*>(&r));
+}
+
+void api(record_store& s, api_domain d, std::uint32_t cbid, std::uint64_t start, std::uint64_t end, std::uint32_t corr,
+         std::uint32_t thread = tid, std::uint32_t ret = 0) {
+  auto r = zeroed<CUpti_ActivityAPI>(d == api_domain::driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME);
+  r.cbid = cbid;
+  r.start = start;
+  r.end = end;
+  r.processId = 1;
+  r.threadId = thread;
+  r.correlationId = corr;
+  r.returnValue = ret;
+  feed(s, r);
+}
+void runtime(record_store& s, std::uint32_t cbid, std::uint64_t start, std::uint64_t end, std::uint32_t corr,
+             std::uint32_t ret = 0) {
+  api(s, api_domain::runtime, cbid, start, end, corr, tid, ret);
+}
+void driver(record_store& s, std::uint32_t cbid, std::uint64_t start, std::uint64_t end, std::uint32_t corr) {
+  api(s, api_domain::driver, cbid, start, end, corr);
+}
+
+void kernel(record_store& s, const char* name, std::uint64_t start, std::uint64_t end, std::uint32_t corr,
+            std::uint32_t stream = 7, std::uint32_t device = 0, std::uint32_t context = 1, std::uint32_t graph = 0) {
+  auto k = zeroed<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  k.start = start;
+  k.end = end;
+  k.deviceId = device;
+  k.contextId = context;
+  k.streamId = stream;
+  k.correlationId = corr;
+  k.name = name;
+  k.gridX = 120, k.gridY = 2, k.gridZ = 1;
+  k.blockX = 128, k.blockY = 1, k.blockZ = 1;
+  k.registersPerThread = 40;
+  k.staticSharedMemory = 2048;
+  k.dynamicSharedMemory = 512;
+  k.graphId = graph;
+  k.graphNodeId = graph ? 1000 + corr : 0;
+  feed(s, k);
+}
+
+void memcpy_rec(record_store& s, std::uint8_t copy_kind, std::uint8_t src, std::uint8_t dst, std::uint64_t bytes,
+                std::uint64_t start, std::uint64_t end, std::uint32_t corr, std::uint32_t stream = 7) {
+  auto m = zeroed<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  m.copyKind = copy_kind;
+  m.srcKind = src;
+  m.dstKind = dst;
+  m.bytes = bytes;
+  m.start = start;
+  m.end = end;
+  m.deviceId = 0;
+  m.contextId = 1;
+  m.streamId = stream;
+  m.correlationId = corr;
+  feed(s, m);
+}
+
+void memset_rec(record_store& s, std::uint16_t kind, std::uint64_t bytes, std::uint64_t start, std::uint64_t end,
+                std::uint32_t corr) {
+  auto m = zeroed<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET);
+  m.value = 0;
+  m.bytes = bytes;
+  m.start = start;
+  m.end = end;
+  m.deviceId = 0;
+  m.contextId = 1;
+  m.streamId = 7;
+  m.correlationId = corr;
+  m.memoryKind = kind;
+  feed(s, m);
+}
+
+void sync_rec(record_store& s, CUpti_ActivitySynchronizationType type, std::uint64_t start, std::uint64_t end,
+              std::uint32_t corr, std::uint32_t context, std::uint32_t stream) {
+  auto r = zeroed<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  r.type = type;
+  r.start = start;
+  r.end = end;
+  r.correlationId = corr;
+  r.contextId = context;
+  r.streamId = stream;
+  r.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  feed(s, r);
+}
+
+void overhead_rec(record_store& s, CUpti_ActivityOverheadKind kind, std::uint64_t start, std::uint64_t end) {
+  auto o = zeroed<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD);
+  o.overheadKind = kind;
+  o.start = start;
+  o.end = end;
+  feed(s, o);
+}
+
+void external_rec(record_store& s, std::uint64_t external, std::uint32_t corr) {
+  auto e = zeroed<CUpti_ActivityExternalCorrelation>(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+  e.externalId = external;
+  e.correlationId = corr;
+  feed(s, e);
+}
+
+std::uint32_t span(cuprof::trace& t, const char* name, std::uint64_t start, std::uint64_t end, std::uint32_t parent) {
+  cuprof::cpu_span s;
+  s.start_ns = start;
+  s.end_ns = end;
+  s.name = t.names.intern(name);
+  s.tid = tid;
+  s.parent = parent;
+  s.id = std::uint32_t(t.spans.size() + 1);
+  t.spans.push_back(s);
+  return std::uint32_t(t.spans.size() - 1);
+}
+
+const cuprof::api_call* call_named(const cuprof::trace& t, const std::string& name, int nth = 0) {
+  for (const auto& c : t.api_calls)
+    if (t.names.str(c.name) == name && nth-- == 0) return &c;
+  return nullptr;
+}
+const cuprof::gpu_activity* gpu_named(const cuprof::trace& t, const std::string& name) {
+  for (const auto& g : t.gpu)
+    if (t.names.str(g.name) == name) return &g;
+  return nullptr;
+}
+std::size_t calls_named(const cuprof::trace& t, const std::string& name) {
+  std::size_t n = 0;
+  for (const auto& c : t.api_calls) n += t.names.str(c.name) == name;
+  return n;
+}
+
+const char* const vector_subtract = "VectorSubtract(int const*, int const*, int*, int)";
+
+// The window [1000, 100000] (ticks; the identity converter makes them ns):
+//   outer [1000, 90000] { launch_scope [2000, 20000], copy_scope [30000, 40000] }
+// plus records before the window, after it, noise, and lost ones.
+struct scenario {
+  record_store store{raw_name};
+  static constexpr std::uint64_t start = 1000, end = 100000;
+
+  void api_records() {
+    runtime(store, 211, 500, 800, 5);      // before the window
+    runtime(store, 3, 2500, 2600, 9);      // cudaGetDevice: noise
+    runtime(store, 211, 3000, 8000, 10);   // cudaLaunchKernel ...
+    driver(store, 1000, 3200, 3300, 12);   //   cuKernelGetName: noise
+    driver(store, 307, 3500, 7500, 11);    //   ... nested cuLaunchKernel: folded, its kernel is the runtime call's
+    runtime(store, 505, 9000, 12000, 13);  // ___cudaLaunchKernel (CUDA 13 <<<>>>)
+    driver(store, 307, 9500, 11000, 14);   //   nested cuLaunchKernel
+    driver(store, 652, 13000, 15000, 15);  // cuLaunchKernelEx alone (cuBLAS)
+    runtime(store, 251, 16000, 16500, 16); // occupancy query ...
+    driver(store, 451, 16100, 16400, 17);  //   ... with its nested driver call
+    runtime(store, 999, 17000, 17100, 18); // a cbid CUPTI cannot name
+    driver(store, 2000, 17200, 17300, 19); // an unnamed driver call: not whitelisted
+    runtime(store, 214, 18000, 18500, 25); // cudaLaunchKernel_ptsz
+    runtime(store, 211, 19000, 19500, 26, 700);  // a launch that failed: no kernel will come
+    runtime(store, 41, 31000, 33000, 20);  // cudaMemcpyAsync
+    runtime(store, 51, 34000, 35000, 21);  // cudaMemsetAsync
+    runtime(store, 131, 36000, 39000, 22); // cudaStreamSynchronize
+    runtime(store, 165, 91000, 95000, 23); // cudaDeviceSynchronize, outside every scope
+    runtime(store, 211, 150000, 151000, 30);  // after the window
+    external_rec(store, 4242, 10);            // pushed by other code around the first launch
+  }
+  void gpu_records_but_the_first_kernel() {
+    kernel(store, "_Z14VectorSubtractPKiS0_Pii", 900, 950, 5);  // launched before the window
+    kernel(store, "plain_kernel", 61000, 62000, 13);
+    kernel(store, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 63000, 70000, 15);
+    kernel(store, "ptsz_kernel", 73500, 74000, 25, 9);
+    memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+               CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1 << 20, 71000, 72000, 20);
+    memset_rec(store, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 4, 72500, 72600, 21);
+    sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 72600, 73000, 22, 1, 7);
+    sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, 91500, 94000, 23, 1,
+             CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+    kernel(store, "late_kernel", 152000, 153000, 30);  // belongs to the next window
+    memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+               CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 64, 0, 0, 24);  // timestamps lost
+    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST, 500, 1500);    // clamped to 1000
+    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, 99000, 101000);     // clamped to 100000
+    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE, 100, 200);              // before: dropped
+    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER, 150000, 151000);       // after: kept
+    store.add_dropped(3);
+  }
+  void first_kernel() { kernel(store, "_Z14VectorSubtractPKiS0_Pii", 50000, 60000, 11); }
+
+  cuprof::trace take() {
+    cuprof::trace t;
+    const std::uint32_t outer = span(t, "outer", 1000, 90000, no_index);
+    span(t, "launch_scope", 2000, 20000, outer);
+    span(t, "copy_scope", 30000, 40000, outer);
+    store.take(t, start, end, cuprof::detail::tick_converter{});
+    cuprof::attribute(t);
+    return t;
+  }
+  cuprof::trace full() {
+    api_records();
+    gpu_records_but_the_first_kernel();
+    first_kernel();
+    return take();
+  }
+};
+
+}  // namespace
+
+// =============================================================================
+TEST_SUITE("cupti_records") {
+
+TEST_CASE("display_api_name strips CUPTI's version suffix, _ptsz/_ptds and leading underscores") {
+  using cuprof::detail::cupti::display_api_name;
+  CHECK(display_api_name("cudaLaunchKernel_v7000") == "cudaLaunchKernel");
+  CHECK(display_api_name("___cudaLaunchKernel_v13000") == "cudaLaunchKernel");
+  CHECK(display_api_name("___cudaLaunchKernel_ptsz_v13000") == "cudaLaunchKernel");
+  CHECK(display_api_name("cudaLaunchKernel_ptsz_v7000") == "cudaLaunchKernel");
+  CHECK(display_api_name("cudaMemcpy_ptds_v7000") == "cudaMemcpy");
+  CHECK(display_api_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync");
+  CHECK(display_api_name("cuLaunchKernelEx") == "cuLaunchKernelEx");
+  CHECK(display_api_name("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000") ==
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
+  CHECK(display_api_name("name_v") == "name_v");       // no digits: not a version
+  CHECK(display_api_name("name_v12a") == "name_v12a");
+  CHECK(display_api_name("") == "");
+}
+
+TEST_CASE("classify_api keeps what Kineto keeps, flags launches and syncs") {
+  using cuprof::detail::cupti::classify_api;
+  const auto kept = [](api_domain d, const char* n) { return classify_api(d, n).display_name != nullptr; };
+  CHECK_FALSE(kept(api_domain::runtime, "cudaGetDevice"));
+  CHECK_FALSE(kept(api_domain::runtime, "cudaSetDevice"));
+  CHECK_FALSE(kept(api_domain::runtime, "cudaGetLastError"));
+  CHECK_FALSE(kept(api_domain::runtime, "cudaEventCreate"));
+  CHECK_FALSE(kept(api_domain::runtime, "cudaEventDestroy"));
+  CHECK(kept(api_domain::runtime, "cudaMalloc"));
+  CHECK(kept(api_domain::runtime, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
+  CHECK_FALSE(kept(api_domain::driver, "cuKernelGetName"));
+  CHECK_FALSE(kept(api_domain::driver, "cuCtxGetCurrent"));
+  CHECK_FALSE(kept(api_domain::driver, "cuDevicePrimaryCtxGetState"));
+  CHECK(kept(api_domain::driver, "cuLaunchKernel"));
+  CHECK(kept(api_domain::driver, "cuLaunchKernelEx"));
+  CHECK(kept(api_domain::driver, "cuMemCreate"));
+  CHECK(kept(api_domain::driver, "cuMemsetD8Async"));
+
+  const auto launch = classify_api(api_domain::runtime, "cudaLaunchKernel");
+  CHECK(launch.has_flow);
+  CHECK(launch.expects_gpu_record);
+  const auto ex = classify_api(api_domain::driver, "cuLaunchKernelEx");
+  CHECK(ex.has_flow);
+  CHECK(ex.expects_gpu_record);
+  const auto graph = classify_api(api_domain::runtime, "cudaGraphLaunch");
+  CHECK(graph.has_flow);
+  CHECK(graph.expects_gpu_record);
+  const auto copy = classify_api(api_domain::runtime, "cudaMemcpyAsync");
+  CHECK(copy.has_flow);
+  CHECK(copy.expects_gpu_record);
+  const auto sync = classify_api(api_domain::runtime, "cudaStreamSynchronize");
+  CHECK(sync.has_flow);
+  CHECK_FALSE(sync.expects_gpu_record);
+  const auto occupancy = classify_api(api_domain::runtime, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
+  CHECK_FALSE(occupancy.has_flow);
+  CHECK_FALSE(occupancy.expects_gpu_record);
+  const auto vmm = classify_api(api_domain::driver, "cuMemCreate");
+  CHECK_FALSE(vmm.has_flow);
+  CHECK_FALSE(vmm.expects_gpu_record);
+}
+
+TEST_CASE("record kinds' names: memory kinds, copy kinds, sync types, overhead kinds") {
+  using namespace cuprof::detail::cupti;
+  CHECK(std::string(memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE)) == "Pageable");
+  CHECK(std::string(memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_PINNED)) == "Pinned");
+  CHECK(std::string(memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_DEVICE)) == "Device");
+  CHECK(std::string(memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_MANAGED)) == "Managed");
+  CHECK(std::string(memory_kind_name(200)) == "Unknown");
+  CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD)) == "HtoD");
+  CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH)) == "DtoH");
+  CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD)) == "DtoD");
+  CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_HTOH)) == "HtoH");
+  CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP)) == "PtoP");
+  CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE)) == "Event Sync");
+  CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT)) ==
+        "Stream Wait Event");
+  CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE)) == "Stream Sync");
+  CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE)) ==
+        "Context Sync");
+  CHECK(std::string(overhead_kind_name(CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST)) == "Activity Buffer Request");
+  CHECK(std::string(overhead_kind_name(CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH)) == "Buffer Flush");
+  CHECK(std::string(overhead_kind_name(CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER)) == "Driver Compiler");
+  CHECK(std::string(overhead_kind_name(CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE)) == "Resource");
+}
+
+TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, window respected") {
+  scenario sc;
+  const cuprof::trace t = sc.full();
+
+  // API calls kept, in (thread, start) order, times converted (identity here).
+  std::vector<std::string> names;
+  for (const auto& c : t.api_calls) names.push_back(t.names.str(c.name));
+  CHECK(names == std::vector<std::string>{"cudaLaunchKernel", "cudaLaunchKernel", "cuLaunchKernelEx",
+                                          "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cbid 999",
+                                          "cudaLaunchKernel", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+                                          "cudaStreamSynchronize", "cudaDeviceSynchronize"});
+  CHECK(calls_named(t, "cudaGetDevice") == 0);
+  CHECK(calls_named(t, "cuKernelGetName") == 0);
+  CHECK(calls_named(t, "cuLaunchKernel") == 0);  // folded into the runtime calls around them
+  CHECK(calls_named(t, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags") == 0);
+  for (const auto& c : t.api_calls) {
+    const std::string n = t.names.str(c.name);
+    CHECK(n.find("_v") == std::string::npos);
+    CHECK(n.rfind("_", 0) != 0);
+    CHECK(c.start_ns >= sc.start);
+    CHECK(c.start_ns <= sc.end);
+    CHECK(c.tid == tid);
+  }
+  const cuprof::api_call* first = call_named(t, "cudaLaunchKernel", 0);
+  REQUIRE(first);
+  CHECK(first->start_ns == 3000);
+  CHECK(first->end_ns == 8000);
+  CHECK(first->correlation == 10);
+  CHECK(first->cbid == 211);
+  CHECK(first->domain == api_domain::runtime);
+  CHECK(first->has_flow);
+  CHECK(first->external_id == 4242);
+  for (const auto& c : t.api_calls)
+    if (&c != first) CHECK(c.external_id == 0);
+  const cuprof::api_call* ex = call_named(t, "cuLaunchKernelEx");
+  REQUIRE(ex);
+  CHECK(ex->domain == api_domain::driver);
+  CHECK(ex->has_flow);
+  const cuprof::api_call* failed = call_named(t, "cudaLaunchKernel", 3);
+  REQUIRE(failed);
+  CHECK(failed->return_value == 700);
+  const cuprof::api_call* occ = call_named(t, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
+  REQUIRE(occ);
+  CHECK_FALSE(occ->has_flow);
+  CHECK(call_named(t, "cudaStreamSynchronize")->has_flow);
+
+  // GPU records of the window only.
+  CHECK(t.gpu.size() == 8);
+  const cuprof::gpu_activity* vs = gpu_named(t, vector_subtract);
+  REQUIRE(vs);  // demangled
+  CHECK(vs->correlation == 10);  // its record carried the nested cuLaunchKernel's id
+  CHECK(vs->start_ns == 50000);
+  CHECK(vs->end_ns == 60000);
+  CHECK(vs->kind == cuprof::gpu_kind::kernel);
+  CHECK(vs->stream == 7);
+  CHECK(vs->context == 1);
+  REQUIRE(vs->details != no_index);
+  const cuprof::kernel_details& k = t.kernels[vs->details];
+  CHECK(k.grid[0] == 120);
+  CHECK(k.grid[1] == 2);
+  CHECK(k.block[0] == 128);
+  CHECK(k.registers_per_thread == 40);
+  CHECK(k.static_shared_memory == 2048);
+  CHECK(k.dynamic_shared_memory == 512);
+  REQUIRE(gpu_named(t, "plain_kernel"));  // not mangled: kept as is
+  CHECK(gpu_named(t, "plain_kernel")->correlation == 13);
+  REQUIRE(gpu_named(t, "ptsz_kernel"));
+  CHECK(gpu_named(t, "ptsz_kernel")->stream == 9);
+  CHECK(gpu_named(t, "late_kernel") == nullptr);
+  const cuprof::gpu_activity* cp = gpu_named(t, "Memcpy DtoD (Device -> Device)");
+  REQUIRE(cp);
+  CHECK(cp->kind == cuprof::gpu_kind::memcpy);
+  CHECK(cp->bytes == (1u << 20));
+  CHECK(cp->subkind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD);
+  const cuprof::gpu_activity* ms = gpu_named(t, "Memset (Device)");
+  REQUIRE(ms);
+  CHECK(ms->kind == cuprof::gpu_kind::memset);
+  CHECK(ms->bytes == 4);
+  const cuprof::gpu_activity* ss = gpu_named(t, "Stream Sync");
+  REQUIRE(ss);
+  CHECK(ss->kind == cuprof::gpu_kind::sync);
+  CHECK(ss->stream == 7);
+  CHECK(ss->device == 0);
+  const cuprof::gpu_activity* cs = gpu_named(t, "Context Sync");
+  REQUIRE(cs);
+  CHECK(cs->stream == 0);  // CUPTI_SYNCHRONIZATION_INVALID_VALUE
+  CHECK(cs->subkind == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+  for (const auto& g : t.gpu) {
+    CHECK(g.start_ns >= 1000);
+    CHECK(g.end_ns >= g.start_ns);
+  }
+
+  // Overhead clamped to the window; the one before it dropped.
+  REQUIRE(t.overhead.size() == 2);
+  std::map<std::string, cuprof::overhead_span> oh;
+  for (const auto& o : t.overhead) oh[t.names.str(o.name)] = o;
+  REQUIRE(oh.count("Activity Buffer Request"));
+  CHECK(oh["Activity Buffer Request"].start_ns == 1000);
+  CHECK(oh["Activity Buffer Request"].end_ns == 1500);
+  REQUIRE(oh.count("Buffer Flush"));
+  CHECK(oh["Buffer Flush"].start_ns == 99000);
+  CHECK(oh["Buffer Flush"].end_ns == 100000);
+
+  // Lost timestamps and CUPTI's own drop count.
+  CHECK(t.meta.dropped_gpu_records == 3 + 1);
+  CHECK(t.meta.unmatched_gpu_records == 0);
+}
+
+TEST_CASE("take(): what belongs to a later window stays staged") {
+  scenario sc;
+  sc.full();
+  CHECK(sc.store.staged() == 3);  // the later launch, its kernel, the later overhead
+  cuprof::trace next;
+  sc.store.take(next, 100001, 200000, cuprof::detail::tick_converter{});
+  REQUIRE(next.api_calls.size() == 1);
+  CHECK(next.api_calls[0].correlation == 30);
+  REQUIRE(next.gpu.size() == 1);
+  CHECK(next.names.str(next.gpu[0].name) == "late_kernel");
+  REQUIRE(next.overhead.size() == 1);
+  CHECK(next.names.str(next.overhead[0].name) == "Driver Compiler");
+  CHECK(next.meta.dropped_gpu_records == 0);  // counted once, in the first window
+  CHECK(sc.store.staged() == 0);
+}
+
+TEST_CASE("window_complete(): false until the kernel of every launch in the window arrived") {
+  scenario sc;
+  CHECK(sc.store.window_complete(sc.start, sc.end));  // nothing called yet
+  sc.api_records();
+  CHECK_FALSE(sc.store.window_complete(sc.start, sc.end));
+  sc.gpu_records_but_the_first_kernel();
+  // Every record but the folded launch's kernel: still incomplete. The failed
+  // launch, the syncs and the occupancy query wait for nothing.
+  CHECK_FALSE(sc.store.window_complete(sc.start, sc.end));
+  sc.first_kernel();  // carries the nested driver call's correlation id
+  CHECK(sc.store.window_complete(sc.start, sc.end));
+  // A later window with a launch whose kernel has not come yet.
+  CHECK(sc.store.window_complete(100001, 200000));  // the late kernel is staged
+  runtime(sc.store, 211, 160000, 161000, 40);
+  CHECK_FALSE(sc.store.window_complete(100001, 200000));
+  kernel(sc.store, "k40", 162000, 163000, 40);
+  CHECK(sc.store.window_complete(100001, 200000));
+}
+
+TEST_CASE("discard_before() drops everything recorded before a tick") {
+  record_store store(raw_name);
+  runtime(store, 211, 100, 200, 1);
+  kernel(store, "early", 300, 400, 1);
+  overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, 50, 60);
+  runtime(store, 211, 1500, 1600, 2);
+  kernel(store, "late", 1700, 1800, 2);
+  runtime(store, 211, 900, 950, 3);  // called before, its kernel runs after the cut
+  kernel(store, "straddling", 1100, 1200, 3);
+  memcpy_rec(store, 1, 1, 3, 8, 0, 0, 4);  // lost: counted before the cut, so discarded too
+  CHECK(store.staged() == 7);
+  store.discard_before(1000);
+  CHECK(store.staged() == 2);
+  cuprof::trace t;
+  store.take(t, 1000, 2000, cuprof::detail::tick_converter{});
+  REQUIRE(t.api_calls.size() == 1);
+  CHECK(t.api_calls[0].correlation == 2);
+  REQUIRE(t.gpu.size() == 1);
+  CHECK(t.names.str(t.gpu[0].name) == "late");
+  CHECK(t.overhead.empty());
+  CHECK(t.meta.dropped_gpu_records == 0);
+  store.clear();
+  CHECK(store.staged() == 0);
+}
+
+TEST_CASE("lost timestamps (start = end = 0, or end before start) are counted, not staged") {
+  record_store store(raw_name);
+  runtime(store, 211, 100, 200, 1);
+  kernel(store, "lost", 0, 0, 1);
+  memcpy_rec(store, 1, 1, 3, 8, 0, 0, 2);
+  memset_rec(store, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 4, 0, 0, 3);
+  sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 0, 0, 4, 1, 7);
+  kernel(store, "inverted", 500, 400, 1);
+  CHECK(store.staged() == 1);
+  cuprof::trace t;
+  store.take(t, 0, 1000, cuprof::detail::tick_converter{});
+  CHECK(t.gpu.empty());
+  CHECK(t.meta.dropped_gpu_records == 5);
+}
+
+TEST_CASE("records over the store's cap are counted as dropped, not staged") {
+  record_store store(raw_name, 4);
+  runtime(store, 211, 100, 200, 1);
+  kernel(store, "k1", 300, 400, 1);
+  runtime(store, 211, 500, 600, 2);
+  kernel(store, "k2", 700, 800, 2);
+  CHECK(store.staged() == 4);
+  runtime(store, 211, 900, 950, 3);  // over the cap
+  kernel(store, "k3", 1000, 1100, 3);
+  external_rec(store, 77, 1);        // external ids are not capped
+  CHECK(store.staged() == 4);
+  cuprof::trace t;
+  store.take(t, 0, 2000, cuprof::detail::tick_converter{});
+  CHECK(t.api_calls.size() == 2);
+  CHECK(t.gpu.size() == 2);
+  CHECK(t.meta.dropped_gpu_records == 2);
+  REQUIRE_FALSE(t.api_calls.empty());
+  CHECK(t.api_calls[0].external_id == 77);
+  CHECK(store.staged() == 0);
+  runtime(store, 211, 3000, 3100, 4);  // room again
+  CHECK(store.staged() == 1);
+}
+
+TEST_CASE("take() converts ticks with the window's clock") {
+  cuprof::detail::clock_sample a, b;
+  a.ticks = 0;
+  a.mono_ns = 0;
+  a.real_ns = 1700000000000000000ull;
+  b.ticks = 1000000;
+  b.mono_ns = 1000000;
+  b.real_ns = a.real_ns + 1000000;
+  const cuprof::detail::tick_converter clock(a, b);
+  record_store store(raw_name);
+  runtime(store, 211, 3000, 4000, 1);
+  kernel(store, "k", 5000, 6000, 1);
+  overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, 2000, 2500);
+  cuprof::trace t;
+  store.take(t, 1000, 10000, clock);
+  REQUIRE(t.api_calls.size() == 1);
+  REQUIRE(t.gpu.size() == 1);
+  REQUIRE(t.overhead.size() == 1);
+  CHECK(t.api_calls[0].start_ns == clock.to_epoch_ns(3000));
+  CHECK(t.api_calls[0].end_ns == clock.to_epoch_ns(4000));
+  CHECK(t.gpu[0].start_ns == clock.to_epoch_ns(5000));
+  CHECK(t.gpu[0].end_ns == clock.to_epoch_ns(6000));
+  CHECK(t.overhead[0].start_ns == clock.to_epoch_ns(2000));
+  CHECK(t.api_calls[0].start_ns > 1700000000000000000ull);
+  CHECK(t.gpu[0].start_ns - t.api_calls[0].start_ns == 2000);
+}
+
+TEST_CASE("sync records take their device from the context's other records") {
+  record_store store(raw_name);
+  runtime(store, 131, 100, 900, 1);
+  kernel(store, "on_device_2", 200, 300, 2, 7, /*device*/ 2, /*context*/ 5);
+  runtime(store, 211, 150, 160, 2);
+  sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 400, 800, 1, 5, 7);
+  cuprof::trace t;
+  store.take(t, 0, 1000, cuprof::detail::tick_converter{});
+  const cuprof::gpu_activity* s = gpu_named(t, "Stream Sync");
+  REQUIRE(s);
+  CHECK(s->device == 2);
+  CHECK(s->context == 5);
+}
+
+TEST_CASE("a sync record that arrives before its context's first kernel still gets the right device") {
+  // Records of one window are all staged before take(); their order in
+  // CUPTI's buffers should not decide which GPU a sync is drawn on.
+  record_store store(raw_name);
+  runtime(store, 131, 100, 900, 1);
+  runtime(store, 211, 150, 160, 2);
+  sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 400, 800, 1, 5, 7);
+  kernel(store, "on_device_2", 200, 300, 2, 7, /*device*/ 2, /*context*/ 5);
+  cuprof::trace t;
+  store.take(t, 0, 1000, cuprof::detail::tick_converter{});
+  const cuprof::gpu_activity* s = gpu_named(t, "Stream Sync");
+  REQUIRE(s);
+  CHECK(s->device == 2);
+}
+
+TEST_CASE("a kernel record without a name, and repeated mangled names, demangled once") {
+  record_store store(raw_name);
+  runtime(store, 211, 100, 200, 1);
+  runtime(store, 211, 300, 400, 2);
+  runtime(store, 211, 500, 600, 3);
+  kernel(store, nullptr, 1000, 1100, 1);
+  kernel(store, "_Z14VectorSubtractPKiS0_Pii", 1200, 1300, 2);
+  kernel(store, "_Z14VectorSubtractPKiS0_Pii", 1400, 1500, 3);
+  cuprof::trace t;
+  store.take(t, 0, 2000, cuprof::detail::tick_converter{});
+  REQUIRE(t.gpu.size() == 3);
+  CHECK(t.names.str(t.gpu[0].name) == "(unnamed kernel)");
+  CHECK(t.names.str(t.gpu[1].name) == vector_subtract);
+  CHECK(t.gpu[1].name == t.gpu[2].name);
+}
+
+TEST_CASE("graph launches: every node kernel links to the one launch") {
+  record_store store(raw_name);
+  runtime(store, 311, 100, 200, 7);
+  driver(store, 514, 120, 180, 8);  // nested cuGraphLaunch
+  kernel(store, "node_a", 300, 400, 7, 7, 0, 1, /*graph*/ 2);
+  kernel(store, "node_b", 410, 500, 7, 7, 0, 1, 2);
+  kernel(store, "node_c", 510, 600, 7, 7, 0, 1, 2);
+  CHECK(store.window_complete(0, 1000));
+  cuprof::trace t;
+  span(t, "graph_scope", 50, 250, no_index);
+  store.take(t, 0, 1000, cuprof::detail::tick_converter{});
+  cuprof::attribute(t);
+  REQUIRE(t.api_calls.size() == 1);
+  CHECK(t.names.str(t.api_calls[0].name) == "cudaGraphLaunch");
+  REQUIRE(t.gpu.size() == 3);
+  for (const auto& g : t.gpu) {
+    CHECK(g.api == 0);
+    CHECK(t.kernels[g.details].graph_id == 2);
+    CHECK(cuprof::launching_span(t, g) == 0);
+  }
+  const cuprof::event_averages avg = cuprof::key_averages(t);
+  REQUIRE(avg.find("graph_scope", cuprof::row_kind::cpu_scope));
+  CHECK(avg.find("graph_scope", cuprof::row_kind::cpu_scope)->self_cuda_ns == 280);
+  const json doc = json::parse(cuprof::chrome_trace_json(t));
+  std::set<std::uint64_t> s_ids, f_ids;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "s") s_ids.insert(e["id"].get<std::uint64_t>());
+    if (e["ph"] == "f") f_ids.insert(e["id"].get<std::uint64_t>());
+  }
+  CHECK(s_ids.size() == 3);
+  CHECK(s_ids == f_ids);
+}
+
+TEST_CASE("attribution, key_averages and flows over the converted window") {
+  scenario sc;
+  const cuprof::trace t = sc.full();
+  const std::uint32_t outer = 0, launch_scope = 1, copy_scope = 2;
+
+  // Calls belong to the innermost scope open at their start.
+  CHECK(call_named(t, "cudaLaunchKernel", 0)->parent == launch_scope);
+  CHECK(call_named(t, "cuLaunchKernelEx")->parent == launch_scope);
+  CHECK(call_named(t, "cudaMemcpyAsync")->parent == copy_scope);
+  CHECK(call_named(t, "cudaStreamSynchronize")->parent == copy_scope);
+  CHECK(call_named(t, "cudaDeviceSynchronize")->parent == no_index);  // after outer ended
+  for (const auto& g : t.gpu) CHECK(g.api != no_index);
+  CHECK(cuprof::launching_span(t, *gpu_named(t, vector_subtract)) == launch_scope);
+  CHECK(t.api_calls[gpu_named(t, vector_subtract)->api].correlation == 10);
+  CHECK(cuprof::launching_span(t, *gpu_named(t, "Memcpy DtoD (Device -> Device)")) == copy_scope);
+  (void)outer;
+
+  const cuprof::event_averages avg = cuprof::key_averages(t);
+  const auto* r_launch = avg.find("launch_scope", cuprof::row_kind::cpu_scope);
+  const auto* r_copy = avg.find("copy_scope", cuprof::row_kind::cpu_scope);
+  const auto* r_outer = avg.find("outer", cuprof::row_kind::cpu_scope);
+  REQUIRE(r_launch);
+  REQUIRE(r_copy);
+  REQUIRE(r_outer);
+  // Self CUDA of the launching scope = its kernels: 10000 + 1000 + 7000 + 500.
+  CHECK(r_launch->self_cuda_ns == 18500);
+  CHECK(r_launch->cuda_total_ns == 18500);
+  CHECK(r_copy->self_cuda_ns == 1100);  // memcpy + memset; the sync is not work
+  CHECK(r_outer->self_cuda_ns == 0);
+  CHECK(r_outer->cuda_total_ns == 18500 + 1100);
+  // Self CPU of the launching scope excludes its runtime calls.
+  CHECK(r_launch->self_cpu_ns == 18000 - 5000 - 3000 - 2000 - 500 - 100 - 500 - 500);
+  // Kernel rows, API rows, annotation rows.
+  const auto* k_vs = avg.find(vector_subtract, cuprof::row_kind::gpu_work);
+  REQUIRE(k_vs);
+  CHECK(k_vs->count == 1);
+  CHECK(k_vs->self_cuda_ns == 10000);
+  CHECK(k_vs->self_cpu_ns == 0);
+  const auto* r_calls = avg.find("cudaLaunchKernel", cuprof::row_kind::cuda_api);
+  REQUIRE(r_calls);
+  CHECK(r_calls->count == 4);
+  CHECK(r_calls->cpu_total_ns == 5000 + 3000 + 500 + 500);
+  CHECK(r_calls->self_cuda_ns == 0);
+  CHECK(avg.find("cuLaunchKernel", cuprof::row_kind::cuda_api) == nullptr);
+  const auto* a_launch = avg.find("launch_scope", cuprof::row_kind::gpu_annotation);
+  REQUIRE(a_launch);
+  CHECK(a_launch->count == 2);  // streams 7 and 9
+  CHECK(a_launch->self_cuda_ns == (70000 - 50000) + (74000 - 73500));
+  const auto* a_outer = avg.find("outer", cuprof::row_kind::gpu_annotation);
+  REQUIRE(a_outer);
+  CHECK(a_outer->count == 2);
+  CHECK(a_outer->self_cuda_ns == (72600 - 50000) + 500);
+  CHECK(avg.self_cuda_time_total_ns() == 18500 + 1100);
+
+  const std::string table = avg.table("self_cuda_time_total", -1);
+  CHECK(table.find("Self CUDA") != std::string::npos);
+  CHECK(table.find("VectorSubtract(int const*, int const*, int*, int)") != std::string::npos);
+  CHECK(table.find("Self CUDA time total: 19.600us") != std::string::npos);
+
+  // Every GPU record has an f whose s sits on its launching call.
+  const json doc = json::parse(cuprof::chrome_trace_json(t));
+  std::map<std::uint64_t, const json*> s_by_id, f_by_id;
+  std::vector<const json*> gpu_events;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "s") s_by_id[e["id"].get<std::uint64_t>()] = &e;
+    if (e["ph"] == "f") f_by_id[e["id"].get<std::uint64_t>()] = &e;
+    const std::string cat = e.value("cat", "");
+    if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "cuda_sync") gpu_events.push_back(&e);
+  }
+  REQUIRE(gpu_events.size() == 8);
+  CHECK(f_by_id.size() == 8);
+  for (const json* g : gpu_events) {
+    const std::uint64_t corr = (*g)["args"]["correlation"];
+    CAPTURE(corr);
+    REQUIRE(f_by_id.count(corr));
+    const json& f = *f_by_id[corr];
+    CHECK(f["pid"] == (*g)["pid"]);
+    CHECK(f["tid"] == (*g)["tid"]);
+    CHECK(f["ts"] == (*g)["ts"]);
+    REQUIRE(s_by_id.count(corr));
+    const json& s = *s_by_id[corr];
+    const cuprof::api_call* call = nullptr;
+    for (const auto& c : t.api_calls)
+      if (c.correlation == corr) call = &c;
+    REQUIRE(call);
+    CHECK(s["tid"] == call->tid);
+    CHECK(std::llround(s["ts"].get<double>() * 1000) + doc["baseTimeNanoseconds"].get<std::int64_t>() ==
+          std::int64_t(call->start_ns));
+  }
+  // The external correlation id rides on its runtime call.
+  std::size_t with_external = 0;
+  for (const json& e : doc["traceEvents"])
+    if (e.value("cat", "") == "cuda_runtime" && e["args"].contains("external correlation")) {
+      ++with_external;
+      CHECK(e["args"]["correlation"] == 10);
+      CHECK(e["args"]["external correlation"] == 4242);
+    }
+  CHECK(with_external == 1);
+  CHECK(s_by_id.size() == 8);  // no s without its f: the failed launch and the occupancy query have none
+}
+
+}  // TEST_SUITE cupti_records

@@ -1,0 +1,981 @@
+// The Chrome trace writer against the contract of docs/trace-format.md, the
+// JSON helpers, and file output (atomic, gzip, failures).
+#include <cuprof/cuprof.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+using cuprof::no_index;
+
+constexpr std::uint64_t epoch = 1700000000500000000ull;  // window start, Unix-epoch ns
+constexpr std::uint64_t base = 1700000000000000000ull;   // whole seconds below it
+constexpr std::uint32_t pid = 4242;
+constexpr std::uint32_t tid_main = 4242, tid_worker = 4243, tid_bare = 4244;
+
+struct fixture {
+  cuprof::trace t;
+  std::uint32_t step, forward, linear, worker;
+
+  std::uint32_t span(const std::string& name, std::uint64_t s, std::uint64_t e, std::uint32_t parent,
+                     std::uint32_t tid = tid_main, bool is_step = false) {
+    cuprof::cpu_span x;
+    x.start_ns = epoch + s;
+    x.end_ns = epoch + e;
+    x.name = t.names.intern(name);
+    x.tid = tid;
+    x.parent = parent;
+    x.is_step = is_step;
+    x.id = std::uint32_t(t.spans.size() + 1);
+    t.spans.push_back(x);
+    return std::uint32_t(t.spans.size() - 1);
+  }
+  void call(const std::string& name, std::uint64_t s, std::uint64_t e, std::uint32_t corr, bool flow = true,
+            std::uint32_t tid = tid_main, cuprof::api_domain d = cuprof::api_domain::runtime, std::uint32_t cbid = 211) {
+    cuprof::api_call c;
+    c.start_ns = epoch + s;
+    c.end_ns = epoch + e;
+    c.name = t.names.intern(name);
+    c.tid = tid;
+    c.correlation = corr;
+    c.has_flow = flow;
+    c.domain = d;
+    c.cbid = cbid;
+    t.api_calls.push_back(c);
+  }
+  cuprof::gpu_activity& gpu(const std::string& name, std::uint64_t s, std::uint64_t e, std::uint32_t corr,
+                            cuprof::gpu_kind kind = cuprof::gpu_kind::kernel, std::uint32_t stream = 7) {
+    cuprof::gpu_activity g;
+    g.start_ns = epoch + s;
+    g.end_ns = epoch + e;
+    g.name = t.names.intern(name);
+    g.correlation = corr;
+    g.kind = kind;
+    g.device = 0;
+    g.context = 1;
+    g.stream = stream;
+    t.gpu.push_back(g);
+    return t.gpu.back();
+  }
+  void kernel_details(cuprof::gpu_activity& g, std::uint32_t graph_id = 0) {
+    cuprof::kernel_details k;
+    k.grid[0] = 264, k.grid[1] = 1, k.grid[2] = 1;
+    k.block[0] = 256, k.block[1] = 1, k.block[2] = 1;
+    k.registers_per_thread = 64;
+    k.static_shared_memory = 16384 - 1024;
+    k.dynamic_shared_memory = 1024;
+    k.graph_id = graph_id;
+    k.graph_node_id = graph_id ? 77 : 0;
+    g.details = std::uint32_t(t.kernels.size());
+    t.kernels.push_back(k);
+  }
+
+  fixture() {
+    cuprof::trace_metadata& m = t.meta;
+    m.pid = pid;
+    m.process_name = "proc";
+    m.host_name = "host";
+    m.window_start_ns = epoch;
+    m.window_end_ns = epoch + 1000000;
+    m.rank = 3;
+    m.world_size = 4;
+    m.threads = {{tid_main, "main"}, {tid_worker, ""}};
+    cuprof::device_info d;
+    d.id = 0;
+    d.name = "NVIDIA Test GPU";
+    d.num_sms = 132;
+    d.warp_size = 32;
+    d.max_threads_per_multiprocessor = 2048;
+    d.max_blocks_per_multiprocessor = 32;
+    d.regs_per_multiprocessor = 65536;
+    d.shared_mem_per_multiprocessor = 233472;
+    m.devices = {d};
+    m.cupti_version = 130001;
+    m.cuda_runtime_version = 13000;
+    m.cuda_driver_version = 13000;
+    m.dropped_gpu_records = 5;
+    m.dropped_cpu_events = 6;
+
+    step = span("ProfilerStep#5", 1000, 900000, no_index, tid_main, true);
+    forward = span("forward", 2000, 800000, step);
+    linear = span("linear", 3000, 100000, forward);
+    worker = span("worker", 5000, 50000, no_index, tid_worker);
+
+    call("cudaLaunchKernel", 4000, 9000, 11);
+    call("cudaMemcpyAsync", 10000, 12000, 12, true, tid_main, cuprof::api_domain::runtime, 41);
+    call("cudaMemsetAsync", 13000, 14000, 13, true, tid_main, cuprof::api_domain::runtime, 51);
+    call("cudaStreamSynchronize", 15000, 60000, 14, true, tid_main, cuprof::api_domain::runtime, 131);
+    call("cuLaunchKernelEx", 200000, 205000, 15, true, tid_main, cuprof::api_domain::driver, 652);
+    call("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 210000, 211000, 16, false, tid_main,
+         cuprof::api_domain::runtime, 251);
+    call("cudaGraphLaunch", 300000, 301000, 17, true, tid_main, cuprof::api_domain::runtime, 311);
+    call("cudaLaunchKernel", 6000, 7000, 18, true, tid_worker);
+    call("cudaDeviceSynchronize", 700000, 710000, 19, true, tid_main, cuprof::api_domain::runtime, 165);
+    call("cudaMalloc", 20000, 30000, 20, false, tid_bare, cuprof::api_domain::runtime, 20);
+
+    kernel_details(gpu("gemm", 20000, 40000, 11));
+    cuprof::gpu_activity& cp = gpu("Memcpy DtoD (Device -> Device)", 41000, 42000, 12, cuprof::gpu_kind::memcpy);
+    cp.bytes = 1048576;
+    cp.subkind = 8;
+    gpu("Memset (Device)", 42500, 42600, 13, cuprof::gpu_kind::memset).bytes = 4;
+    gpu("Stream Sync", 42600, 59000, 14, cuprof::gpu_kind::sync).subkind = 3;
+    kernel_details(gpu("nvjet", 210000, 260000, 15));
+    kernel_details(gpu("graph_node_a", 310000, 311000, 17), 2);
+    kernel_details(gpu("graph_node_b", 311500, 312000, 17), 2);
+    kernel_details(gpu("worker_kernel", 43000, 44000, 18, cuprof::gpu_kind::kernel, 9));
+    kernel_details(gpu("orphan", 500000, 501000, 999));
+    gpu("Context Sync", 700100, 709000, 19, cuprof::gpu_kind::sync, 0).subkind = 4;
+
+    t.overhead.push_back({epoch - 5000, epoch + 500, t.names.intern("Activity Buffer Request")});
+    t.overhead.push_back({epoch + 800000, epoch + 801000, t.names.intern("Buffer Flush")});
+    cuprof::attribute(t);
+  }
+};
+
+std::int64_t ns_of(const json& v) { return std::llround(v.get<double>() * 1000.0); }
+
+const json* find_event(const json& events, const std::string& ph, const std::string& name) {
+  for (const json& e : events)
+    if (e.value("ph", "") == ph && e.value("name", "") == name) return &e;
+  return nullptr;
+}
+
+std::vector<const json*> find_events(const json& events, const std::string& ph, const std::string& name) {
+  std::vector<const json*> out;
+  for (const json& e : events)
+    if (e.value("ph", "") == ph && e.value("name", "") == name) out.push_back(&e);
+  return out;
+}
+
+const json* find_meta(const json& events, const std::string& name, std::uint64_t p, std::uint64_t t) {
+  for (const json& e : events)
+    if (e.value("ph", "") == "M" && e.value("name", "") == name && e["pid"] == p && e["tid"] == t) return &e;
+  return nullptr;
+}
+
+// Every rule of the contract that holds for any trace; returns the parsed document.
+json check_contract(const std::string& text) {
+  json doc;
+  REQUIRE_NOTHROW(doc = json::parse(text));
+  REQUIRE(doc.is_object());
+  CHECK(doc["schemaVersion"] == 1);
+  REQUIRE(doc.contains("baseTimeNanoseconds"));
+  CHECK(doc["baseTimeNanoseconds"].is_number_unsigned());
+  CHECK(doc["displayTimeUnit"] == "ms");
+  REQUIRE(doc.contains("traceEvents"));
+  REQUIRE(doc["traceEvents"].is_array());
+
+  // distributedInfo before traceEvents, "rank": with a space (HTA's regex).
+  const std::size_t dist = text.find("\"distributedInfo\"");
+  const std::size_t events_at = text.find("\"traceEvents\"");
+  REQUIRE(dist != std::string::npos);
+  CHECK(dist < events_at);
+  CHECK(std::regex_search(text.substr(0, events_at), std::regex("\"rank\": \\d+")));
+
+  // ts and dur: microseconds with exactly three decimals, never negative.
+  static const std::regex number_field("\"(ts|dur)\":\\s*([^,}\\s]*)");
+  static const std::regex three_decimals("\\d+\\.\\d{3}");
+  std::size_t fields = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), number_field), end; it != end; ++it) {
+    ++fields;
+    const std::string v = (*it)[2];
+    if (!std::regex_match(v, three_decimals)) FAIL_CHECK("bad " << (*it)[1] << " value: " << v);
+  }
+  CHECK(fields > 0);
+
+  struct slice {
+    std::int64_t start, end;
+    std::size_t order;
+    std::string name;
+  };
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::vector<slice>> lanes;
+  std::size_t order = 0;
+  for (const json& e : doc["traceEvents"]) {
+    ++order;
+    REQUIRE(e.is_object());
+    REQUIRE(e.contains("ph"));
+    REQUIRE(e["ph"].is_string());
+    REQUIRE(e.contains("name"));
+    CHECK(e["name"].is_string());
+    REQUIRE(e.contains("pid"));
+    REQUIRE(e.contains("tid"));
+    CHECK(e["pid"].is_number_unsigned());
+    CHECK(e["tid"].is_number_unsigned());
+    CHECK(e["pid"].get<std::uint64_t>() < (1ull << 32));
+    CHECK(e["tid"].get<std::uint64_t>() < (1ull << 32));
+    const std::string ph = e["ph"];
+    if (ph != "M") {
+      REQUIRE(e.contains("ts"));
+      CHECK(e["ts"].is_number());
+      CHECK(e["ts"].get<double>() >= 0.0);
+    }
+    if (ph == "X") {
+      REQUIRE(e.contains("cat"));
+      CHECK(e["cat"].is_string());
+      REQUIRE(e.contains("dur"));
+      CHECK(e["dur"].get<double>() >= 0.0);
+      const std::int64_t s = ns_of(e["ts"]);
+      lanes[{e["pid"].get<std::uint64_t>(), e["tid"].get<std::uint64_t>()}].push_back({s, s + ns_of(e["dur"]), order, e["name"]});
+    }
+    if (ph == "s" || ph == "f") {
+      CHECK(e["cat"] == "ac2g");
+      CHECK(e["name"] == "ac2g");
+      CHECK(e["id"].is_number_unsigned());
+      if (ph == "f") CHECK(e["bp"] == "e");
+    }
+  }
+
+  // Slices on one (pid, tid) nest or are disjoint; on equal starts the
+  // enclosing one comes first in the file.
+  for (auto& lane : lanes) {
+    auto& v = lane.second;
+    std::stable_sort(v.begin(), v.end(), [](const slice& a, const slice& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+    std::vector<const slice*> stack;
+    for (const slice& s : v) {
+      while (!stack.empty() && stack.back()->end <= s.start) stack.pop_back();
+      if (!stack.empty()) {
+        if (s.end > stack.back()->end)
+          FAIL_CHECK("overlap on pid " << lane.first.first << " tid " << lane.first.second << ": '" << s.name
+                                       << "' crosses '" << stack.back()->name << "'");
+        if (s.start == stack.back()->start && s.order < stack.back()->order)
+          FAIL_CHECK("'" << s.name << "' precedes its enclosing '" << stack.back()->name << "' at the same ts");
+      }
+      stack.push_back(&s);
+    }
+  }
+
+  // Flows: every f has its s (same id, cat, name) and every s its f; each end
+  // sits at the start of a slice on its own pid/tid.
+  std::map<std::uint64_t, const json*> starts, finishes;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "s") CHECK(starts.emplace(e["id"].get<std::uint64_t>(), &e).second);
+    if (e["ph"] == "f") CHECK(finishes.emplace(e["id"].get<std::uint64_t>(), &e).second);
+  }
+  CHECK(starts.size() == finishes.size());
+  for (const auto& f : finishes) CHECK_MESSAGE(starts.count(f.first), "flow f without s, id " << f.first);
+  for (const auto& s : starts) CHECK_MESSAGE(finishes.count(s.first), "flow s without f, id " << s.first);
+  const auto slice_starts_at = [&](const json& flow) {
+    const auto it = lanes.find({flow["pid"].get<std::uint64_t>(), flow["tid"].get<std::uint64_t>()});
+    if (it == lanes.end()) return false;
+    for (const slice& s : it->second)
+      if (s.start == ns_of(flow["ts"])) return true;
+    return false;
+  };
+  for (const auto& s : starts) CHECK_MESSAGE(slice_starts_at(*s.second), "flow s " << s.first << " not at a slice start");
+  for (const auto& f : finishes) CHECK_MESSAGE(slice_starts_at(*f.second), "flow f " << f.first << " not at a slice start");
+  return doc;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string gunzip_file(const fs::path& p) {
+  gzFile f = gzopen(p.c_str(), "rb");
+  REQUIRE(f != nullptr);
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, std::size_t(n));
+  CHECK(n == 0);
+  gzclose(f);
+  return out;
+}
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string tmpl = (fs::temp_directory_path() / "cuprof-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+    for (auto& e : fs::recursive_directory_iterator(path, ec))
+      if (e.is_directory(ec)) fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path, ec);
+  }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+bool leftover_temp(const fs::path& dir) {
+  std::error_code ec;
+  for (auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) return true;
+  return false;
+}
+
+// Runs fn in a forked child; returns its exit status (or 128 + signal).
+int in_child(const std::function<int()>& fn) {
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int rc = 99;
+    try {
+      rc = fn();
+    } catch (...) {
+      rc = 98;
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// 0: export threw cuprof::error whose message has `path` and `expect`; 1: no throw; 2: wrong message; 3: other.
+int export_must_fail(const cuprof::trace& t, const std::string& path, const std::string& expect) {
+  try {
+    cuprof::export_chrome_trace(t, path);
+    return 1;
+  } catch (const cuprof::error& e) {
+    const std::string m = e.what();
+    if (m.rfind("cuprof: ", 0) != 0 || m.find(path) == std::string::npos || m.find(expect) == std::string::npos) {
+      std::fprintf(stderr, "unexpected message: %s\n", m.c_str());
+      return 2;
+    }
+    return 0;
+  } catch (...) {
+    return 3;
+  }
+}
+
+cuprof::trace big_trace(std::size_t spans) {
+  cuprof::trace t;
+  t.meta.pid = 1;
+  t.meta.window_start_ns = epoch;
+  t.meta.window_end_ns = epoch + spans * 1000;
+  t.meta.threads = {{1, "main"}};
+  for (std::size_t i = 0; i < spans; ++i) {
+    cuprof::cpu_span s;
+    s.start_ns = epoch + i * 1000;
+    s.end_ns = s.start_ns + 500 + i % 499;
+    s.name = t.names.intern("scope number " + std::to_string(i * 7919 % 100003) + " of a rather long family of names");
+    s.tid = 1;
+    s.id = std::uint32_t(i + 1);
+    t.spans.push_back(s);
+  }
+  return t;
+}
+
+}  // namespace
+
+// =============================================================================
+TEST_SUITE("json") {
+
+TEST_CASE("append_us: integer ns as us with exactly three decimals") {
+  const auto us = [](std::uint64_t ns) {
+    std::string s;
+    cuprof::detail::append_us(s, ns);
+    return s;
+  };
+  CHECK(us(0) == "0.000");
+  CHECK(us(5) == "0.005");
+  CHECK(us(50) == "0.050");
+  CHECK(us(999) == "0.999");
+  CHECK(us(1000) == "1.000");
+  CHECK(us(1234567) == "1234.567");
+  CHECK(us(1000000000) == "1000000.000");
+  CHECK(us(18446744073709551615ull) == "18446744073709551.615");
+  std::string s = "x=";
+  cuprof::detail::append_us(s, 42);
+  CHECK(s == "x=0.042");
+}
+
+TEST_CASE("append_int and append_double") {
+  std::string s;
+  cuprof::detail::append_int(s, 0);
+  s += ',';
+  cuprof::detail::append_int(s, -12);
+  s += ',';
+  cuprof::detail::append_int(s, std::uint64_t(18446744073709551615ull));
+  CHECK(s == "0,-12,18446744073709551615");
+  // Fixed notation, never an exponent, at least millesimal precision.
+  for (double v : {2.0, 1048.576, 0.008, 123456789.125, 1e-9}) {
+    CAPTURE(v);
+    s.clear();
+    cuprof::detail::append_double(s, v);
+    CHECK(s.find_first_of("eE") == std::string::npos);
+    CHECK(s.find('.') != std::string::npos);
+    CHECK(std::fabs(std::stod(s) - v) <= 0.0005 + 1e-12 * v);
+  }
+}
+
+TEST_CASE("utf8_sequence_length: valid lengths and every kind of invalid sequence") {
+  const auto len = [](const std::string& s) { return cuprof::detail::utf8_sequence_length(s, 0); };
+  CHECK(len("a") == 1);
+  CHECK(len(std::string(1, '\0')) == 1);
+  CHECK(len("\x7f") == 1);
+  CHECK(len("\xC2\x80") == 2);          // U+0080, smallest 2-byte
+  CHECK(len("\xC3\xA9") == 2);          // U+00E9
+  CHECK(len("\xDF\xBF") == 2);          // U+07FF
+  CHECK(len("\xE0\xA0\x80") == 3);      // U+0800, smallest 3-byte
+  CHECK(len("\xE2\x82\xAC") == 3);      // U+20AC
+  CHECK(len("\xED\x9F\xBF") == 3);      // U+D7FF, just below the surrogates
+  CHECK(len("\xEE\x80\x80") == 3);      // U+E000, just above
+  CHECK(len("\xEF\xBF\xBD") == 3);      // U+FFFD
+  CHECK(len("\xF0\x90\x80\x80") == 4);  // U+10000
+  CHECK(len("\xF0\x9F\x98\x80") == 4);  // U+1F600
+  CHECK(len("\xF4\x8F\xBF\xBF") == 4);  // U+10FFFF
+  CHECK(len("\x80") == 0);              // lone continuation
+  CHECK(len("\xBF") == 0);
+  CHECK(len("\xFF") == 0);
+  CHECK(len("\xFE") == 0);
+  CHECK(len("\xF8\x88\x80\x80\x80") == 0);  // 5-byte form
+  CHECK(len("\xC0\x80") == 0);              // overlong NUL
+  CHECK(len("\xC1\xBF") == 0);              // overlong
+  CHECK(len("\xE0\x80\x80") == 0);          // overlong 3-byte
+  CHECK(len("\xE0\x9F\xBF") == 0);          // overlong U+07FF
+  CHECK(len("\xF0\x80\x80\x80") == 0);      // overlong 4-byte
+  CHECK(len("\xF0\x8F\xBF\xBF") == 0);      // overlong U+FFFF
+  CHECK(len("\xED\xA0\x80") == 0);          // U+D800
+  CHECK(len("\xED\xBF\xBF") == 0);          // U+DFFF
+  CHECK(len("\xF4\x90\x80\x80") == 0);      // U+110000
+  CHECK(len("\xF5\x80\x80\x80") == 0);
+  CHECK(len("\xE2\x82") == 0);              // truncated at the end
+  CHECK(len("\xE2\x82x") == 0);             // truncated, followed by ASCII
+  CHECK(len("\xF0\x9F\x98") == 0);
+  CHECK(len("\xC3") == 0);
+  // In the middle of a string.
+  const std::string mid = "ab\xE2\x82\xAC";
+  CHECK(cuprof::detail::utf8_sequence_length(mid, 2) == 3);
+  CHECK(cuprof::detail::utf8_sequence_length(mid, 3) == 0);
+}
+
+TEST_CASE("json_escaped: escapes, U+FFFD for invalid bytes, raw multi-byte characters") {
+  using cuprof::detail::json_escaped;
+  CHECK(json_escaped("plain") == "plain");
+  CHECK(json_escaped("a\"b") == "a\\\"b");
+  CHECK(json_escaped("a\\b") == "a\\\\b");
+  CHECK(json_escaped("\n\t\r") == "\\n\\t\\r");
+  CHECK(json_escaped("\x01") == "\\u0001");
+  CHECK(json_escaped("\x1f") == "\\u001f");
+  CHECK(json_escaped(std::string(1, '\0')) == "\\u0000");
+  CHECK(json_escaped("\b\f") == "\\u0008\\u000c");
+  CHECK(json_escaped("\xFF") == "\xEF\xBF\xBD");
+  CHECK(json_escaped("\xC0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(json_escaped("\xED\xA0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(json_escaped("x\xE2\x82") == "x\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(json_escaped("\xE2\x82y") == "\xEF\xBF\xBD\xEF\xBF\xBDy");
+  CHECK(json_escaped("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80") == "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  // Whatever goes in, nlohmann reads a valid string back.
+  std::string all;
+  for (int c = 0; c < 256; ++c) all.push_back(char(c));
+  const std::string doc = "\"" + json_escaped(all) + "\"";
+  json v;
+  REQUIRE_NOTHROW(v = json::parse(doc));
+  const std::string back = v.get<std::string>();
+  CHECK(back.substr(0, 128) == all.substr(0, 128));  // ASCII round-trips exactly
+  std::size_t replacements = 0;
+  for (std::size_t p = 0; (p = back.find("\xEF\xBF\xBD", p)) != std::string::npos; p += 3) ++replacements;
+  CHECK(replacements == 128);  // each byte 0x80..0xFF alone is invalid
+}
+
+}  // TEST_SUITE json
+
+// =============================================================================
+TEST_SUITE("chrome_trace") {
+
+TEST_CASE("chrome_trace_json: header, metadata and every event of a hand-made trace") {
+  fixture f;
+  const std::string text = cuprof::chrome_trace_json(f.t, "my \"trace\"");
+  const json doc = check_contract(text);
+  const json& ev = doc["traceEvents"];
+
+  // Header.
+  CHECK(doc["baseTimeNanoseconds"].get<std::uint64_t>() == base);
+  CHECK(doc["distributedInfo"]["rank"] == 3);
+  CHECK(doc["distributedInfo"]["world_size"] == 4);
+  CHECK(doc["traceName"] == "my \"trace\"");
+  CHECK(doc["host_name"] == "host");
+  CHECK(doc["cupti_version"] == 130001);
+  CHECK(doc["cuprof"]["dropped_gpu_records"] == 5);
+  CHECK(doc["cuprof"]["dropped_cpu_events"] == 6);
+  CHECK(doc["cuprof"]["unmatched_gpu_records"] == 1);
+  CHECK(doc["cuprof"]["cuda_status"] == "on");
+  REQUIRE(doc["deviceProperties"].size() == 1);
+  CHECK(doc["deviceProperties"][0]["name"] == "NVIDIA Test GPU");
+  CHECK(doc["deviceProperties"][0]["numSms"] == 132);
+  CHECK(std::regex_search(text, std::regex("^\\{\\s*\"schemaVersion\":\\s*1,")));  // first key
+
+  // CPU process and threads.
+  const json* m = find_meta(ev, "process_name", pid, 0);
+  REQUIRE(m);
+  CHECK((*m)["args"]["name"] == "proc");
+  REQUIRE(find_meta(ev, "process_labels", pid, 0));
+  CHECK((*find_meta(ev, "process_labels", pid, 0))["args"]["labels"] == "CPU");
+  REQUIRE(find_meta(ev, "process_sort_index", pid, 0));
+  CHECK((*find_meta(ev, "process_sort_index", pid, 0))["args"]["sort_index"] == pid);
+  REQUIRE(find_meta(ev, "thread_name", pid, tid_main));
+  CHECK((*find_meta(ev, "thread_name", pid, tid_main))["args"]["name"] == "thread 4242 (main)");
+  REQUIRE(find_meta(ev, "thread_name", pid, tid_worker));
+  CHECK((*find_meta(ev, "thread_name", pid, tid_worker))["args"]["name"] == "thread 4243 (proc)");
+  REQUIRE(find_meta(ev, "thread_sort_index", pid, tid_worker));
+  CHECK((*find_meta(ev, "thread_sort_index", pid, tid_worker))["args"]["sort_index"] == tid_worker);
+
+  // GPU process and stream lanes.
+  REQUIRE(find_meta(ev, "process_name", 0, 0));
+  CHECK((*find_meta(ev, "process_labels", 0, 0))["args"]["labels"] == "GPU 0");
+  CHECK((*find_meta(ev, "process_sort_index", 0, 0))["args"]["sort_index"] == 5000000);
+  REQUIRE(find_meta(ev, "thread_name", 0, 7));
+  CHECK((*find_meta(ev, "thread_name", 0, 7))["args"]["name"] == "stream 7");
+  REQUIRE(find_meta(ev, "thread_name", 0, 9));
+  CHECK((*find_meta(ev, "thread_name", 0, 9))["args"]["name"] == "stream 9");
+  REQUIRE(find_meta(ev, "thread_name", 0, 1000007));
+  CHECK((*find_meta(ev, "thread_name", 0, 1000007))["args"]["name"] == "stream 7 (sync)");
+  REQUIRE(find_meta(ev, "thread_name", 0, 1000000));
+  CHECK((*find_meta(ev, "thread_name", 0, 1000000))["args"]["name"] == "stream 0 (sync)");
+  CHECK(find_meta(ev, "process_name", 1, 0) == nullptr);  // no GPU 1
+
+  // CPU spans: user_annotation, External id = span id, ts/dur exact.
+  const json* step = find_event(ev, "X", "ProfilerStep#5");
+  REQUIRE(step);
+  CHECK((*step)["cat"] == "user_annotation");
+  CHECK((*step)["pid"] == pid);
+  CHECK((*step)["tid"] == tid_main);
+  CHECK(ns_of((*step)["ts"]) == std::int64_t(epoch + 1000 - base));
+  CHECK(ns_of((*step)["dur"]) == 899000);
+  CHECK((*step)["args"]["External id"] == 1);
+  const json* linear = find_event(ev, "X", "linear");
+  REQUIRE(linear);
+  CHECK((*linear)["args"]["External id"] == 3);
+  CHECK(std::regex_search(text, std::regex("\"ts\":\\s*500003\\.000[,}]")));  // linear's start, raw
+
+  // Runtime and driver calls.
+  const auto launches = find_events(ev, "X", "cudaLaunchKernel");
+  REQUIRE(launches.size() == 2);
+  const json& launch = *launches[0];
+  CHECK(launch["cat"] == "cuda_runtime");
+  CHECK(launch["args"]["External id"] == 3);  // linear
+  CHECK(launch["args"]["correlation"] == 11);
+  CHECK(launch["args"]["cbid"] == 211);
+  CHECK(launch["tid"] == tid_main);
+  CHECK((*launches[1])["tid"] == tid_worker);
+  CHECK((*launches[1])["args"]["External id"] == 4);  // worker
+  const json* ex = find_event(ev, "X", "cuLaunchKernelEx");
+  REQUIRE(ex);
+  CHECK((*ex)["cat"] == "cuda_driver");
+  CHECK((*ex)["args"]["External id"] == 2);  // forward
+  const json* malloc_call = find_event(ev, "X", "cudaMalloc");
+  REQUIRE(malloc_call);
+  CHECK_FALSE((*malloc_call)["args"].contains("External id"));  // no scope open on its thread
+  CHECK_FALSE((*malloc_call)["args"].contains("stream"));       // CPU events carry no stream (HTA)
+
+  // Kernel and its launch parameters.
+  const json* gemm = find_event(ev, "X", "gemm");
+  REQUIRE(gemm);
+  CHECK((*gemm)["cat"] == "kernel");
+  CHECK((*gemm)["pid"] == 0);
+  CHECK((*gemm)["tid"] == 7);
+  CHECK(ns_of((*gemm)["ts"]) == std::int64_t(epoch + 20000 - base));
+  CHECK(ns_of((*gemm)["dur"]) == 20000);
+  const json& ka = (*gemm)["args"];
+  CHECK(ka["External id"] == 3);
+  CHECK(ka["device"] == 0);
+  CHECK(ka["context"] == 1);
+  CHECK(ka["stream"] == 7);
+  CHECK(ka["correlation"] == 11);
+  CHECK(ka["grid"] == json::array({264, 1, 1}));
+  CHECK(ka["block"] == json::array({256, 1, 1}));
+  CHECK(ka["registers per thread"] == 64);
+  CHECK(ka["shared memory"] == 16384);
+  CHECK(ka["blocks per SM"].get<double>() == doctest::Approx(2.0));
+  CHECK(ka["warps per SM"].get<double>() == doctest::Approx(16.0));
+  // 8 warps per block; limits: threads 8, registers 65536/(64*256) = 4, smem 14: 2 blocks resident of 64 warps.
+  CHECK(ka["est. achieved occupancy %"] == 25);
+  CHECK_FALSE(ka.contains("graph id"));
+  const json* node = find_event(ev, "X", "graph_node_b");
+  REQUIRE(node);
+  CHECK((*node)["args"]["graph id"] == 2);
+  CHECK((*node)["args"]["graph node id"] == 77);
+  CHECK((*node)["args"]["correlation"] == 17);
+  const json* orphan = find_event(ev, "X", "orphan");
+  REQUIRE(orphan);
+  CHECK_FALSE((*orphan)["args"].contains("External id"));
+
+  // Memcpy, memset, syncs.
+  const json* cp = find_event(ev, "X", "Memcpy DtoD (Device -> Device)");
+  REQUIRE(cp);
+  CHECK((*cp)["cat"] == "gpu_memcpy");
+  CHECK((*cp)["args"]["bytes"] == 1048576);
+  CHECK((*cp)["args"]["memory bandwidth (GB/s)"].get<double>() == doctest::Approx(1048.576));
+  CHECK((*cp)["args"]["stream"] == 7);
+  CHECK((*cp)["args"]["correlation"] == 12);
+  const json* ms = find_event(ev, "X", "Memset (Device)");
+  REQUIRE(ms);
+  CHECK((*ms)["cat"] == "gpu_memset");
+  CHECK((*ms)["args"]["bytes"] == 4);
+  CHECK((*ms)["args"]["memory bandwidth (GB/s)"].get<double>() == doctest::Approx(0.04));
+  const json* ss = find_event(ev, "X", "Stream Sync");
+  REQUIRE(ss);
+  CHECK((*ss)["cat"] == "cuda_sync");
+  CHECK((*ss)["pid"] == 0);
+  CHECK((*ss)["tid"] == 1000007);
+  CHECK((*ss)["args"]["cuda_sync_kind"] == "Stream Sync");
+  CHECK((*ss)["args"]["stream"] == 7);
+  const json* cs = find_event(ev, "X", "Context Sync");
+  REQUIRE(cs);
+  CHECK((*cs)["tid"] == 1000000);
+  CHECK((*cs)["args"]["cuda_sync_kind"] == "Context Sync");
+  CHECK((*cs)["args"]["stream"] == -1);
+
+  // GPU user annotations: 1 ns earlier, 2 ns longer than the work they cover; steps have none.
+  const auto fwd_ann = find_events(ev, "X", "forward");
+  const json* fwd_gpu = nullptr;
+  for (const json* e : fwd_ann)
+    if ((*e)["cat"] == "gpu_user_annotation") fwd_gpu = e;
+  REQUIRE(fwd_gpu);
+  CHECK((*fwd_gpu)["pid"] == 0);
+  CHECK((*fwd_gpu)["tid"] == 7);
+  CHECK(ns_of((*fwd_gpu)["ts"]) == std::int64_t(epoch + 20000 - 1 - base));
+  CHECK(ns_of((*fwd_gpu)["dur"]) == 312000 - 20000 + 2);
+  CHECK((*fwd_gpu)["args"]["External id"] == 2);
+  for (const json& e : ev)
+    if (e.value("cat", "") == "gpu_user_annotation") CHECK(e["name"] != "ProfilerStep#5");
+
+  // Overhead on its own labelled process; clamped to the trace base, never negative.
+  const json* oh = find_event(ev, "X", "Activity Buffer Request");
+  REQUIRE(oh);
+  CHECK((*oh)["cat"] == "overhead");
+  CHECK((*oh)["pid"] == cuprof::overhead_pid);
+  CHECK((*oh)["tid"] == 0);
+  CHECK(ns_of((*oh)["dur"]) == 5500);
+  REQUIRE(find_meta(ev, "process_name", cuprof::overhead_pid, 0));
+  CHECK((*find_meta(ev, "process_name", cuprof::overhead_pid, 0))["args"]["name"] == "CUPTI Overhead");
+
+  // Flows: s on the call at its start on its thread, f on the GPU record at its start.
+  std::map<std::uint64_t, const json*> s_by_id, f_by_id;
+  for (const json& e : ev) {
+    if (e["ph"] == "s") s_by_id[e["id"].get<std::uint64_t>()] = &e;
+    if (e["ph"] == "f") f_by_id[e["id"].get<std::uint64_t>()] = &e;
+  }
+  CHECK(f_by_id.size() == 9);  // gemm, memcpy, memset, stream sync, nvjet, 2 graph nodes, worker kernel, ctx sync
+  REQUIRE(s_by_id.count(11));
+  CHECK((*s_by_id[11])["pid"] == pid);
+  CHECK((*s_by_id[11])["tid"] == tid_main);
+  CHECK(ns_of((*s_by_id[11])["ts"]) == std::int64_t(epoch + 4000 - base));
+  REQUIRE(f_by_id.count(11));
+  CHECK((*f_by_id[11])["pid"] == 0);
+  CHECK((*f_by_id[11])["tid"] == 7);
+  CHECK(ns_of((*f_by_id[11])["ts"]) == std::int64_t(epoch + 20000 - base));
+  REQUIRE(f_by_id.count(14));
+  CHECK((*f_by_id[14])["tid"] == 1000007);  // the sync's own lane
+  CHECK(s_by_id.count(16) == 0);            // the occupancy query has no flow
+  CHECK(f_by_id.count(999) == 0);           // nor the orphan kernel
+  // The graph launch's two kernels: two distinct flows, both starting on the launch.
+  std::size_t graph_flows = 0;
+  for (const auto& s : s_by_id)
+    if ((s.first & 0xffffffffu) == 17) {
+      ++graph_flows;
+      CHECK(ns_of((*s.second)["ts"]) == std::int64_t(epoch + 300000 - base));
+    }
+  CHECK(graph_flows == 2);
+}
+
+TEST_CASE("chrome_trace_json: an empty trace is a valid document") {
+  cuprof::trace t;
+  const std::string text = cuprof::chrome_trace_json(t);
+  json doc;
+  REQUIRE_NOTHROW(doc = json::parse(text));
+  CHECK(doc["schemaVersion"] == 1);
+  CHECK(doc["baseTimeNanoseconds"] == 0);
+  CHECK(doc["traceName"] == "cuprof");
+  // Only the CPU process metadata.
+  for (const json& e : doc["traceEvents"]) CHECK(e["ph"] == "M");
+}
+
+TEST_CASE("names with quotes, backslashes, control characters, invalid UTF-8 and 64 KiB") {
+  struct named {
+    std::string raw, expected;
+  };
+  const std::string fffd = "\xEF\xBF\xBD";
+  const std::vector<named> names = {
+      {"quote\"d", "quote\"d"},
+      {"back\\slash", "back\\slash"},
+      {"ctl\x01\n\t\r\x1f end", "ctl\x01\n\t\r\x1f end"},
+      {"lone \xFF byte", "lone " + fffd + " byte"},
+      {"truncated \xE2\x82", "truncated " + fffd + fffd},
+      {"overlong \xC0\x80", "overlong " + fffd + fffd},
+      {"surrogate \xED\xA0\x80", "surrogate " + fffd + fffd + fffd},
+      {"too big \xF4\x90\x80\x80", "too big " + fffd + fffd + fffd + fffd},
+      {"valid caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "valid caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
+      {std::string(65536, 'n') + "\xF0\x9F\x98\x80", std::string(65536, 'n') + "\xF0\x9F\x98\x80"},
+      {std::string("nul\0in", 6), std::string("nul\0in", 6)},
+  };
+  cuprof::trace t;
+  t.meta.pid = 7;
+  t.meta.process_name = "proc\"ess\x02\xFF";
+  t.meta.host_name = "h\\o\nst";
+  t.meta.threads = {{7, "th\"read\t\xC0"}};
+  t.meta.window_start_ns = epoch;
+  cuprof::device_info d;
+  d.name = "dev\x01\xFE";
+  t.meta.devices = {d};
+  t.meta.cuda_status = "off: \"no\" driver\n";
+  std::uint64_t at = epoch;
+  for (const named& n : names) {
+    cuprof::cpu_span s;
+    s.start_ns = at;
+    s.end_ns = at + 10;
+    at += 100;
+    s.name = t.names.intern(n.raw);
+    s.tid = 7;
+    t.spans.push_back(s);
+  }
+  const std::string text = cuprof::chrome_trace_json(t, "name\x7f\x80");
+  const json doc = check_contract(text);
+  std::vector<std::string> got;
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "X") got.push_back(e["name"]);
+  REQUIRE(got.size() == names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i] == names[i].expected);
+  }
+  // Characters beyond the BMP stay raw: no surrogate escapes (Perfetto rejects them).
+  CHECK(text.find("\xF0\x9F\x98\x80") != std::string::npos);
+  CHECK(text.find("\\ud83d") == std::string::npos);
+  CHECK(text.find("\\uD83D") == std::string::npos);
+  CHECK((*find_meta(doc["traceEvents"], "process_name", 7, 0))["args"]["name"] == "proc\"ess\x02" + fffd);
+  CHECK((*find_meta(doc["traceEvents"], "thread_name", 7, 7))["args"]["name"] == "thread 7 (th\"read\t" + fffd + ")");
+  CHECK(doc["host_name"] == "h\\o\nst");
+  CHECK(doc["deviceProperties"][0]["name"] == "dev\x01" + fffd);
+  CHECK(doc["cuprof"]["cuda_status"] == "off: \"no\" driver\n");
+  CHECK(doc["traceName"] == "name\x7f" + fffd);
+}
+
+TEST_CASE("occupancy estimate: limits by threads, registers, shared memory and grid size") {
+  cuprof::device_info d;
+  d.num_sms = 100;
+  d.warp_size = 32;
+  d.max_threads_per_multiprocessor = 2048;
+  d.max_blocks_per_multiprocessor = 32;
+  d.regs_per_multiprocessor = 65536;
+  d.shared_mem_per_multiprocessor = 100000;
+  cuprof::kernel_details k;
+  k.grid[0] = 1000, k.grid[1] = 1, k.grid[2] = 1;
+  k.block[0] = 128, k.block[1] = 1, k.block[2] = 1;  // 4 warps
+  SUBCASE("no device: zeros") {
+    const auto e = cuprof::detail::estimate_occupancy(k, nullptr);
+    CHECK(e.percent == 0);
+    CHECK(e.blocks_per_sm == 0.0);
+  }
+  SUBCASE("grid-limited: 10 blocks per SM of 4 warps") {
+    const auto e = cuprof::detail::estimate_occupancy(k, &d);
+    CHECK(e.blocks_per_sm == doctest::Approx(10.0));
+    CHECK(e.warps_per_sm == doctest::Approx(40.0));
+    CHECK(e.percent == 62);  // 10 resident blocks (grid-limited) * 4 / 64 = 62.5
+  }
+  SUBCASE("register-limited") {
+    k.grid[0] = 100000;
+    k.registers_per_thread = 255;  // 65536 / (255 * 128) = 2 blocks
+    CHECK(cuprof::detail::estimate_occupancy(k, &d).percent == 12);  // 8 / 64
+  }
+  SUBCASE("shared-memory-limited") {
+    k.grid[0] = 100000;
+    k.static_shared_memory = 40000;  // 2 blocks
+    k.dynamic_shared_memory = 10000;
+    CHECK(cuprof::detail::estimate_occupancy(k, &d).percent == 12);
+  }
+  SUBCASE("a single block on a big device") {
+    k.grid[0] = 1;
+    const auto e = cuprof::detail::estimate_occupancy(k, &d);
+    CHECK(e.blocks_per_sm == doctest::Approx(0.01));
+    CHECK(e.percent == 6);  // 1 block of 4 warps / 64
+  }
+}
+
+}  // TEST_SUITE chrome_trace
+
+// =============================================================================
+TEST_SUITE("file_output") {
+
+TEST_CASE("export_chrome_trace writes the same document as chrome_trace_json, atomically") {
+  fixture f;
+  temp_dir dir;
+  const std::string path = (dir.path / "trace.pt.trace.json").string();
+  const cuprof::export_result r = cuprof::export_chrome_trace(f.t, path);
+  CHECK(r.path == path);
+  const std::string text = read_file(path);
+  CHECK(text == cuprof::chrome_trace_json(f.t, path));
+  const json doc = check_contract(text);
+  CHECK(r.events == doc["traceEvents"].size());
+  CHECK(dir.entries() == std::vector<std::string>{"trace.pt.trace.json"});  // no temporary left
+  // Overwrites an existing file.
+  std::ofstream(path) << "old";
+  cuprof::export_chrome_trace(f.t, path);
+  CHECK(read_file(path) == text);
+  CHECK(dir.entries().size() == 1);
+}
+
+TEST_CASE("export_chrome_trace compresses when the path ends in .gz") {
+  fixture f;
+  temp_dir dir;
+  const std::string path = (dir.path / "trace.pt.trace.json.gz").string();
+  const cuprof::export_result r = cuprof::export_chrome_trace(f.t, path);
+  const std::string raw = read_file(path);
+  REQUIRE(raw.size() > 2);
+  CHECK(static_cast<unsigned char>(raw[0]) == 0x1f);
+  CHECK(static_cast<unsigned char>(raw[1]) == 0x8b);
+  const std::string text = gunzip_file(path);
+  CHECK(text == cuprof::chrome_trace_json(f.t, path));
+  const json doc = check_contract(text);
+  CHECK(r.events == doc["traceEvents"].size());
+  CHECK(dir.entries() == std::vector<std::string>{"trace.pt.trace.json.gz"});
+}
+
+TEST_CASE("large traces stream through several flushes, plain and gzip") {
+  const cuprof::trace t = big_trace(30000);  // several MiB of JSON
+  temp_dir dir;
+  const std::string plain = (dir.path / "big.json").string();
+  const std::string gz = (dir.path / "big.json.gz").string();
+  const cuprof::export_result a = cuprof::export_chrome_trace(t, plain);
+  const cuprof::export_result b = cuprof::export_chrome_trace(t, gz);
+  const std::string text = read_file(plain);
+  CHECK(text.size() > (3u << 20));
+  CHECK(text == cuprof::chrome_trace_json(t, plain));
+  json doc;
+  REQUIRE_NOTHROW(doc = json::parse(text));
+  std::size_t spans = 0;
+  for (const json& e : doc["traceEvents"]) spans += e["ph"] == "X";
+  CHECK(spans == 30000);
+  CHECK(a.events == doc["traceEvents"].size());
+  CHECK(b.events == a.events);
+  json doc_gz;
+  REQUIRE_NOTHROW(doc_gz = json::parse(gunzip_file(gz)));
+  CHECK(doc_gz["traceEvents"].size() == doc["traceEvents"].size());
+  CHECK(read_file(gz).size() < text.size() / 4);
+}
+
+TEST_CASE("export failures throw cuprof::error, leave no temporary file and keep the old target") {
+  fixture f;
+  temp_dir dir;
+
+  SUBCASE("the path is a directory") {
+    const fs::path target = dir.path / "a_directory.json";
+    fs::create_directory(target);
+    CHECK(export_must_fail(f.t, target.string(), "not a regular file") == 0);
+    CHECK(fs::is_directory(target));
+    CHECK(fs::is_empty(target));
+  }
+  SUBCASE("the parent directory does not exist") {
+    const std::string target = (dir.path / "missing" / "trace.json").string();
+    CHECK(export_must_fail(f.t, target, "No such file or directory") == 0);
+    CHECK(export_must_fail(f.t, target + ".gz", "cannot create") == 0);
+    CHECK_FALSE(fs::exists(dir.path / "missing"));
+  }
+  SUBCASE("an empty path") {
+    CHECK_THROWS_AS(cuprof::export_chrome_trace(f.t, ""), cuprof::error);
+  }
+  SUBCASE("an unwritable directory (as an unprivileged user)") {
+    const fs::path ro = dir.path / "read_only";
+    fs::create_directory(ro);
+    fs::permissions(dir.path, fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec);
+    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read |
+                            fs::perms::others_exec | fs::perms::group_read | fs::perms::group_exec);
+    std::ofstream(ro / "existing.json") << "old";  // root may still write it
+    const std::string target = (ro / "existing.json").string();
+    const std::string fresh = (ro / "new.json.gz").string();
+    const int rc = in_child([&] {
+      if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 10;
+      const int a = export_must_fail(f.t, target, "Permission denied");
+      if (a) return 20 + a;
+      const int b = export_must_fail(f.t, fresh, "cannot create");
+      return b ? 30 + b : 0;
+    });
+    CHECK(rc == 0);
+    CHECK(read_file(target) == "old");
+    CHECK_FALSE(fs::exists(fresh));
+    CHECK_FALSE(leftover_temp(dir.path));
+  }
+  SUBCASE("a write that fails midway (file size limit) keeps the previous file") {
+    const cuprof::trace big = big_trace(20000);
+    for (const char* name : {"limited.json", "limited.json.gz"}) {
+      CAPTURE(name);
+      const std::string target = (dir.path / name).string();
+      std::ofstream(target) << "previous contents";
+      const int rc = in_child([&] {
+        ::signal(SIGXFSZ, SIG_IGN);
+        rlimit lim{};
+        lim.rlim_cur = lim.rlim_max = 64 * 1024;
+        if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) return 10;
+        return export_must_fail(big, target, "cannot write");
+      });
+      CHECK(rc == 0);
+      CHECK(read_file(target) == "previous contents");
+    }
+  }
+  CHECK_FALSE(leftover_temp(dir.path));
+}
+
+TEST_CASE("two threads exporting to the same path at once leave one whole, valid trace") {
+  // Each export must write its own temporary file: sharing one interleaves
+  // the two documents and makes the second rename fail.
+  const cuprof::trace a = big_trace(30000), b = big_trace(20000);
+  temp_dir dir;
+  const std::string path = (dir.path / "shared.json").string();
+  const std::string text_a = cuprof::chrome_trace_json(a, path), text_b = cuprof::chrome_trace_json(b, path);
+  int failures = 0, corrupt = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<int> threw{0};
+    const auto export_one = [&](const cuprof::trace& t) {
+      try {
+        cuprof::export_chrome_trace(t, path);
+      } catch (const std::exception&) {
+        ++threw;
+      }
+    };
+    std::thread t1(export_one, std::cref(a));
+    std::thread t2(export_one, std::cref(b));
+    t1.join();
+    t2.join();
+    failures += threw.load();
+    const std::string text = read_file(path);
+    corrupt += text != text_a && text != text_b;
+  }
+  CHECK(failures == 0);
+  CHECK(corrupt == 0);
+  CHECK_FALSE(leftover_temp(dir.path));
+}
+
+}  // TEST_SUITE file_output
