@@ -1,6 +1,7 @@
 // The Chrome trace writer against the contract of docs/trace-format.md, the
 // JSON helpers, and file output (atomic, gzip, failures).
 #include <cuprof/cuprof.hpp>
+#include <cuprof/trace_reader.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -396,6 +397,32 @@ cuprof::trace big_trace(std::size_t spans) {
     t.spans.push_back(s);
   }
   return t;
+}
+
+fs::path source_dir() {
+#ifdef CUPROF_TEST_SOURCE_DIR
+  return CUPROF_TEST_SOURCE_DIR;
+#else
+  return fs::path(__FILE__).parent_path().parent_path();
+#endif
+}
+
+fs::path shared_dir() {
+#ifdef CUPROF_TEST_SHARED_DIR
+  return CUPROF_TEST_SHARED_DIR;
+#else
+  return source_dir().parent_path() / "shared";
+#endif
+}
+
+std::vector<fs::path> gpu_fixtures() {
+  std::vector<fs::path> out;
+  const fs::path dir = source_dir() / "tests" / "fixtures" / "gpu";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".json") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -979,3 +1006,142 @@ TEST_CASE("two threads exporting to the same path at once leave one whole, valid
 }
 
 }  // TEST_SUITE file_output
+
+// =============================================================================
+TEST_SUITE("real_traces") {
+
+TEST_CASE("traces written on a GPU (tests/fixtures/gpu) satisfy the contract") {
+  const std::vector<fs::path> files = gpu_fixtures();
+  REQUIRE(files.size() >= 6);
+  for (const fs::path& file : files) {
+    CAPTURE(file.string());
+    const std::string text = read_file(file);
+    const json doc = check_contract(text);
+    const json& ev = doc["traceEvents"];
+    std::map<std::uint64_t, const json*> s_by_id, f_by_id;
+    std::size_t kernels = 0;
+    for (const json& e : ev) {
+      if (e["ph"] == "s") s_by_id[e["id"].get<std::uint64_t>()] = &e;
+      if (e["ph"] == "f") f_by_id[e["id"].get<std::uint64_t>()] = &e;
+    }
+    for (const json& e : ev) {
+      if (e["ph"] != "X") continue;
+      const std::string cat = e["cat"];
+      if (cat == "cuda_runtime" || cat == "cuda_driver") {
+        const std::string name = e["name"];
+        CHECK_MESSAGE(!std::regex_search(name, std::regex("_v[0-9]+$")), name);
+        CHECK(name[0] != '_');
+        CHECK(e["pid"] == doc["traceEvents"][0]["pid"]);
+        CHECK(e["args"].contains("correlation"));
+      }
+      if (cat == "kernel") {
+        ++kernels;
+        const json& a = e["args"];
+        for (const char* key : {"device", "stream", "correlation", "grid", "block", "registers per thread",
+                                "shared memory", "blocks per SM", "warps per SM", "est. achieved occupancy %"})
+          CHECK_MESSAGE(a.contains(key), key);
+        CHECK(e["pid"] == a["device"]);
+        CHECK(e["tid"] == a["stream"]);
+      }
+      if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
+        // Every launch, copy and memset is linked to its call by a flow.
+        const std::uint64_t corr = e["args"]["correlation"];
+        CAPTURE(corr);
+        CHECK(f_by_id.count(corr));
+        CHECK(s_by_id.count(corr));
+        if (f_by_id.count(corr)) CHECK((*f_by_id[corr])["ts"] == e["ts"]);
+        CHECK(e["args"].contains("External id"));  // the examples launch everything inside scopes
+      }
+    }
+    CHECK(kernels > 0);
+    CHECK(doc["cuprof"]["cuda_status"] == "on");
+    CHECK(doc["cuprof"]["dropped_gpu_records"] == 0);
+  }
+}
+
+TEST_CASE("trace_reader: cuprof traces read back give the same table, and rewrite identically") {
+  SUBCASE("a hand-made trace") {
+    fixture f;
+    const cuprof::loaded_trace back = cuprof::parse_trace(cuprof::chrome_trace_json(f.t), "fixture");
+    CHECK(back.format == cuprof::trace_format::cuprof);
+    CHECK(back.base_ns == base);
+    CHECK(back.unmatched_annotations == 0);
+    for (const char* key : {"cuda_time_total", "cpu_time_total", "count"}) {
+      CAPTURE(key);
+      CHECK(cuprof::key_averages(back.t).table(key, -1) == cuprof::key_averages(f.t).table(key, -1));
+    }
+    CHECK(back.t.spans.size() == f.t.spans.size());
+    CHECK(back.t.api_calls.size() == f.t.api_calls.size());
+    CHECK(back.t.gpu.size() == f.t.gpu.size());
+  }
+  SUBCASE("the GPU fixtures") {
+    for (const fs::path& file : gpu_fixtures()) {
+      CAPTURE(file.string());
+      const cuprof::loaded_trace a = cuprof::read_trace_file(file.string());
+      CHECK(a.format == cuprof::trace_format::cuprof);
+      CHECK(a.unmatched_annotations == 0);
+      const std::string table = cuprof::key_averages(a.t).table("cuda_time_total", -1);
+      CHECK(table.find("Self CUDA time total") != std::string::npos);
+      const std::string rewritten = cuprof::chrome_trace_json(a.t);
+      check_contract(rewritten);
+      const cuprof::loaded_trace b = cuprof::parse_trace(rewritten, "rewritten");
+      CHECK(cuprof::key_averages(b.t).table("cuda_time_total", -1) == table);
+    }
+  }
+  SUBCASE("gzip files") {
+    fixture f;
+    temp_dir dir;
+    const std::string path = (dir.path / "t.json.gz").string();
+    cuprof::export_chrome_trace(f.t, path);
+    const cuprof::loaded_trace back = cuprof::read_trace_file(path);
+    CHECK(cuprof::key_averages(back.t).table() == cuprof::key_averages(f.t).table());
+  }
+}
+
+TEST_CASE("trace_reader: torch.profiler's own traces give torch's own table") {
+  const fs::path dir = shared_dir() / "reference" / "kineto-samples";
+  if (!fs::exists(dir / "torch_matmul_add_4096.json")) {
+    MESSAGE("torch samples not found under " << dir.string() << ": skipped");
+    return;
+  }
+  for (const char* sample : {"torch_matmul_add_4096", "torch_matmul_add_64"}) {
+    CAPTURE(sample);
+    const cuprof::loaded_trace t = cuprof::read_trace_file((dir / (std::string(sample) + ".json")).string());
+    CHECK(t.format == cuprof::trace_format::torch);
+    // torch's table was printed sorted by cuda_time_total.
+    CHECK(cuprof::key_averages(t.t).table("cuda_time_total", 100) == read_file(dir / (std::string(sample) + ".txt")));
+  }
+}
+
+TEST_CASE("trace_reader: unreadable input throws cuprof::error naming the source") {
+  temp_dir dir;
+  const auto message = [](auto&& fn) -> std::string {
+    try {
+      fn();
+    } catch (const cuprof::error& e) {
+      return e.what();
+    }
+    return "(no throw)";
+  };
+  const std::string missing = (dir.path / "missing.json").string();
+  CHECK(message([&] { cuprof::read_trace_file(missing); }).find(missing) != std::string::npos);
+  CHECK(message([&] { cuprof::read_trace_file(dir.path.string()); }).find("directory") != std::string::npos);
+  CHECK(message([&] { cuprof::read_trace_file(""); }) != "(no throw)");
+  const fs::path broken = dir.path / "broken.json";
+  std::ofstream(broken) << "{\"traceEvents\": [{\"ph\": \"X\",";
+  CHECK(message([&] { cuprof::read_trace_file(broken.string()); }).find(broken.string()) != std::string::npos);
+  const fs::path bad_gz = dir.path / "bad.json.gz";
+  std::ofstream(bad_gz) << "\x1f\x8b not really gzip";
+  CHECK(message([&] { cuprof::read_trace_file(bad_gz.string()); }).find(bad_gz.string()) != std::string::npos);
+  CHECK(message([] { cuprof::parse_trace("", "empty"); }).find("empty") != std::string::npos);
+  CHECK(message([] { cuprof::parse_trace("{\"schemaVersion\": 1}", "no-events"); }).find("no-events") !=
+        std::string::npos);
+  CHECK(message([] { cuprof::parse_trace("{\"traceEvents\": []} trailing", "trailing"); }).find("trailing") !=
+        std::string::npos);
+  // An empty but valid trace reads as an empty trace.
+  const cuprof::loaded_trace empty = cuprof::parse_trace("{\"traceEvents\": []}", "ok");
+  CHECK(empty.events == 0);
+  CHECK(empty.t.spans.empty());
+}
+
+}  // TEST_SUITE real_traces
