@@ -120,6 +120,7 @@ class profile {
     if (tracer_) {
       tracer_->disable();
       tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
+      tracer_->trim_buffers();
     }
     running_ = false;
     detail::g_running_profile.store(nullptr);

@@ -5,6 +5,7 @@
 // Matching by thread and time keeps CUPTI out of the scope hot path.
 #pragma once
 
+#include "detail/correlation_index.hpp"
 #include "event.hpp"
 
 #include <algorithm>
@@ -26,11 +27,13 @@ inline void attribute(trace& t) {
 
   std::vector<std::uint32_t> calls(t.api_calls.size());
   for (std::uint32_t i = 0; i < calls.size(); ++i) calls[i] = i;
-  std::sort(calls.begin(), calls.end(), [&](std::uint32_t a, std::uint32_t b) {
+  const auto by_thread_then_time = [&](std::uint32_t a, std::uint32_t b) {
     const api_call& x = t.api_calls[a];
     const api_call& y = t.api_calls[b];
     return x.tid != y.tid ? x.tid < y.tid : x.start_ns < y.start_ns;
-  });
+  };
+  if (!std::is_sorted(calls.begin(), calls.end(), by_thread_then_time))  // usually already is
+    std::sort(calls.begin(), calls.end(), by_thread_then_time);
 
   // Sweep each thread's calls and spans together, keeping the open spans on a stack.
   std::vector<std::uint32_t> open;
@@ -56,13 +59,14 @@ inline void attribute(trace& t) {
     call.parent = open.empty() ? no_index : open.back();
   }
 
-  std::unordered_map<std::uint32_t, std::uint32_t> call_by_correlation;
-  call_by_correlation.reserve(t.api_calls.size());
-  for (std::uint32_t i = 0; i < t.api_calls.size(); ++i) call_by_correlation[t.api_calls[i].correlation] = i;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> correlations;
+  correlations.reserve(t.api_calls.size());
+  for (std::uint32_t i = 0; i < t.api_calls.size(); ++i) correlations.emplace_back(t.api_calls[i].correlation, i);
+  detail::correlation_index call_by_correlation;
+  call_by_correlation.build(correlations);
   t.meta.unmatched_gpu_records = 0;
   for (gpu_activity& g : t.gpu) {
-    auto it = call_by_correlation.find(g.correlation);
-    g.api = it == call_by_correlation.end() ? no_index : it->second;
+    g.api = call_by_correlation.find(g.correlation);
     if (g.api == no_index) ++t.meta.unmatched_gpu_records;
   }
 }
@@ -99,11 +103,19 @@ inline std::vector<gpu_annotation> gpu_annotations(const trace& t) {
       }
     }
   }
-  // Per lane in start order, enclosing annotations before the ones they contain.
-  std::sort(out.begin(), out.end(), [](const gpu_annotation& a, const gpu_annotation& b) {
+  // Per lane in start order, enclosing annotations before the ones they
+  // contain, also when both cover the same GPU work (then the shallower first).
+  const auto depth = [&](std::uint32_t s) {
+    int d = 0;
+    for (; t.spans[s].parent != no_index; s = t.spans[s].parent) ++d;
+    return d;
+  };
+  std::sort(out.begin(), out.end(), [&](const gpu_annotation& a, const gpu_annotation& b) {
     if (a.device != b.device) return a.device < b.device;
     if (a.stream != b.stream) return a.stream < b.stream;
-    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+    return depth(a.span) < depth(b.span);
   });
   return out;
 }

@@ -263,7 +263,8 @@ class builder {
       if (const json_value* n = e.find("name"); n && n->is_string()) s += " (\"" + n->text.substr(0, 80) + "\")";
       return s + ": " + what;
     };
-    if (!e.is_object()) r.fail(where("is " + std::string(json_type_name(e.type)) + ", expected an object"));
+    if (!e.is_object())
+      r.fail("traceEvents[" + std::to_string(index) + "] is " + json_type_name(e.type) + ", expected an object");
     const json_value* ph = e.find("ph");
     if (!ph) return;
     if (!ph->is_string()) r.fail(where("\"ph\" is " + std::string(json_type_name(ph->type)) + ", expected a string"));

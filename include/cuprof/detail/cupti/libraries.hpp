@@ -41,6 +41,8 @@ struct cupti_library {
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
   decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped_records = nullptr;
+  decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
+  decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
 
   // Empty on success, otherwise why CUPTI cannot be used.
   std::string load() {
@@ -64,7 +66,9 @@ struct cupti_library {
                     bind(lib, enable, "cuptiActivityEnable") && bind(lib, disable, "cuptiActivityDisable") &&
                     bind(lib, flush_all, "cuptiActivityFlushAll") &&
                     bind(lib, get_next_record, "cuptiActivityGetNextRecord") &&
-                    bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords");
+                    bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords") &&
+                    bind(lib, enable_driver_api, "cuptiActivityEnableDriverApi") &&
+                    bind(lib, enable_runtime_api, "cuptiActivityEnableRuntimeApi");
     if (!ok) return "the loaded libcupti lacks CUPTI 13 entry points (" + std::string(::dlerror() ? ::dlerror() : "?") + ")";
     return {};
   }

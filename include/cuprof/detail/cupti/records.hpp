@@ -7,6 +7,7 @@
 #pragma once
 
 #include "../../event.hpp"
+#include "../correlation_index.hpp"
 #include "../clock.hpp"
 
 #include <cupti_activity.h>
@@ -170,13 +171,16 @@ class record_store {
   // GPU record staged: the window can be finalised without a device sync.
   bool window_complete(std::uint64_t start, std::uint64_t end) const {
     const window_calls w = select(start, end);
-    std::unordered_set<std::uint32_t> pending;
-    for (std::size_t i : w.kept) {
-      const api_call& c = api_[i];
-      if (expects_gpu_record_[c.name] && c.return_value == 0) pending.insert(c.correlation);
+    std::vector<char> has_record(w.kept.size(), 0);
+    for (const gpu_activity& g : gpu_) {
+      const std::uint32_t pos = w.owner.find(g.correlation);
+      if (pos != no_index) has_record[pos] = 1;
     }
-    for (const gpu_activity& g : gpu_) pending.erase(w.resolve(g.correlation));
-    return pending.empty();
+    for (std::size_t pos = 0; pos < w.kept.size(); ++pos) {
+      const api_call& c = api_[w.kept[pos]];
+      if (!has_record[pos] && expects_gpu_record_[c.name] && c.return_value == 0) return false;
+    }
+    return true;
   }
 
   // Moves the window's records into `out` and drops staged records that
@@ -188,31 +192,33 @@ class record_store {
       if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
       return names[id];
     };
-    std::unordered_map<std::uint32_t, std::uint32_t> taken;  // correlation -> api index in `out`
+    const std::uint32_t first_call = std::uint32_t(out.api_calls.size());
     out.api_calls.reserve(out.api_calls.size() + w.kept.size());
     for (std::size_t i : w.kept) {
       api_call c = api_[i];
       c.start_ns = clock.to_epoch_ns(c.start_ns);
       c.end_ns = std::max(c.start_ns, clock.to_epoch_ns(c.end_ns));
       c.name = name_in_out(c.name);
-      auto external = external_ids_.find(c.correlation);
-      if (external != external_ids_.end()) c.external_id = external->second;
-      taken.emplace(c.correlation, std::uint32_t(out.api_calls.size()));
+      if (!external_ids_.empty()) {
+        auto external = external_ids_.find(c.correlation);
+        if (external != external_ids_.end()) c.external_id = external->second;
+      }
       out.api_calls.push_back(c);
     }
-    std::uint32_t lowest_kept = ~0u;
-    for (const auto& entry : taken) lowest_kept = std::min(lowest_kept, entry.first);
 
     std::vector<std::uint32_t> configs(kernel_configs_.size(), no_index);
     std::vector<gpu_activity> later;
+    std::size_t in_window = 0;
+    for (const gpu_activity& staged : gpu_) in_window += w.owner.find(staged.correlation) != no_index;
+    out.gpu.reserve(out.gpu.size() + in_window);
     for (const gpu_activity& staged : gpu_) {
-      const std::uint32_t corr = w.resolve(staged.correlation);
-      const bool launched_in_window = taken.count(corr) != 0;
-      const bool launched_before = w.dropped.count(corr) != 0 || (corr != 0 && corr < lowest_kept && lowest_kept != ~0u);
-      const bool unlinked_in_window = corr == 0 && staged.start_ns >= start && staged.start_ns <= end;
-      if (launched_in_window || unlinked_in_window) {
+      const std::uint32_t pos = w.owner.find(staged.correlation);
+      const bool launched_before = staged.correlation != 0 && (staged.correlation <= w.newest_before ||
+                                                               (!w.owner.empty() && staged.correlation < w.owner.lowest()));
+      const bool unlinked_in_window = staged.correlation == 0 && staged.start_ns >= start && staged.start_ns <= end;
+      if (pos != no_index || unlinked_in_window) {
         gpu_activity a = staged;
-        a.correlation = corr;
+        if (pos != no_index) a.correlation = out.api_calls[first_call + pos].correlation;  // folded calls: the outer one
         a.start_ns = clock.to_epoch_ns(a.start_ns);
         a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(a.end_ns));
         a.name = name_in_out(a.name);
@@ -225,7 +231,7 @@ class record_store {
           a.details = configs[a.details];
         }
         out.gpu.push_back(a);
-      } else if (!launched_before && !(corr == 0 && staged.start_ns < start)) {
+      } else if (!launched_before && !(staged.correlation == 0 && staged.start_ns < start)) {
         later.push_back(staged);
       }
     }
@@ -256,7 +262,7 @@ class record_store {
     }
     api_.swap(later_api);
     // Ids of calls whose API record has not arrived yet are newer than any taken call.
-    const std::uint32_t newest_taken = taken.empty() ? 0 : std::max_element(taken.begin(), taken.end())->first;
+    const std::uint32_t newest_taken = w.owner.empty() ? 0 : w.owner.highest();
     for (const auto& external : external_ids_)
       if (external.first > newest_taken) later_external.insert(external);
     external_ids_.swap(later_external);
@@ -283,15 +289,11 @@ class record_store {
  private:
   // The API calls a window keeps. A driver call made inside a runtime call on
   // the same thread (cudaLaunchKernel -> cuLaunchKernel) is folded into it, as
-  // torch shows only the outer call; its correlation id maps to the outer one.
+  // torch shows only the outer call: its correlation id maps to the outer call.
   struct window_calls {
-    std::vector<std::size_t> kept;
-    std::unordered_set<std::uint32_t> dropped;               // called before the window
-    std::unordered_map<std::uint32_t, std::uint32_t> folded;  // nested driver call -> outer runtime call
-    std::uint32_t resolve(std::uint32_t corr) const {
-      auto it = folded.find(corr);
-      return it == folded.end() ? corr : it->second;
-    }
+    std::vector<std::size_t> kept;     // indices into api_, in (thread, start) order
+    detail::correlation_index owner;           // correlation (kept or folded) -> position in `kept`
+    std::uint32_t newest_before = 0;   // highest correlation id called before the window
   };
 
   window_calls select(std::uint64_t start, std::uint64_t end) const {
@@ -299,48 +301,56 @@ class record_store {
     std::vector<std::size_t> in_window;
     for (std::size_t i = 0; i < api_.size(); ++i) {
       const api_call& c = api_[i];
-      if (c.start_ns < start) w.dropped.insert(c.correlation);
+      if (c.start_ns < start) w.newest_before = std::max(w.newest_before, c.correlation);
       else if (c.start_ns <= end) in_window.push_back(i);
     }
-    std::sort(in_window.begin(), in_window.end(), [&](std::size_t a, std::size_t b) {
+    const auto before = [&](std::size_t a, std::size_t b) {
       const api_call& x = api_[a];
       const api_call& y = api_[b];
       if (x.tid != y.tid) return x.tid < y.tid;
       if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
       return x.domain < y.domain;  // runtime before the driver call it makes
-    });
+    };
+    if (!std::is_sorted(in_window.begin(), in_window.end(), before))
+      std::sort(in_window.begin(), in_window.end(), before);
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> owners;
+    owners.reserve(in_window.size());
     const api_call* outer = nullptr;
+    std::uint32_t outer_pos = 0;
     for (std::size_t i : in_window) {
       const api_call& c = api_[i];
       if (outer && outer->tid == c.tid && c.domain == api_domain::driver && c.start_ns >= outer->start_ns &&
           c.end_ns <= outer->end_ns) {
-        w.folded.emplace(c.correlation, outer->correlation);
+        owners.emplace_back(c.correlation, outer_pos);
         continue;
       }
-      if (c.domain == api_domain::runtime) outer = &c;
+      const std::uint32_t pos = std::uint32_t(w.kept.size());
+      if (c.domain == api_domain::runtime) outer = &c, outer_pos = pos;
+      owners.emplace_back(c.correlation, pos);
       w.kept.push_back(i);
     }
+    w.owner.build(owners);
     return w;
   }
 
   // The store's name id of a call, or no_index when it is dropped as noise.
   name_id api_name(api_domain domain, std::uint32_t cbid, bool& has_flow) {
     auto& cache = domain == api_domain::runtime ? runtime_names_ : driver_names_;
-    auto it = cache.find(cbid);
-    if (it == cache.end()) {
+    if (cbid >= cache.size()) cache.resize(std::size_t(cbid) + 1);
+    cached_api& entry = cache[cbid];
+    if (!entry.known) {
       const std::string raw = lookup_ ? lookup_(domain, cbid) : std::string();
       const std::string shown = display_api_name(raw.empty() ? "cbid " + std::to_string(cbid) : raw);
       const api_class c = classify_api(domain, shown);
-      cached_api entry;
       if (c.display_name) {
         entry.name = intern(shown);
         entry.has_flow = c.has_flow;
         expects_gpu_record_[entry.name] = c.expects_gpu_record;
       }
-      it = cache.emplace(cbid, entry).first;
+      entry.known = true;
     }
-    has_flow = it->second.has_flow;
-    return it->second.name;
+    has_flow = entry.has_flow;
+    return entry.name;
   }
 
   name_id intern(std::string_view s) {
@@ -351,6 +361,16 @@ class record_store {
 
   name_id kernel_name(const char* mangled) {
     if (!mangled) return intern("(unnamed kernel)");
+    // CUPTI hands the same pointer for every launch of a function; check the
+    // characters too, in case a pointer is reused after a module unload.
+    auto seen = by_pointer_.find(mangled);
+    if (seen != by_pointer_.end() && std::strcmp(seen->second.first.c_str(), mangled) == 0) return seen->second.second;
+    const name_id id = demangle(mangled);
+    by_pointer_[mangled] = {mangled, id};
+    return id;
+  }
+
+  name_id demangle(const char* mangled) {
     auto it = demangled_.find(std::string(mangled));
     if (it != demangled_.end()) return it->second;
     int status = 0;
@@ -360,9 +380,24 @@ class record_store {
     return id;
   }
 
+  struct config_hash {
+    std::size_t operator()(const kernel_details& d) const noexcept {
+      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+      const auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+      for (int i = 0; i < 3; ++i) mix(d.grid[i]), mix(d.block[i]);
+      mix(d.registers_per_thread), mix(d.static_shared_memory), mix(d.dynamic_shared_memory);
+      mix(d.graph_id), mix(d.graph_node_id);
+      return std::size_t(h);
+    }
+  };
+  struct config_equal {
+    bool operator()(const kernel_details& a, const kernel_details& b) const noexcept {
+      return std::memcmp(&a, &b, sizeof a) == 0;
+    }
+  };
+
   std::uint32_t kernel_config(const kernel_details& d) {
-    std::string key(reinterpret_cast<const char*>(&d), sizeof d);
-    auto [it, inserted] = config_index_.try_emplace(std::move(key), std::uint32_t(kernel_configs_.size()));
+    auto [it, inserted] = config_index_.try_emplace(d, std::uint32_t(kernel_configs_.size()));
     if (inserted) kernel_configs_.push_back(d);
     return it->second;
   }
@@ -459,6 +494,7 @@ class record_store {
   struct cached_api {
     name_id name = no_index;
     bool has_flow = false;
+    bool known = false;
   };
 
   api_name_lookup lookup_;
@@ -466,9 +502,10 @@ class record_store {
   string_table names_;
   std::vector<bool> expects_gpu_record_;  // by name id: launches, copies, memsets
   std::unordered_map<std::string, name_id> demangled_;
-  std::unordered_map<std::string, std::uint32_t> config_index_;
+  std::unordered_map<const char*, std::pair<std::string, name_id>> by_pointer_;
+  std::unordered_map<kernel_details, std::uint32_t, config_hash, config_equal> config_index_;
   std::vector<kernel_details> kernel_configs_;
-  std::unordered_map<std::uint32_t, cached_api> runtime_names_, driver_names_;
+  std::vector<cached_api> runtime_names_, driver_names_;  // by callback id
   std::unordered_map<std::uint32_t, std::uint32_t> device_by_context_;
   std::vector<api_call> api_;
   std::vector<gpu_activity> gpu_;

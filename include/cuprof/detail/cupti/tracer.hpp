@@ -35,6 +35,8 @@ class tracer {
   static constexpr std::size_t buffer_bytes = 4u << 20;
   static constexpr std::size_t max_buffers = 256;  // 1 GiB at most; CUPTI drops (and counts) beyond
   static constexpr std::size_t buffer_header = 64;  // holds the slot index, keeps records 8-byte aligned
+  static constexpr std::size_t buffers_kept_when_idle = 2;
+  static constexpr long flush_period_ms = 100;  // full buffers reach the store at least this often
 
   // The process's tracer, or nullptr with `why` set when CUDA cannot be traced here.
   static tracer* instance(std::string& why) {
@@ -54,7 +56,9 @@ class tracer {
     std::lock_guard<std::mutex> lock(control_);
     if (enabled_ || forked_child()) return;
     for (CUpti_ActivityKind kind : kinds()) cupti_.enable(kind);
+    keep_only_shown_calls();
     enabled_ = true;
+    enabled_flag_.store(true, std::memory_order_relaxed);
   }
 
   void disable() {
@@ -62,6 +66,21 @@ class tracer {
     if (!enabled_ || forked_child()) return;
     for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
     enabled_ = false;
+    enabled_flag_.store(false, std::memory_order_relaxed);
+  }
+
+  // Gives back the buffers of a finished session but a few, so a stopped
+  // profiler holds almost no memory.
+  void trim_buffers() {
+    std::size_t kept = 0;
+    for (buffer_slot& s : slots_) {
+      std::uint32_t expected = free_slot;
+      if (!s.memory || kept++ < buffers_kept_when_idle) continue;
+      if (!s.state.compare_exchange_strong(expected, parsing, std::memory_order_acq_rel)) continue;
+      std::free(s.memory);
+      s.memory = nullptr;
+      s.state.store(free_slot, std::memory_order_release);
+    }
   }
 
   // Hands every finished buffer to the store. `forced` also delivers records
@@ -207,6 +226,22 @@ class tracer {
     }
   }
 
+  // Records CUPTI does not write cost nothing: switch off at the source every
+  // call cuprof would drop (cuBLAS makes dozens of other driver calls per GEMM).
+  void keep_only_shown_calls() {
+    if (!shown_calls_known_) {
+      for (std::uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid)
+        if (!classify_api(api_domain::driver, display_api_name(callback_name(api_domain::driver, cbid))).display_name)
+          hidden_driver_calls_.push_back(cbid);
+      for (std::uint32_t cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid)
+        if (!classify_api(api_domain::runtime, display_api_name(callback_name(api_domain::runtime, cbid))).display_name)
+          hidden_runtime_calls_.push_back(cbid);
+      shown_calls_known_ = true;
+    }
+    for (std::uint32_t cbid : hidden_driver_calls_) cupti_.enable_driver_api(cbid, 0);
+    for (std::uint32_t cbid : hidden_runtime_calls_) cupti_.enable_runtime_api(cbid, 0);
+  }
+
   std::string callback_name(api_domain domain, std::uint32_t cbid) const {
     const char* name = nullptr;
     const auto d = domain == api_domain::driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
@@ -286,16 +321,21 @@ class tracer {
     }
   }
 
+  // Parses completed buffers as they come; while tracing, also asks CUPTI for
+  // full buffers every flush_period_ms, as CUPTI may otherwise hold many
+  // until the next explicit flush.
   void worker() {
     for (;;) {
       timespec deadline;
       clock_gettime(CLOCK_REALTIME, &deadline);
-      deadline.tv_nsec += 200 * 1000000L;
+      deadline.tv_nsec += flush_period_ms * 1000000L;
       if (deadline.tv_nsec >= 1000000000L) {
         deadline.tv_sec += 1;
         deadline.tv_nsec -= 1000000000L;
       }
-      sem_timedwait(&work_ready_, &deadline);
+      if (sem_timedwait(&work_ready_, &deadline) != 0 && enabled_flag_.load(std::memory_order_relaxed) &&
+          !forked_child())
+        cupti_.flush_all(0);
       process_completed();
     }
   }
@@ -307,6 +347,9 @@ class tracer {
   std::vector<device_info> devices_;
   std::mutex control_;
   bool enabled_ = false;
+  std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread
+  bool shown_calls_known_ = false;
+  std::vector<std::uint32_t> hidden_driver_calls_, hidden_runtime_calls_;
   buffer_slot slots_[max_buffers];
   std::atomic<std::size_t> next_slot_{0};
   sem_t work_ready_;
