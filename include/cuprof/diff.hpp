@@ -246,10 +246,12 @@ inline std::string format_diff(const trace_diff& d, std::size_t max_rows = 30) {
     shown = 0;
     for (const count_change& c : d.api) {
       if (shown++ >= max_rows) break;
-      std::snprintf(line, sizeof line, "  %4llu -> %-4llu calls  %12s -> %-12s  ", static_cast<unsigned long long>(c.calls_a),
+      std::snprintf(line, sizeof line, "  %4llu -> %llu calls, %s -> %s", static_cast<unsigned long long>(c.calls_a),
                     static_cast<unsigned long long>(c.calls_b), us(double(c.total_a_ns)).c_str(),
                     us(double(c.total_b_ns)).c_str());
-      out += line + c.name + "\n";
+      std::string text = line;
+      text.append(text.size() < 44 ? 44 - text.size() : 2, ' ');
+      out += text + c.name + "\n";
     }
   }
   const auto list = [&](const std::vector<std::string>& v) {

@@ -1,0 +1,844 @@
+// The trace reader, kernel-name decoding, distributions, insights, diffs and the
+// `cuprof` command (run in process). Inputs: the H200 traces in
+// tests/fixtures/gpu/ and the torch.profiler traces with torch's own tables in
+// tools/testdata/kineto/ (copies of ../shared/reference/kineto-samples/).
+#include <cuprof/cuprof.hpp>
+#include <cuprof/diff.hpp>
+#include <cuprof/insights.hpp>
+#include <cuprof/kernel_names.hpp>
+#include <cuprof/stats.hpp>
+#include <cuprof/trace_reader.hpp>
+
+#include "../tools/cli.hpp"
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string source_dir() {
+#ifdef CUPROF_TEST_SOURCE_DIR
+  return CUPROF_TEST_SOURCE_DIR;
+#else
+  return ".";
+#endif
+}
+
+std::string fixture(const std::string& name) { return source_dir() + "/tests/fixtures/gpu/" + name; }
+std::string kineto(const std::string& name) { return source_dir() + "/tools/testdata/kineto/" + name; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  REQUIRE(out.good());
+}
+
+void write_gzip(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
+  REQUIRE(gzclose(f) == Z_OK);
+}
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    path = fs::temp_directory_path() / ("cuprof_test_tools_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+struct cli_run {
+  int rc = -1;
+  std::string out, err;
+};
+
+cli_run cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "cuprof");
+  cli_run r;
+  r.rc = cuprof::cli::run(args, r.out, r.err);
+  return r;
+}
+
+std::size_t lines(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+const char* const fixtures[] = {"matmul_add_64.json", "matmul_add_4096.json", "linear_addmm.json",
+                                "mlp_unfused.json",   "mlp_fused.json",       "occupancy.json"};
+
+}  // namespace
+
+// ---- kernel names ---------------------------------------------------------------
+
+TEST_CASE("kernel names: nvjet names from the H200 traces (cuBLAS 13 on Hopper)") {
+  const cuprof::kernel_name_info k = cuprof::decode_kernel_name("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT");
+  CHECK(k.library == "cuBLAS (nvjet)");
+  CHECK(k.category == cuprof::kernel_category::gemm);
+  CHECK(k.is_gemm());
+  CHECK(k.arch == "sm90");
+  CHECK(k.dtype() == "bf16");
+  CHECK(k.accumulate == "fp32");
+  CHECK(k.output == "bf16");
+  CHECK(k.tile_m == 256);
+  CHECK(k.tile_n == 128);
+  CHECK(k.tile_k == 64);
+  CHECK(k.stages == 4);
+  CHECK(k.cluster == "1x2");
+  CHECK(k.schedule == "cooperative (coopA)");
+  CHECK(k.epilogue == "beta=0 (no C)");
+  CHECK(k.layout == "NNT");
+  CHECK(k.split_k.empty());
+  CHECK(k.summary() ==
+        "cuBLAS (nvjet) GEMM sm90 bf16 (acc fp32) tile 256x128x64 4 stages cluster 1x2 cooperative (coopA) beta=0 (no C) "
+        "layout NNT");
+
+  const cuprof::kernel_name_info small = cuprof::decode_kernel_name("nvjet_sm90_tst_64x8_64x16_1x4_h_bz_NNT");
+  CHECK(small.tile() == "64x8x64");
+  CHECK(small.stages == 16);
+  CHECK(small.cluster == "1x4");
+  CHECK(small.schedule.empty());
+
+  // linear --variant addmm: the beta=1 epilogue and the transposed A.
+  const cuprof::kernel_name_info addmm = cuprof::decode_kernel_name("nvjet_sm90_tst_64x8_64x16_1x2_h_badd_TNT");
+  CHECK(addmm.epilogue == "beta=1 (C added)");
+  CHECK(addmm.layout == "TNT");
+
+  const cuprof::kernel_name_info down = cuprof::decode_kernel_name("nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT");
+  CHECK(down.tile() == "192x128x64");
+  CHECK(down.stages == 5);
+  CHECK(down.schedule == "cooperative (coopB)");
+  CHECK(down.compact() == "GEMM sm90 bf16 192x128x64 5 stages cluster 1x2 coopB beta=0 TNT");
+}
+
+TEST_CASE("kernel names: cuBLAS and CUTLASS names from the seed articles (A100)") {
+  // Part 1: the GEMM eager and compiled matmul+add run.
+  const cuprof::kernel_name_info a =
+      cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn");
+  CHECK(a.library == "cuBLAS");
+  CHECK(a.is_gemm());
+  CHECK(a.arch == "sm80");
+  CHECK(a.dtype() == "bf16");
+  CHECK(a.accumulate == "fp32");
+  CHECK(a.instruction == "m16n8k16");
+  CHECK(a.tile() == "128x256x64");
+  CHECK(a.stages == 3);
+  CHECK(a.alignment == 8);
+  CHECK(a.layout == "nn");
+  CHECK(a.unknown.empty());
+
+  // Part 2: the single nn.Linear, eager and compiled; "tn" is the layout the article points at.
+  const cuprof::kernel_name_info c =
+      cuprof::decode_kernel_name("cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8");
+  CHECK(c.library == "CUTLASS");
+  CHECK(c.is_gemm());
+  CHECK(c.arch == "sm80");
+  CHECK(c.op_class == "wmma tensorop");
+  CHECK(c.dtype() == "bf16");
+  CHECK(c.instruction == "m16n16k16");
+  CHECK(c.tile() == "32x32x32");
+  CHECK(c.stages == 1);
+  CHECK(c.layout == "tn");
+  CHECK(c.alignment == 8);
+  CHECK(c.unknown.empty());
+  // The same name as torch traces show it, wrapped in CUTLASS's kernel template.
+  const cuprof::kernel_name_info wrapped = cuprof::decode_kernel_name(
+      "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8>("
+      "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8::Params)");
+  CHECK(wrapped.summary() == c.summary());
+
+  // Part 2: the two GEMM tiles of the MLP (names as the article abbreviates them, completed).
+  const cuprof::kernel_name_info gate =
+      cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn");
+  CHECK(gate.tile() == "128x128x32");
+  CHECK(gate.stages == 5);
+  CHECK(gate.layout == "tn");
+
+  // Part 2: Inductor's fused pointwise kernel.
+  const cuprof::kernel_name_info t = cuprof::decode_kernel_name("triton_poi_fused__unsafe_view_gelu_mul_0");
+  CHECK(t.library == "Triton (Inductor)");
+  CHECK(t.category == cuprof::kernel_category::elementwise);
+  CHECK(t.op == "_unsafe_view_gelu_mul");
+  CHECK_FALSE(t.is_gemm());
+}
+
+TEST_CASE("kernel names: elementwise kernels, copies, and names that are not GEMMs") {
+  const cuprof::kernel_name_info add = cuprof::decode_kernel_name(
+      "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, "
+      "3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)");
+  CHECK(add.library == "ATen");
+  CHECK(add.category == cuprof::kernel_category::elementwise);
+  CHECK(add.op == "add");
+  CHECK_FALSE(add.is_gemm());
+  const cuprof::kernel_name_info map = cuprof::decode_kernel_name(
+      "void ex::map_kernel<gelu_op>(gelu_op, __nv_bfloat16*, __nv_bfloat16 const*, __nv_bfloat16 const*, unsigned long)");
+  CHECK(map.category == cuprof::kernel_category::elementwise);
+  CHECK(map.op == "gelu_op");
+  CHECK_FALSE(cuprof::decode_kernel_name("Memset (Device)").recognised());
+  CHECK_FALSE(cuprof::decode_kernel_name("Memcpy DtoD (Device -> Device)").is_gemm());
+  CHECK_FALSE(cuprof::decode_kernel_name("axpy_kernel(float, float const*, float*, unsigned long)").is_gemm());
+}
+
+TEST_CASE("kernel names: cuBLASLt, CUTLASS 3 and split-K spellings") {
+  const cuprof::kernel_name_info x = cuprof::decode_kernel_name(
+      "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas");
+  CHECK(x.library == "cuBLASLt");
+  CHECK(x.arch == "sm90");
+  CHECK(x.dtype() == "bf16");
+  CHECK(x.accumulate == "fp32");
+  CHECK(x.tile() == "128x128x64");
+  CHECK(x.layout == "tn (C n)");
+  CHECK(x.split_k == "segment-K off");
+  const cuprof::kernel_name_info c3 = cuprof::decode_kernel_name(
+      "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized_cooperative_epi_tma");
+  CHECK(c3.library == "CUTLASS 3");
+  CHECK(c3.dtype() == "bf16");
+  CHECK(c3.accumulate == "fp32");
+  CHECK(c3.tile() == "128x256x64");
+  CHECK(c3.cluster == "1x2x1");
+  CHECK(c3.layout == "tnn");
+  CHECK(c3.alignment == 8);
+  CHECK(c3.schedule == "warp-specialized cooperative");
+  // Spelled as cuBLAS spells a split-K nvjet variant (constructed, not from a trace).
+  CHECK(cuprof::decode_kernel_name("nvjet_sm90_tst_128x64_64x8_2x1_v_bz_splitK_TNT").split_k == "split-K");
+  const cuprof::kernel_name_info r = cuprof::decode_kernel_name(
+      "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, false, false, false>("
+      "cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*, float const*, float const*, float const*, float const*)");
+  CHECK(r.category == cuprof::kernel_category::gemm_reduction);
+}
+
+TEST_CASE("kernel names: decoding any prefix or mangled variant of a real name does not fail") {
+  const std::vector<std::string> names = {
+      "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn",
+      "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8",
+      "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized",
+      "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_segment_k_off_kernel__5x_cublas",
+      "triton_poi_fused__unsafe_view_gelu_mul_0"};
+  std::size_t decoded = 0;
+  for (const std::string& n : names) {
+    for (std::size_t len = 0; len <= n.size(); ++len) {
+      const std::string p = n.substr(0, len);
+      decoded += cuprof::decode_kernel_name(p).summary().size() > 0;
+      std::string doubled = p;
+      for (char& c : doubled)
+        if (c == 'x') c = '_';
+      (void)cuprof::decode_kernel_name(doubled).summary();
+      (void)cuprof::decode_kernel_name(p + "_99999999999999999999x99999999999999999999").summary();
+    }
+  }
+  CHECK(decoded > 0);
+  CHECK(cuprof::decode_kernel_name("").summary().empty());
+  CHECK(cuprof::decode_kernel_name("____").summary().empty());
+}
+
+// ---- distributions --------------------------------------------------------------
+
+TEST_CASE("stats: min, median, p95 and max") {
+  const cuprof::distribution d = cuprof::summarize({5, 1, 3});
+  CHECK(d.count == 3);
+  CHECK(d.min_ns == 1);
+  CHECK(d.median_ns == 3);
+  CHECK(d.p95_ns == 5);
+  CHECK(d.max_ns == 5);
+  CHECK(d.total_ns == 9);
+  CHECK(cuprof::summarize({10, 20, 30, 40}).median_ns == 25);
+  std::vector<std::uint64_t> hundred;
+  for (std::uint64_t i = 1; i <= 100; ++i) hundred.push_back(i);
+  CHECK(cuprof::summarize(hundred).p95_ns == 95);
+  CHECK(cuprof::summarize({7}).p95_ns == 7);
+  CHECK(cuprof::summarize({}).count == 0);
+}
+
+TEST_CASE("table: --stats columns give each row's per-call distribution") {
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(fixture("matmul_add_4096.json"));
+  const cuprof::event_averages avg = cuprof::key_averages(lt.t);
+  const cuprof::event_average* gemm =
+      avg.find("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", cuprof::row_kind::gpu_work);
+  REQUIRE(gemm != nullptr);
+  const cuprof::distribution d = gemm->cuda_distribution();
+  CHECK(d.count == 3);
+  CHECK(d.min_ns == 165952);
+  CHECK(d.median_ns == 166656);
+  CHECK(d.max_ns == 166752);
+  const cuprof::event_average* matmul = avg.find("matmul", cuprof::row_kind::cpu_scope);
+  REQUIRE(matmul != nullptr);
+  CHECK(matmul->cpu_distribution().min_ns == 21460);
+  CHECK(matmul->cpu_distribution().max_ns == 31518);
+
+  cuprof::table_options o;
+  o.sort_by = "cuda_time_total";
+  o.stats = true;
+  o.kernel_names = true;
+  const std::string table = avg.table(o);
+  CHECK(table.find("  CUDA median  ") != std::string::npos);
+  CHECK(table.find("GEMM sm90 bf16 256x128x64 4 stages cluster 1x2 coopA beta=0 NNT") != std::string::npos);
+  // Without the options, the table is torch's, unchanged.
+  CHECK(avg.table("cuda_time_total").find("CUDA median") == std::string::npos);
+}
+
+// ---- the reader -----------------------------------------------------------------
+
+TEST_CASE("reader: a torch.profiler trace gives torch's own table, character for character") {
+  for (const char* size : {"64", "4096"}) {
+    CAPTURE(size);
+    const std::string base = std::string("torch_matmul_add_") + size;
+    const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto(base + ".json"));
+    CHECK(lt.format == cuprof::trace_format::torch);
+    CHECK(lt.unmatched_annotations == 0);
+    const std::string ours = cuprof::key_averages(lt.t).table("cuda_time_total", 100);
+    CHECK(ours == slurp(kineto(base + ".txt")));
+    // The same through the command, and from the shared reference copy when it is there.
+    const cli_run r = cli({"table", kineto(base + ".json"), "--sort", "cuda_time_total"});
+    CHECK(r.rc == 0);
+    CHECK(r.out == slurp(kineto(base + ".txt")));
+    CHECK(r.err.empty());
+#ifdef CUPROF_TEST_SHARED_DIR
+    const std::string shared = std::string(CUPROF_TEST_SHARED_DIR) + "/reference/kineto-samples/" + base;
+    if (fs::exists(shared + ".json")) {
+      const cli_run s = cli({"table", shared + ".json", "--sort", "cuda_time_total"});
+      CHECK(s.out == slurp(shared + ".txt"));
+    }
+#endif
+  }
+}
+
+TEST_CASE("reader: rows of the torch tables, by name, count and times") {
+  // The 4096 case row by row, as torch printed them (kineto-samples/torch_matmul_add_4096.txt).
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto("torch_matmul_add_4096.json"));
+  const cuprof::event_averages avg = cuprof::key_averages(lt.t);
+  struct expected {
+    const char* name;
+    cuprof::row_kind kind;
+    std::uint64_t self_cpu, cpu_total, self_cuda, cuda_total, count;
+  };
+  const expected rows[] = {
+      {"matmul_add", cuprof::row_kind::gpu_annotation, 0, 0, 595328, 595328, 3},
+      {"ProfilerStep*", cuprof::row_kind::cpu_scope, 41279, 232967, 0, 580896, 3},
+      {"matmul_add", cuprof::row_kind::cpu_scope, 42861, 191688, 0, 580896, 3},
+      {"aten::matmul", cuprof::row_kind::cpu_scope, 5917, 113787, 0, 513440, 3},
+      {"aten::mm", cuprof::row_kind::cpu_scope, 74072, 107870, 513440, 513440, 3},
+      {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", cuprof::row_kind::gpu_work, 0, 0, 511072, 511072, 3},
+      {"aten::add", cuprof::row_kind::cpu_scope, 20154, 35040, 67456, 67456, 3},
+      {"Memset (Device)", cuprof::row_kind::gpu_work, 0, 0, 2368, 2368, 3},
+      {"cudaMemsetAsync", cuprof::row_kind::cuda_api, 15207, 15207, 0, 0, 3},
+      {"cuLaunchKernelEx", cuprof::row_kind::cuda_api, 18591, 18591, 0, 0, 3},
+      {"cudaLaunchKernel", cuprof::row_kind::cuda_api, 14886, 14886, 0, 0, 3},
+      {"cudaDeviceSynchronize", cuprof::row_kind::cuda_api, 397362, 397362, 0, 0, 1},
+  };
+  for (const expected& e : rows) {
+    CAPTURE(e.name);
+    const cuprof::event_average* r = avg.find(e.name, e.kind);
+    REQUIRE(r != nullptr);
+    CHECK(r->self_cpu_ns == e.self_cpu);
+    CHECK(r->cpu_total_ns == e.cpu_total);
+    CHECK(r->self_cuda_ns == e.self_cuda);
+    CHECK(r->cuda_total_ns == e.cuda_total);
+    CHECK(r->count == e.count);
+  }
+  CHECK(avg.rows().size() == 13);
+  CHECK(avg.self_cpu_time_total_ns() == 630329);
+  CHECK(avg.self_cuda_time_total_ns() == 580896);
+}
+
+TEST_CASE("reader: cuprof traces; the file's GPU annotations equal the ones attribution derives") {
+  for (const char* name : fixtures) {
+    CAPTURE(name);
+    cuprof::loaded_trace lt = cuprof::read_trace_file(fixture(name));
+    CHECK(lt.format == cuprof::trace_format::cuprof);
+    CHECK(lt.base_ns % 1000000000ull == 0);
+    CHECK(lt.t.meta.pid != 0);
+    CHECK_FALSE(lt.t.meta.devices.empty());
+    CHECK(lt.unmatched_annotations == 0);
+    CHECK(lt.t.meta.unmatched_gpu_records == 0);
+    for (const cuprof::gpu_activity& g : lt.t.gpu)
+      if (g.kind != cuprof::gpu_kind::sync) CHECK(cuprof::launching_span(lt.t, g) == lt.t.api_calls[g.api].parent);
+    const std::vector<cuprof::gpu_annotation> from_file = cuprof::gpu_annotations(lt.t);
+    lt.t.gpu_annotations_from_file = false;
+    for (cuprof::gpu_activity& g : lt.t.gpu) g.span = cuprof::no_index;  // attribution by thread and time only
+    const std::vector<cuprof::gpu_annotation> derived = cuprof::gpu_annotations(lt.t);
+    REQUIRE(from_file.size() == derived.size());
+    for (std::size_t i = 0; i < derived.size(); ++i) {
+      CHECK(from_file[i].span == derived[i].span);
+      CHECK(from_file[i].start_ns == derived[i].start_ns);
+      CHECK(from_file[i].end_ns == derived[i].end_ns);
+    }
+  }
+}
+
+TEST_CASE("reader: a trace read, written again and read back gives the same table") {
+  temp_dir dir;
+  for (const char* name : {"matmul_add_4096.json", "occupancy.json"}) {
+    CAPTURE(name);
+    const cuprof::loaded_trace first = cuprof::read_trace_file(fixture(name));
+    const std::string path = dir.file(std::string("again_") + name);
+    cuprof::export_chrome_trace(first.t, path);
+    const cuprof::loaded_trace second = cuprof::read_trace_file(path);
+    CHECK(cuprof::key_averages(second.t).table("cuda_time_total", -1) ==
+          cuprof::key_averages(first.t).table("cuda_time_total", -1));
+    CHECK(second.t.overhead.size() == first.t.overhead.size());
+  }
+}
+
+TEST_CASE("reader: gzip-compressed traces, and the JSON Array Format") {
+  temp_dir dir;
+  const std::string json = slurp(kineto("torch_matmul_add_64.json"));
+  write_gzip(dir.file("t.json.gz"), json);
+  const cuprof::loaded_trace gz = cuprof::read_trace_file(dir.file("t.json.gz"));
+  CHECK(cuprof::key_averages(gz.t).table("cuda_time_total", 100) == slurp(kineto("torch_matmul_add_64.txt")));
+  // gzip data under another name is still recognised by its magic bytes.
+  write_gzip(dir.file("t.json"), json);
+  CHECK(cuprof::read_trace_file(dir.file("t.json")).t.gpu.size() == gz.t.gpu.size());
+  // Two concatenated gzip members read as one stream.
+  write_gzip(dir.file("a.gz"), json.substr(0, 1000));
+  write_gzip(dir.file("b.gz"), json.substr(1000));
+  write_file(dir.file("ab.json.gz"), slurp(dir.file("a.gz")) + slurp(dir.file("b.gz")));
+  CHECK(cuprof::read_trace_file(dir.file("ab.json.gz")).t.gpu.size() == gz.t.gpu.size());
+
+  const cuprof::loaded_trace arr = cuprof::parse_trace(
+      R"([{"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 11, "dur": 1,
+           "args": {"correlation": 3}},
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 12.5, "dur": 0.25,
+           "args": {"correlation": 3, "stream": 7}}])",
+      "array");
+  REQUIRE(arr.t.gpu.size() == 1);
+  CHECK(arr.t.gpu[0].start_ns == 12500);
+  CHECK(arr.t.gpu[0].end_ns == 12750);
+  CHECK(cuprof::launching_span(arr.t, arr.t.gpu[0]) == 0);  // no External id: by the call's nesting
+}
+
+TEST_CASE("reader: timestamps convert from their decimal text without rounding error") {
+  std::int64_t ns = 0;
+  CHECK(cuprof::detail::reader::us_to_ns("4448316261137.712", ns));
+  CHECK(ns == 4448316261137712ll);
+  CHECK(cuprof::detail::reader::us_to_ns("1.5", ns));
+  CHECK(ns == 1500);
+  CHECK(cuprof::detail::reader::us_to_ns("0.0004", ns));
+  CHECK(ns == 0);
+  CHECK(cuprof::detail::reader::us_to_ns("0.0005", ns));
+  CHECK(ns == 1);
+  CHECK(cuprof::detail::reader::us_to_ns("-2", ns));
+  CHECK(ns == -2000);
+  CHECK(cuprof::detail::reader::us_to_ns("1.5e3", ns));
+  CHECK(ns == 1500000);
+  CHECK_FALSE(cuprof::detail::reader::us_to_ns("1e300", ns));
+  CHECK_FALSE(cuprof::detail::reader::us_to_ns("99999999999999999999", ns));
+}
+
+TEST_CASE("reader: malformed input throws cuprof::error with the place; nothing else escapes") {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "empty input"},
+      {"   ", "empty input"},
+      {"hello", "expected a JSON object"},
+      {"{}", "no \"traceEvents\""},
+      {"{\"traceEvents\": 5}", "\"traceEvents\" is a number, expected an array"},
+      {"{\"traceEvents\": [", "unexpected end of input"},
+      {"{\"traceEvents\": [1]}", "traceEvents[0] is a number, expected an object"},
+      {"{\"traceEvents\": []} x", "unexpected data after the end"},
+      {"{\"traceEvents\": [], }", "expected a string"},
+      {"{\"traceEvents\": [{\"ph\": 1}]}", "\"ph\" is a number, expected a string"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "1", "dur": 1, "pid": 0, "tid": 7}]})",
+       "\"ts\" is a string, expected a number"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "pid": 0, "tid": 7}]})", "has no \"dur\""},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": "GPU", "tid": 7}]})",
+       "\"pid\" is not an integer"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 7, "args": []}]})",
+       "\"args\" is an array"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 7,
+          "args": {"correlation": "x"}}]})",
+       "args \"correlation\" is a string"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 7,
+          "args": {"grid": [1, 2]}}]})",
+       "args \"grid\" is not an array of 3 integers"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "k", "ts": -5, "dur": 1, "pid": 0, "tid": 7}]})",
+       "before the epoch"},
+      {R"({"baseTimeNanoseconds": "soon", "traceEvents": []})", "\"baseTimeNanoseconds\" is not"},
+      {R"({"deviceProperties": {}, "traceEvents": []})", "\"deviceProperties\" is an object"},
+      {R"({"traceEvents": [{"ph": "X", "name": "bad\q"}]})", "invalid escape"},
+      {R"({"traceEvents": [{"ph": "X", "name": "\u12"}]})", "invalid \\u escape"},
+      {R"({"traceEvents": [{"a": 01}]})", "expected ',' or '}'"},
+      {R"({"traceEvents": [-]})", "invalid number"},
+      {R"({"traceEvents": [tru]})", "expected a value"},
+      {std::string("{\"traceEvents\": ") + std::string(100, '['), "nesting deeper than"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.first);
+    try {
+      (void)cuprof::parse_trace(b.first, "input.json");
+      FAIL("no error for this input");
+    } catch (const cuprof::error& e) {
+      const std::string what = e.what();
+      CHECK(what.rfind("cuprof: input.json", 0) == 0);
+      CHECK_MESSAGE(what.find(b.second) != std::string::npos, what);
+    }
+  }
+}
+
+TEST_CASE("reader: every truncation and many corruptions of a real trace either read or throw cuprof::error") {
+  for (const char* name : {"matmul_add_64.json", "occupancy.json"}) {
+    const std::string json = slurp(fixture(name));
+    std::size_t errors = 0, read = 0;
+    for (std::size_t len = 0; len < json.size(); len += 13) {
+      try {
+        (void)cuprof::parse_trace(std::string_view(json).substr(0, len), name);
+        ++read;
+      } catch (const cuprof::error&) {
+        ++errors;
+      }
+    }
+    CHECK(read == 0);  // the document is only complete at its last byte
+    CHECK(errors > 0);
+    std::uint64_t state = 42;
+    std::size_t corrupted_reads = 0;
+    for (int i = 0; i < 1500; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      std::string copy = json;
+      const std::size_t at = std::size_t(state >> 33) % copy.size();
+      static const char replacements[] = {'"', '{', '}', '[', ']', ',', ':', '-', '0', '9', '.', 'e', '\\', '\0', 'x'};
+      copy[at] = replacements[(state >> 20) % sizeof replacements];
+      try {
+        (void)cuprof::key_averages(cuprof::parse_trace(copy, name).t).table("cuda_time_total", -1);
+        ++corrupted_reads;
+      } catch (const cuprof::error&) {
+      }
+    }
+    CHECK(corrupted_reads > 0);  // many single-byte changes (inside names, digits) still read
+  }
+}
+
+TEST_CASE("reader: files that are not traces") {
+  temp_dir dir;
+  const auto fails = [](const std::string& path, const std::string& says) {
+    CAPTURE(path);
+    try {
+      (void)cuprof::read_trace_file(path);
+      FAIL("no error");
+    } catch (const cuprof::error& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(says) != std::string::npos, e.what());
+    }
+  };
+  fails(dir.file("missing.json"), "No such file or directory");
+  fails(dir.path.string(), "it is a directory");
+  fails("/dev/null", "not a regular file");
+  write_file(dir.file("empty.json"), "");
+  fails(dir.file("empty.json"), "is empty");
+  write_file(dir.file("one.json.gz"), "\x1f");
+  fails(dir.file("one.json.gz"), "ends in .gz but is not gzip data");
+  write_file(dir.file("magic.json.gz"), "\x1f\x8b");
+  fails(dir.file("magic.json.gz"), "truncated gzip data");
+  write_gzip(dir.file("full.gz"), slurp(fixture("matmul_add_64.json")));
+  write_file(dir.file("cut.json.gz"), slurp(dir.file("full.gz")).substr(0, 300));
+  fails(dir.file("cut.json.gz"), "truncated gzip data");
+  std::string damaged = slurp(dir.file("full.gz"));
+  for (std::size_t i = 20; i < 60; ++i) damaged[i] = char(0xA5);
+  write_file(dir.file("damaged.json.gz"), damaged);
+  fails(dir.file("damaged.json.gz"), "gzip");
+  write_gzip(dir.file("nothing.json.gz"), "");
+  fails(dir.file("nothing.json.gz"), "decompresses to nothing");
+}
+
+// ---- insights -------------------------------------------------------------------
+
+namespace {
+
+cuprof::insights insights_of(const std::string& path) {
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(path);
+  cuprof::insights_options o;
+  o.base_ns = lt.base_ns;
+  return cuprof::analyze(lt.t, o);
+}
+
+const cuprof::finding* find_finding(const cuprof::insights& in, const std::string& kind) {
+  for (const cuprof::finding& f : in.findings)
+    if (f.kind == kind) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("insights: matmul_add 64 is overhead-bound, 4096 compute-bound") {
+  const cuprof::insights small = insights_of(fixture("matmul_add_64.json"));
+  CHECK(small.verdict == cuprof::bound_verdict::overhead_bound);
+  CHECK(small.self_cpu_ns > 5 * small.self_cuda_ns);
+  CHECK(small.gpu_idle_share > 0.8);
+  const cuprof::insights big = insights_of(fixture("matmul_add_4096.json"));
+  CHECK(big.verdict == cuprof::bound_verdict::compute_bound);
+  CHECK(big.self_cuda_ns > big.self_cpu_ns);
+  CHECK(big.gpu_idle_share < 0.5);
+  // The same on torch's traces of the same workload; there the final sync is CPU time that is waiting.
+  const cuprof::insights torch_small = insights_of(kineto("torch_matmul_add_64.json"));
+  CHECK(torch_small.verdict == cuprof::bound_verdict::overhead_bound);
+  const cuprof::insights torch_big = insights_of(kineto("torch_matmul_add_4096.json"));
+  CHECK(torch_big.verdict == cuprof::bound_verdict::compute_bound);
+  CHECK(torch_big.sync_cpu_ns == 397362);
+  const cuprof::finding* sync = find_finding(torch_big, "synchronization");
+  REQUIRE(sync != nullptr);
+  CHECK(sync->headline.find("cudaDeviceSynchronize: 397.362us in 1 call, 63.0% of Self CPU time") != std::string::npos);
+}
+
+TEST_CASE("insights: the memset before the 4096 GEMM and the DtoD copy before the addmm GEMM") {
+  const cuprof::insights big = insights_of(fixture("matmul_add_4096.json"));
+  const cuprof::finding* memset = find_finding(big, "memset before GEMM");
+  REQUIRE(memset != nullptr);
+  CHECK(memset->headline ==
+        "Memset (Device) of 4 bytes right before the GEMM nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT, 3 times");
+  CHECK(memset->where == "ProfilerStep#2 > matmul_add > matmul, GPU 0 stream 7 at ts 510793.072us");
+  const cuprof::insights addmm = insights_of(fixture("linear_addmm.json"));
+  const cuprof::finding* copy = find_finding(addmm, "memcpy before GEMM");
+  REQUIRE(copy != nullptr);
+  CHECK(copy->headline.find("Memcpy DtoD (Device -> Device) of 128 KiB right before the GEMM "
+                            "nvjet_sm90_tst_64x8_64x16_1x2_h_badd_TNT, 3 times") == 0);
+  bool explained = false;
+  for (const std::string& d : copy->details) explained |= d.find("beta=1 GEMM") != std::string::npos;
+  CHECK(explained);
+  // No copy before the 64 GEMM, and none in the fused MLP's elementwise kernels.
+  CHECK(find_finding(insights_of(fixture("matmul_add_64.json")), "memset before GEMM") == nullptr);
+}
+
+TEST_CASE("insights: cold first step, occupancy queries, profiler overhead") {
+  const cuprof::insights small = insights_of(fixture("matmul_add_64.json"));
+  const cuprof::finding* cold = find_finding(small, "cold start");
+  REQUIRE(cold != nullptr);
+  CHECK(cold->headline.find("ProfilerStep#2 took 31.122us, 2.0x the median of the other steps (15.875us)") == 0);
+  REQUIRE_FALSE(cold->details.empty());
+  CHECK(cold->details[0].find("matmul: 18.058us from entering the scope to its first cuLaunchKernelEx") == 0);
+  CHECK(find_finding(insights_of(fixture("matmul_add_4096.json")), "cold start") == nullptr);
+
+  const cuprof::insights occ = insights_of(fixture("occupancy.json"));
+  const cuprof::finding* query = find_finding(occ, "occupancy query");
+  REQUIRE(query != nullptr);
+  CHECK(query->headline ==
+        "axpy_kernel(float, float const*, float*, unsigned long): cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags x2 "
+        "before 5 of 5 launches");
+  const cuprof::finding* first_call = find_finding(occ, "cold start");
+  REQUIRE(first_call != nullptr);
+  CHECK(first_call->headline.find("plan_and_launch took 2.609ms") == 0);
+  REQUIRE(find_finding(occ, "profiler overhead") != nullptr);
+  CHECK(find_finding(occ, "profiler overhead")->headline.find("Activity Buffer Request 2.371ms") != std::string::npos);
+  CHECK(find_finding(small, "occupancy query") == nullptr);
+}
+
+TEST_CASE("insights: an outlier kernel is named with its step; launch-to-start per kernel name") {
+  cuprof::trace t;
+  const cuprof::name_id step_names[4] = {t.names.intern("ProfilerStep#0"), t.names.intern("ProfilerStep#1"),
+                                         t.names.intern("ProfilerStep#2"), t.names.intern("ProfilerStep#3")};
+  const cuprof::name_id launch = t.names.intern("cudaLaunchKernel"), kernel = t.names.intern("my_kernel");
+  const std::uint64_t base = 1700000000000000000ull, start = base + 500000000ull;
+  const std::uint64_t durations[4] = {100000, 100000, 400000, 100000};
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    cuprof::cpu_span s;
+    s.start_ns = start + i * 1000000;
+    s.end_ns = s.start_ns + 50000;
+    s.name = step_names[i];
+    s.tid = 1;
+    s.id = i + 1;
+    s.is_step = true;
+    t.spans.push_back(s);
+    cuprof::api_call a;
+    a.start_ns = s.start_ns + 1000;
+    a.end_ns = a.start_ns + 5000;
+    a.name = launch;
+    a.tid = 1;
+    a.correlation = i + 10;
+    a.has_flow = true;
+    t.api_calls.push_back(a);
+    cuprof::gpu_activity g;
+    g.start_ns = a.start_ns + 8000 + i * 1000;
+    g.end_ns = g.start_ns + durations[i];
+    g.name = kernel;
+    g.correlation = i + 10;
+    g.stream = 7;
+    t.gpu.push_back(g);
+  }
+  cuprof::attribute(t);
+  const cuprof::insights in = cuprof::analyze(t);
+  CHECK(in.base_ns == base);
+  const cuprof::finding* outlier = find_finding(in, "outlier kernel");
+  REQUIRE(outlier != nullptr);
+  CHECK(outlier->headline == "my_kernel in ProfilerStep#2 took 400.000us, 4.0x its median 100.000us (4 calls)");
+  CHECK(outlier->where == "ProfilerStep#2, GPU 0 stream 7 at ts 502011.000us");
+  REQUIRE(in.kernels.size() == 1);
+  CHECK(in.kernels[0].launch_to_start.min_ns == 8000);
+  CHECK(in.kernels[0].launch_to_start.max_ns == 11000);
+  const cuprof::finding* latency = find_finding(in, "launch to start");
+  REQUIRE(latency != nullptr);
+  CHECK(latency->details[0] == "my_kernel: median 9.500us, max 11.000us (4)");
+}
+
+TEST_CASE("insights: a trace without GPU work, and an empty one") {
+  cuprof::trace t;
+  cuprof::cpu_span s;
+  s.start_ns = 1000;
+  s.end_ns = 5000;
+  s.name = t.names.intern("work");
+  t.spans.push_back(s);
+  CHECK(cuprof::analyze(t).verdict == cuprof::bound_verdict::no_gpu_work);
+  CHECK(cuprof::analyze(cuprof::trace{}).verdict == cuprof::bound_verdict::no_gpu_work);
+  CHECK_FALSE(cuprof::format_insights(cuprof::analyze(cuprof::trace{})).empty());
+}
+
+// ---- diff -------------------------------------------------------------------------
+
+TEST_CASE("diff: unfused vs fused MLP keeps the GEMMs and removes the two elementwise kernels") {
+  const cuprof::loaded_trace a = cuprof::read_trace_file(fixture("mlp_unfused.json"));
+  const cuprof::loaded_trace b = cuprof::read_trace_file(fixture("mlp_fused.json"));
+  const cuprof::trace_diff d = cuprof::diff_traces(a.t, b.t);
+  std::vector<std::string> same, removed, added;
+  for (const cuprof::gpu_work_change& c : d.gpu)
+    (c.status == cuprof::change_status::same ? same : c.status == cuprof::change_status::removed ? removed : added)
+        .push_back(c.name);
+  CHECK(same == std::vector<std::string>{"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT",
+                                         "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT", "Memset (Device)"});
+  REQUIRE(removed.size() == 2);
+  CHECK(removed[0].rfind("void ex::map_kernel<mul_op>", 0) == 0);
+  CHECK(removed[1].rfind("void ex::map_kernel<gelu_op>", 0) == 0);
+  REQUIRE(added.size() == 1);
+  CHECK(added[0].rfind("void ex::map_kernel<gelu_mul_op>", 0) == 0);
+  CHECK(d.count(cuprof::change_status::same, true) == 2);
+  CHECK(d.scopes_only_a == std::vector<std::string>{"gelu", "mul"});
+  CHECK(d.scopes_only_b == std::vector<std::string>{"gelu_mul"});
+  const std::string text = cuprof::format_diff(d);
+  CHECK(text.find("the GEMMs are unchanged (2 GEMM kernel names in both") != std::string::npos);
+  CHECK(text.find("2 other kernels removed and 1 added (fewer launches: fusion)") != std::string::npos);
+  CHECK(text.find("6 -> 3 calls, 27.220us -> 20.298us") != std::string::npos);  // cudaLaunchKernel
+}
+
+TEST_CASE("diff: a GEMM whose name changed says what changed") {
+  const auto one_kernel = [](const std::string& name) {
+    cuprof::trace t;
+    cuprof::gpu_activity g;
+    g.start_ns = 1000;
+    g.end_ns = 2000;
+    g.name = t.names.intern(name);
+    t.gpu.push_back(g);
+    return t;
+  };
+  const cuprof::trace_diff d = cuprof::diff_traces(one_kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"),
+                                                   one_kernel("nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT"));
+  REQUIRE(d.swaps.size() == 1);
+  const std::vector<std::string>& x = d.swaps[0].differences;
+  CHECK(x == std::vector<std::string>{"tile 256x128x64 -> 192x128x64", "stages 4 -> 5",
+                                      "schedule cooperative (coopA) -> cooperative (coopB)", "layout NNT -> TNT"});
+  CHECK(cuprof::format_diff(d).find("dispatcher picked different GEMMs") != std::string::npos);
+}
+
+// ---- the command ------------------------------------------------------------------
+
+TEST_CASE("cli: table, insights and diff on the acceptance traces") {
+  const cli_run small = cli({"insights", fixture("matmul_add_64.json")});
+  CHECK(small.rc == 0);
+  CHECK(small.out.find("Verdict: overhead-bound") != std::string::npos);
+  const cli_run big = cli({"insights", fixture("matmul_add_4096.json")});
+  CHECK(big.out.find("Verdict: compute-bound") != std::string::npos);
+  CHECK(big.out.find("[memset before GEMM] Memset (Device) of 4 bytes right before the GEMM "
+                     "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") != std::string::npos);
+  const cli_run addmm = cli({"insights", fixture("linear_addmm.json")});
+  CHECK(addmm.out.find("[memcpy before GEMM] Memcpy DtoD (Device -> Device)") != std::string::npos);
+  const cli_run diff = cli({"diff", fixture("mlp_unfused.json"), fixture("mlp_fused.json")});
+  CHECK(diff.rc == 0);
+  CHECK(diff.out.find("removed") != std::string::npos);
+  CHECK(diff.out.find("map_kernel<gelu_op>") != std::string::npos);
+  CHECK(diff.out.find("map_kernel<mul_op>") != std::string::npos);
+  const cli_run table = cli({"table", fixture("mlp_fused.json"), "--rows", "3", "--stats"});
+  CHECK(table.rc == 0);
+  CHECK(lines(table.out) == 3 + 3 + 1 + 2);  // separators and header, 3 rows, separator, footer
+  CHECK(table.out.find("CUDA p95") != std::string::npos);
+  const cli_run every = cli({"table", fixture("mlp_fused.json"), "--rows=all", "--sort=none"});
+  CHECK(every.rc == 0);
+  CHECK(every.out.find("ProfilerStep*") < every.out.find("cudaMemsetAsync"));  // first-occurrence order
+  for (const char* f : fixtures) {
+    CAPTURE(f);
+    for (const char* cmd : {"table", "insights"}) CHECK(cli({cmd, fixture(f)}).rc == 0);
+  }
+}
+
+TEST_CASE("cli: --help on every command, usage errors exit 2") {
+  for (const char* cmd : {"table", "insights", "diff"}) {
+    CAPTURE(cmd);
+    const cli_run r = cli({cmd, "--help"});
+    CHECK(r.rc == 0);
+    CHECK(r.out.rfind(std::string("usage: cuprof ") + cmd, 0) == 0);
+    CHECK(cli({"help", cmd}).out == r.out);
+  }
+  CHECK(cli({"--help"}).out.rfind("usage: cuprof <command>", 0) == 0);
+  CHECK(cli({"--version"}).out == "cuprof " CUPROF_VERSION_STRING "\n");
+  const std::vector<std::vector<std::string>> usage = {
+      {},
+      {"frobnicate"},
+      {"table"},
+      {"table", "a.json", "b.json"},
+      {"table", "a.json", "--bogus"},
+      {"table", "a.json", "--rows"},
+      {"table", "a.json", "--rows", "-7"},
+      {"table", "a.json", "--stats=yes"},
+      {"table", fixture("matmul_add_64.json"), "--sort", "fastest"},
+      {"insights"},
+      {"insights", "a.json", "--kernels", "x"},
+      {"diff", "a.json"},
+      {"diff", "a.json", "b.json", "c.json"},
+      {"help", "frobnicate"},
+  };
+  for (const auto& args : usage) {
+    std::string shown;
+    for (const auto& a : args) shown += a + " ";
+    CAPTURE(shown);
+    const cli_run r = cli(args);
+    CHECK(r.rc == 2);
+    CHECK(r.out.empty() == (args.empty() || args[0] != "help"));
+    CHECK((r.err.find("usage") != std::string::npos || r.err.rfind("cuprof: ", 0) == 0));
+  }
+  CHECK(cli({"table", fixture("matmul_add_64.json"), "--sort", "fastest"}).err.find("valid keys: cpu_time") !=
+        std::string::npos);
+}
+
+TEST_CASE("cli: malformed input exits 1 with one error line, for every command") {
+  temp_dir dir;
+  write_file(dir.file("empty.json"), "");
+  write_file(dir.file("truncated.json"), slurp(fixture("matmul_add_64.json")).substr(0, 4000));
+  write_file(dir.file("types.json"),
+             R"({"traceEvents": [{"ph": "X", "cat": "cuda_runtime", "name": "x", "ts": 1, "dur": 1, "pid": 1, "tid": [1]}]})");
+  write_file(dir.file("one.json.gz"), "\x1f");
+  const std::vector<std::string> inputs = {dir.file("empty.json"), dir.file("truncated.json"), dir.file("types.json"),
+                                           dir.path.string(),       dir.file("missing.json"),   dir.file("one.json.gz")};
+  for (const std::string& in : inputs) {
+    CAPTURE(in);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"table", in}, std::vector<std::string>{"insights", in},
+          std::vector<std::string>{"diff", fixture("mlp_fused.json"), in},
+          std::vector<std::string>{"diff", in, fixture("mlp_fused.json")}}) {
+      const cli_run r = cli(args);
+      CHECK(r.rc == 1);
+      CHECK(r.out.empty());
+      CHECK(r.err.rfind("cuprof: ", 0) == 0);
+      CHECK(lines(r.err) == 1);
+    }
+  }
+  CHECK(cli({"table", dir.file("types.json")}).err.find("\"tid\" is not an integer") != std::string::npos);
+}
