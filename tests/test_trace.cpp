@@ -944,12 +944,16 @@ TEST_CASE("export failures throw cuprof::error, leave no temporary file and keep
     const std::string target = (ro / "existing.json").string();
     const std::string fresh = (ro / "new.json.gz").string();
     const int rc = in_child([&] {
-      if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 10;
+      if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 77;  // cannot drop root
       const int a = export_must_fail(f.t, target, "Permission denied");
       if (a) return 20 + a;
       const int b = export_must_fail(f.t, fresh, "cannot create");
       return b ? 30 + b : 0;
     });
+    if (rc == 77) {
+      MESSAGE("running as root without the right to change user: skipped");
+      return;
+    }
     CHECK(rc == 0);
     CHECK(read_file(target) == "old");
     CHECK_FALSE(fs::exists(fresh));
