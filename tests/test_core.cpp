@@ -967,61 +967,6 @@ TEST_CASE("format helpers: time units with 3 decimals, percent with 2, NaN") {
   CHECK(format_share(0, 5) == "0.00%");
 }
 
-TEST_CASE("summarize: min, median, nearest-rank p95, max") {
-  const cuprof::distribution none = cuprof::summarize({});
-  CHECK(none.count == 0);
-  CHECK(none.max_ns == 0);
-  const cuprof::distribution one = cuprof::summarize({5});
-  CHECK(one.min_ns == 5);
-  CHECK(one.median_ns == 5);
-  CHECK(one.p95_ns == 5);
-  CHECK(one.max_ns == 5);
-  CHECK(one.total_ns == 5);
-  const cuprof::distribution four = cuprof::summarize({4, 1, 3, 2});  // unsorted on purpose
-  CHECK(four.min_ns == 1);
-  CHECK(four.median_ns == 2);  // (2 + 3) / 2 in integer ns
-  CHECK(four.p95_ns == 4);
-  CHECK(four.max_ns == 4);
-  CHECK(four.total_ns == 10);
-  std::vector<std::uint64_t> hundred, twenty;
-  for (std::uint64_t v = 100; v >= 1; --v) hundred.push_back(v);
-  for (std::uint64_t v = 1; v <= 20; ++v) twenty.push_back(v * 10);
-  const cuprof::distribution h = cuprof::summarize(hundred);
-  CHECK(h.count == 100);
-  CHECK(h.median_ns == 50);
-  CHECK(h.p95_ns == 95);
-  CHECK(cuprof::summarize(twenty).p95_ns == 190);  // rank ceil(0.95 * 20) = 19
-  CHECK(cuprof::median_of({7, 1, 3}) == 3);
-}
-
-TEST_CASE("opt-in stats columns: per-call min, median, p95, max; '-' where a row has no such time") {
-  builder b;
-  b.span("a", 0, 1000);
-  b.span("a", 2000, 4000);
-  b.span("a", 5000, 14000);
-  b.call("cudaLaunchKernel", 2100, 2200, 1);
-  b.gpu("k", 20000, 23000, 1);
-  cuprof::attribute(b.t);
-  const cuprof::event_averages avg = cuprof::key_averages(b.t);
-  cuprof::table_options o;
-  o.stats = true;
-  const std::string table = avg.table(o);
-  CHECK(table.find("     CPU min    CPU median       CPU p95       CPU max      CUDA min   CUDA median      CUDA p95      CUDA max  \n") !=
-        std::string::npos);
-  // a: CPU totals 1, 2, 9 us; CUDA totals 0, 3, 0 us.
-  CHECK(table.find("             3       1.000us       2.000us       9.000us       9.000us       0.000us       0.000us       3.000us       3.000us  \n") !=
-        std::string::npos);
-  // k: GPU work only: no CPU distribution.
-  CHECK(table.find("             1             -             -             -             -       3.000us       3.000us       3.000us       3.000us  \n") !=
-        std::string::npos);
-  // Without the option, torch's columns only.
-  CHECK(avg.table().find("CPU min") == std::string::npos);
-  const auto* row = avg.find("a", cuprof::row_kind::cpu_scope);
-  REQUIRE(row);
-  CHECK(row->cpu_distribution().median_ns == 2000);
-  CHECK(row->cuda_distribution().max_ns == 3000);
-}
-
 TEST_CASE("an empty trace gives an empty set of rows") {
   const cuprof::trace empty;
   const cuprof::event_averages avg = cuprof::key_averages(empty);
