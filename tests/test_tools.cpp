@@ -306,7 +306,7 @@ TEST_CASE("table: --stats columns give each row's per-call distribution") {
 // ---- the reader -----------------------------------------------------------------
 
 TEST_CASE("reader: a torch.profiler trace gives torch's own table, character for character") {
-  for (const char* size : {"64", "4096"}) {
+  for (const std::string size : {"64", "4096"}) {
     CAPTURE(size);
     const std::string base = std::string("torch_matmul_add_") + size;
     const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto(base + ".json"));
@@ -368,7 +368,7 @@ TEST_CASE("reader: rows of the torch tables, by name, count and times") {
 }
 
 TEST_CASE("reader: cuprof traces; the file's GPU annotations equal the ones attribution derives") {
-  for (const char* name : fixtures) {
+  for (const std::string name : fixtures) {
     CAPTURE(name);
     cuprof::loaded_trace lt = cuprof::read_trace_file(fixture(name));
     CHECK(lt.format == cuprof::trace_format::cuprof);
@@ -394,10 +394,10 @@ TEST_CASE("reader: cuprof traces; the file's GPU annotations equal the ones attr
 
 TEST_CASE("reader: a trace read, written again and read back gives the same table") {
   temp_dir dir;
-  for (const char* name : {"matmul_add_4096.json", "occupancy.json"}) {
+  for (const std::string name : {"matmul_add_4096.json", "occupancy.json"}) {
     CAPTURE(name);
     const cuprof::loaded_trace first = cuprof::read_trace_file(fixture(name));
-    const std::string path = dir.file(std::string("again_") + name);
+    const std::string path = dir.file("again_" + name);
     cuprof::export_chrome_trace(first.t, path);
     const cuprof::loaded_trace second = cuprof::read_trace_file(path);
     CHECK(cuprof::key_averages(second.t).table("cuda_time_total", -1) ==

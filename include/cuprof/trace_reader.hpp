@@ -529,11 +529,20 @@ class builder {
       }
       t.file_gpu_annotations.push_back(a);
     }
+    // The order gpu_annotations() gives: per lane by start, enclosing ones first,
+    // the shallower first when two cover the same work.
+    const auto depth = [&](std::uint32_t s) {
+      int d = 0;
+      for (; t.spans[s].parent != no_index; s = t.spans[s].parent) ++d;
+      return d;
+    };
     std::stable_sort(t.file_gpu_annotations.begin(), t.file_gpu_annotations.end(),
-                     [](const gpu_annotation& a, const gpu_annotation& b) {
+                     [&](const gpu_annotation& a, const gpu_annotation& b) {
                        if (a.device != b.device) return a.device < b.device;
                        if (a.stream != b.stream) return a.stream < b.stream;
-                       return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+                       if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+                       if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+                       return depth(a.span) < depth(b.span);
                      });
 
     // Threads and the window.
