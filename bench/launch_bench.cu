@@ -1,10 +1,12 @@
 // GPU-side targets of docs/performance.md, one mode per process so the
 // driver (bench/run_benchmarks.py) can interleave modes over repetitions:
 //   untraced      empty-kernel launches, nothing attached
-//   cupti         the minimal CUPTI tracer (bench/minimal_cupti_tracer.hpp)
+//   cupti         the minimal CUPTI tracer (bench/minimal_cupti_tracer.hpp): kernels, runtime
+//   cupti_driver  the same with the DRIVER domain too, the activity set cuprof needs
 //   cuprof        cuprof tracing everything: kernels, runtime and driver calls, flows, attribution
 //   cuprof_idle   cuprof running a schedule whose steps are all outside active windows
 //   cuprof_cycles cuprof with a repeating schedule, each cycle's trace written to disk (memory bound)
+//   cupti_idle    a CUPTI subscriber with no activity enabled: the anchor for cuprof_idle
 // Prints key=value lines: loop_ns (the launch loop, batch syncs included),
 // launch_ns (host time in the launch calls only), collect_ns (profiler start
 // to a stopped profiler whose trace is ready), events, rss_*_kb.
@@ -89,17 +91,24 @@ int main(int argc, char** argv) {
   const long rss_before = status_kb("VmRSS:");
   if (mode == "untraced") {
     t = launch_loop(launches, batch, [] {});
-  } else if (mode == "cupti") {
-    bench::minimal_cupti_tracer::start();  // warm: CUPTI's one-off start-up out of the timing
+  } else if (mode == "cupti" || mode == "cupti_driver") {
+    const bool with_driver = mode == "cupti_driver";
+    bench::minimal_cupti_tracer::start(with_driver);  // warm: CUPTI's one-off start-up out of the timing
     launch_loop(4096, batch, [] {});
     bench::minimal_cupti_tracer::stop();
     const std::uint64_t before = bench::minimal_cupti_tracer::records();
     const std::uint64_t c0 = now_ns();
-    bench::minimal_cupti_tracer::start();
+    bench::minimal_cupti_tracer::start(with_driver);
     t = launch_loop(launches, batch, [] {});
     bench::minimal_cupti_tracer::stop();
     collect_ns = now_ns() - c0;
     events = bench::minimal_cupti_tracer::records() - before;
+  } else if (mode == "cupti_idle") {
+    CUpti_SubscriberHandle subscriber;
+    if (cuptiSubscribe(&subscriber, [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}, nullptr) !=
+        CUPTI_SUCCESS)
+      return 3;
+    t = launch_loop(launches, batch, [] {});
   } else if (mode == "cuprof") {
     {
       cuprof::profile warm;  // CUPTI's one-off start-up out of the timing, as for the minimal tracer

@@ -14,7 +14,9 @@ namespace bench {
 
 class minimal_cupti_tracer {
  public:
-  static void start() {
+  // with_driver: also the DRIVER domain, the activity set cuprof needs (cuBLAS
+  // launches through the driver API); an anchor for what CUPTI itself costs.
+  static void start(bool with_driver = false) {
     static bool registered = false;
     if (!registered) {
       check(cuptiActivityRegisterCallbacks(&requested, &completed), "cuptiActivityRegisterCallbacks");
@@ -22,10 +24,12 @@ class minimal_cupti_tracer {
     }
     check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernel");
     check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable runtime");
+    if (with_driver) check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enable driver");
   }
   static void stop() {
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
   static std::uint64_t records() { return count().load(); }

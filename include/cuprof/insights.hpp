@@ -281,6 +281,16 @@ class analyzer {
       }
     }
     if (open) in_.gpu_busy_ns += cur_e - cur_s;
+    // The union as intervals, for the overlap of synchronizations with GPU work.
+    open = false;
+    for (const auto& b : busy) {
+      if (!open || b.first > busy_union_.back().second) {
+        busy_union_.push_back(b);
+        open = true;
+      } else {
+        busy_union_.back().second = std::max(busy_union_.back().second, b.second);
+      }
+    }
     const std::uint64_t window = hi - lo;
     in_.gpu_idle_share = window ? 1.0 - double(in_.gpu_busy_ns) / double(window) : 0.0;
 
@@ -332,7 +342,9 @@ class analyzer {
         series.push_back(entry.second);
       }
     }
+    std::size_t reported = 0;
     for (const std::vector<std::uint32_t>& s : series) {
+      if (reported >= o_.max_items) break;
       const cpu_span& first = t_.spans[s[0]];
       std::vector<std::uint64_t> rest;
       for (std::size_t i = 1; i < s.size(); ++i) rest.push_back(t_.spans[s[i]].end_ns - t_.spans[s[i]].start_ns);
@@ -410,6 +422,7 @@ class analyzer {
           "usual causes: cuBLAS heuristics and workspace allocation, lazy module loading, first-touch allocations; "
           "warm up before profiling (or use the schedule's warmup)");
       add(std::move(f));
+      ++reported;
     }
   }
 
@@ -437,7 +450,7 @@ class analyzer {
       const gpu_activity& n = t_.gpu[order[k + 1]];
       if ((c.kind != gpu_kind::memcpy && c.kind != gpu_kind::memset) || n.kind != gpu_kind::kernel) continue;
       if (c.device != n.device || c.stream != n.stream) continue;
-      if (!decode_kernel_name(t_.names.str(n.name)).is_gemm()) continue;
+      if (!gemm_name(n.name)) continue;
       const std::string call = c.api != no_index ? t_.names.str(t_.api_calls[c.api].name) : std::string();
       auto key = std::make_tuple(t_.names.str(c.name), c.bytes, t_.names.str(n.name), call);
       auto [it, inserted] = groups.try_emplace(key, group{{}, {}, order[k + 1]});
@@ -653,27 +666,17 @@ class analyzer {
       f.kind = "synchronization";
       f.headline = entry.first + ": " + us(entry.second.first) + " in " + std::to_string(entry.second.second.size()) +
                    (entry.second.second.size() == 1 ? " call, " : " calls, ") + percent(share) + " of Self CPU time";
-      // How much GPU work ran while the CPU waited.
+      // How much GPU work ran while the CPU waited (overlap with the busy union).
       std::uint64_t covered = 0, waited = 0;
       for (std::uint32_t i : entry.second.second) {
         const api_call& a = t_.api_calls[i];
         waited += a.end_ns - a.start_ns;
-        std::vector<std::pair<std::uint64_t, std::uint64_t>> parts;
-        for (const gpu_activity& g : t_.gpu)
-          if (g.kind != gpu_kind::sync && g.start_ns < a.end_ns && g.end_ns > a.start_ns)
-            parts.emplace_back(std::max(g.start_ns, a.start_ns), std::min(g.end_ns, a.end_ns));
-        std::sort(parts.begin(), parts.end());
-        std::uint64_t s = 0, e = 0;
-        bool open = false;
-        for (const auto& p : parts) {
-          if (!open || p.first > e) {
-            if (open) covered += e - s;
-            s = p.first, e = p.second, open = true;
-          } else {
-            e = std::max(e, p.second);
-          }
-        }
-        if (open) covered += e - s;
+        auto it = std::lower_bound(busy_union_.begin(), busy_union_.end(), a.start_ns,
+                                   [](const std::pair<std::uint64_t, std::uint64_t>& x, std::uint64_t v) {
+                                     return x.second <= v;
+                                   });
+        for (; it != busy_union_.end() && it->first < a.end_ns; ++it)
+          covered += std::min(it->second, a.end_ns) - std::max(it->first, a.start_ns);
       }
       const double busy = waited ? double(covered) / double(waited) : 0.0;
       f.details.push_back("the GPU was busy " + percent(busy) + " of that wait (" + us(covered) + " of work)" +
@@ -725,6 +728,14 @@ class analyzer {
   std::vector<std::uint64_t> first_child_;
   std::vector<name_id> first_child_name_;
   std::vector<std::vector<std::uint32_t>> instances_;  // per kernels[] entry: indices into trace::gpu
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> busy_union_;  // GPU work, merged, in time order
+  std::unordered_map<name_id, bool> is_gemm_;
+
+  bool gemm_name(name_id n) {
+    auto it = is_gemm_.find(n);
+    if (it == is_gemm_.end()) it = is_gemm_.emplace(n, decode_kernel_name(t_.names.str(n)).is_gemm()).first;
+    return it->second;
+  }
 };
 
 }  // namespace detail::insight

@@ -29,6 +29,8 @@
 #include "table.hpp"
 #include "trace.hpp"
 
+#include <malloc.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -67,6 +69,14 @@ inline const clock_sample& clock_anchor() {
 inline bool records(profiler_action a) noexcept { return a != profiler_action::none; }
 inline bool is_active(profiler_action a) noexcept {
   return a == profiler_action::record || a == profiler_action::record_and_save;
+}
+
+// Staging grows on CUPTI's worker thread and is freed on the application
+// thread; glibc keeps such memory in its arenas unless asked to give it back.
+inline void return_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
 }
 
 // Only one profile records at a time: scopes and CUPTI are process-wide.
@@ -122,6 +132,7 @@ class profile {
       tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
       tracer_->trim_buffers();
     }
+    detail::return_free_memory();
     running_ = false;
     detail::g_running_profile.store(nullptr);
   }
@@ -256,6 +267,7 @@ class profile {
       pending_.pop_front();
       report_drops(*last_);
       if (options_.on_trace_ready) options_.on_trace_ready(*this);
+      detail::return_free_memory();
     }
     if (!detail::records(action_) && tracer_) tracer_->disable();
   }

@@ -20,6 +20,7 @@
 #include "trace.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -644,7 +645,11 @@ class builder {
 
 // The bytes of a gzip (or zlib) stream, all members; throws on damage.
 inline std::string gunzip(const std::string& in, const std::string& source) {
-  constexpr std::uint64_t limit = 64ull << 30;  // far beyond any trace; stops a decompression bomb
+  // Far beyond any real trace, below what the machine holds: a decompression
+  // bomb is refused instead of exhausting memory.
+  std::uint64_t limit = 64ull << 30;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) limit = std::min<std::uint64_t>(limit, std::uint64_t(pages) * std::uint64_t(page) / 2);
   std::string out;
   z_stream z;
   std::memset(&z, 0, sizeof z);
@@ -665,8 +670,10 @@ inline std::string gunzip(const std::string& in, const std::string& source) {
     out.append(buf, sizeof buf - z.avail_out);
     if (out.size() > limit) {
       inflateEnd(&z);
-      throw error(source + ": decompresses to more than 64 GiB; refusing");
+      throw error(source + ": decompresses to more than " + std::to_string(limit >> 20) +
+                  " MiB (half the memory); refusing");
     }
+    const bool progress = given != z.avail_in || z.avail_out != sizeof buf;
     if (rc == Z_STREAM_END) {
       // Another member may follow (concatenated gzip files); trailing zeros are padding.
       std::size_t rest = consumed;
@@ -676,12 +683,15 @@ inline std::string gunzip(const std::string& in, const std::string& source) {
       consumed = rest;
       continue;
     }
-    if (rc == Z_OK) continue;
-    if (rc == Z_BUF_ERROR && consumed >= in.size() && z.avail_out != 0) {
+    if ((rc == Z_OK || rc == Z_BUF_ERROR) && consumed >= in.size() && z.avail_out != 0) {
       inflateEnd(&z);
       throw error(source + ": truncated gzip data");
     }
-    if (rc == Z_BUF_ERROR) continue;
+    if ((rc == Z_OK || rc == Z_BUF_ERROR) && progress) continue;
+    if (rc == Z_OK || rc == Z_BUF_ERROR) {  // no progress with input and room left: stop rather than spin
+      inflateEnd(&z);
+      throw error(source + ": not valid gzip data");
+    }
     const std::string msg = z.msg ? z.msg : "invalid data";
     inflateEnd(&z);
     throw error(source + ": not valid gzip data (" + msg + ")");
