@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
   launch_loop(4096, batch, [] {});  // module load, first-launch costs
 
   loop_times t;
-  std::uint64_t collect_ns = 0, events = 0;
+  std::uint64_t collect_ns = 0, events = 0, dropped = 0;
+  std::size_t kernels = 0;
   const long rss_before = status_kb("VmRSS:");
   if (mode == "untraced") {
     t = launch_loop(launches, batch, [] {});
@@ -124,6 +126,9 @@ int main(int argc, char** argv) {
     collect_ns = now_ns() - c0;
     const cuprof::trace& tr = prof.last_trace();
     events = tr.api_calls.size() + tr.gpu.size() + tr.spans.size();
+    dropped = tr.meta.dropped_gpu_records;
+    kernels = std::size_t(std::count_if(tr.gpu.begin(), tr.gpu.end(),
+                                        [](const cuprof::gpu_activity& g) { return g.kind == cuprof::gpu_kind::kernel; }));
   } else if (mode == "cuprof_idle") {
     cuprof::profile_options o;
     o.schedule = cuprof::schedule(/*wait*/ 1, /*warmup*/ 1, /*active*/ 1, /*repeat*/ 1, /*skip_first*/ 1 << 30);
@@ -154,6 +159,7 @@ int main(int argc, char** argv) {
   std::printf("mode=%s\nlaunches=%ld\nloop_ns=%llu\nlaunch_ns=%llu\ncollect_ns=%llu\nevents=%llu\n", mode.c_str(),
               launches, (unsigned long long)t.loop_ns, (unsigned long long)t.launch_ns,
               (unsigned long long)collect_ns, (unsigned long long)events);
+  std::printf("dropped=%llu\nkernels=%zu\n", (unsigned long long)dropped, kernels);
   std::printf("rss_before_kb=%ld\nrss_after_kb=%ld\nrss_peak_kb=%ld\n", rss_before, status_kb("VmRSS:"),
               status_kb("VmHWM:"));
   return 0;

@@ -46,18 +46,26 @@ struct cupti_library {
 
   // Empty on success, otherwise why CUPTI cannot be used.
   std::string load() {
+    // An explicit CUPROF_CUPTI_LIBRARY is the only one tried.
     const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY");
-    std::vector<std::string> candidates = {forced ? forced : "", "libcupti.so.13", "libcupti.so"};
-    for (const char* root_var : {"CUDA_HOME", "CUDA_PATH"}) {
-      if (const char* root = std::getenv(root_var)) {
-        candidates.push_back(std::string(root) + "/extras/CUPTI/lib64/libcupti.so.13");
-        candidates.push_back(std::string(root) + "/lib64/libcupti.so.13");
+    std::vector<std::string> candidates;
+    if (forced && *forced) {
+      candidates.push_back(forced);
+    } else {
+      candidates = {"libcupti.so.13", "libcupti.so"};
+      for (const char* root_var : {"CUDA_HOME", "CUDA_PATH"}) {
+        if (const char* root = std::getenv(root_var)) {
+          candidates.push_back(std::string(root) + "/extras/CUPTI/lib64/libcupti.so.13");
+          candidates.push_back(std::string(root) + "/lib64/libcupti.so.13");
+        }
       }
+      candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
+      candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
     }
-    candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
-    candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
     void* lib = open_first(candidates);
-    if (!lib) return "libcupti.so.13 could not be loaded (set CUPROF_CUPTI_LIBRARY to its path)";
+    if (!lib)
+      return forced && *forced ? "CUPROF_CUPTI_LIBRARY=" + std::string(forced) + " could not be loaded (" + ::dlerror() + ")"
+                               : "libcupti.so.13 could not be loaded (set CUPROF_CUPTI_LIBRARY to its path)";
     const bool ok = bind(lib, get_version, "cuptiGetVersion") && bind(lib, get_result_string, "cuptiGetResultString") &&
                     bind(lib, get_callback_name, "cuptiGetCallbackName") && bind(lib, subscribe, "cuptiSubscribe_v2") &&
                     bind(lib, set_thread_id_type, "cuptiSetThreadIdType") &&
