@@ -102,6 +102,9 @@ class profile {
   // Starts recording (or the schedule's first step). Calling it while running
   // does nothing but say so.
   void start() {
+#ifdef CUPROF_DISABLE
+    return;  // compiled out: no recording, no CUPTI
+#endif
     if (running_) return detail::log_line("start() called on a running profiler; ignored");
     const void* expected = nullptr;
     if (!detail::g_running_profile.compare_exchange_strong(expected, this))
@@ -118,6 +121,7 @@ class profile {
 
   // Ends the current window (its trace goes to on_trace_ready), waits for the
   // GPU work it launched, and switches tracing off. Does nothing when stopped.
+  // An exception from on_trace_ready propagates, after the profiler stopped.
   void stop() {
     if (!running_) return;
     close_step_scope();
@@ -126,15 +130,11 @@ class profile {
       tracer_->sync_devices();
       tracer_->flush(true);
     }
+    struct stopped_anyway {
+      profile& p;
+      ~stopped_anyway() { p.release(); }
+    } release_on_exit{*this};
     finalize_ready(true);
-    if (tracer_) {
-      tracer_->disable();
-      tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
-      tracer_->trim_buffers();
-    }
-    detail::return_free_memory();
-    running_ = false;
-    detail::g_running_profile.store(nullptr);
   }
 
   // Marks a step boundary; drives the schedule. Without a schedule it only counts.
@@ -177,6 +177,20 @@ class profile {
     detail::tick_converter clock;
     std::uint64_t give_up_at_ns = 0;
   };
+
+  // Tracing off and the process-wide slot free: the end of stop(), also when
+  // a handler threw. Windows not yet handed over are dropped.
+  void release() noexcept {
+    pending_.clear();
+    if (tracer_) {
+      tracer_->disable();
+      tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
+      tracer_->trim_buffers();
+    }
+    detail::return_free_memory();
+    running_ = false;
+    detail::g_running_profile.store(nullptr);
+  }
 
   void open_cuda() {
     std::string why;

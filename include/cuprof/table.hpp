@@ -94,6 +94,22 @@ class event_averages {
 
 namespace detail {
 
+// Widths and cuts count characters, as torch's (Python) layout does, and a cut
+// never splits a multi-byte UTF-8 character.
+inline std::size_t utf8_length(std::string_view s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+inline std::string utf8_prefix(std::string_view s, std::size_t characters) {
+  std::size_t i = 0;
+  for (std::size_t seen = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == characters) break;
+  }
+  return std::string(s.substr(0, i));
+}
+
 inline std::string format_time_us(double us) {
   char buf[48];
   if (us >= 1e6) std::snprintf(buf, sizeof buf, "%.3fs", us / 1e6);
@@ -167,7 +183,7 @@ inline std::string event_averages::table(const table_options& options) const {
   const bool has_cuda = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
   const int max_name = options.max_name_column_width;
   std::size_t longest = 0;
-  for (const auto& r : rows_) longest = std::max(longest, r.key.size());
+  for (const auto& r : rows_) longest = std::max(longest, detail::utf8_length(r.key));
   const int name_width = std::min(int(longest) + 4, max_name);
 
   std::vector<int> widths = {name_width, 12, 12, 12, 12, 12};
@@ -206,7 +222,8 @@ inline std::string event_averages::table(const table_options& options) const {
   // The kernel column is left-aligned, like torch's Source Location.
   const auto row_line = [&](const std::vector<std::string>& cells, const std::string* kernel) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
-      if (int(cells[i].size()) < widths[i]) out.append(std::size_t(widths[i]) - cells[i].size(), ' ');
+      const std::size_t shown = detail::utf8_length(cells[i]);
+      if (int(shown) < widths[i]) out.append(std::size_t(widths[i]) - shown, ' ');
       out += cells[i];
       out += "  ";
     }
@@ -245,7 +262,8 @@ inline std::string event_averages::table(const table_options& options) const {
   for (std::size_t row = 0; row < rows.size(); ++row) {
     const event_average* r = rows[row];
     std::string name = r->key;
-    if (max_name > 3 && name.size() >= std::size_t(max_name - 3)) name = name.substr(0, std::size_t(max_name - 3)) + "...";
+    if (max_name > 3 && detail::utf8_length(name) >= std::size_t(max_name - 3))
+      name = detail::utf8_prefix(name, std::size_t(max_name - 3)) + "...";
     const double self_cpu = double(r->self_cpu_ns) / 1000.0, cpu_total = double(r->cpu_total_ns) / 1000.0;
     std::vector<std::string> cells = {name,
                                       detail::format_share(self_cpu, total_cpu),

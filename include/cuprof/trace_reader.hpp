@@ -322,20 +322,22 @@ class builder {
                      (f->is_number() ? " (" + f->text + ")" : std::string()) + ", expected an integer"));
       return x;
     };
+    // Older Kineto versions spell it "external id".
+    const auto external_id = [&]() { return arg_int("External id", arg_int("external id", -1)); };
 
     ++out_.used;
     switch (c) {
       case category::span: {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
         note_cpu_pid(pid);
-        spans_.push_back({start, end, name->text, std::uint32_t(tid), arg_int("External id", -1), spans_.size()});
+        spans_.push_back({start, end, name->text, std::uint32_t(tid), external_id(), spans_.size()});
         break;
       }
       case category::runtime:
       case category::driver: {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
         note_cpu_pid(pid);
-        raw_call call{start, end, name->text, std::uint32_t(tid), arg_int("External id", -1),
+        raw_call call{start, end, name->text, std::uint32_t(tid), external_id(),
                       arg_int("correlation", -1), arg_int("cbid", 0),
                       c == category::driver ? api_domain::driver : api_domain::runtime};
         calls_.push_back(std::move(call));
@@ -359,7 +361,7 @@ class builder {
         if (stream < 0) stream = g.kind == gpu_kind::sync && tid >= 1000000 ? tid - 1000000 : (stream == -1 ? 0 : tid);
         g.stream = std::uint32_t(stream);
         g.context = std::uint32_t(std::max<std::int64_t>(0, arg_int("context", 0)));
-        g.ext = arg_int("External id", -1);
+        g.ext = external_id();
         g.correlation = arg_int("correlation", -1);
         g.bytes = std::uint64_t(std::max<std::int64_t>(0, arg_int("bytes", 0)));
         if (g.kind == gpu_kind::memcpy) g.subkind = memcpy_kind_of(name->text);
@@ -395,7 +397,7 @@ class builder {
       }
       case category::gpu_annotation: {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
-        annotations_.push_back({start, end, name->text, std::uint32_t(pid), std::uint32_t(tid), arg_int("External id", -1)});
+        annotations_.push_back({start, end, name->text, std::uint32_t(pid), std::uint32_t(tid), external_id()});
         break;
       }
       case category::overhead:

@@ -38,6 +38,9 @@ inline void finish_environment_profile() {
 }
 
 inline bool start_environment_profile() {
+#ifdef CUPROF_DISABLE
+  return false;
+#endif
   const char* path = std::getenv("CUPROF_TRACE");
   if (!path || !*path || environment_profile()) return false;
   profile_options options;

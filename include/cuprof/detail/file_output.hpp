@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -29,7 +30,9 @@ class atomic_file {
     struct stat st;
     if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
       throw error("cannot write '" + path_ + "': it exists and is not a regular file");
-    tmp_path_ = path_ + ".tmp." + std::to_string(::getpid());
+    // Unique per export, so concurrent exports to one path each write their own file.
+    static std::atomic<unsigned> exports{0};
+    tmp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(exports.fetch_add(1));
     errno = 0;
     if (gzip_) {
       gz_ = gzopen(tmp_path_.c_str(), "wb1");
