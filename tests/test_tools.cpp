@@ -429,6 +429,18 @@ TEST_CASE("reader: gzip-compressed traces, and the JSON Array Format") {
            "args": {"correlation": 3, "stream": 7}}])",
       "array");
   REQUIRE(arr.t.gpu.size() == 1);
+  // Older Kineto traces: capitalised categories and "external id".
+  const cuprof::loaded_trace old = cuprof::parse_trace(
+      R"({"traceEvents": [{"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+                           "args": {"External id": 4}},
+                          {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 11, "dur": 1,
+                           "args": {"correlation": 3, "external id": 4}},
+                          {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 2,
+                           "args": {"correlation": 3, "external id": 4}}]})",
+      "old");
+  REQUIRE(old.t.gpu.size() == 1);
+  CHECK(old.t.gpu[0].span == 0);
+  CHECK(cuprof::key_averages(old.t).find("aten::mm", cuprof::row_kind::cpu_scope)->self_cuda_ns == 2000);
   CHECK(arr.t.gpu[0].start_ns == 12500);
   CHECK(arr.t.gpu[0].end_ns == 12750);
   CHECK(cuprof::launching_span(arr.t, arr.t.gpu[0]) == 0);  // no External id: by the call's nesting
