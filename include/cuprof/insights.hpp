@@ -480,8 +480,14 @@ class analyzer {
                    std::to_string(gr.copies.size()) + (gr.copies.size() == 1 ? " time" : " times");
       std::string launched = call.empty() ? std::string("its launching call is not in the trace")
                                           : "launched by " + call + " (median " + us(median_of(call_durs)) + " on the CPU)";
-      const std::uint32_t scope = launching_span(t_, c);
-      if (scope != no_index) launched += " in " + t_.names.str(t_.spans[scope].name);
+      std::vector<std::string> scopes;  // the scopes that launched them, in first-seen order
+      for (std::uint32_t i : gr.copies) {
+        const std::uint32_t scope = launching_span(t_, t_.gpu[i]);
+        if (scope == no_index) continue;
+        const std::string& n = t_.names.str(t_.spans[scope].name);
+        if (std::find(scopes.begin(), scopes.end(), n) == scopes.end()) scopes.push_back(n);
+      }
+      for (std::size_t i = 0; i < scopes.size() && i < o_.max_items; ++i) launched += (i ? ", " : " in ") + scopes[i];
       f.details.push_back(us(median_of(durs)) + " median on the GPU, " + us(median_of(gr.gaps)) +
                           " median gap to the GEMM; " + launched);
       if (c.kind == gpu_kind::memset && c.bytes <= 64)
