@@ -75,7 +75,7 @@ int main() {
 
   // The table and the trace writer still work on what (not) was recorded.
   cuprof::profile idle;
-  check(idle.key_averages().table().find("Self CPU time total") != std::string::npos, "table() still works");
+  check(idle.key_averages().table().empty(), "table() of nothing is empty, as torch's");
   check(cuprof::chrome_trace_json(idle.last_trace()).find("\"traceEvents\"") != std::string::npos,
         "chrome_trace_json() still works");
 

@@ -38,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace cuprof {
@@ -139,6 +140,9 @@ class profile {
 
   // Marks a step boundary; drives the schedule. Without a schedule it only counts.
   void step() {
+#ifdef CUPROF_DISABLE
+    return;
+#endif
     if (!running_) return detail::log_line("step() called on a profiler that is not running; ignored");
     if (!options_.schedule) {
       ++step_num_;
@@ -277,6 +281,7 @@ class profile {
         tracer_->fill_metadata(w.collected->meta);
       }
       attribute(*w.collected);
+      name_api_threads(*w.collected);
       last_ = std::move(w.collected);
       pending_.pop_front();
       report_drops(*last_);
@@ -284,6 +289,14 @@ class profile {
       detail::return_free_memory();
     }
     if (!detail::records(action_) && tracer_) tracer_->disable();
+  }
+
+  // Threads that made CUDA calls but opened no scope still get a named lane.
+  static void name_api_threads(trace& t) {
+    std::set<std::uint32_t> named;
+    for (const thread_info& th : t.meta.threads) named.insert(th.tid);
+    for (const api_call& c : t.api_calls)
+      if (named.insert(c.tid).second) t.meta.threads.push_back({c.tid, detail::thread_name_of_tid(c.tid)});
   }
 
   static void report_drops(const trace& t) {

@@ -168,6 +168,7 @@ inline sort_value find_sort_key(const std::string& key) {
 }  // namespace detail
 
 inline std::string event_averages::table(const table_options& options) const {
+  if (rows_.empty()) return {};  // as torch
   std::vector<const event_average*> rows;
   for (const auto& r : rows_) rows.push_back(&r);
   std::stable_sort(rows.begin(), rows.end(), [](const event_average* a, const event_average* b) {

@@ -25,6 +25,14 @@ inline std::string process_name() {
   return name.empty() ? "process" : name;
 }
 
+// The name of a thread of this process from /proc (empty once it exited).
+inline std::string thread_name_of_tid(std::uint32_t tid) {
+  std::ifstream comm("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
+}
+
 inline int env_int(std::initializer_list<const char*> names, int fallback) {
   for (const char* n : names) {
     const char* v = std::getenv(n);
