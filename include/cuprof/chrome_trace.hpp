@@ -6,11 +6,15 @@
 #include "config.hpp"
 #include "detail/file_output.hpp"
 #include "detail/json.hpp"
+#include "detail/log.hpp"
 #include "event.hpp"
 #include "trace.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -397,6 +401,7 @@ class chrome_trace_writer {
 struct export_result {
   std::string path;
   std::size_t events = 0;
+  std::uint64_t bytes = 0;  // on disk (compressed for .gz)
 };
 
 namespace detail {
@@ -482,6 +487,13 @@ inline export_result export_chrome_trace(const trace& t, const std::string& path
     writer.finish();
   }
   file.commit();
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) r.bytes = std::uint64_t(st.st_size);
+  char size[32];
+  std::snprintf(size, sizeof size, "%.1f MB", double(r.bytes) / 1e6);
+  const std::uint64_t dropped = t.meta.dropped_gpu_records + t.meta.dropped_cpu_events;
+  detail::log_info("trace written to " + path + " (" + std::to_string(r.events) + " events, " + size + ", " +
+                   std::to_string(dropped) + " dropped records)");
   return r;
 }
 

@@ -205,7 +205,7 @@ class profile {
       std::call_once(said, [&] { detail::log_line("CUDA tracing is off: " + why + "; recording the CPU side only"); });
     } else {
       static std::once_flag said;
-      std::call_once(said, [&] { detail::log_info("tracing CUDA (" + tracer_->describe() + ")"); });
+      std::call_once(said, [&] { detail::log_info("tracing CUDA: " + tracer_->describe()); });
     }
   }
 

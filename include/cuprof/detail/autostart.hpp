@@ -26,8 +26,7 @@ inline void finish_environment_profile() {
   const char* path = std::getenv("CUPROF_TRACE");
   try {
     p->stop();
-    const export_result r = p->export_chrome_trace(path ? path : "cuprof.pt.trace.json");
-    log_line("trace written to " + r.path + " (" + std::to_string(r.events) + " events)");
+    p->export_chrome_trace(path ? path : "cuprof.pt.trace.json");
     const char* table = std::getenv("CUPROF_TABLE");
     if (!table || std::strcmp(table, "0") != 0)
       std::fprintf(stderr, "%s", p->key_averages().table("self_cuda_time_total", 30).c_str());

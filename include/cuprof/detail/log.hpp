@@ -1,5 +1,6 @@
 // cuprof's messages: one line each, on stderr, prefixed "cuprof: ".
-// Warnings always print; information only with CUPROF_VERBOSE=1.
+// Warnings always print. Information is two lines, one when CUDA tracing
+// starts and one per trace written; CUPROF_QUIET=1 silences them.
 #pragma once
 
 #include <cstdio>
@@ -10,16 +11,13 @@ namespace cuprof::detail {
 
 inline void log_line(const std::string& message) { std::fprintf(stderr, "cuprof: %s\n", message.c_str()); }
 
-inline bool verbose() {
-  static const bool on = [] {
-    const char* v = std::getenv("CUPROF_VERBOSE");
-    return v && *v && *v != '0';
-  }();
-  return on;
+inline bool quiet() {
+  const char* v = std::getenv("CUPROF_QUIET");
+  return v && *v && *v != '0';
 }
 
 inline void log_info(const std::string& message) {
-  if (verbose()) log_line(message);
+  if (!quiet()) log_line(message);
 }
 
 }  // namespace cuprof::detail

@@ -125,10 +125,11 @@ class tracer {
     meta.devices = devices_;
   }
 
+  // "NVIDIA H200 (GPU 0), CUPTI 130001, driver 13000"
   std::string describe() const {
-    std::string s = "CUPTI " + std::to_string(cupti_version_) + ", driver " + std::to_string(driver_version_);
-    for (const device_info& d : devices_) s += ", GPU " + std::to_string(d.id) + " " + d.name;
-    return s;
+    std::string s;
+    for (const device_info& d : devices_) s += d.name + " (GPU " + std::to_string(d.id) + "), ";
+    return s + "CUPTI " + std::to_string(cupti_version_) + ", driver " + std::to_string(driver_version_);
   }
 
  private:
