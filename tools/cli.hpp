@@ -10,6 +10,8 @@
 #include <cuprof/table.hpp>
 #include <cuprof/trace_reader.hpp>
 
+#include "run_command.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -35,6 +37,8 @@ inline const char* main_help =
     "  insights TRACE      overhead- vs compute-bound, cold start, copies before GEMMs,\n"
     "                      occupancy queries, outliers, syncs, launch latency, kernel names\n"
     "  diff A B            same/removed/added kernels, per-kernel time change, CPU overhead change\n"
+    "  run [OPTIONS] -- PROGRAM [ARGS...]\n"
+    "                      trace an unmodified CUDA program (trace and table at its exit)\n"
     "  help [COMMAND]      this text, or a command's\n"
     "\n"
     "options: --help on every command; --version\n"
@@ -235,9 +239,66 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
   return exit_ok;
 }
 
+inline int run_command(const std::vector<std::string>& args, std::string& out, launch_plan& plan) {
+  std::size_t i = 2;
+  std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration;
+  bool table = true, nvtx = true, dry_run = false;
+  const auto value = [&](const std::string& name) -> std::string {
+    if (i + 1 >= args.size()) throw usage_error("option " + name + " needs a value", "run");
+    return args[++i];
+  };
+  for (; i < args.size() && args[i] != "--"; ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out += run_help;
+      return exit_ok;
+    }
+    if (a == "--output") output = value(a);
+    else if (a == "--inject") inject = value(a);
+    else if (a == "--activities") activities = value(a);
+    else if (a == "--delay") delay = value(a);
+    else if (a == "--duration") duration = value(a);
+    else if (a == "--no-table") table = false;
+    else if (a == "--no-nvtx") nvtx = false;
+    else if (a == "--dry-run") dry_run = true;
+    else throw usage_error("unknown option '" + a + "' (the program goes after --)", "run");
+  }
+  if (i + 1 >= args.size()) throw usage_error("missing the program to run after --", "run");
+  if (!activities.empty() && activities != "cpu" && activities != "cuda" && activities != "cpu,cuda")
+    throw usage_error("--activities takes cpu, cuda or cpu,cuda", "run");
+  for (const std::string* seconds : {&delay, &duration}) {
+    char* end = nullptr;
+    if (!seconds->empty() && (std::strtod(seconds->c_str(), &end) < 0 || *end != '\0'))
+      throw usage_error("--delay and --duration take a number of seconds", "run");
+  }
+  const std::string library = find_injection_library(inject);
+  if (library.empty())
+    throw error("cannot find libcuprof_inject.so (give it with --inject PATH or CUPROF_INJECT_LIBRARY)");
+  plan = {};
+  plan.environment.emplace_back("CUDA_INJECTION64_PATH", library);
+  plan.environment.emplace_back("CUPROF_TRACE", output);
+  if (!activities.empty()) plan.environment.emplace_back("CUPROF_ACTIVITIES", activities);
+  if (!delay.empty()) plan.environment.emplace_back("CUPROF_DELAY", delay);
+  if (!duration.empty()) plan.environment.emplace_back("CUPROF_DURATION", duration);
+  if (!table) plan.environment.emplace_back("CUPROF_TABLE", "0");
+  // NVTX reads this once, at the program's first NVTX call: it must be set before the program starts.
+  if (nvtx && !std::getenv("NVTX_INJECTION64_PATH")) {
+    const std::string cupti = find_cupti_library();
+    if (!cupti.empty()) plan.environment.emplace_back("NVTX_INJECTION64_PATH", cupti);
+  }
+  plan.command.assign(args.begin() + std::ptrdiff_t(i) + 1, args.end());
+  if (dry_run) {
+    for (const auto& [name, v] : plan.environment) out += name + "=" + v + "\n";
+    for (const std::string& word : plan.command) out += word + (&word == &plan.command.back() ? "\n" : " ");
+    plan = {};
+  }
+  return exit_ok;
+}
+
 // Runs the command line `args` (args[0] is the program name). Appends what it
-// prints to `out` (stdout) and `err` (stderr); returns the exit status. Never throws.
-inline int run(const std::vector<std::string>& args, std::string& out, std::string& err) {
+// prints to `out` (stdout) and `err` (stderr); returns the exit status. Never
+// throws. `cuprof run` fills `plan` for the caller to exec.
+inline int run(const std::vector<std::string>& args, std::string& out, std::string& err, launch_plan& plan) {
   std::string command;
   try {
     if (args.size() < 2) {
@@ -255,8 +316,9 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
     }
     if (command == "help") {
       const std::string which = args.size() > 2 ? args[2] : "";
-      out += which == "table" ? table_help : which == "insights" ? insights_help : which == "diff" ? diff_help : main_help;
-      if (!which.empty() && which != "table" && which != "insights" && which != "diff") {
+      out += which == "table" ? table_help : which == "insights" ? insights_help : which == "diff" ? diff_help
+             : which == "run" ? run_help : main_help;
+      if (!which.empty() && which != "table" && which != "insights" && which != "diff" && which != "run") {
         err += "cuprof: unknown command '" + which + "'\n";
         return exit_usage;
       }
@@ -265,6 +327,7 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
     if (command == "table") return table_command(args, out, err);
     if (command == "insights") return insights_command(args, out, err);
     if (command == "diff") return diff_command(args, out, err);
+    if (command == "run") return run_command(args, out, plan);
     command.clear();
     throw usage_error("unknown command '" + args[1] + "'", "");
   } catch (const usage_error& e) {
@@ -281,6 +344,12 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
     err += std::string("cuprof: ") + e.what() + "\n";
     return exit_input;
   }
+}
+
+// The same, for commands that never exec (all but run).
+inline int run(const std::vector<std::string>& args, std::string& out, std::string& err) {
+  launch_plan unused;
+  return run(args, out, err, unused);
 }
 
 }  // namespace cuprof::cli

@@ -1,18 +1,33 @@
 // The `cuprof` executable: see cli.hpp and `cuprof --help`.
 #include "cli.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);
   std::string out, err;
-  const int rc = cuprof::cli::run(args, out, err);
+  cuprof::cli::launch_plan plan;
+  const int rc = cuprof::cli::run(args, out, err, plan);
   if (!out.empty() && (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)) {
     std::fputs("cuprof: cannot write the output\n", stderr);
     return rc ? rc : 1;
   }
   if (!err.empty()) std::fwrite(err.data(), 1, err.size(), stderr);
+  if (rc == 0 && !plan.command.empty()) {  // cuprof run: become the program
+    for (const auto& [name, value] : plan.environment) ::setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> argv;
+    for (std::string& word : plan.command) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cuprof: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    return 127;
+  }
   return rc;
 }

@@ -763,6 +763,20 @@ inline loaded_trace parse_trace(std::string_view json, const std::string& source
   return out;
 }
 
+// Reads a trace from its bytes: JSON, or gzip-compressed JSON (recognised by
+// its magic bytes). `source` names it in messages. read_trace_file() reads a
+// file's bytes and hands them here.
+inline loaded_trace read_trace_bytes(std::string bytes, const std::string& source) {
+  if (bytes.empty()) throw error("'" + source + "' is empty, expected a JSON trace");
+  const bool magic = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+                     static_cast<unsigned char>(bytes[1]) == 0x8b;
+  if (magic) {
+    bytes = detail::reader::gunzip(bytes, source);
+    if (bytes.empty()) throw error("'" + source + "' decompresses to nothing, expected a JSON trace");
+  }
+  return parse_trace(bytes, source);
+}
+
 // Reads a trace file: .json, or gzip-compressed (.json.gz, or any file that
 // starts with the gzip magic bytes).
 inline loaded_trace read_trace_file(const std::string& path) {
@@ -782,16 +796,11 @@ inline loaded_trace read_trace_file(const std::string& path) {
   const int saved = errno;
   std::fclose(f);
   if (failed) throw error("cannot read '" + path + "': " + std::strerror(saved));
-  if (bytes.empty()) throw error("'" + path + "' is empty, expected a JSON trace");
   const bool magic = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
                      static_cast<unsigned char>(bytes[1]) == 0x8b;
-  if (magic) {
-    bytes = detail::reader::gunzip(bytes, path);
-    if (bytes.empty()) throw error("'" + path + "' decompresses to nothing, expected a JSON trace");
-  } else if (detail::reader::ends_with_gz(path)) {
+  if (!bytes.empty() && !magic && detail::reader::ends_with_gz(path))
     throw error("'" + path + "' ends in .gz but is not gzip data");
-  }
-  return parse_trace(bytes, path);
+  return read_trace_bytes(std::move(bytes), path);
 }
 
 }  // namespace cuprof

@@ -1,56 +1,192 @@
-// Trace at shutdown without code: with CUPROF_TRACE=<path> in the environment,
-// any program that includes cuprof.hpp profiles from before main() to exit,
-// then writes the trace to <path> and prints the table to stderr
-// (CUPROF_TABLE=0 silences it; CUPROF_ACTIVITIES=cpu records the CPU only).
+// Trace without code. With CUPROF_TRACE=<path> in the environment, any program
+// that includes cuprof.hpp profiles from before main() to exit, writes the
+// trace to <path> and prints the table to stderr. The injection library
+// (libcuprof_inject.so, see `cuprof run`) does the same for programs that do
+// not include cuprof at all.
+//
+//   CUPROF_TRACE=path      where to write; %p pid, %h host, %r rank, %% a '%'
+//   CUPROF_TABLE=0         no table on stderr
+//   CUPROF_ACTIVITIES=cpu  CPU only (default cpu,cuda)
+//   CUPROF_DELAY=S         start recording S seconds after start-up
+//   CUPROF_DURATION=S      stop after S seconds of recording and write the trace then
 #pragma once
 
 #include "../profile.hpp"
 #include "log.hpp"
+#include "process_info.hpp"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace cuprof::detail {
 
-inline profile*& environment_profile() {
-  static profile* p = nullptr;
-  return p;
-}
+struct environment_config {
+  bool enabled = false;
+  std::string trace_path;
+  activity activities = activity::cpu | activity::cuda;
+  bool print_table = true;
+  double delay_s = 0;     // 0: from start-up
+  double duration_s = 0;  // 0: until exit
+  std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
+};
 
-inline void finish_environment_profile() {
-  profile* p = environment_profile();
-  if (!p) return;
-  environment_profile() = nullptr;
-  const char* path = std::getenv("CUPROF_TRACE");
-  try {
-    p->stop();
-    p->export_chrome_trace(path ? path : "cuprof.pt.trace.json");
-    const char* table = std::getenv("CUPROF_TABLE");
-    if (!table || std::strcmp(table, "0") != 0)
-      std::fprintf(stderr, "%s", p->key_averages().table("self_cuda_time_total", 30).c_str());
-  } catch (const std::exception& e) {
-    log_line(std::string("could not write the trace: ") + e.what());
+// "%p" pid, "%h" host, "%r" rank, "%%" a '%'. When several ranks run and the
+// pattern names no rank, ".rank<r>" goes before the extension so ranks never
+// overwrite each other's traces.
+inline std::string expand_trace_path(const std::string& pattern, std::uint32_t pid, const std::string& host, int rank,
+                                     int world_size) {
+  std::string out;
+  bool has_rank = false;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out.push_back(pattern[i]);
+      continue;
+    }
+    const char c = pattern[++i];
+    if (c == 'p') out += std::to_string(pid);
+    else if (c == 'h') out += host;
+    else if (c == 'r') out += std::to_string(rank), has_rank = true;
+    else if (c == '%') out.push_back('%');
+    else out.push_back('%'), out.push_back(c);
   }
-  // The profile is left allocated: other exit handlers may still run scopes.
+  if (world_size > 1 && !has_rank) {
+    const std::size_t slash = out.rfind('/');
+    const std::size_t dot = out.find('.', slash == std::string::npos ? 0 : slash + 1);
+    out.insert(dot == std::string::npos ? out.size() : dot, ".rank" + std::to_string(rank));
+  }
+  return out;
 }
 
-inline bool start_environment_profile() {
-#ifdef CUPROF_DISABLE
-  return false;
-#endif
-  const char* path = std::getenv("CUPROF_TRACE");
-  if (!path || !*path || environment_profile()) return false;
-  profile_options options;
-  const char* activities = std::getenv("CUPROF_ACTIVITIES");
-  if (activities && std::strcmp(activities, "cpu") == 0) options.activities = activity::cpu;
-  environment_profile() = new profile(options);
-  environment_profile()->start();
-  std::atexit(finish_environment_profile);
+inline bool parse_seconds(const char* text, double& seconds) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v) || v < 0 || v > 1e7) return false;
+  seconds = v;
   return true;
 }
 
+// Reads cuprof's CUPROF_* variables through `env` (getenv, or a test's map).
+// `injected`: loaded through CUDA_INJECTION64_PATH, which alone turns tracing on.
+inline environment_config read_environment(const std::function<const char*(const char*)>& env, bool injected,
+                                           std::uint32_t pid, const std::string& host, int rank, int world_size) {
+  environment_config c;
+  const char* path = env("CUPROF_TRACE");
+  c.enabled = injected || (path && *path);
+  if (!c.enabled) return c;
+  c.trace_path = expand_trace_path(path && *path ? path : "cuprof_%h_%p.pt.trace.json", pid, host, rank, world_size);
+  if (const char* table = env("CUPROF_TABLE")) c.print_table = std::strcmp(table, "0") != 0;
+  if (const char* a = env("CUPROF_ACTIVITIES")) {
+    const std::string v = a;
+    if (v == "cpu") c.activities = activity::cpu;
+    else if (v == "cuda") c.activities = activity::cuda;
+    else if (v != "cpu,cuda" && v != "cuda,cpu" && !v.empty())
+      c.problems.push_back("CUPROF_ACTIVITIES=" + v + " is not cpu, cuda or cpu,cuda; using cpu,cuda");
+  }
+  for (auto [name, field] : {std::pair<const char*, double*>{"CUPROF_DELAY", &c.delay_s}, {"CUPROF_DURATION", &c.duration_s}}) {
+    const char* v = env(name);
+    if (v && *v && !parse_seconds(v, *field))
+      c.problems.push_back(std::string(name) + "=" + v + " is not a number of seconds; ignored");
+  }
+  return c;
+}
+
+// The process-wide profile the environment asked for, and its settings.
+struct environment_session {
+  std::mutex mutex;
+  profile* prof = nullptr;  // running or waiting for its window; null once written
+  environment_config config;
+  std::uint32_t owner_pid = 0;
+};
+
+inline environment_session& environment() {
+  static environment_session* s = new environment_session;  // outlives exit handlers
+  return *s;
+}
+
+inline profile* environment_profile() { return environment().prof; }
+
+// Stops recording and writes the trace and table, once, in the process that
+// started it (a forked child inherits the exit handler but must not write).
+// The profile is left allocated: other exit handlers may still run scopes.
+inline void write_environment_trace(environment_session& s) {
+  if (!s.prof || s.owner_pid != std::uint32_t(::getpid())) return;
+  profile* p = s.prof;
+  s.prof = nullptr;
+  ::unsetenv("CUPROF_ACTIVE_PID");
+  try {
+    p->stop();
+    p->export_chrome_trace(s.config.trace_path);
+    if (s.config.print_table) std::fprintf(stderr, "%s", p->key_averages().table("self_cuda_time_total", 30).c_str());
+  } catch (const std::exception& e) {
+    log_line(std::string("could not write the trace: ") + e.what());
+  }
+}
+
+inline void finish_environment_profile() {
+  environment_session& s = environment();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  write_environment_trace(s);
+}
+
+// Starts the environment's profile if it asks for one. `injected`: called by
+// the injection library from inside cuInit.
+inline bool start_environment_profile(bool injected = false) {
+#ifdef CUPROF_DISABLE
+  (void)injected;
+  return false;
+#endif
+  environment_session& s = environment();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.prof) return false;
+  // A program that includes cuprof and runs under `cuprof run` has two copies
+  // of it; the first to start owns the process (exec'd children see another pid).
+  const std::string pid = std::to_string(::getpid());
+  const char* owner = std::getenv("CUPROF_ACTIVE_PID");
+  if (owner && pid == owner) return false;
+  s.config = read_environment([](const char* n) { return std::getenv(n); }, injected, std::uint32_t(::getpid()),
+                              host_name(), process_rank(), process_world_size());
+  if (!s.config.enabled) return false;
+  for (const std::string& problem : s.config.problems) log_line(problem);
+  ::setenv("CUPROF_ACTIVE_PID", pid.c_str(), 1);
+  profile_options options;
+  options.activities = s.config.activities;
+  s.prof = new profile(options);
+  s.owner_pid = std::uint32_t(::getpid());
+  std::atexit(finish_environment_profile);
+  if (s.config.delay_s == 0) s.prof->start();
+  if (s.config.delay_s > 0 || s.config.duration_s > 0) {
+    // A timer thread opens and closes the window; the exit handler writes
+    // whatever was recorded if the program ends first.
+    std::thread([p = s.prof, delay = s.config.delay_s, duration = s.config.duration_s] {
+      environment_session& e = environment();
+      const auto sleep = [](double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); };
+      if (delay > 0) {
+        sleep(delay);
+        std::lock_guard<std::mutex> l(e.mutex);
+        if (e.prof == p) p->start();
+      }
+      if (duration > 0) {
+        sleep(duration);
+        std::lock_guard<std::mutex> l(e.mutex);
+        if (e.prof == p) write_environment_trace(e);
+      }
+    }).detach();
+  }
+  return true;
+}
+
+#ifndef CUPROF_NO_AUTOSTART
 inline const bool g_environment_profile_started = start_environment_profile();
+#endif
 
 }  // namespace cuprof::detail

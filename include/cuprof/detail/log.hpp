@@ -3,6 +3,8 @@
 // starts and one per trace written; CUPROF_QUIET=1 silences them.
 #pragma once
 
+#include "env.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -12,8 +14,7 @@ namespace cuprof::detail {
 inline void log_line(const std::string& message) { std::fprintf(stderr, "cuprof: %s\n", message.c_str()); }
 
 inline bool quiet() {
-  const char* v = std::getenv("CUPROF_QUIET");
-  return v && *v && *v != '0';
+  return parse_env_flag(std::getenv("CUPROF_QUIET"));
 }
 
 inline void log_info(const std::string& message) {

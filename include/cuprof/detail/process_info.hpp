@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../event.hpp"
+#include "env.hpp"
 
 #include <unistd.h>
 
@@ -35,23 +36,20 @@ inline std::string thread_name_of_tid(std::uint32_t tid) {
 
 inline int env_int(std::initializer_list<const char*> names, int fallback) {
   for (const char* n : names) {
-    const char* v = std::getenv(n);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    if (end && *end == '\0' && x >= 0 && x < (1 << 30)) return int(x);
+    if (const std::optional<int> x = parse_env_int(std::getenv(n))) return *x;
   }
   return fallback;
 }
 
 inline int process_rank() { return env_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, 0); }
+inline int process_world_size() { return env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1); }
 
 inline void fill_process_info(trace_metadata& meta) {
   meta.pid = std::uint32_t(::getpid());
   meta.process_name = process_name();
   meta.host_name = host_name();
   meta.rank = process_rank();
-  meta.world_size = env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1);
+  meta.world_size = process_world_size();
 }
 
 }  // namespace cuprof::detail

@@ -16,6 +16,25 @@ using name_id = std::uint32_t;
 
 class string_table {
  public:
+  string_table() = default;
+  // The index views the strings it indexes: a copy indexes its own copies
+  // (a copied index would point into the original's storage).
+  string_table(const string_table& other)
+      : strings_(other.strings_), escaped_(other.escaped_), by_address_(other.by_address_) {
+    reindex();
+  }
+  string_table& operator=(const string_table& other) {
+    if (this != &other) {
+      strings_ = other.strings_;
+      escaped_ = other.escaped_;
+      by_address_ = other.by_address_;
+      reindex();
+    }
+    return *this;
+  }
+  string_table(string_table&&) = default;  // deque nodes move with their contents: views stay valid
+  string_table& operator=(string_table&&) = default;
+
   name_id intern(std::string_view s) {
     auto it = index_.find(s);
     if (it != index_.end()) return it->second;
@@ -39,6 +58,12 @@ class string_table {
   std::size_t size() const noexcept { return strings_.size(); }
 
  private:
+  void reindex() {
+    index_.clear();
+    index_.reserve(strings_.size());
+    for (std::size_t i = 0; i < strings_.size(); ++i) index_.emplace(std::string_view(strings_[i]), name_id(i));
+  }
+
   std::deque<std::string> strings_;  // deque: references stay valid as it grows
   std::deque<std::string> escaped_;
   std::unordered_map<std::string_view, name_id> index_;

@@ -7,6 +7,8 @@
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include "../env.hpp"
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -48,20 +50,8 @@ struct cupti_library {
   std::string load() {
     // An explicit CUPROF_CUPTI_LIBRARY is the only one tried.
     const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY");
-    std::vector<std::string> candidates;
-    if (forced && *forced) {
-      candidates.push_back(forced);
-    } else {
-      candidates = {"libcupti.so.13", "libcupti.so"};
-      for (const char* root_var : {"CUDA_HOME", "CUDA_PATH"}) {
-        if (const char* root = std::getenv(root_var)) {
-          candidates.push_back(std::string(root) + "/extras/CUPTI/lib64/libcupti.so.13");
-          candidates.push_back(std::string(root) + "/lib64/libcupti.so.13");
-        }
-      }
-      candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
-      candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
-    }
+    const std::vector<std::string> candidates =
+        cupti_library_candidates(forced, std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH"));
     void* lib = open_first(candidates);
     if (!lib)
       return forced && *forced ? "CUPROF_CUPTI_LIBRARY=" + std::string(forced) + " could not be loaded (" + ::dlerror() + ")"
@@ -106,7 +96,9 @@ struct driver_library {
   decltype(&cuCtxSynchronize) ctx_synchronize = nullptr;
   decltype(&cuGetErrorName) get_error_name = nullptr;
 
-  std::string load() {
+  // `initialize`: call cuInit and report a missing device; not from inside
+  // cuInit itself (the injection library is loaded there).
+  std::string load(bool initialize) {
     void* lib = open_first({"libcuda.so.1", "libcuda.so"});
     if (!lib) return "no CUDA driver (libcuda.so.1 not found)";
     const bool ok = bind(lib, init, "cuInit") && bind(lib, driver_get_version, "cuDriverGetVersion") &&
@@ -119,6 +111,7 @@ struct driver_library {
                     bind(lib, ctx_push, "cuCtxPushCurrent_v2") && bind(lib, ctx_pop, "cuCtxPopCurrent_v2") &&
                     bind(lib, ctx_synchronize, "cuCtxSynchronize") && bind(lib, get_error_name, "cuGetErrorName");
     if (!ok) return "the CUDA driver lacks expected entry points";
+    if (!initialize) return {};
     const CUresult r = init(0);
     if (r != CUDA_SUCCESS) {
       const char* name = nullptr;

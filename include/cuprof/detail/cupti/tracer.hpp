@@ -10,6 +10,7 @@
 
 #include "../../event.hpp"
 #include "../clock.hpp"
+#include "../env.hpp"
 #include "libraries.hpp"
 #include "records.hpp"
 
@@ -39,6 +40,12 @@ class tracer {
   static constexpr long flush_period_ms = 100;  // full buffers reach the store at least this often
 
   // The process's tracer, or nullptr with `why` set when CUDA cannot be traced here.
+  // Set by the injection library while the driver runs its InitializeInjection.
+  static bool& inside_cuda_init() {
+    static bool inside = false;
+    return inside;
+  }
+
   static tracer* instance(std::string& why) {
     static std::once_flag once;
     static tracer* the_tracer = nullptr;
@@ -119,14 +126,16 @@ class tracer {
     return fn(store_);
   }
 
-  void fill_metadata(trace_metadata& meta) const {
+  void fill_metadata(trace_metadata& meta) {
+    if (devices_.empty()) read_devices();
     meta.cupti_version = int(cupti_version_);
     meta.cuda_driver_version = driver_version_;
     meta.devices = devices_;
   }
 
   // "NVIDIA H200 (GPU 0), CUPTI 130001, driver 13000"
-  std::string describe() const {
+  std::string describe() {
+    if (devices_.empty() && !inside_cuda_init()) read_devices();
     std::string s;
     for (const device_info& d : devices_) s += d.name + " (GPU " + std::to_string(d.id) + "), ";
     return s + "CUPTI " + std::to_string(cupti_version_) + ", driver " + std::to_string(driver_version_);
@@ -139,10 +148,7 @@ class tracer {
   // CUPROF_MAX_RECORDS caps the GPU and API records held between windows;
   // past it records are dropped and counted in the trace metadata.
   static std::size_t max_staged_records() {
-    const char* v = std::getenv("CUPROF_MAX_RECORDS");
-    char* end = nullptr;
-    const unsigned long long n = v ? std::strtoull(v, &end, 10) : 0;
-    return v && end && *end == '\0' && n > 0 ? std::size_t(n) : record_store::default_max_staged;
+    return parse_record_cap(std::getenv("CUPROF_MAX_RECORDS")).value_or(record_store::default_max_staged);
   }
 
   static const std::vector<CUpti_ActivityKind>& kinds() {
@@ -154,7 +160,7 @@ class tracer {
   }
 
   std::string open() {
-    std::string why = driver_.load();
+    std::string why = driver_.load(!inside_cuda_init());
     if (!why.empty()) return why;
     why = cupti_.load();
     if (!why.empty()) return why;
@@ -184,7 +190,7 @@ class tracer {
     if (rc != CUPTI_SUCCESS) return "CUPTI refused the buffer callbacks: " + cupti_.result_string(rc);
 
     driver_.driver_get_version(&driver_version_);
-    read_devices();
+    if (!inside_cuda_init()) read_devices();  // else at the first window, once CUDA is up
     self() = this;
     sem_init(&work_ready_, 0, 0);
     std::thread([this] { worker(); }).detach();

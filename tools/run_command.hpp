@@ -1,0 +1,76 @@
+// `cuprof run [options] -- PROGRAM [ARGS...]`: traces an unmodified CUDA
+// program through the injection library. Builds the environment and the
+// command; main() replaces the process with it (exec), so the program keeps
+// its pid, its standard streams and its exit code.
+#pragma once
+
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cuprof::cli {
+
+inline const char* run_help =
+    "usage: cuprof run [options] -- PROGRAM [ARGS...]\n"
+    "\n"
+    "Runs PROGRAM with cuprof injected (CUDA_INJECTION64_PATH): no rebuild, no code change.\n"
+    "At exit the trace is written and the table printed to stderr.\n"
+    "\n"
+    "  --output PATH       trace path; %p pid, %h host, %r rank (default cuprof_%h_%p.pt.trace.json;\n"
+    "                      a .gz suffix compresses)\n"
+    "  --activities LIST   cpu, cuda or cpu,cuda (default)\n"
+    "  --delay S           start recording S seconds after the program starts\n"
+    "  --duration S        record for S seconds, then write the trace\n"
+    "  --no-table          do not print the table\n"
+    "  --no-nvtx           do not capture the program's NVTX ranges\n"
+    "  --inject PATH       the injection library (default: next to this executable, or ../lib)\n"
+    "  --dry-run           print the environment and command instead of running them\n";
+
+struct launch_plan {
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::vector<std::string> command;
+};
+
+inline std::string executable_dir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, std::size_t(n));
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+inline std::string find_injection_library(const std::string& given) {
+  std::vector<std::string> candidates;
+  if (!given.empty()) candidates.push_back(given);
+  else if (const char* env = std::getenv("CUPROF_INJECT_LIBRARY")) candidates.push_back(env);
+  else {
+    const std::string dir = executable_dir();
+    for (const char* rel : {"/libcuprof_inject.so", "/../lib/libcuprof_inject.so", "/../lib64/libcuprof_inject.so"})
+      candidates.push_back(dir + rel);
+  }
+  for (const std::string& c : candidates) {
+    char resolved[4096];
+    if (::realpath(c.c_str(), resolved) && ::access(resolved, R_OK) == 0) return resolved;
+  }
+  return {};
+}
+
+// The absolute path of the libcupti the loader finds, for NVTX_INJECTION64_PATH.
+inline std::string find_cupti_library() {
+  if (const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY")) return forced;
+  void* handle = ::dlopen("libcupti.so.13", RTLD_LAZY | RTLD_LOCAL);
+  if (!handle) return {};
+  link_map* map = nullptr;
+  std::string path;
+  if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) path = map->l_name;
+  ::dlclose(handle);
+  return path;
+}
+
+}  // namespace cuprof::cli
