@@ -274,10 +274,12 @@ class profile {
                                 return s.window_complete(w.start_ticks, w.end_ticks);
                               });
         if (!complete) return;
+        const std::size_t scopes = w.collected->spans.size();
         tracer_->with_store([&](detail::cupti::record_store& s) {
           s.take(*w.collected, w.start_ticks, w.end_ticks, w.clock);
           return 0;
         });
+        if (w.collected->spans.size() != scopes) link_spans(*w.collected);  // NVTX ranges joined the scopes
         tracer_->fill_metadata(w.collected->meta);
       }
       attribute(*w.collected);

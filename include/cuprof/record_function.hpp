@@ -18,8 +18,42 @@
 #ifndef CUPROF_DISABLE
 #include "detail/thread_buffer.hpp"
 #endif
+#if defined(CUPROF_NVTX) && !defined(CUPROF_DISABLE)
+#include <nvtx3/nvToolsExt.h>
+#endif
 
 namespace cuprof {
+
+#if defined(CUPROF_NVTX) && !defined(CUPROF_DISABLE)
+namespace detail {
+// With CUPROF_NVTX defined, every scope is also an NVTX range in the "cuprof"
+// domain, so Nsight Systems shows it; cuprof's own NVTX capture skips that domain.
+inline nvtxDomainHandle_t nvtx_domain() {
+  static const nvtxDomainHandle_t domain = nvtxDomainCreateA("cuprof");
+  return domain;
+}
+inline void nvtx_push(const char* name) noexcept {
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  a.message.ascii = name;
+  nvtxDomainRangePushEx(nvtx_domain(), &a);
+}
+inline void nvtx_push(std::string_view name) noexcept {
+  char buf[256];  // NVTX wants a terminated string; long names are cut
+  const std::size_t n = name.size() < sizeof buf - 1 ? name.size() : sizeof buf - 1;
+  for (std::size_t i = 0; i < n; ++i) buf[i] = name[i];
+  buf[n] = '\0';
+  nvtx_push(static_cast<const char*>(buf));
+}
+}  // namespace detail
+#define CUPROF_NVTX_PUSH(name) ::cuprof::detail::nvtx_push(name)
+#define CUPROF_NVTX_POP() nvtxDomainRangePop(::cuprof::detail::nvtx_domain())
+#else
+#define CUPROF_NVTX_PUSH(name) static_cast<void>(0)
+#define CUPROF_NVTX_POP() static_cast<void>(0)
+#endif
 
 // A name whose characters outlive the program's last profiler, such as a
 // string literal or __func__. Scopes keep only the pointer (never null).
@@ -31,6 +65,7 @@ class record_function {
  public:
 #ifndef CUPROF_DISABLE
   explicit record_function(static_name name) noexcept {
+    CUPROF_NVTX_PUSH(name.str);
     if (CUPROF_LIKELY(!detail::g_cpu_recording.load(std::memory_order_relaxed))) return;
     detail::thread_buffer* b = detail::current_thread_buffer();
     if (CUPROF_UNLIKELY(!b)) return;
@@ -39,11 +74,13 @@ class record_function {
     buffer_ = b;
   }
   explicit record_function(std::string_view name) noexcept {
+    CUPROF_NVTX_PUSH(name);
     if (CUPROF_LIKELY(!detail::g_cpu_recording.load(std::memory_order_relaxed))) return;
     enter_dynamic(name);
   }
   ~record_function() {
     if (buffer_) buffer_->push({detail::make_head(detail::slot_kind::exit, detail::now_ticks()), 0});
+    CUPROF_NVTX_POP();
   }
 #else
   explicit record_function(static_name) noexcept {}

@@ -15,6 +15,24 @@
 
 namespace cuprof {
 
+// Orders spans per thread by start (enclosing first) and links each to its
+// parent, after spans from several sources (scopes, NVTX ranges) were merged.
+inline void link_spans(trace& t) {
+  std::stable_sort(t.spans.begin(), t.spans.end(), [](const cpu_span& a, const cpu_span& b) {
+    if (a.tid != b.tid) return a.tid < b.tid;
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  std::vector<std::uint32_t> open;
+  for (std::uint32_t i = 0; i < t.spans.size(); ++i) {
+    cpu_span& s = t.spans[i];
+    if (i == 0 || t.spans[i - 1].tid != s.tid) open.clear();
+    while (!open.empty() && t.spans[open.back()].end_ns < s.end_ns) open.pop_back();
+    s.parent = open.empty() ? no_index : open.back();
+    s.id = i + 1;
+    open.push_back(i);
+  }
+}
+
 inline void attribute(trace& t) {
   // Spans of each thread in start order (collection emits them so per thread).
   std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> spans_by_tid;

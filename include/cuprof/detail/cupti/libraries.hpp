@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cupti.h>
 #include <dlfcn.h>
+#include <link.h>
 
 #include "../env.hpp"
 
@@ -45,6 +46,7 @@ struct cupti_library {
   decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped_records = nullptr;
   decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
   decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
+  std::string path;  // of the loaded library
 
   // Empty on success, otherwise why CUPTI cannot be used.
   std::string load() {
@@ -53,6 +55,10 @@ struct cupti_library {
     const std::vector<std::string> candidates =
         cupti_library_candidates(forced, std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH"));
     void* lib = open_first(candidates);
+    if (lib) {
+      link_map* map = nullptr;
+      if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) path = map->l_name;
+    }
     if (!lib)
       return forced && *forced ? "CUPROF_CUPTI_LIBRARY=" + std::string(forced) + " could not be loaded (" + ::dlerror() + ")"
                                : "libcupti.so.13 could not be loaded (set CUPROF_CUPTI_LIBRARY to its path)";

@@ -155,6 +155,9 @@ class record_store {
         external_ids_[e.correlationId] = e.externalId;
         break;
       }
+      case CUPTI_ACTIVITY_KIND_MARKER:
+        add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
+        break;
       case CUPTI_ACTIVITY_KIND_OVERHEAD: {
         const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
         overhead_.push_back({o.start, o.end, names_.intern(overhead_kind_name(o.overheadKind))});
@@ -237,6 +240,20 @@ class record_store {
     }
     gpu_.swap(later);
 
+    std::vector<cpu_span> later_ranges;
+    for (const cpu_span& r : nvtx_ranges_) {
+      if (r.start_ns > end) {
+        later_ranges.push_back(r);
+      } else if (r.start_ns >= start) {
+        cpu_span span = r;
+        span.start_ns = clock.to_epoch_ns(r.start_ns);
+        span.end_ns = std::max(span.start_ns, clock.to_epoch_ns(std::min(r.end_ns, end)));
+        span.name = name_in_out(r.name);
+        out.spans.push_back(span);
+      }
+    }
+    nvtx_ranges_.swap(later_ranges);
+
     std::vector<overhead_span> later_overhead;
     for (const overhead_span& o : overhead_) {
       if (o.end_ns < start) continue;
@@ -281,10 +298,12 @@ class record_store {
     std::vector<api_call>().swap(api_);
     std::vector<gpu_activity>().swap(gpu_);
     std::vector<overhead_span>().swap(overhead_);
+    std::vector<cpu_span>().swap(nvtx_ranges_);
+    open_ranges_.clear();
     external_ids_.clear();
   }
 
-  std::size_t staged() const noexcept { return api_.size() + gpu_.size() + overhead_.size(); }
+  std::size_t staged() const noexcept { return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size(); }
 
  private:
   // The API calls a window keeps. A driver call made inside a runtime call on
@@ -419,6 +438,27 @@ class record_store {
     api_.push_back(c);
   }
 
+  // NVTX ranges pushed by any code in the process (libraries, existing
+  // annotations) arrive as START/END marker pairs sharing an id; cuprof's own
+  // scopes, emitted to NVTX in the "cuprof" domain for Nsight, are skipped.
+  void add_marker(const CUpti_ActivityMarker2& m) {
+    if (m.domain && std::strcmp(m.domain, "cuprof") == 0) return;
+    if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+      const std::uint32_t tid = m.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m.objectId.pt.threadId : 0;
+      open_ranges_[m.id] = {m.timestamp, intern(m.name && *m.name ? m.name : "(unnamed NVTX range)"), tid};
+    } else if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+      auto it = open_ranges_.find(m.id);
+      if (it == open_ranges_.end()) return;
+      cpu_span span;
+      span.start_ns = it->second.start;
+      span.end_ns = std::max(m.timestamp, it->second.start);
+      span.name = it->second.name;
+      span.tid = it->second.tid;
+      nvtx_ranges_.push_back(span);
+      open_ranges_.erase(it);
+    }
+  }
+
   bool lost_times(std::uint64_t start, std::uint64_t end) {
     if (start != 0 && end >= start) return false;
     ++lost_timestamps_;  // CUPTI could not time it (start == end == 0)
@@ -491,6 +531,12 @@ class record_store {
     return it == device_by_context_.end() ? 0 : it->second;
   }
 
+  struct open_range {
+    std::uint64_t start;
+    name_id name;
+    std::uint32_t tid;
+  };
+
   struct cached_api {
     name_id name = no_index;
     bool has_flow = false;
@@ -510,6 +556,8 @@ class record_store {
   std::vector<api_call> api_;
   std::vector<gpu_activity> gpu_;
   std::vector<overhead_span> overhead_;
+  std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
+  std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start
   std::unordered_map<std::uint32_t, std::uint64_t> external_ids_;  // correlation -> external id
   std::uint64_t dropped_ = 0;
   std::uint64_t lost_timestamps_ = 0;

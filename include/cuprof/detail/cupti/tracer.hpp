@@ -155,7 +155,8 @@ class tracer {
     static const std::vector<CUpti_ActivityKind> k = {
         CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
         CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_RUNTIME,
-        CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+        CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+        CUPTI_ACTIVITY_KIND_MARKER};
     return k;
   }
 
@@ -189,6 +190,11 @@ class tracer {
     const CUptiResult rc = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
     if (rc != CUPTI_SUCCESS) return "CUPTI refused the buffer callbacks: " + cupti_.result_string(rc);
 
+    // NVTX hands its ranges to the library this names, read at the program's
+    // first NVTX call: pointing it at CUPTI lets cuprof see ranges that code
+    // pushes from now on (`cuprof run` sets it before the program starts).
+    if (!std::getenv("NVTX_INJECTION64_PATH") && !cupti_.path.empty())
+      ::setenv("NVTX_INJECTION64_PATH", cupti_.path.c_str(), 0);
     driver_.driver_get_version(&driver_version_);
     if (!inside_cuda_init()) read_devices();  // else at the first window, once CUDA is up
     self() = this;
