@@ -13,6 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import validate_trace  # noqa: E402
+from gpu_check_interop import interop_checks  # noqa: E402
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 results = []
@@ -255,6 +256,8 @@ def main():
         expected = {c for c in torch_cats if c != "cpu_op"}  # torch's aten ops are cuprof's scopes
         check(f"matmul_add {size}: every event category torch shows is present (cpu_op as user_annotation)",
               expected <= set(ours.get("categories", [])), f"torch {torch_cats}, cuprof {ours.get('categories')}")
+
+    interop_checks(build, out, summary, check, run)
 
     summary["checks"] = results
     with open(os.path.join(out, "summary.json"), "w") as f:
