@@ -73,7 +73,10 @@ struct cupti_library {
                     bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords") &&
                     bind(lib, enable_driver_api, "cuptiActivityEnableDriverApi") &&
                     bind(lib, enable_runtime_api, "cuptiActivityEnableRuntimeApi");
-    if (!ok) return "the loaded libcupti lacks CUPTI 13 entry points (" + std::string(::dlerror() ? ::dlerror() : "?") + ")";
+    if (!ok) {
+      const char* why = ::dlerror();  // once: a second call returns null
+      return "the loaded libcupti lacks CUPTI 13 entry points (" + std::string(why ? why : "?") + ")";
+    }
     return {};
   }
 

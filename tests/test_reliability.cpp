@@ -1,0 +1,724 @@
+// Reliability scenarios of docs/reliability.md that run on the CPU machine and
+// are not covered elsewhere: output faults (a device, a full disk), API misuse
+// with threads (the profile destroyed while threads are inside scopes, threads
+// that outlive it, the process exiting while they record), fork, the idle path
+// after stop(), copied traces, libcupti not loadable, the environment parsers,
+// and the fuzzing corpus and regression inputs replayed through the parsers.
+#include <cuprof/cuprof.hpp>
+#include <cuprof/trace_reader.hpp>
+
+#include "fuzz/targets.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+cuprof::profile_options cpu_only() {
+  cuprof::profile_options o;
+  o.activities = cuprof::activity::cpu;
+  return o;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct scratch_dir {
+  fs::path path;
+  scratch_dir() {
+    std::string tmpl = (fs::temp_directory_path() / "cuprof-rel-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+bool has_temp_file(const fs::path& dir, const std::string& stem) {
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(stem + ".tmp", 0) == 0) return true;
+  return false;
+}
+
+// Waits for a child for at most `seconds`; kills it if it is still running.
+// Returns its exit status, 128 + signal, or -1 when it had to be killed (a hang).
+int wait_or_kill(pid_t child, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(child, &status, WNOHANG);
+    if (r == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return -2;
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Runs fn in a forked child; its exit status, 128 + signal, or -1 on a hang.
+int in_child(const std::function<int()>& fn, double seconds = 60) {
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int rc = 99;
+    try {
+      rc = fn();
+    } catch (...) {
+      rc = 98;
+    }
+    ::_exit(rc);
+  }
+  return wait_or_kill(child, seconds);
+}
+
+cuprof::trace many_spans(std::size_t n) {
+  cuprof::trace t;
+  t.meta.pid = 1;
+  t.meta.window_start_ns = 1700000000000000000ull;
+  t.meta.window_end_ns = t.meta.window_start_ns + n * 1000;
+  t.meta.threads = {{1, "main"}};
+  for (std::size_t i = 0; i < n; ++i) {
+    cuprof::cpu_span s;
+    s.start_ns = t.meta.window_start_ns + i * 1000;
+    s.end_ns = s.start_ns + 500;
+    s.name = t.names.intern("span " + std::to_string(i % 1000));
+    s.tid = 1;
+    s.id = std::uint32_t(i + 1);
+    t.spans.push_back(s);
+  }
+  return t;
+}
+
+// Every span well-formed: end >= start, its parent on the same thread and
+// around it. Returns the number of problems.
+std::size_t malformed_spans(const cuprof::trace& t) {
+  std::size_t bad = 0;
+  for (const cuprof::cpu_span& s : t.spans) {
+    if (s.end_ns < s.start_ns) ++bad;
+    if (s.parent == cuprof::no_index) continue;
+    if (s.parent >= t.spans.size()) {
+      ++bad;
+      continue;
+    }
+    const cuprof::cpu_span& p = t.spans[s.parent];
+    if (p.tid != s.tid || p.start_ns > s.start_ns || p.end_ns < s.end_ns) ++bad;
+  }
+  return bad;
+}
+
+std::size_t spans_named(const cuprof::trace& t, const std::string& name) {
+  std::size_t n = 0;
+  for (const cuprof::cpu_span& s : t.spans) n += t.names.str(s.name) == name;
+  return n;
+}
+
+// Recording threads must not outrun memory: a thread recording as fast as it
+// can writes GB/s. A pause every `burst` loops keeps each worker to some
+// 10-100 MB/s.
+inline void pace(std::uint64_t loop, std::uint64_t burst) {
+  if (loop % burst == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+// A thread that enters and leaves nested scopes (static and dynamic names)
+// until told to stop.
+class scope_worker {
+ public:
+  explicit scope_worker(std::size_t dynamic_name_bytes = 24)
+      : name_(dynamic_name_bytes, 'd'), burst_(dynamic_name_bytes > 256 ? 2 : 16) {
+    thread_ = std::thread([this] {
+      while (!stop_.load(std::memory_order_relaxed)) {
+        {
+          CUPROF_SCOPE("worker_outer");
+          cuprof::record_function mid(name_);
+          CUPROF_SCOPE("worker_inner");
+        }
+        pace(loops_.fetch_add(1, std::memory_order_relaxed) + 1, burst_);
+      }
+    });
+  }
+  ~scope_worker() { finish(); }
+  void finish() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint64_t loops() const { return loops_.load(); }
+  void wait_loops(std::uint64_t n) const {
+    const std::uint64_t target = loops() + n;
+    while (loops() < target) std::this_thread::yield();
+  }
+
+ private:
+  std::string name_;
+  std::uint64_t burst_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> loops_{0};
+  std::thread thread_;
+};
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file()) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const fs::path source_dir = CUPROF_TEST_SOURCE_DIR;
+
+// Restores an environment variable when it goes out of scope.
+class saved_env {
+ public:
+  explicit saved_env(const char* name) : name_(name) {
+    if (const char* v = std::getenv(name)) value_ = v, had_ = true;
+  }
+  ~saved_env() {
+    if (had_) ::setenv(name_.c_str(), value_.c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, value_;
+  bool had_ = false;
+};
+
+}  // namespace
+
+// =============================================================================
+TEST_SUITE("reliability") {
+
+// --- Output faults (test_trace.cpp "export failures ..." covers a directory,
+// a missing parent, an empty path, an unwritable directory and a write failing
+// midway under a file size limit) ---------------------------------------------
+
+TEST_CASE("output: a device path (/dev/full, /dev/null, a link to one) is refused and left as it was") {
+  const cuprof::trace t = many_spans(10);
+  scratch_dir dir;
+  const fs::path link = dir.path / "to_full.json";
+  fs::create_symlink("/dev/full", link);
+  for (const std::string& path : {std::string("/dev/full"), std::string("/dev/null"), link.string()}) {
+    CAPTURE(path);
+    try {
+      cuprof::export_chrome_trace(t, path);
+      FAIL("exporting onto a device did not throw");
+    } catch (const cuprof::error& e) {
+      const std::string m = e.what();
+      CHECK(m.find(path) != std::string::npos);
+      CHECK(m.find("not a regular file") != std::string::npos);
+    }
+  }
+  // As root, a rename onto /dev/full would replace the device node: it must not happen.
+  struct stat st;
+  REQUIRE(::stat("/dev/full", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  REQUIRE(::stat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  CHECK(fs::is_symlink(link));
+  CHECK(fs::read_symlink(link) == "/dev/full");
+  CHECK_FALSE(has_temp_file("/dev", "full"));
+  CHECK_FALSE(has_temp_file("/dev", "null"));
+  CHECK_FALSE(has_temp_file(dir.path, "to_full.json"));
+}
+
+TEST_CASE("output: a full disk (a 64 KiB tmpfs) fails with ENOSPC, keeps the previous trace, leaves no temporary file") {
+  scratch_dir dir;
+  const fs::path mnt = dir.path / "small";
+  fs::create_directory(mnt);
+  const cuprof::trace small = many_spans(20);
+  const cuprof::trace big = many_spans(20000);  // about 2 MB of JSON
+  // In a child: a private mount namespace, so the tmpfs is gone with it.
+  const int rc = in_child([&] {
+    if (::unshare(CLONE_NEWNS) != 0) return 77;
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+    if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0) return 77;
+    int failures = 0;
+    for (const char* name : {"full.json", "full.json.gz"}) {
+      const std::string target = (mnt / name).string();
+      cuprof::export_chrome_trace(small, target);  // the previous trace
+      const std::string before = slurp(target);
+      if (before.empty()) return 10;
+      try {
+        cuprof::export_chrome_trace(big, target);
+        std::fprintf(stderr, "no error writing %s to a full disk\n", name);
+        ++failures;
+      } catch (const cuprof::error& e) {
+        const std::string m = e.what();
+        const bool plain = std::string(name) == "full.json";
+        if (m.find(target) == std::string::npos || m.find("cannot write") == std::string::npos ||
+            (plain && m.find("No space left on device") == std::string::npos)) {
+          std::fprintf(stderr, "unexpected message: %s\n", m.c_str());
+          ++failures;
+        }
+      }
+      if (slurp(target) != before) {
+        std::fprintf(stderr, "the previous %s changed\n", name);
+        ++failures;
+      }
+      if (has_temp_file(mnt, name)) {
+        std::fprintf(stderr, "a temporary file of %s was left\n", name);
+        ++failures;
+      }
+      // The previous trace still reads.
+      try {
+        if (cuprof::read_trace_file(target).t.spans.size() != small.spans.size()) ++failures;
+      } catch (const cuprof::error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        ++failures;
+      }
+      fs::remove(target);
+    }
+    return failures;
+  });
+  if (rc == 77) {
+    MESSAGE("cannot mount a tmpfs here (needs CAP_SYS_ADMIN): skipped; the ulimit -f case covers a failing write");
+    return;
+  }
+  CHECK(rc == 0);
+}
+
+TEST_CASE("output: a full disk during a profile's on_trace_ready: stop() reports it, the profile stops, the next window works") {
+  scratch_dir dir;
+  const fs::path mnt = dir.path / "small";
+  fs::create_directory(mnt);
+  const int rc = in_child([&] {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16k") != 0)
+      return 77;
+    cuprof::profile_options o = cpu_only();
+    o.on_trace_ready = cuprof::tensorboard_trace_handler(mnt.string(), "full");
+    cuprof::profile p(o);
+    p.start();
+    for (int i = 0; i < 2000; ++i) cuprof::record_function r("scope " + std::to_string(i));
+    bool threw = false;
+    try {
+      p.stop();
+    } catch (const cuprof::error& e) {
+      threw = std::string(e.what()).find("No space left on device") != std::string::npos;
+    }
+    if (!threw) return 20;
+    if (p.running()) return 21;
+    if (!files_in(mnt).empty()) return 22;  // neither a partial trace nor a temporary file
+    // The process goes on: another profile records.
+    cuprof::profile q(cpu_only());
+    q.start();
+    { CUPROF_SCOPE("after_full_disk"); }
+    q.stop();
+    return spans_named(q.last_trace(), "after_full_disk") == 1 ? 0 : 23;
+  });
+  if (rc == 77) {
+    MESSAGE("cannot mount a tmpfs here: skipped");
+    return;
+  }
+  CHECK(rc == 0);
+}
+
+// --- API misuse with threads (test_profile.cpp "misuse: ..." covers start
+// twice, stop without start, step without a schedule) --------------------------
+
+TEST_CASE("misuse: the profile destroyed while other threads are inside scopes") {
+  constexpr int threads = 4;
+  std::atomic<int> inside{0};
+  std::atomic<bool> destroyed{false};
+  std::atomic<std::uint64_t> after{0};
+  cuprof::trace window;  // a copy of the destroyed profile's window
+  {
+    cuprof::profile_options o = cpu_only();
+    o.on_trace_ready = [&](cuprof::profile& p) { window = p.last_trace(); };
+    auto prof = std::make_unique<cuprof::profile>(o);
+    prof->start();
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i)
+      pool.emplace_back([&, i] {
+        {
+          CUPROF_SCOPE("held_open");
+          cuprof::record_function dyn("held_open_dynamic " + std::to_string(i));
+          inside.fetch_add(1);
+          while (!destroyed.load()) std::this_thread::yield();
+        }  // exits after the profile is gone
+        for (int k = 0; k < 1000; ++k) {
+          CUPROF_SCOPE("after_destroy");
+          cuprof::record_function r(std::string(100, 'a'));
+          after.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+    while (inside.load() < threads) std::this_thread::yield();
+    prof.reset();  // stops (on_trace_ready runs) and frees the profile
+    destroyed.store(true);
+    for (auto& th : pool) th.join();
+  }
+  CHECK(after.load() == threads * 1000u);
+  // The destroyed profile's window: each held scope closed at the window's end.
+  CHECK(spans_named(window, "held_open") == std::size_t(threads));
+  std::size_t at_end = 0;
+  for (const cuprof::cpu_span& s : window.spans) at_end += s.end_ns == window.meta.window_end_ns;
+  CHECK(at_end == std::size_t(threads) * 2);
+  CHECK(spans_named(window, "after_destroy") == 0);
+  CHECK(malformed_spans(window) == 0);
+  CHECK_NOTHROW(json::parse(cuprof::chrome_trace_json(window)));
+  // Nothing recorded after the profile went away leaks into the next one.
+  cuprof::profile next(cpu_only());
+  next.start();
+  { CUPROF_SCOPE("next_window"); }
+  next.stop();
+  CHECK(next.last_trace().spans.size() == 1);
+  CHECK(spans_named(next.last_trace(), "next_window") == 1);
+}
+
+TEST_CASE("misuse: threads that outlive the profiles keep using scopes; each later window is well-formed") {
+  std::vector<std::unique_ptr<scope_worker>> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(std::make_unique<scope_worker>(i == 0 ? 3000 : 24));
+  for (auto& w : workers) w->wait_loops(100);
+  std::size_t windows = 0, bad = 0, worker_spans = 0;
+  for (int round = 0; round < 20; ++round) {
+    {
+      cuprof::profile p(cpu_only());
+      p.start();
+      for (auto& w : workers) w->wait_loops(50);
+      if (round % 2) p.stop();  // else the destructor stops it
+      if (round % 2) {
+        bad += malformed_spans(p.last_trace());
+        worker_spans += spans_named(p.last_trace(), "worker_outer");
+        ++windows;
+      }
+    }
+    for (auto& w : workers) w->wait_loops(20);  // nothing records here
+  }
+  for (auto& w : workers) w->finish();
+  CHECK(windows == 10);
+  CHECK(bad == 0);
+  CHECK(worker_spans >= 10u * 3 * 49);
+  // After the threads are gone, a window is empty.
+  cuprof::profile p(cpu_only());
+  p.start();
+  p.stop();
+  CHECK(p.last_trace().spans.empty());
+}
+
+TEST_CASE("a copied trace is independent of the profile and trace it was copied from") {
+  cuprof::trace copy;
+  {
+    cuprof::profile p(cpu_only());
+    p.start();
+    for (int i = 0; i < 100; ++i) cuprof::record_function r("copied name " + std::to_string(i));
+    p.stop();
+    copy = p.last_trace();
+    p.start();  // the next window replaces the one copied
+    p.stop();
+  }
+  const cuprof::trace second = copy;  // copy of a copy
+  for (const cuprof::trace* t : {static_cast<const cuprof::trace*>(&copy), &second}) {
+    REQUIRE(t->spans.size() == 100);
+    CHECK(t->names.str(t->spans[7].name) == "copied name 7");
+  }
+  // Interning looks names up through the table's index, which must view the copy's own strings.
+  cuprof::trace& c = copy;
+  CHECK(c.names.intern("copied name 7") == c.spans[7].name);
+  const cuprof::name_id fresh = c.names.intern("a new name");
+  CHECK(c.names.str(fresh) == "a new name");
+  CHECK(c.names.intern("a new name") == fresh);
+  CHECK(json::parse(cuprof::chrome_trace_json(second))["traceEvents"].size() > 100);
+}
+
+// --- Exit and fork ----------------------------------------------------------------
+
+// The child half of the next test: does nothing unless started by it.
+TEST_CASE("[child] exit while threads are inside scopes") {
+  if (!std::getenv("CUPROF_RELIABILITY_CHILD")) return;
+  for (int i = 0; i < 3; ++i)
+    std::thread([i] {
+      const std::string name = "exit_worker " + std::to_string(i);
+      for (std::uint64_t loop = 1;; ++loop) {
+        {
+          cuprof::record_function r(name);
+          CUPROF_SCOPE("exit_worker_inner");
+        }
+        pace(loop, 16);
+      }
+    }).detach();
+  { CUPROF_SCOPE("main_before_exit"); }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fflush(nullptr);
+  std::exit(0);  // the CUPROF_TRACE exit handler runs while the workers still record
+}
+
+TEST_CASE("exit: CUPROF_TRACE writes a valid trace while detached threads are still inside scopes") {
+  scratch_dir dir;
+  const std::string trace = (dir.path / "at_exit.json").string();
+  const std::string err = (dir.path / "stderr.txt").string();
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::setenv("CUPROF_RELIABILITY_CHILD", "1", 1);
+    ::setenv("CUPROF_TRACE", trace.c_str(), 1);
+    ::setenv("CUPROF_ACTIVITIES", "cpu", 1);
+    ::setenv("CUPROF_TABLE", "0", 1);
+    // Under LeakSanitizer: the profile CUPROF_TRACE leaves allocated at exit is expected.
+    ::setenv("LSAN_OPTIONS", ("suppressions=" + (source_dir / "tests" / "lsan.supp").string()).c_str(), 0);
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl("/proc/self/exe", "cuprof_tests", "--test-case=[child] exit while threads are inside scopes", "--no-intro",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const int rc = wait_or_kill(child, 120);
+  const std::string said = slurp(err);
+  CAPTURE(said);
+  CHECK(rc == 0);  // no crash, no hang, no sanitizer report (the exit-time leak of the profile is suppressed)
+  CHECK(said.find("trace written to " + trace) != std::string::npos);
+  json doc;
+  REQUIRE_NOTHROW(doc = json::parse(slurp(trace)));
+  std::size_t main_spans = 0, worker_spans = 0;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    main_spans += e["name"] == "main_before_exit";
+    worker_spans += e["name"].get<std::string>().rfind("exit_worker ", 0) == 0;
+  }
+  CHECK(main_spans == 1);
+  CHECK(worker_spans > 0);
+  const cuprof::loaded_trace back = cuprof::read_trace_file(trace);
+  CHECK(malformed_spans(back.t) == 0);
+}
+
+TEST_CASE("fork: children forked while a profile records and threads use scopes run scopes, exit, and do not hang") {
+  std::vector<std::unique_ptr<scope_worker>> workers;
+  // Long dynamic names fill chunks fast, so the chunk pool's lock is taken often.
+  for (int i = 0; i < 3; ++i) workers.push_back(std::make_unique<scope_worker>(2000));
+  std::atomic<bool> spawning{true};
+  std::thread spawner([&] {  // short-lived threads register (the registry's lock) and exit
+    while (spawning.load()) {
+      std::thread([] { CUPROF_SCOPE("short_lived"); }).join();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // each thread holds a 128 KiB chunk until collected
+    }
+  });
+  cuprof::profile prof(cpu_only());
+  prof.start();
+  for (auto& w : workers) w->wait_loops(10);
+  constexpr int forks = 60;
+  int ok = 0, hung = 0, failed = 0;
+  {
+    CUPROF_SCOPE("fork_loop");
+    for (int i = 0; i < forks; ++i) {
+      std::fflush(nullptr);
+      const pid_t child = ::fork();
+      REQUIRE(child >= 0);
+      if (child == 0) {
+        // Scopes in the child: enough to need fresh chunks from the pool.
+        for (int k = 0; k < 3000; ++k) {
+          CUPROF_SCOPE("child_scope");
+          cuprof::record_function r(std::string(200, 'c'));
+        }
+        if (i % 2) ::_exit(0);
+        std::exit(0);  // exit handlers and static destructors run too
+      }
+      const int rc = wait_or_kill(child, 20);
+      if (rc == 0) ++ok;
+      else if (rc == -1) ++hung;
+      else ++failed;
+      for (auto& w : workers) w->wait_loops(2);
+    }
+  }
+  prof.stop();
+  spawning.store(false);
+  spawner.join();
+  for (auto& w : workers) w->finish();
+  CHECK(hung == 0);
+  CHECK(failed == 0);
+  CHECK(ok == forks);
+  const cuprof::trace& t = prof.last_trace();
+  CHECK(spans_named(t, "fork_loop") == 1);
+  CHECK(spans_named(t, "child_scope") == 0);  // the children's scopes stay in the children
+  CHECK(spans_named(t, "worker_outer") > 0);
+  CHECK(malformed_spans(t) == 0);
+  CHECK(t.meta.dropped_cpu_events == 0);
+  scratch_dir dir;
+  const std::string path = (dir.path / "parent.json").string();
+  prof.export_chrome_trace(path);
+  CHECK(cuprof::read_trace_file(path).t.spans.size() == t.spans.size());
+}
+
+// --- No slowdown after profiling --------------------------------------------------
+
+TEST_CASE("after stop(): scopes are not recorded and take the idle path (no buffer, no chunk)") {
+  {
+    cuprof::profile p(cpu_only());
+    p.start();
+    for (int i = 0; i < 1000; ++i) cuprof::record_function r(std::string(500, 'x'));
+    p.stop();
+  }
+  CHECK_FALSE(cuprof::detail::g_cpu_recording.load());
+  const std::size_t chunks = cuprof::detail::global_chunk_pool().allocated();
+  // 1,000,000 scopes of 1 KiB names would need about 8,000 chunks if recorded.
+  const std::string name(1024, 'y');
+  for (int i = 0; i < 1000000; ++i) {
+    CUPROF_SCOPE("idle_static");
+    cuprof::record_function r(name);
+  }
+  CHECK(cuprof::detail::global_chunk_pool().allocated() == chunks);
+  // A thread that only ever runs scopes while nothing records never registers a buffer.
+  bool registered = true;
+  std::thread([&] {
+    for (int i = 0; i < 100000; ++i) {
+      CUPROF_SCOPE("idle_thread");
+      cuprof::record_function r(std::string_view("idle dynamic"));
+    }
+    registered = cuprof::detail::t_buffer != nullptr;
+  }).join();
+  CHECK_FALSE(registered);
+  // And none of it shows up in the next window.
+  cuprof::profile p(cpu_only());
+  p.start();
+  p.stop();
+  CHECK(p.last_trace().spans.empty());
+}
+
+// --- libcupti not loadable ----------------------------------------------------------
+
+TEST_CASE("CUPROF_CUPTI_LIBRARY that cannot be loaded, or is not CUPTI: one clear reason, nothing else tried") {
+  const saved_env saved("CUPROF_CUPTI_LIBRARY");
+  ::setenv("CUPROF_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13", 1);
+  {
+    cuprof::detail::cupti::cupti_library lib;
+    const std::string why = lib.load();
+    CAPTURE(why);
+    CHECK(why.rfind("CUPROF_CUPTI_LIBRARY=/nonexistent/libcupti.so.13 could not be loaded (", 0) == 0);
+    const bool bound = lib.get_version != nullptr;
+    CHECK_FALSE(bound);
+  }
+  ::setenv("CUPROF_CUPTI_LIBRARY", "libz.so.1", 1);  // loads, but is not CUPTI
+  {
+    cuprof::detail::cupti::cupti_library lib;
+    const std::string why = lib.load();
+    CAPTURE(why);
+    CHECK(why.find("lacks CUPTI 13 entry points") != std::string::npos);
+  }
+}
+
+// --- Environment parsers (fuzzed by tests/fuzz/fuzz_env_config.cpp) ---------------
+
+TEST_CASE("environment parsers: ranks, the record cap, flags, libcupti candidates") {
+  using cuprof::detail::parse_env_int;
+  using cuprof::detail::parse_record_cap;
+  CHECK(parse_env_int(nullptr) == std::nullopt);
+  CHECK(parse_env_int("") == std::nullopt);
+  CHECK(parse_env_int("7") == 7);
+  CHECK(parse_env_int("0") == 0);
+  CHECK(parse_env_int("-1") == std::nullopt);
+  CHECK(parse_env_int("7x") == std::nullopt);
+  CHECK(parse_env_int("1073741824") == std::nullopt);  // 2^30
+  CHECK(parse_env_int("99999999999999999999") == std::nullopt);
+
+  CHECK(parse_record_cap(nullptr) == std::nullopt);
+  CHECK(parse_record_cap("1000") == std::size_t(1000));
+  CHECK(parse_record_cap("0") == std::nullopt);
+  // Regression: strtoull read "-1" as 2^64-1, i.e. no cap at all.
+  CHECK(parse_record_cap("-1") == std::nullopt);
+  CHECK(parse_record_cap(" 5") == std::nullopt);
+  CHECK(parse_record_cap("+5") == std::nullopt);
+  CHECK(parse_record_cap("1e6") == std::nullopt);
+  CHECK(parse_record_cap("99999999999999999999999") == std::size_t(SIZE_MAX));
+
+  CHECK_FALSE(cuprof::detail::parse_env_flag(nullptr));
+  CHECK_FALSE(cuprof::detail::parse_env_flag(""));
+  CHECK_FALSE(cuprof::detail::parse_env_flag("0"));
+  CHECK(cuprof::detail::parse_env_flag("1"));
+
+  using cuprof::detail::cupti_library_candidates;
+  CHECK(cupti_library_candidates("/x/libcupti.so", "/cuda", nullptr) == std::vector<std::string>{"/x/libcupti.so"});
+  const auto c = cupti_library_candidates(nullptr, "/cuda", "");
+  CHECK(c.front() == "libcupti.so.13");
+  CHECK(std::find(c.begin(), c.end(), "/cuda/extras/CUPTI/lib64/libcupti.so.13") != c.end());
+  CHECK(c.back() == "/usr/local/cuda/lib64/libcupti.so.13");
+}
+
+// --- Fuzzing corpus and regressions, replayed in every build ------------------------
+
+TEST_CASE("fuzz replay: the seed traces, damaged copies of them, and every regression input") {
+  std::vector<fs::path> seeds = files_in(source_dir / "tests" / "fixtures" / "gpu");
+  for (const fs::path& p : files_in(source_dir / "tools" / "testdata" / "kineto"))
+    if (p.extension() == ".json") seeds.push_back(p);
+  REQUIRE(seeds.size() >= 8);
+  std::size_t inputs = 0;
+  const auto feed = [&](const std::string& bytes) {
+    cuprof_fuzz::trace_reader(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    ++inputs;
+  };
+  for (const fs::path& p : seeds) {
+    CAPTURE(p.string());
+    const std::string text = slurp(p);
+    REQUIRE_NOTHROW(cuprof::read_trace_bytes(text, p.string()));
+    feed(text);
+    // Cut at 64 places, and 64 single-byte changes: what a fuzzer tries first.
+    std::uint64_t x = 0x9E3779B97F4A7C15ull ^ text.size();
+    for (int i = 0; i < 64; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      feed(text.substr(0, x % text.size()));
+      std::string changed = text;
+      changed[x % text.size()] = "\"{}[],:0-.e\\\x01\xff"[(x >> 32) % 15];
+      feed(changed);
+    }
+  }
+  for (const fs::path& p : files_in(source_dir / "tests" / "fuzz" / "regressions" / "trace_reader")) {
+    CAPTURE(p.string());
+    feed(slurp(p));
+  }
+  std::size_t env_inputs = 0;
+  const saved_env rank("RANK"), world("WORLD_SIZE"), quiet("CUPROF_QUIET");  // the target sets them
+  for (const fs::path& p : files_in(source_dir / "tests" / "fuzz" / "regressions" / "env_config")) {
+    const std::string bytes = slurp(p);
+    cuprof_fuzz::env_config(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    ++env_inputs;
+  }
+  using namespace std::string_literals;
+  const std::vector<std::string> env_seeds = {""s, "7"s, "-1"s, "1\0" "2\0" "0\0" "/x\0" "/c\0" "/p"s,
+                                              "\0" "-1\0" "00\0" "\0" "\0"s};
+  for (const std::string& bytes : env_seeds) {
+    cuprof_fuzz::env_config(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    ++env_inputs;
+  }
+  MESSAGE(inputs << " trace inputs and " << env_inputs << " environment inputs replayed");
+}
+
+}  // TEST_SUITE reliability
