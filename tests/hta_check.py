@@ -31,7 +31,6 @@ import argparse
 import gzip
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -501,8 +500,7 @@ def main(argv=None):
         (args.gpu if Reference(load_json(path)).work else args.cpu).append(path)
     if not args.gpu and not args.cpu:
         ap.error("no traces given")
-    logging.getLogger("hta").setLevel(logging.ERROR)
-    import hta.configs.config as hta_config  # noqa: F401  (HTA sets its logger up on import)
+    import hta.configs.config  # noqa: F401  HTA sets its logger up on import: quiet it afterwards
     logging.getLogger("hta").setLevel(logging.ERROR)
     from hta.version import __version__ as hta_version
     print(f"hta_check: HolisticTraceAnalysis {hta_version}")
