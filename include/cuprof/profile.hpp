@@ -288,6 +288,7 @@ class profile {
       pending_.pop_front();
       report_drops(*last_);
       if (options_.on_trace_ready) options_.on_trace_ready(*this);
+      if (tracer_) tracer_->trim_buffers();
       detail::return_free_memory();
     }
     if (!detail::records(action_) && tracer_) tracer_->disable();

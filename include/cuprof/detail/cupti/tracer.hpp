@@ -338,6 +338,7 @@ class tracer {
   // full buffers every flush_period_ms, as CUPTI may otherwise hold many
   // until the next explicit flush.
   void worker() {
+    std::uint64_t last_flush = monotonic_ns();
     for (;;) {
       timespec deadline;
       clock_gettime(CLOCK_REALTIME, &deadline);
@@ -346,9 +347,12 @@ class tracer {
         deadline.tv_sec += 1;
         deadline.tv_nsec -= 1000000000L;
       }
-      if (sem_timedwait(&work_ready_, &deadline) != 0 && enabled_flag_.load(std::memory_order_relaxed) &&
-          !forked_child())
+      sem_timedwait(&work_ready_, &deadline);
+      if (enabled_flag_.load(std::memory_order_relaxed) && !forked_child() &&
+          monotonic_ns() - last_flush >= std::uint64_t(flush_period_ms) * 1000000u) {
         cupti_.flush_all(0);
+        last_flush = monotonic_ns();
+      }
       process_completed();
     }
   }
