@@ -820,4 +820,24 @@ TEST_CASE("CUPROF_TRACE autostart: start_environment_profile / finish_environmen
   CHECK(environment_profile() == nullptr);
 }
 
+TEST_CASE("a profile used as a scope: start_now starts it, leaving the scope stops it and hands the trace over") {
+  int ready = 0;
+  std::size_t spans = 0;
+  cuprof::profile_options options;
+  options.activities = cuprof::activity::cpu;
+  options.on_trace_ready = [&](cuprof::profile& p) {
+    ++ready;
+    spans = p.last_trace().spans.size();
+  };
+  {
+    cuprof::profile prof(options, cuprof::start_now);
+    CHECK(prof.running());
+    CUPROF_SCOPE("inside_the_profile_scope");
+  }
+  CHECK(ready == 1);
+  CHECK(spans == 1);
+  cuprof::profile next(options, cuprof::start_now);  // the slot was freed
+  CHECK(next.running());
+}
+
 }  // TEST_SUITE profile

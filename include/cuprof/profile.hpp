@@ -8,6 +8,8 @@
 //   for (...) { work(); prof.step(); }
 //   prof.stop();   // also done by ~profile()
 //
+// As a scope: { cuprof::profile prof(opts, cuprof::start_now); ... }
+//
 // Without a schedule everything between start() and stop() is one recorded
 // window. With one, steps follow torch's schedule: each step is wrapped in a
 // ProfilerStep#N scope, warmup steps are traced and discarded, and the end of
@@ -85,11 +87,18 @@ inline std::atomic<const void*> g_running_profile{nullptr};
 
 }  // namespace detail
 
+// Tag for the constructor that starts right away: the profile is then a
+// scope, like torch's `with profile(...) as prof:`.
+struct start_now_t {};
+inline constexpr start_now_t start_now{};
+
 class profile {
  public:
   explicit profile(profile_options options = {}) : options_(std::move(options)) {
     if (options_.schedule) options_.schedule->validate();
   }
+  //   { cuprof::profile prof(opts, cuprof::start_now); work(); }   // stopped here
+  profile(profile_options options, start_now_t) : profile(std::move(options)) { start(); }
   ~profile() {
     try {
       stop();
