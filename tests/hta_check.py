@@ -49,6 +49,8 @@ HTA_LAUNCH_STATS_NAMES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpy
 # The calls HTA's queue length counts (common/trace_symbol_table.py, get_runtime_launch_events_mask).
 HTA_QUEUE_NAMES = HTA_LAUNCH_STATS_NAMES | {"cuLaunchKernel", "cuLaunchKernelEx"}
 DRIVER_LAUNCH_NAMES = {"cuLaunchKernel", "cuLaunchKernelEx"}
+# HTA's kernel types (common/types.py, by name: Memcpy/Memset, *Sync, nccl...) in cuprof's categories.
+TYPE_CATS = {"COMPUTATION": {"kernel"}, "MEMORY": {"gpu_memcpy", "gpu_memset"}, "OTHER": {"cuda_sync"}}
 KERNEL_WAIT_US = 30  # HTA's default consecutive_kernel_delay, compared against gaps in the trace's unit (us)
 EPS = 1e-6  # us: float noise on sums of microsecond values with 3 decimals
 NAME_CUT = 55  # the table's name column (table_options::max_name_column_width)
@@ -266,7 +268,7 @@ def check_temporal(ta, ref, table, c):
                                                     "kernel_time(us)"))
     ref_span = max(ref.end(e) for e in ref.gpu) - min(e["ts"] for e in ref.gpu)
     busy, _ = ref.union(ref.gpu)
-    compute, _ = ref.union([e for e in ref.gpu if not e["name"].startswith(("Memcpy", "Memset"))])
+    compute, _ = ref.union([e for e in ref.gpu if e["cat"] == "kernel"])  # HTA: not memory, sync or comm
     c.equal("kernel_time == GPU span (first GPU start to last GPU end)", span, ref_span)
     c.equal("idle + compute + non-compute == GPU span", idle + comp + non, ref_span)
     c.equal("compute + non-compute == union of GPU intervals", comp + non, busy)
@@ -288,7 +290,7 @@ def check_kernels(ta, ref, table, c):
         c.true("the table of a CPU-only trace has no CUDA columns", not table.has_cuda)
         return "no GPU events: both frames empty, and the table has no CUDA columns"
     by_name = defaultdict(list)
-    for e in ref.gpu:
+    for e in ref.work:  # HTA breaks down compute, communication and memory kernels, not syncs
         by_name[e["name"]].append(e["dur"])
     c.equal("kernel names", len(kernels), len(by_name), 0)
     for _, k in kernels.iterrows():
@@ -316,7 +318,8 @@ def check_kernels(ta, ref, table, c):
     # Per kernel type HTA truncates each merged interval to whole microseconds (astype(int)).
     for _, t in types.iterrows():
         kind = t["kernel_type"]
-        members = [e for e in ref.gpu if (e["name"].startswith(("Memcpy", "Memset"))) == (kind == "MEMORY")]
+        cats = TYPE_CATS.get(kind, set())
+        members = [e for e in ref.gpu if e["cat"] in cats]
         exact, intervals = ref.union(members)
         c.true(f"kernel type {kind}: HTA {t['sum']} vs exact {exact:.3f}us is more than the whole-us truncation of "
                f"{intervals} intervals", exact - intervals - EPS <= float(t["sum"]) <= exact + EPS)
