@@ -7,6 +7,14 @@
 //   cuprof_idle   cuprof running a schedule whose steps are all outside active windows
 //   cuprof_cycles cuprof with a repeating schedule, each cycle's trace written to disk (memory bound)
 //   cupti_idle    a CUPTI subscriber with no activity enabled: the anchor for cuprof_idle
+// Reliability modes (scripts/gpu_check.py, docs/reliability.md):
+//   burst         a cold profile (no warm-up session) around `launches` launches with no
+//                 syncs in between; --trace PATH writes the trace (prints dropped=, kernels=)
+//   after_stop    the launch loop timed --reps times before the first start(), then a
+//                 profiled loop, then --reps times after stop(): before_ns=, after_ns= (medians)
+//   fork          --forks children forked during a traced loop while a thread runs scopes;
+//                 each child runs CPU-only scopes and _exit(0)s: forks=, children_ok=,
+//                 children_hung=; --trace PATH writes the parent's trace
 // Prints key=value lines: loop_ns (the launch loop, batch syncs included),
 // launch_ns (host time in the launch calls only), collect_ns (profiler start
 // to a stopped profiler whose trace is ready), events, rss_*_kb.
@@ -16,8 +24,15 @@
 
 #include <cuda_runtime.h>
 
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -73,16 +88,45 @@ loop_times launch_loop(long launches, int batch, OnBatch on_batch) {
   return t;
 }
 
+std::uint64_t median(std::vector<std::uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Waits for a child at most `seconds`; kills it if it is still running. Its
+// exit status, 128 + signal, or -1 when it had to be killed (a hang).
+int wait_or_kill(pid_t child, double seconds) {
+  const std::uint64_t until = now_ns() + std::uint64_t(seconds * 1e9);
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(child, &status, WNOHANG);
+    if (r == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return -2;
+    if (now_ns() > until) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = "untraced";
   long launches = 200000;
   int batch = 256;
+  std::string trace_path;  // burst, fork
+  int reps = 7;            // after_stop
+  int forks = 20;          // fork
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--mode")) mode = argv[i + 1];
     else if (!std::strcmp(argv[i], "--launches")) launches = std::atol(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--batch")) batch = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--trace")) trace_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--forks")) forks = std::atoi(argv[i + 1]);
   }
   check(cudaFree(nullptr), "init");
   launch_loop(4096, batch, [] {});  // module load, first-launch costs
@@ -152,6 +196,92 @@ int main(int argc, char** argv) {
       if (++batches % 40 == 0) prof.step();
     });
     prof.stop();
+  } else if (mode == "burst") {
+    // As a program would do it: no warm-up session, launches back to back
+    // (the launch queue throttles them), one window.
+    cuprof::profile prof;
+    const std::uint64_t c0 = now_ns();
+    prof.start();
+    const std::uint64_t l0 = now_ns();
+    {
+      CUPROF_SCOPE("burst");
+      for (long i = 0; i < launches; ++i) empty_kernel<<<1, 32>>>();
+    }
+    t.launch_ns = t.loop_ns = now_ns() - l0;
+    prof.stop();
+    collect_ns = now_ns() - c0;
+    const cuprof::trace& tr = prof.last_trace();
+    events = tr.api_calls.size() + tr.gpu.size() + tr.spans.size();
+    dropped = tr.meta.dropped_gpu_records;
+    kernels = std::size_t(std::count_if(tr.gpu.begin(), tr.gpu.end(),
+                                        [](const cuprof::gpu_activity& g) { return g.kind == cuprof::gpu_kind::kernel; }));
+    if (!trace_path.empty()) {
+      const std::uint64_t e0 = now_ns();
+      const cuprof::export_result r = prof.export_chrome_trace(trace_path);
+      std::printf("export_ns=%llu\ntrace_events=%llu\n", (unsigned long long)(now_ns() - e0),
+                  (unsigned long long)r.events);
+    }
+  } else if (mode == "after_stop") {
+    // The same loop before any profiler started and after one stopped.
+    std::vector<std::uint64_t> before, after;
+    launch_loop(launches, batch, [] {});  // clocks up
+    for (int r = 0; r < reps; ++r) before.push_back(launch_loop(launches, batch, [] {}).loop_ns);
+    {
+      cuprof::profile prof;
+      prof.start();
+      t = launch_loop(launches, batch, [] {});
+      prof.stop();
+      events = prof.last_trace().api_calls.size() + prof.last_trace().gpu.size();
+    }
+    for (int r = 0; r < reps; ++r) after.push_back(launch_loop(launches, batch, [] {}).loop_ns);
+    std::printf("before_ns=%llu\nafter_ns=%llu\nreps=%d\n", (unsigned long long)median(before),
+                (unsigned long long)median(after), reps);
+    std::printf("before_all_ns=");
+    for (std::uint64_t v : before) std::printf("%llu,", (unsigned long long)v);
+    std::printf("\nafter_all_ns=");
+    for (std::uint64_t v : after) std::printf("%llu,", (unsigned long long)v);
+    std::printf("\n");
+  } else if (mode == "fork") {
+    // A traced run that forks: a thread keeps entering scopes, the main thread
+    // launches, and children (CPU only: CUDA is not usable after fork) run
+    // scopes and leave with _exit(0). None may hang; the parent's trace stays whole.
+    cuprof::profile prof;
+    std::atomic<bool> stop{false};
+    std::thread scopes([&] {
+      for (std::uint64_t i = 1; !stop.load(std::memory_order_relaxed); ++i) {
+        cuprof::record_function r(std::string(64, 's'));
+        CUPROF_SCOPE("scope_thread");
+        if (i % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    });
+    int ok = 0, hung = 0, failed = 0;
+    prof.start();
+    const long per_fork = std::max(1L, launches / std::max(1, forks));
+    for (int f = 0; f < forks; ++f) {
+      t = launch_loop(per_fork, batch, [] {});
+      std::fflush(nullptr);
+      const pid_t child = fork();
+      if (child < 0) return 4;
+      if (child == 0) {
+        for (int k = 0; k < 5000; ++k) {
+          CUPROF_SCOPE("child_scope");
+          cuprof::record_function r(std::string(100, 'c'));
+        }
+        _exit(0);
+      }
+      const int rc = wait_or_kill(child, 20);
+      (rc == 0 ? ok : rc == -1 ? hung : failed) += 1;
+    }
+    prof.stop();
+    stop.store(true);
+    scopes.join();
+    const cuprof::trace& tr = prof.last_trace();
+    events = tr.api_calls.size() + tr.gpu.size() + tr.spans.size();
+    dropped = tr.meta.dropped_gpu_records;
+    kernels = std::size_t(std::count_if(tr.gpu.begin(), tr.gpu.end(),
+                                        [](const cuprof::gpu_activity& g) { return g.kind == cuprof::gpu_kind::kernel; }));
+    if (!trace_path.empty()) prof.export_chrome_trace(trace_path);
+    std::printf("forks=%d\nchildren_ok=%d\nchildren_hung=%d\nchildren_failed=%d\n", forks, ok, hung, failed);
   } else {
     std::fprintf(stderr, "launch_bench: unknown mode %s\n", mode.c_str());
     return 2;

@@ -115,6 +115,187 @@ def is_gemm(name):
     return re.search(r"nvjet|gemm|cutlass|xmma", name) is not None
 
 
+def reliability_checks(build, out, summary):
+    """The GPU-side scenarios of docs/reliability.md: libcupti not loadable, torch.profiler
+    holding CUPTI in the same process, 1,000,000 launches, fork during a traced run, no
+    slowdown after stop(), and every example clean under compute-sanitizer memcheck."""
+    rel = summary.setdefault("reliability", {})
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bench = os.path.join(build, "bench", "launch_bench")
+    cli = os.path.join(build, "tools", "cuprof")
+
+    def key_values(text):
+        kv = {}
+        for line in text.splitlines():
+            k, sep, v = line.partition("=")
+            if sep and re.fullmatch(r"[a-z_]+", k):
+                kv[k] = v.strip()
+        return kv
+
+    def number(kv, key, default=-1):
+        try:
+            return int(kv.get(key, default))
+        except ValueError:
+            return default
+
+    def cuprof_lines(proc):
+        return [l for l in proc.stderr.splitlines() if l.startswith("cuprof:")]
+
+    def run_unset(cmd, log_name, unset=("CUPROF_TRACE",), env=None, timeout=600):
+        """run(), with some variables removed from the environment."""
+        full_env = {k: v for k, v in os.environ.items() if k not in unset}
+        full_env.update(env or {})
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
+        with open(os.path.join(out, log_name + ".log"), "w") as f:
+            f.write(f"$ {' '.join(cmd)}\nexit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        return proc
+
+    def guarded(name, fn):
+        try:
+            fn()
+        except Exception as e:  # a timeout or a missing file is a failed check, not the end of gpu-check
+            check(name, False, f"{type(e).__name__}: {e}")
+
+    # --- libcupti not loadable: the one library named is the only one tried -------------------
+    def no_cupti():
+        trace = os.path.join(out, "rel_no_cupti.json")
+        lib = "/nonexistent/libcupti.so.13"
+        proc = run_unset([os.path.join(build, "examples", "matmul_add"), "--size", "64", "--trace", trace],
+                         "rel_no_cupti", env={"CUPROF_CUPTI_LIBRARY": lib})
+        said = cuprof_lines(proc)
+        off = [l for l in said if "CUDA tracing is off" in l]
+        expected = f"cuprof: CUDA tracing is off: CUPROF_CUPTI_LIBRARY={lib} could not be loaded"
+        problems, gpu, status = ["no trace"], [], ""
+        if os.path.exists(trace):
+            raw, obj = validate_trace.load_trace(trace)
+            problems = validate_trace.validate(raw, obj, require_gpu=False)
+            gpu = gpu_events(obj["traceEvents"])
+            status = obj.get("cuprof", {}).get("cuda_status", "")
+        rel["no_cupti"] = {"exit": proc.returncode, "lines": said, "cuda_status": status}
+        check("libcupti not loadable (CUPROF_CUPTI_LIBRARY=/nonexistent/...): exactly one line saying so, exit 0, "
+              "a valid CPU-only trace whose cuda_status says why",
+              proc.returncode == 0 and len(off) == 1 and off[0].startswith(expected) and not problems and not gpu
+              and lib in status, f"exit {proc.returncode}; {' | '.join(said)}; {'; '.join(problems[:3])}")
+    guarded("libcupti not loadable", no_cupti)
+
+    # --- torch.profiler holds CUPTI in the same process -----------------------------------------
+    def torch_probe():
+        probe = os.path.join(build, "tests", "gpu", "libcuprof_probe.so")
+        if not check("tests/gpu/libcuprof_probe.so was built", os.path.exists(probe), probe):
+            return
+        torch_trace = os.path.join(out, "rel_torch_probe_torch.json")
+        proc = run_unset([sys.executable, os.path.join(root, "tests", "gpu", "torch_then_cuprof.py"), probe, torch_trace],
+                         "rel_torch_probe", timeout=300)
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+        r = json.loads(lines[-1]) if lines else {}
+        rel["torch_probe"] = r
+        during = r.get("during", {})
+        status = during.get("cuda_status", "")
+        said = cuprof_lines(proc)
+        check("torch.profiler active in the same process: cuprof says another tool holds CUPTI (with the name CUPTI "
+              "gives), records its CPU side only, no crash",
+              proc.returncode == 0 and "another tool already holds CUPTI" in status and during.get("spans") == 100
+              and during.get("gpu_records") == 0 and len([l for l in said if "CUDA tracing is off" in l]) == 1,
+              f"exit {proc.returncode}; status {status!r}; {' | '.join(said)}; {proc.stderr.strip()[-300:] if proc.returncode else ''}")
+        check("torch.profiler keeps working after cuprof's attempt: its trace has the kernels launched after it",
+              proc.returncode == 0 and r.get("torch_kernels_after_probe", 0) >= 3 and r.get("y_sum_finite"),
+              f"{r.get('torch_kernels')} kernels, {r.get('torch_kernels_after_probe')} after cuprof's attempt")
+    guarded("torch.profiler in the same process", torch_probe)
+
+    # --- Load: 1,000,000 launches --------------------------------------------------------------
+    def burst():
+        proc = run_unset([bench, "--mode", "cuprof", "--launches", "1000000"], "rel_launches_1m", timeout=900)
+        kv = key_values(proc.stdout)
+        dropped, kernels = number(kv, "dropped"), number(kv, "kernels")
+        rel["launches_1m"] = kv
+        reported = any("GPU records" in l and "lost" in l for l in cuprof_lines(proc))
+        check("1,000,000 launches (launch_bench --mode cuprof, batches of 256): no dropped record at default "
+              "settings, every kernel in the trace (or the drops counted and said)",
+              proc.returncode == 0 and ((dropped == 0 and kernels == 1000000) or (dropped > 0 and reported)),
+              f"dropped={dropped} kernels={kernels} collect_ns={kv.get('collect_ns')} rss_peak_kb={kv.get('rss_peak_kb')}")
+
+        trace = os.path.join(out, "rel_burst.json")
+        proc = run_unset([bench, "--mode", "burst", "--launches", "1000000", "--trace", trace], "rel_burst", timeout=900)
+        kv = key_values(proc.stdout)
+        rel["burst_1m"] = kv
+        dropped, kernels = number(kv, "dropped"), number(kv, "kernels")
+        calls = None
+        if proc.returncode == 0 and os.path.exists(trace) and os.path.exists(cli):
+            table = run_unset([cli, "table", trace, "--rows", "20"], "rel_burst_table", timeout=900)
+            rows, _ = parse_table(table.stdout)
+            calls = next((r.get("# of Calls") for r in rows if "empty_kernel" in r.get("Name", "")), None)
+            rel["burst_1m"]["table_exit"] = table.returncode
+            rel["burst_1m"]["trace_mb"] = round(os.path.getsize(trace) / 1e6, 1)
+        if os.path.exists(trace):
+            os.remove(trace)  # about 1 GB: not for the results tarball
+        check("1,000,000 launches back to back in a cold profile: no dropped record, the trace is written and the "
+              "cuprof command reads all 1,000,000 kernels back",
+              proc.returncode == 0 and dropped == 0 and kernels == 1000000 and calls == "1000000",
+              f"dropped={dropped} kernels={kernels} table calls={calls} export_ns={kv.get('export_ns')} "
+              f"trace {rel['burst_1m'].get('trace_mb')} MB")
+    guarded("1,000,000 launches", burst)
+
+    # --- fork during a traced run ------------------------------------------------------------
+    def fork():
+        trace = os.path.join(out, "rel_fork.json")
+        proc = run_unset([bench, "--mode", "fork", "--launches", "20000", "--forks", "20", "--trace", trace],
+                         "rel_fork", timeout=600)
+        kv = key_values(proc.stdout)
+        rel["fork"] = kv
+        problems = ["no trace"]
+        if os.path.exists(trace):
+            raw, obj = validate_trace.load_trace(trace)
+            problems = validate_trace.validate(raw, obj, require_gpu=True)
+        check("fork during a traced run: 20 children (CPU-only scopes, _exit(0)) all exit, none hangs; the parent's "
+              "trace is valid with its GPU work",
+              proc.returncode == 0 and number(kv, "children_ok") == 20 and number(kv, "children_hung") == 0
+              and number(kv, "kernels") >= 20000 and number(kv, "dropped") == 0 and not problems,
+              f"ok={kv.get('children_ok')} hung={kv.get('children_hung')} failed={kv.get('children_failed')} "
+              f"kernels={kv.get('kernels')}; {'; '.join(problems[:3])}")
+    guarded("fork during a traced run", fork)
+
+    # --- no slowdown after profiling -------------------------------------------------------------
+    def after_stop():
+        proc = run_unset([bench, "--mode", "after_stop", "--launches", "50000", "--reps", "9"], "rel_after_stop")
+        kv = key_values(proc.stdout)
+        rel["after_stop"] = kv
+        before, after = number(kv, "before_ns"), number(kv, "after_ns")
+        ratio = after / before if before > 0 else float("inf")
+        check("no slowdown after profiling: a launch loop after stop() within 5% of the same loop before start() "
+              "(median of 9 x 50,000 launches)",
+              proc.returncode == 0 and before > 0 and ratio <= 1.05,
+              f"before {before / 1e6:.2f} ms, after {after / 1e6:.2f} ms, after/before {ratio:.3f}")
+    guarded("no slowdown after profiling", after_stop)
+
+    # --- every example clean under compute-sanitizer memcheck -------------------------------------
+    def memcheck():
+        sanitizer = subprocess.run(["which", "compute-sanitizer"], capture_output=True, text=True).stdout.strip()
+        if not check("compute-sanitizer is installed", bool(sanitizer)):
+            return
+        cases = [("matmul_add", ["--size", "64"]),
+                 ("linear", ["--batch", "64", "--variant", "addmm"]),
+                 ("mlp", ["--batch", "2", "--seq", "8", "--dim", "64", "--hidden", "256", "--variant", "unfused"]),
+                 ("mlp", ["--batch", "2", "--seq", "8", "--dim", "64", "--hidden", "256", "--variant", "fused"]),
+                 ("occupancy", ["--elements", "65536", "--steps", "2"]),
+                 ("concurrency", ["--threads", "2", "--iterations", "3"])]
+        rel["memcheck"] = {}
+        for name, args in cases:
+            exe = os.path.join(build, "examples", name)
+            label = f"memcheck_{name}" + (f"_{args[-1]}" if name == "mlp" else "")
+            if not os.path.exists(exe):
+                check(f"{label}: example built", False, exe)
+                continue
+            trace = os.path.join(out, f"rel_{label}.json")
+            proc = run_unset([sanitizer, "--tool", "memcheck", exe, *args, "--trace", trace], f"rel_{label}", timeout=900)
+            text = proc.stdout + proc.stderr
+            summary_line = next((l for l in text.splitlines() if "ERROR SUMMARY" in l), "no ERROR SUMMARY line")
+            rel["memcheck"][label] = summary_line.strip()
+            check(f"{label}: clean under compute-sanitizer --tool memcheck (CUPROF_TRACE unset; cuprof CPU-only there)",
+                  proc.returncode == 0 and "ERROR SUMMARY: 0 errors" in text,
+                  f"exit {proc.returncode}; {summary_line.strip()}; {' | '.join(cuprof_lines(proc))[:200]}")
+    guarded("compute-sanitizer memcheck", memcheck)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", required=True)
@@ -258,6 +439,7 @@ def main():
               expected <= set(ours.get("categories", [])), f"torch {torch_cats}, cuprof {ours.get('categories')}")
 
     interop_checks(build, out, summary, check, run)
+    reliability_checks(build, out, summary)
 
     summary["checks"] = results
     with open(os.path.join(out, "summary.json"), "w") as f:

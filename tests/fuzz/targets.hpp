@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cuprof/chrome_trace.hpp>
+#include <cuprof/detail/autostart.hpp>
 #include <cuprof/detail/env.hpp>
 #include <cuprof/detail/process_info.hpp>
 #include <cuprof/diff.hpp>
@@ -14,6 +15,7 @@
 #include <cuprof/table.hpp>
 #include <cuprof/trace_reader.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -80,17 +82,21 @@ inline bool all_digits(const std::string& s) {
 }
 
 // cuprof's environment variables: each parser against a simple model of what
-// the guide says, then the getenv-reading functions with the same values set.
+// the guide says, then the whole CUPROF_TRACE configuration (read_environment,
+// expand_trace_path) through a lookup that serves the same fields. Nothing is
+// set in the real environment (setenv keeps every value it ever saw).
 inline void env_config(const std::uint8_t* data, std::size_t size) {
-  const std::vector<std::string> f = fields(data, size, 6);
+  const std::vector<std::string> f = fields(data, size, 13);
   const auto opt = [](const std::string& s) { return s.c_str(); };
 
   // RANK and friends: [0, 2^30) or nothing.
   const std::optional<int> rank = cuprof::detail::parse_env_int(opt(f[0]));
   if (rank && (*rank < 0 || *rank >= (1 << 30))) broken("parse_env_int out of range", f[0]);
   if (all_digits(f[0]) && f[0].size() <= 9 && !rank) broken("parse_env_int rejected a small decimal", f[0]);
-  if (rank && all_digits(f[0]) && std::to_string(*rank) != f[0].substr(std::min(f[0].find_first_not_of('0'), f[0].size() - 1)))
+  if (rank && all_digits(f[0]) &&
+      std::to_string(*rank) != f[0].substr(std::min(f[0].find_first_not_of('0'), f[0].size() - 1)))
     broken("parse_env_int misread", f[0]);
+  const int world = cuprof::detail::parse_env_int(opt(f[1])).value_or(1);
 
   // CUPROF_MAX_RECORDS: digits only, positive; saturates.
   const std::optional<std::size_t> cap = cuprof::detail::parse_record_cap(opt(f[1]));
@@ -111,15 +117,40 @@ inline void env_config(const std::uint8_t* data, std::size_t size) {
   for (const std::string& s : c)
     if (s.empty()) broken("an empty libcupti candidate");
 
-  // The same values through the environment, read as the library reads them.
-  ::setenv("RANK", f[0].c_str(), 1);
-  ::setenv("WORLD_SIZE", f[1].c_str(), 1);
-  ::setenv("CUPROF_QUIET", f[2].c_str(), 1);
-  if (cuprof::detail::process_rank() != rank.value_or(0)) broken("process_rank differs from parse_env_int");
-  if (cuprof::detail::quiet() != cuprof::detail::parse_env_flag(f[2].c_str())) broken("quiet() differs from parse_env_flag");
-  cuprof::trace_metadata meta;
-  cuprof::detail::fill_process_info(meta);
-  if (meta.world_size < 0 || meta.rank < 0) broken("negative rank or world size");
+  // CUPROF_TRACE, CUPROF_TABLE, CUPROF_ACTIVITIES, CUPROF_DELAY, CUPROF_DURATION;
+  // an empty field is an unset variable, except where a byte says otherwise.
+  const bool injected = !f[12].empty() && (f[12][0] & 1);
+  const bool set_empty = !f[12].empty() && (f[12][0] & 2);
+  const char* names[] = {"CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION"};
+  const auto lookup = [&](const char* name) -> const char* {
+    for (int i = 0; i < 5; ++i)
+      if (std::strcmp(name, names[i]) == 0) return f[6 + i].empty() && !set_empty ? nullptr : f[6 + i].c_str();
+    return nullptr;
+  };
+  const std::string host = f[11].empty() ? "localhost" : f[11];  // host_name() is never empty in practice
+  const cuprof::detail::environment_config e =
+      cuprof::detail::read_environment(lookup, injected, 4242, host, rank.value_or(0), world);
+  if (e.enabled != (injected || !f[6].empty())) broken("CUPROF_TRACE: enabled");
+  if (!e.enabled) return;
+  if (e.trace_path.empty()) broken("an enabled configuration with no trace path");
+  if (!f[6].empty() && f[6].find('%') == std::string::npos && world <= 1 && e.trace_path != f[6])
+    broken("a trace path without % changed", f[6]);
+  if (world > 1 && f[6].find("%r") == std::string::npos &&
+      e.trace_path.find(".rank" + std::to_string(rank.value_or(0))) == std::string::npos && f[6].find('%') == std::string::npos)
+    broken("ranks of a multi-rank run would overwrite each other", e.trace_path);
+  if (e.print_table == (f[7] == "0")) broken("CUPROF_TABLE");
+  const std::string& a = f[8];
+  const bool known = a.empty() || a == "cpu" || a == "cuda" || a == "cpu,cuda" || a == "cuda,cpu";
+  if (known == std::any_of(e.problems.begin(), e.problems.end(),
+                           [](const std::string& p) { return p.rfind("CUPROF_ACTIVITIES", 0) == 0; }))
+    broken("CUPROF_ACTIVITIES: a problem reported for a valid value, or none for an invalid one", a);
+  for (double v : {e.delay_s, e.duration_s})
+    if (!(v >= 0 && v <= 1e7)) broken("a delay or duration out of range");
+  if (e.problems.size() > 3) broken("more problems than variables");
+  // The path pattern alone, with another rank and world size.
+  const std::string p = cuprof::detail::expand_trace_path(f[6], 1, host, 3, 2);
+  if (f[6].find("%r") == std::string::npos && p.find(".rank3") == std::string::npos && f[6].find('%') == std::string::npos)
+    broken("expand_trace_path: no rank in a multi-rank path", p);
 }
 
 }  // namespace cuprof_fuzz
