@@ -701,6 +701,28 @@ TEST_CASE("environment parsers: ranks, the record cap, flags, libcupti candidate
 
 // --- Fuzzing corpus and regressions, replayed in every build ------------------------
 
+TEST_CASE("fuzz findings stay fixed (tests/fuzz/regressions/trace_reader)") {
+  const fs::path dir = source_dir / "tests" / "fuzz" / "regressions" / "trace_reader";
+  SUBCASE("baseTimeNanoseconds + ts beyond int64: a clear error, not signed overflow") {
+    const std::string bytes = slurp(dir / "base_plus_ts_overflows_int64.json");
+    REQUIRE_FALSE(bytes.empty());
+    try {
+      cuprof::read_trace_bytes(bytes, "overflow");
+      FAIL("accepted");
+    } catch (const cuprof::error& e) {
+      CHECK(std::string(e.what()).find("64-bit nanoseconds") != std::string::npos);
+    }
+  }
+  SUBCASE("a window 31 years from the events: read; written back, a clear error (ts beyond 1e15 us)") {
+    const std::string bytes = slurp(dir / "base_time_31_years_from_window");
+    REQUIRE_FALSE(bytes.empty());
+    const cuprof::loaded_trace lt = cuprof::read_trace_bytes(bytes, "window");
+    CHECK(cuprof_fuzz::time_extent_ns(lt.t) >= cuprof_fuzz::max_round_trip_extent_ns);
+    CHECK_THROWS_AS(cuprof::parse_trace(cuprof::chrome_trace_json(lt.t), "back"), cuprof::error);
+    cuprof_fuzz::trace_reader(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+  }
+}
+
 TEST_CASE("fuzz replay: the seed traces, damaged copies of them, and every regression input") {
   std::vector<fs::path> seeds = files_in(source_dir / "tests" / "fixtures" / "gpu");
   for (const fs::path& p : files_in(source_dir / "tools" / "testdata" / "kineto"))

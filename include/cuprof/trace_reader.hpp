@@ -412,7 +412,8 @@ class builder {
     // Times become Unix-epoch nanoseconds now that the base is known.
     const std::int64_t base = std::int64_t(out_.base_ns);
     const auto absolute = [&](std::int64_t& x) {
-      x += base;
+      if (__builtin_add_overflow(x, base, &x))
+        throw error(out_.source + ": an event lies beyond what 64-bit nanoseconds hold (\"baseTimeNanoseconds\" + \"ts\")");
       if (x < 0) throw error(out_.source + ": an event lies before the epoch (negative \"ts\")");
     };
     for (raw_span& x : spans_) absolute(x.start), absolute(x.end);

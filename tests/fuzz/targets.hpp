@@ -31,6 +31,24 @@ namespace cuprof_fuzz {
   std::abort();
 }
 
+// From the earliest to the latest time in a trace (ns), window included.
+inline std::uint64_t time_extent_ns(const cuprof::trace& t) {
+  std::uint64_t lo = UINT64_MAX, hi = 0;
+  const auto add = [&](std::uint64_t a, std::uint64_t b) {
+    lo = std::min({lo, a, b});
+    hi = std::max({hi, a, b});
+  };
+  if (t.meta.window_start_ns || t.meta.window_end_ns) add(t.meta.window_start_ns, t.meta.window_end_ns);
+  for (const auto& x : t.spans) add(x.start_ns, x.end_ns);
+  for (const auto& x : t.api_calls) add(x.start_ns, x.end_ns);
+  for (const auto& x : t.gpu) add(x.start_ns, x.end_ns);
+  for (const auto& x : t.overhead) add(x.start_ns, x.end_ns);
+  for (const auto& x : t.file_gpu_annotations) add(x.start_ns, x.end_ns);
+  return hi >= lo ? hi - lo : 0;
+}
+// 1e15 us less the writer's rounding of its base down to a whole second.
+constexpr std::uint64_t max_round_trip_extent_ns = 1000000000000000000ull - 2000000000ull;
+
 // The trace reader, and what the `cuprof` command does with what it read:
 // table (with the opt-in columns), insights, diff, and the writer, whose
 // output must read back.
@@ -59,7 +77,11 @@ inline void trace_reader(const std::uint8_t* data, std::size_t size) {
     if (back.t.spans.size() != lt.t.spans.size() || back.t.gpu.size() != lt.t.gpu.size())
       broken("a trace read, written and read again changed its number of spans or GPU records");
   } catch (const cuprof::error& e) {
-    broken("the writer's output of a trace the reader accepted does not read back:", e.what());
+    // The reader takes "ts" up to 1e15 us (31 years) after the base; a trace
+    // whose times span more than that (a damaged baseTimeNanoseconds or
+    // window) is written, but cannot be read back: a clear error, as here.
+    if (time_extent_ns(lt.t) < max_round_trip_extent_ns)
+      broken("the writer's output of a trace the reader accepted does not read back:", e.what());
   }
 }
 
