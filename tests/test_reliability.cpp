@@ -549,7 +549,8 @@ TEST_CASE("exit: CUPROF_TRACE writes a valid trace while detached threads are st
 
 TEST_CASE("fork: children forked while a profile records and threads use scopes run scopes, exit, and do not hang") {
   std::vector<std::unique_ptr<scope_worker>> workers;
-  // Long dynamic names fill chunks fast, so the chunk pool's lock is taken often.
+  // Long dynamic names fill chunks fast, so the chunk pool's lock is taken often;
+  // a window per fork hands the chunks back (to the same lock) and bounds memory.
   for (int i = 0; i < 3; ++i) workers.push_back(std::make_unique<scope_worker>(2000));
   std::atomic<bool> spawning{true};
   std::thread spawner([&] {  // short-lived threads register (the registry's lock) and exit
@@ -558,14 +559,26 @@ TEST_CASE("fork: children forked while a profile records and threads use scopes 
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // each thread holds a 128 KiB chunk until collected
     }
   });
-  cuprof::profile prof(cpu_only());
+  std::size_t windows = 0, malformed = 0, rounds = 0, child_spans = 0, worker_spans = 0, dropped = 0;
+  cuprof::profile_options o = cpu_only();
+  o.schedule = cuprof::schedule(/*wait*/ 0, /*warmup*/ 0, /*active*/ 1);
+  o.on_trace_ready = [&](cuprof::profile& p) {
+    const cuprof::trace& t = p.last_trace();
+    ++windows;
+    malformed += malformed_spans(t);
+    rounds += spans_named(t, "fork_round");
+    child_spans += spans_named(t, "child_scope");
+    worker_spans += spans_named(t, "worker_outer");
+    dropped += t.meta.dropped_cpu_events;
+  };
+  cuprof::profile prof(o);
   prof.start();
   for (auto& w : workers) w->wait_loops(10);
   constexpr int forks = 60;
   int ok = 0, hung = 0, failed = 0;
-  {
-    CUPROF_SCOPE("fork_loop");
-    for (int i = 0; i < forks; ++i) {
+  for (int i = 0; i < forks; ++i) {
+    {
+      CUPROF_SCOPE("fork_round");
       std::fflush(nullptr);
       const pid_t child = ::fork();
       REQUIRE(child >= 0);
@@ -579,12 +592,13 @@ TEST_CASE("fork: children forked while a profile records and threads use scopes 
         g_forked_child_no_leak_check.store(true);
         std::exit(0);  // exit handlers and static destructors run too
       }
-      const int rc = wait_or_kill(child, 20);
+      const int rc = wait_or_kill(child, 30);
       if (rc == 0) ++ok;
       else if (rc == -1) ++hung;
       else ++failed;
       for (auto& w : workers) w->wait_loops(2);
     }
+    prof.step();
   }
   prof.stop();
   spawning.store(false);
@@ -593,16 +607,16 @@ TEST_CASE("fork: children forked while a profile records and threads use scopes 
   CHECK(hung == 0);
   CHECK(failed == 0);
   CHECK(ok == forks);
-  const cuprof::trace& t = prof.last_trace();
-  CHECK(spans_named(t, "fork_loop") == 1);
-  CHECK(spans_named(t, "child_scope") == 0);  // the children's scopes stay in the children
-  CHECK(spans_named(t, "worker_outer") > 0);
-  CHECK(malformed_spans(t) == 0);
-  CHECK(t.meta.dropped_cpu_events == 0);
+  CHECK(windows == std::size_t(forks) + 1);  // one per step, and the one stop() ends
+  CHECK(rounds == std::size_t(forks));
+  CHECK(child_spans == 0);  // the children's scopes stay in the children
+  CHECK(worker_spans > 0);
+  CHECK(malformed == 0);
+  CHECK(dropped == 0);
   scratch_dir dir;
   const std::string path = (dir.path / "parent.json").string();
   prof.export_chrome_trace(path);
-  CHECK(cuprof::read_trace_file(path).t.spans.size() == t.spans.size());
+  CHECK(cuprof::read_trace_file(path).t.spans.size() == prof.last_trace().spans.size());
 }
 
 // --- No slowdown after profiling --------------------------------------------------
