@@ -28,8 +28,9 @@ def interop_checks(build, out, summary, check, run):
         if os.path.exists(header):
             _, hobj = validate_trace.load_trace(header)
             kernels = lambda o: sorted({e["name"] for e in o["traceEvents"] if e.get("cat") == "kernel"})
-            check("injected trace shows the same kernels as the header-mode trace",
-                  kernels(obj) == kernels(hobj), f"injected {kernels(obj)}, header {kernels(hobj)}")
+            # Injection traces from start-up, so it also has the set-up kernels before the program's window.
+            check("injected trace shows every kernel of the header-mode trace",
+                  set(kernels(hobj)) <= set(kernels(obj)), f"injected {kernels(obj)}, header {kernels(hobj)}")
         summary["injected_kernels"] = sorted({e["name"] for e in obj["traceEvents"] if e.get("cat") == "kernel"})
 
     # --- threads x streams, a graph, NVTX ------------------------------------------------------

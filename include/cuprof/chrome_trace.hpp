@@ -94,10 +94,16 @@ class chrome_trace_writer {
   static constexpr std::size_t flush_threshold = 1 << 20;
 
   std::uint64_t base_time() const {
-    std::uint64_t lo = t_.meta.window_start_ns;
+    // A window start of 0 is unset (a hand-made trace, or one read from a file
+    // without a window): as the base it would make every ts an epoch time,
+    // beyond the 1e15 us the reader takes.
+    std::uint64_t lo = t_.meta.window_start_ns ? t_.meta.window_start_ns : UINT64_MAX;
     for (const cpu_span& s : t_.spans) lo = std::min(lo, s.start_ns);
     for (const api_call& a : t_.api_calls) lo = std::min(lo, a.start_ns);
     for (const gpu_activity& g : t_.gpu) lo = std::min(lo, g.start_ns);
+    if (lo == UINT64_MAX)  // CUPTI overhead records alone
+      for (const overhead_span& o : t_.overhead) lo = std::min(lo, o.start_ns);
+    if (lo == UINT64_MAX) return 0;  // nothing timed
     if (lo > 0) lo -= 1;  // room for the 1 ns lead of GPU annotations
     return lo - lo % 1000000000ull;  // whole seconds, as Kineto rounds its base
   }
@@ -249,6 +255,10 @@ class chrome_trace_writer {
       meta_event("process_name", overhead_pid, 0, "name", "CUPTI Overhead", true);
       meta_event("process_labels", overhead_pid, 0, "labels", "CUPTI Overhead", true);
       meta_event("process_sort_index", overhead_pid, 0, "sort_index", std::to_string(0x100000), false);
+      const std::vector<std::uint32_t> lanes = overhead_lanes();
+      const std::uint32_t count = lanes.empty() ? 0 : *std::max_element(lanes.begin(), lanes.end()) + 1;
+      for (std::uint32_t l = 0; l < count; ++l)
+        meta_event("thread_name", overhead_pid, l, "name", "overhead " + std::to_string(l), true);
     }
   }
 
@@ -382,9 +392,30 @@ class chrome_trace_writer {
     }
   }
 
+  // CUPTI's overhead records from several threads overlap: each goes on the
+  // first lane of the overhead process that is free at its start.
+  std::vector<std::uint32_t> overhead_lanes() const {
+    std::vector<std::size_t> order(t_.overhead.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return t_.overhead[a].start_ns < t_.overhead[b].start_ns; });
+    std::vector<std::uint32_t> lane(order.size(), 0);
+    std::vector<std::uint64_t> busy_until;
+    for (std::size_t i : order) {
+      std::uint32_t l = 0;
+      while (l < busy_until.size() && busy_until[l] > t_.overhead[i].start_ns) ++l;
+      if (l == busy_until.size()) busy_until.push_back(0);
+      busy_until[l] = t_.overhead[i].end_ns;
+      lane[i] = l;
+    }
+    return lane;
+  }
+
   void overhead_events() {
-    for (const overhead_span& o : t_.overhead) {
-      complete("overhead", t_.names.escaped(o.name), overhead_pid, 0, std::max(o.start_ns, base_ns_), o.end_ns);
+    const std::vector<std::uint32_t> lane = overhead_lanes();
+    for (std::size_t i = 0; i < t_.overhead.size(); ++i) {
+      const overhead_span& o = t_.overhead[i];
+      complete("overhead", t_.names.escaped(o.name), overhead_pid, lane[i], std::max(o.start_ns, base_ns_), o.end_ns);
       out_ += "}";
     }
   }

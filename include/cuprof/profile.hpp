@@ -197,6 +197,7 @@ class profile {
     pending_.clear();
     if (tracer_) {
       tracer_->disable();
+      tracer_->detach();
       tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
       tracer_->trim_buffers();
     }
@@ -219,6 +220,16 @@ class profile {
   }
 
   bool cpu() const noexcept { return has(options_.activities, activity::cpu); }
+
+  // CUPTI is released between sessions; attaching again can fail if another
+  // tool took it meanwhile: then this session records the CPU side only.
+  void enable_cuda() {
+    const std::string why = tracer_->enable();
+    if (why.empty()) return;
+    cuda_status_ = why;
+    tracer_ = nullptr;
+    detail::log_line("CUDA tracing is off: " + why + "; recording the CPU side only");
+  }
 
   void open_step_scope() {
     if (!options_.schedule || !cpu() || !detail::records(action_)) return;
@@ -244,7 +255,7 @@ class profile {
     if (!detail::records(from) && detail::records(to)) {
       detail::discard_cpu_spans();
       if (cpu()) detail::g_cpu_recording.store(true, std::memory_order_relaxed);
-      if (tracer_) tracer_->enable();  // already during warmup: CUPTI's start-up cost stays out of the window
+      if (tracer_) enable_cuda();  // already during warmup: CUPTI's start-up cost stays out of the window
     }
     if (detail::is_active(to) && (!detail::is_active(from) || from == profiler_action::record_and_save)) {
       if (from == profiler_action::warmup) detail::discard_cpu_spans();

@@ -46,6 +46,8 @@ struct cupti_library {
   decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped_records = nullptr;
   decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
   decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
+  decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+  decltype(&cuptiFinalize) finalize = nullptr;
   std::string path;  // of the loaded library
 
   // Empty on success, otherwise why CUPTI cannot be used.
@@ -72,7 +74,8 @@ struct cupti_library {
                     bind(lib, get_next_record, "cuptiActivityGetNextRecord") &&
                     bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords") &&
                     bind(lib, enable_driver_api, "cuptiActivityEnableDriverApi") &&
-                    bind(lib, enable_runtime_api, "cuptiActivityEnableRuntimeApi");
+                    bind(lib, enable_runtime_api, "cuptiActivityEnableRuntimeApi") &&
+                    bind(lib, unsubscribe, "cuptiUnsubscribe") && bind(lib, finalize, "cuptiFinalize");
     if (!ok) {
       const char* why = ::dlerror();  // once: a second call returns null
       return "the loaded libcupti lacks CUPTI 13 entry points (" + std::string(why ? why : "?") + ")";

@@ -59,13 +59,31 @@ class tracer {
     return the_tracer;
   }
 
-  void enable() {
+  // Empty on success, else why CUPTI could not be attached again.
+  std::string enable() {
     std::lock_guard<std::mutex> lock(control_);
-    if (enabled_ || forked_child()) return;
+    if (enabled_ || forked_child()) return {};
+    if (!attached_) {
+      const std::string why = attach();
+      if (!why.empty()) return why;
+    }
     for (CUpti_ActivityKind kind : kinds()) cupti_.enable(kind);
     keep_only_shown_calls();
     enabled_ = true;
     enabled_flag_.store(true, std::memory_order_relaxed);
+    return {};
+  }
+
+  // Releases CUPTI once a session is over: with activities merely disabled,
+  // CUPTI stays hooked into every CUDA call and slows the program down after
+  // profiling. The next enable() attaches again. Skipped during process exit,
+  // where a finalize can race CUPTI's own teardown.
+  void detach() {
+    std::lock_guard<std::mutex> lock(control_);
+    if (enabled_ || !attached_ || forked_child() || exiting()) return;
+    cupti_.unsubscribe(subscriber_);
+    cupti_.finalize();
+    attached_ = false;
   }
 
   void disable() {
@@ -79,6 +97,7 @@ class tracer {
   // Gives back the buffers of a finished session but a few, so a stopped
   // profiler holds almost no memory.
   void trim_buffers() {
+    if (exiting()) return;  // nothing to give back to a process that ends
     std::size_t kept = 0;
     for (buffer_slot& s : slots_) {
       std::uint32_t expected = free_slot;
@@ -93,14 +112,15 @@ class tracer {
   // Hands every finished buffer to the store. `forced` also delivers records
   // still in flight (CUPTI never delivers those again): only after a device sync.
   void flush(bool forced) {
-    if (forced_child_guard()) return;
+    std::lock_guard<std::mutex> lock(control_);
+    if (forked_child() || !attached_) return;
     cupti_.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
     process_completed();
   }
 
   // Waits for the GPU work of every device this process has a context on.
   void sync_devices() {
-    if (forced_child_guard()) return;
+    if (forked_child()) return;
     int count = 0;
     if (driver_.device_get_count(&count) != CUDA_SUCCESS) return;
     for (int i = 0; i < count; ++i) {
@@ -170,25 +190,9 @@ class tracer {
       return "libcupti is version " + std::to_string(cupti_version_) + ", older than the headers cuprof was built with (" +
              std::to_string(CUPTI_API_VERSION) + ")";
 
-    CUpti_SubscriberParams params{};
-    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN * 2] = {0};
-    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-    params.subscriberName = "cuprof";
-    params.oldSubscriberName = holder;
-    params.oldSubscriberSize = sizeof holder;
-    CUpti_SubscriberHandle subscriber = nullptr;
-    const CUptiResult r = cupti_.subscribe(&subscriber, &ignore_callback, nullptr, &params);
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == CUPTI_ERROR_MAX_LIMIT_REACHED)
-      return std::string("another tool already holds CUPTI (") + (holder[0] ? holder : "it did not give its name") +
-             "), e.g. Nsight, compute-sanitizer or torch.profiler";
-    if (r != CUPTI_SUCCESS) return "CUPTI could not attach: " + cupti_.result_string(r);
-
-    // Order matters: thread ids and the clock before any activity is enabled.
-    cupti_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-    if (cupti_.register_timestamp_callback(&timestamp_callback) != CUPTI_SUCCESS)
-      return "CUPTI refused cuprof's clock callback";
-    const CUptiResult rc = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
-    if (rc != CUPTI_SUCCESS) return "CUPTI refused the buffer callbacks: " + cupti_.result_string(rc);
+    const std::string why_not = attach();
+    if (!why_not.empty()) return why_not;
+    std::atexit([] { exiting() = true; });  // runs before the exit handlers registered earlier
 
     // NVTX hands its ranges to the library this names, read at the program's
     // first NVTX call: pointing it at CUPTI lets cuprof see ranges that code
@@ -202,6 +206,42 @@ class tracer {
     std::thread([this] { worker(); }).detach();
     pthread_atfork(nullptr, nullptr, [] { in_forked_child() = true; });
     return {};
+  }
+
+  // Subscribes and hands CUPTI cuprof's clock and buffers. Empty on success.
+  std::string attach() {
+    CUpti_SubscriberParams params{};
+    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN * 2] = {0};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "cuprof";
+    params.oldSubscriberName = holder;
+    params.oldSubscriberSize = sizeof holder;
+    const CUptiResult r = cupti_.subscribe(&subscriber_, &ignore_callback, nullptr, &params);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == CUPTI_ERROR_MAX_LIMIT_REACHED)
+      return std::string("another tool already holds CUPTI (") + (holder[0] ? holder : "it did not give its name") +
+             "), e.g. Nsight, compute-sanitizer or torch.profiler";
+    if (r != CUPTI_SUCCESS) return "CUPTI could not attach: " + cupti_.result_string(r);
+
+    // Order matters: thread ids and the clock before any activity is enabled.
+    cupti_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    std::string why;
+    if (cupti_.register_timestamp_callback(&timestamp_callback) != CUPTI_SUCCESS) {
+      why = "CUPTI refused cuprof's clock callback";
+    } else {
+      const CUptiResult rc = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
+      if (rc != CUPTI_SUCCESS) why = "CUPTI refused the buffer callbacks: " + cupti_.result_string(rc);
+    }
+    if (!why.empty()) {
+      cupti_.unsubscribe(subscriber_);
+      return why;
+    }
+    attached_ = true;
+    return {};
+  }
+
+  static bool& exiting() {
+    static bool flag = false;
+    return flag;
   }
 
   void read_devices() {
@@ -280,9 +320,8 @@ class tracer {
     static bool child = false;
     return child;
   }
+  // A forked child has no CUPTI worker thread: a CUPTI call there can hang.
   static bool forked_child() { return in_forked_child(); }
-  // A forked child has no CUPTI worker thread: a flush there would hang.
-  bool forced_child_guard() const { return forked_child(); }
 
   static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
     *buffer = nullptr;
@@ -348,12 +387,16 @@ class tracer {
         deadline.tv_nsec -= 1000000000L;
       }
       sem_timedwait(&work_ready_, &deadline);
-      if (enabled_flag_.load(std::memory_order_relaxed) && !forked_child() &&
-          monotonic_ns() - last_flush >= std::uint64_t(flush_period_ms) * 1000000u) {
+      // Once the process exits, CUPTI may be tearing down: the exit path
+      // processes the last buffers itself (stop() flushes on its thread).
+      if (exiting()) continue;
+      std::unique_lock<std::mutex> lock(control_, std::try_to_lock);  // never while attaching or detaching
+      if (!lock.owns_lock()) continue;
+      if (enabled_ && !forked_child() && monotonic_ns() - last_flush >= std::uint64_t(flush_period_ms) * 1000000u) {
         cupti_.flush_all(0);
         last_flush = monotonic_ns();
       }
-      process_completed();
+      if (attached_) process_completed();
     }
   }
 
@@ -362,7 +405,9 @@ class tracer {
   std::uint32_t cupti_version_ = 0;
   int driver_version_ = 0;
   std::vector<device_info> devices_;
-  std::mutex control_;
+  std::mutex control_;  // every CUPTI call but the buffer callbacks' is made under it
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  bool attached_ = false;
   bool enabled_ = false;
   std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread
   bool shown_calls_known_ = false;
