@@ -727,6 +727,28 @@ TEST_CASE("fuzz findings stay fixed (tests/fuzz/regressions/trace_reader)") {
       CHECK(std::string(e.what()).find("64-bit nanoseconds") != std::string::npos);
     }
   }
+  SUBCASE("CUPTI overhead events only, no window: written with a base near them, so they read back") {
+    const std::string bytes = slurp(dir / "overhead_only_no_window");
+    REQUIRE_FALSE(bytes.empty());
+    const cuprof::loaded_trace lt = cuprof::read_trace_bytes(bytes, "overhead");
+    REQUIRE(lt.t.overhead.size() == 1);
+    CHECK(lt.t.meta.window_start_ns == 0);
+    const cuprof::loaded_trace back = cuprof::parse_trace(cuprof::chrome_trace_json(lt.t), "back");
+    REQUIRE(back.t.overhead.size() == 1);
+    CHECK(back.t.overhead[0].start_ns == lt.t.overhead[0].start_ns);
+    CHECK(back.t.overhead[0].end_ns == lt.t.overhead[0].end_ns);
+    // A hand-made trace without a window start: ts relative to its events, not to the epoch.
+    cuprof::trace t;
+    cuprof::cpu_span s;
+    s.start_ns = 1795308099181515213ull;
+    s.end_ns = s.start_ns + 1000;
+    s.name = t.names.intern("no window");
+    s.tid = 1;
+    t.spans.push_back(s);
+    const json doc = json::parse(cuprof::chrome_trace_json(t));
+    CHECK(doc["baseTimeNanoseconds"].get<std::uint64_t>() == 1795308099000000000ull);
+    CHECK(cuprof::parse_trace(doc.dump(), "hand-made").t.spans.at(0).start_ns == s.start_ns);
+  }
   SUBCASE("a window 31 years from the events: read; written back, a clear error (ts beyond 1e15 us)") {
     const std::string bytes = slurp(dir / "base_time_31_years_from_window");
     REQUIRE_FALSE(bytes.empty());
