@@ -717,6 +717,18 @@ inline loaded_trace parse_trace(std::string_view json, const std::string& source
   detail::json_reader r(json, source);
   const char first = r.peek();
   bool saw_events = false;
+  // The events array, in either format: {"traceEvents": [...]} or a bare [...].
+  const auto read_events = [&] {
+    saw_events = true;
+    r.expect('[');
+    if (!r.empty_container(']')) {
+      std::size_t i = 0;
+      do {
+        const detail::json_value e = r.read_value();
+        b.event(e, i++, r);
+      } while (r.next_in(']'));
+    }
+  };
   if (first == '{') {
     r.expect('{');
     if (!r.empty_container('}')) {
@@ -728,15 +740,7 @@ inline loaded_trace parse_trace(std::string_view json, const std::string& source
             const detail::json_value v = r.read_value();
             r.fail(std::string("\"traceEvents\" is ") + detail::json_type_name(v.type) + ", expected an array");
           }
-          saw_events = true;
-          r.expect('[');
-          if (!r.empty_container(']')) {
-            std::size_t i = 0;
-            do {
-              const detail::json_value e = r.read_value();
-              b.event(e, i++, r);
-            } while (r.next_in(']'));
-          }
+          read_events();
         } else {
           const detail::json_value v = r.read_value();
           b.top_level(key, v, r);
@@ -744,15 +748,7 @@ inline loaded_trace parse_trace(std::string_view json, const std::string& source
       } while (r.next_in('}'));
     }
   } else if (first == '[') {  // the JSON Array Format: events only
-    saw_events = true;
-    r.expect('[');
-    if (!r.empty_container(']')) {
-      std::size_t i = 0;
-      do {
-        const detail::json_value e = r.read_value();
-        b.event(e, i++, r);
-      } while (r.next_in(']'));
-    }
+    read_events();
   } else if (first == '\0') {
     throw error(source + ": empty input, expected a JSON trace");
   } else {
