@@ -173,6 +173,10 @@ int main(int argc, char** argv) {
     dropped = tr.meta.dropped_gpu_records;
     kernels = std::size_t(std::count_if(tr.gpu.begin(), tr.gpu.end(),
                                         [](const cuprof::gpu_activity& g) { return g.kind == cuprof::gpu_kind::kernel; }));
+    std::vector<std::uint32_t> ids;
+    for (const cuprof::gpu_activity& g : tr.gpu) ids.push_back(g.correlation);
+    std::sort(ids.begin(), ids.end());
+    std::printf("distinct_correlations=%zu\n", std::size_t(std::unique(ids.begin(), ids.end()) - ids.begin()));
   } else if (mode == "cuprof_idle") {
     cuprof::profile_options o;
     o.schedule = cuprof::schedule(/*wait*/ 1, /*warmup*/ 1, /*active*/ 1, /*repeat*/ 1, /*skip_first*/ 1 << 30);

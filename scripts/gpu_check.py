@@ -14,6 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import validate_trace  # noqa: E402
 from gpu_check_interop import interop_checks  # noqa: E402
+from gpu_check_exit import exit_checks  # noqa: E402
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 results = []
@@ -439,6 +440,7 @@ def main():
               expected <= set(ours.get("categories", [])), f"torch {torch_cats}, cuprof {ours.get('categories')}")
 
     interop_checks(build, out, summary, check, run)
+    exit_checks(build, out, summary, check, run)
     reliability_checks(build, out, summary)
 
     summary["checks"] = results

@@ -817,6 +817,63 @@ TEST_CASE("CUPROF_TRACE autostart: start_environment_profile / finish_environmen
     CHECK(said.find(bad) != std::string::npos);
     delete p;
   }
+  SUBCASE("a program's own profile is refused while CUPROF_TRACE runs, and its export leaves the file alone") {
+    const scoped_env trace("CUPROF_TRACE", path.c_str());
+    const scoped_env table("CUPROF_TABLE", "0");
+    REQUIRE(start_environment_profile());
+    cuprof::profile* p = environment_profile();
+    const std::string own_path = (dir.path / "own.json").string();
+    { std::ofstream(own_path) << "the program's earlier trace"; }
+    stderr_capture err;
+    {
+      cuprof::profile own(cpu_only());
+      own.start();
+      CHECK_FALSE(own.running());
+      { CUPROF_SCOPE("recorded_by_the_environment"); }
+      const cuprof::export_result r = own.export_chrome_trace(own_path);
+      CHECK(r.events == 0);
+    }
+    finish_environment_profile();
+    const std::string said = err.finish();
+    CHECK(read_file(own_path) == "the program's earlier trace");
+    CHECK(said.find("this profile records nothing and will not write over its output files") != std::string::npos);
+    CHECK(said.find("'" + own_path + "' left as it was") != std::string::npos);
+    CHECK(read_file(path).find("recorded_by_the_environment") != std::string::npos);
+    delete p;
+  }
+  SUBCASE("a relative CUPROF_TRACE is resolved when recording starts, not after the program changed directory") {
+    const fs::path started_in = dir.path / "started_here", moved_to = dir.path / "moved_there";
+    fs::create_directories(started_in);
+    fs::create_directories(moved_to);
+    const fs::path cwd = fs::current_path();
+    const scoped_env trace("CUPROF_TRACE", "relative.json");
+    const scoped_env table("CUPROF_TABLE", "0");
+    fs::current_path(started_in);
+    REQUIRE(start_environment_profile());
+    cuprof::profile* p = environment_profile();
+    fs::current_path(moved_to);
+    stderr_capture err;
+    finish_environment_profile();
+    const std::string said = err.finish();
+    fs::current_path(cwd);
+    CHECK(fs::exists(started_in / "relative.json"));
+    CHECK_FALSE(fs::exists(moved_to / "relative.json"));
+    CHECK(said.find("trace written to " + (started_in / "relative.json").string()) != std::string::npos);
+    delete p;
+  }
+  SUBCASE("CUPROF_DELAY longer than the run: says recording never started and keeps the existing file") {
+    const scoped_env trace("CUPROF_TRACE", path.c_str());
+    const scoped_env delay("CUPROF_DELAY", "1000");
+    { std::ofstream(path) << "an earlier trace"; }
+    REQUIRE(start_environment_profile());
+    cuprof::profile* p = environment_profile();
+    stderr_capture err;
+    finish_environment_profile();
+    const std::string said = err.finish();
+    CHECK(said.find("recording never started") != std::string::npos);
+    CHECK(read_file(path) == "an earlier trace");
+    delete p;
+  }
   CHECK(environment_profile() == nullptr);
 }
 

@@ -34,6 +34,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -545,6 +546,197 @@ TEST_CASE("exit: CUPROF_TRACE writes a valid trace while detached threads are st
   CHECK(worker_spans > 0);
   const cuprof::loaded_trace back = cuprof::read_trace_file(trace);
   CHECK(malformed_spans(back.t) == 0);
+}
+
+// --- How a traced program ends (CUPROF_TRACE; docs/reliability.md) -----------------
+
+// The child half of the next test: ends the way CUPROF_TEST_END says, after
+// recording the scope "before_the_end".
+TEST_CASE("[child] the program ends") {
+  const char* end = std::getenv("CUPROF_TEST_END");
+  if (!end || !std::getenv("CUPROF_RELIABILITY_CHILD")) return;
+  const std::string how = end;
+  { CUPROF_SCOPE("before_the_end"); }
+  std::fflush(nullptr);
+  if (how == "exit") std::exit(4);
+  if (how == "exit_from_thread") {
+    std::thread([] {
+      CUPROF_SCOPE("thread_calling_exit");
+      std::exit(3);
+    }).detach();
+    for (;;) {
+      CUPROF_SCOPE("main_still_working");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (how == "quick_exit") std::quick_exit(5);
+  if (how == "terminate") std::thread([] { throw std::runtime_error("nobody catches this"); }).join();
+  if (how == "abort") std::abort();
+  if (how == "sigpipe") {
+    int fds[2];
+    if (::pipe(fds) != 0) ::_exit(90);
+    ::close(fds[0]);
+    for (;;) (void)!::write(fds[1], "x", 1);  // the reader is gone: SIGPIPE
+  }
+  const int sig = std::atoi(how.c_str());  // a signal number, sent to the whole process
+  ::kill(::getpid(), sig);
+  for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+struct ended_child {
+  int status;        // exit status, or 128 + signal
+  std::string said;  // its stderr
+  bool trace_written;
+  std::size_t before_the_end = 0;  // spans of that name in the trace
+};
+
+ended_child end_traced_child(const std::string& how) {
+  scratch_dir dir;
+  const std::string trace = (dir.path / "end.json").string();
+  const std::string err = (dir.path / "stderr.txt").string();
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::setenv("CUPROF_RELIABILITY_CHILD", "1", 1);
+    ::setenv("CUPROF_TEST_END", how.c_str(), 1);
+    ::setenv("CUPROF_TRACE", trace.c_str(), 1);
+    ::setenv("CUPROF_ACTIVITIES", "cpu", 1);
+    ::setenv("CUPROF_TABLE", "0", 1);
+    ::unsetenv("CUPROF_ROOT_PID");
+    ::setenv("LSAN_OPTIONS", ("suppressions=" + (source_dir / "tests" / "lsan.supp").string()).c_str(), 0);
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGABRT}) ::signal(sig, SIG_DFL);  // as a shell starts it
+    ::execl("/proc/self/exe", "cuprof_tests", "--test-case=[child] the program ends", "--no-intro",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ended_child r{wait_or_kill(child, 120), "", false};
+  r.said = slurp(err);
+  std::error_code ec;
+  r.trace_written = fs::exists(trace, ec);
+  if (r.trace_written) {
+    const json doc = json::parse(slurp(trace));
+    for (const json& e : doc["traceEvents"]) r.before_the_end += e["ph"] == "X" && e["name"] == "before_the_end";
+  }
+  return r;
+}
+
+TEST_CASE("exit: exit() from main and from another thread write the trace and keep the program's exit status") {
+  const ended_child from_main = end_traced_child("exit");
+  CAPTURE(from_main.said);
+  CHECK(from_main.status == 4);
+  CHECK(from_main.trace_written);
+  CHECK(from_main.before_the_end == 1);
+
+  const ended_child from_thread = end_traced_child("exit_from_thread");
+  CAPTURE(from_thread.said);
+  CHECK(from_thread.status == 3);
+  CHECK(from_thread.trace_written);
+  CHECK(from_thread.before_the_end == 1);
+}
+
+TEST_CASE("abnormal ends: each catchable signal writes the trace, then ends the program as the signal would") {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    const ended_child r = end_traced_child(std::to_string(sig));
+    CAPTURE(sig);
+    CAPTURE(r.said);
+    CHECK(r.status == 128 + sig);
+    CHECK(r.trace_written);
+    CHECK(r.before_the_end == 1);
+    CHECK(r.said.find("writing the trace before the program ends") != std::string::npos);
+  }
+  const ended_child pipe = end_traced_child("sigpipe");
+  CAPTURE(pipe.said);
+  CHECK(pipe.status == 128 + SIGPIPE);
+  CHECK(pipe.trace_written);
+}
+
+TEST_CASE("abnormal ends: std::terminate and quick_exit write the trace; abort() says it was not written") {
+  const ended_child terminated = end_traced_child("terminate");
+  CAPTURE(terminated.said);
+  CHECK(terminated.status == 128 + SIGABRT);
+  CHECK(terminated.trace_written);
+  CHECK(terminated.before_the_end == 1);
+  CHECK(terminated.said.find("std::terminate was called") != std::string::npos);
+  CHECK(terminated.said.find("not written") == std::string::npos);
+
+  const ended_child quick = end_traced_child("quick_exit");
+  CAPTURE(quick.said);
+  CHECK(quick.status == 5);
+  CHECK(quick.trace_written);
+
+  const ended_child aborted = end_traced_child("abort");
+  CAPTURE(aborted.said);
+  CHECK(aborted.status == 128 + SIGABRT);
+  CHECK_FALSE(aborted.trace_written);
+  CHECK(aborted.said.find("cuprof: the program aborted (SIGABRT): the trace was not written") != std::string::npos);
+}
+
+TEST_CASE("trace paths: absolute from the start, one per process for processes a traced process started") {
+  using cuprof::detail::resolve_trace_path;
+  char cwd[4096];
+  REQUIRE(::getcwd(cwd, sizeof cwd) != nullptr);
+  CHECK(resolve_trace_path("t.json", 100, nullptr, false) == std::string(cwd) + "/t.json");
+  CHECK(resolve_trace_path("/abs/t.json", 100, nullptr, false) == "/abs/t.json");
+  CHECK(resolve_trace_path("/abs/t.json", 100, "100", false) == "/abs/t.json");  // the first process keeps the name
+  CHECK(resolve_trace_path("/abs/t.json", 101, "100", false) == "/abs/t.101.json");
+  CHECK(resolve_trace_path("/abs/t.pt.trace.json.gz", 101, "100", false) == "/abs/t.101.pt.trace.json.gz");
+  CHECK(resolve_trace_path("/a.b/trace", 101, "100", false) == "/a.b/trace.101");
+  CHECK(resolve_trace_path("/abs/t_101.json", 101, "100", true) == "/abs/t_101.json");  // %p already names it
+}
+
+// The child half of the next test, in a fresh process: cuprof's "CUDA is off" line is said once per process.
+TEST_CASE("[child] CUDA activity alone") {
+  if (!std::getenv("CUPROF_RELIABILITY_CHILD")) return;
+  cuprof::profile_options o;
+  o.activities = cuprof::activity::cuda;
+  cuprof::profile prof(o);
+  prof.start();
+  { CUPROF_SCOPE("not_recorded"); }
+  prof.stop();
+  ::_exit(prof.last_trace().spans.empty() ? 0 : 1);
+}
+
+TEST_CASE("CUDA activity alone where CUDA cannot be traced: the line says nothing is recorded, not 'the CPU side'") {
+  scratch_dir dir;
+  const std::string err = (dir.path / "stderr.txt").string();
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::setenv("CUPROF_RELIABILITY_CHILD", "1", 1);
+    ::setenv("CUPROF_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13", 1);  // CUDA cannot be traced, on any machine
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::execl("/proc/self/exe", "cuprof_tests", "--test-case=[child] CUDA activity alone", "--no-intro",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const int rc = wait_or_kill(child, 60);
+  const std::string said = slurp(err);
+  CAPTURE(said);
+  CHECK(rc == 0);
+  CHECK(said.find("CUDA tracing is off: ") != std::string::npos);
+  CHECK(said.find("nothing is recorded (CPU activity was not asked for)") != std::string::npos);
+  CHECK(said.find("recording the CPU side only") == std::string::npos);
+}
+
+TEST_CASE("exit: a fault inside a guarded exit-time call is contained and reported as such") {
+  int fault = 0;
+  const bool ok = cuprof::detail::call_guarded([] { *static_cast<volatile int*>(nullptr) = 1; }, &fault);
+  CHECK_FALSE(ok);
+  CHECK(fault == SIGSEGV);
+  int calls = 0;
+  CHECK(cuprof::detail::call_guarded([&] { ++calls; }));
+  CHECK(calls == 1);
+  // The guard is gone afterwards: a later fault is the program's own (checked in a child).
+  CHECK(in_child([] {
+          *static_cast<volatile int*>(nullptr) = 1;
+          return 0;
+        }) == 128 + SIGSEGV);
 }
 
 TEST_CASE("fork: children forked while a profile records and threads use scopes run scopes, exit, and do not hang") {

@@ -276,16 +276,22 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     throw error("cannot find libcuprof_inject.so (give it with --inject PATH or CUPROF_INJECT_LIBRARY)");
   plan = {};
   plan.environment.emplace_back("CUDA_INJECTION64_PATH", library);
+  // Preloaded too, so that a program that never initialises CUDA (or runs
+  // where there is no driver) still gets its trace and a line saying why.
+  const char* preload = std::getenv("LD_PRELOAD");
+  plan.environment.emplace_back("LD_PRELOAD", preload && *preload ? library + ":" + preload : library);
+  // exec keeps the pid: the program owns the trace name, processes it starts get their own.
+  plan.environment.emplace_back("CUPROF_ROOT_PID", std::to_string(::getpid()));
   plan.environment.emplace_back("CUPROF_TRACE", output);
   if (!activities.empty()) plan.environment.emplace_back("CUPROF_ACTIVITIES", activities);
   if (!delay.empty()) plan.environment.emplace_back("CUPROF_DELAY", delay);
   if (!duration.empty()) plan.environment.emplace_back("CUPROF_DURATION", duration);
   if (!table) plan.environment.emplace_back("CUPROF_TABLE", "0");
-  // NVTX reads this once, at the program's first NVTX call: it must be set before the program starts.
-  if (nvtx && !std::getenv("NVTX_INJECTION64_PATH")) {
-    const std::string cupti = find_cupti_library();
-    if (!cupti.empty()) plan.environment.emplace_back("NVTX_INJECTION64_PATH", cupti);
-  }
+  // NVTX reads this once, at the program's first NVTX call: it must be set
+  // before the program starts. The injection library hands NVTX to the
+  // libcupti cuprof traces with, also when the program brings its own copy
+  // (PyTorch wheels do): a path to a libcupti file could be a second instance.
+  if (nvtx && !std::getenv("NVTX_INJECTION64_PATH")) plan.environment.emplace_back("NVTX_INJECTION64_PATH", library);
   plan.command.assign(args.begin() + std::ptrdiff_t(i) + 1, args.end());
   if (dry_run) {
     for (const auto& [name, v] : plan.environment) out += name + "=" + v + "\n";

@@ -1,17 +1,29 @@
 // libcuprof_inject.so: cuprof for programs that do not include it.
 //
-//   CUDA_INJECTION64_PATH=/path/libcuprof_inject.so ./program    (or: cuprof run -- ./program)
+//   cuprof run -- ./program      (or CUDA_INJECTION64_PATH=/path/libcuprof_inject.so ./program)
 //
-// The CUDA driver loads this library during cuInit and calls
-// InitializeInjection; it starts the environment's profile (CUPROF_TRACE and
-// friends, see detail/autostart.hpp), which writes the trace and the table at
-// exit. It is the header compiled once, nothing more.
+// Three ways in, all set up by `cuprof run`:
+//   CUDA_INJECTION64_PATH  the driver loads this library during cuInit and calls
+//       InitializeInjection, which starts the environment's profile
+//       (CUPROF_TRACE and friends, see detail/autostart.hpp);
+//   NVTX_INJECTION64_PATH  NVTX calls InitializeInjectionNvtx2 at the program's
+//       first range; it is handed to the libcupti cuprof traces with;
+//   LD_PRELOAD  so that a program that never initialises CUDA, or runs where
+//       there is no driver, still gets a trace and a line saying why.
+// It is the header compiled once, nothing more.
 #define CUPROF_NO_AUTOSTART  // started from InitializeInjection, not at load time
 #include <cuprof/cuprof.hpp>
 
-#include <mutex>
+#include <dlfcn.h>
 
-extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#define CUPROF_EXPORT extern "C" __attribute__((visibility("default")))
+
+CUPROF_EXPORT int InitializeInjection(void) {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& inside = cuprof::detail::cupti::tracer::inside_cuda_init();
@@ -21,3 +33,45 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   });
   return 1;  // non-zero: loaded; a CUPTI failure is reported and the program runs on
 }
+
+// NVTX's injection entry point (nvtx3/nvtxDetail/nvtxInit.h). Forwarded to
+// the libcupti cuprof traces with: were NVTX given a libcupti path of its
+// own, a program that loaded another copy (PyTorch wheels ship one) would
+// send its ranges to a CUPTI instance cuprof never reads.
+using nvtx_get_export_table = const void* (*)(std::uint32_t);
+CUPROF_EXPORT int InitializeInjectionNvtx2(nvtx_get_export_table get_export_table) {
+  std::string error;
+  void* cupti = cuprof::detail::cupti::open_cupti_library(error);
+  if (!cupti) return 0;  // NVTX then runs without an injection; tracing says why CUDA is off
+  using nvtx_init = int (*)(nvtx_get_export_table);
+  const auto init = reinterpret_cast<nvtx_init>(::dlsym(cupti, "InitializeInjectionNvtx2"));
+  return init ? init(get_export_table) : 0;
+}
+
+namespace {
+
+// Whether any copy of cuprof started the environment's profile in this
+// process (the program may include cuprof too); set by start_environment_profile.
+bool traced_here() {
+  const char* started = std::getenv("CUPROF_STARTED_PID");
+  return started && std::to_string(::getpid()) == started;
+}
+
+// At exit of the process `cuprof run` started, when CUDA was never traced:
+// the CPU-only trace and one line saying why.
+void trace_untraced_program() {
+  const char* root = std::getenv("CUPROF_ROOT_PID");
+  if (!root || std::to_string(::getpid()) != root || traced_here()) return;
+  const bool driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) || ::dlopen("libcuda.so.1", RTLD_LAZY);
+  cuprof::detail::log_line(std::string("CUDA tracing is off: ") +
+                           (driver ? "the program never initialised CUDA" : "no CUDA driver (libcuda.so.1 not found)") +
+                           "; the trace holds the CPU side only");
+  ::setenv("CUPROF_ACTIVITIES", "cpu", 1);  // at exit, CUPTI is not to be started
+  if (cuprof::detail::start_environment_profile(/*injected=*/true)) cuprof::detail::finish_environment_profile();
+}
+
+// Registered when the library is preloaded, before the program's own start-up:
+// it runs after every other exit handler, CUDA's teardown included.
+__attribute__((constructor)) void when_preloaded() { std::atexit(&trace_untraced_program); }
+
+}  // namespace

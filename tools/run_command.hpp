@@ -61,16 +61,4 @@ inline std::string find_injection_library(const std::string& given) {
   return {};
 }
 
-// The absolute path of the libcupti the loader finds, for NVTX_INJECTION64_PATH.
-inline std::string find_cupti_library() {
-  if (const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY")) return forced;
-  void* handle = ::dlopen("libcupti.so.13", RTLD_LAZY | RTLD_LOCAL);
-  if (!handle) return {};
-  link_map* map = nullptr;
-  std::string path;
-  if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) path = map->l_name;
-  ::dlclose(handle);
-  return path;
-}
-
 }  // namespace cuprof::cli

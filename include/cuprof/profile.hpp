@@ -117,9 +117,14 @@ class profile {
 #endif
     if (running_) return detail::log_line("start() called on a running profiler; ignored");
     const void* expected = nullptr;
-    if (!detail::g_running_profile.compare_exchange_strong(expected, this))
-      return detail::log_line("another cuprof profiler is already running; this start() is ignored");
+    if (!detail::g_running_profile.compare_exchange_strong(expected, this)) {
+      refused_ = true;
+      return detail::log_line(
+          "another cuprof profiler is already running (CUPROF_TRACE and `cuprof run` trace the whole process): "
+          "this profile records nothing and will not write over its output files");
+    }
     detail::clock_anchor();
+    refused_ = false;
     running_ = true;
     step_num_ = 0;
     cuda_status_.clear();
@@ -152,7 +157,10 @@ class profile {
 #ifdef CUPROF_DISABLE
     return;
 #endif
-    if (!running_) return detail::log_line("step() called on a profiler that is not running; ignored");
+    if (!running_) {
+      if (!refused_) detail::log_line("step() called on a profiler that is not running; ignored");  // else said at start()
+      return;
+    }
     if (!options_.schedule) {
       ++step_num_;
       return;
@@ -180,7 +188,15 @@ class profile {
     return last_ ? *last_ : *empty;
   }
   event_averages key_averages() const { return cuprof::key_averages(last_trace()); }
-  export_result export_chrome_trace(const std::string& path) const { return cuprof::export_chrome_trace(last_trace(), path); }
+  // A profile that was refused (another one was running) writes nothing: its
+  // empty trace would replace a file the user may still want.
+  export_result export_chrome_trace(const std::string& path) const {
+    if (refused_ && !last_) {
+      detail::log_line("this profile recorded nothing (another profiler was running): '" + path + "' left as it was");
+      return export_result{path, 0, 0};
+    }
+    return cuprof::export_chrome_trace(last_trace(), path);
+  }
 
  private:
   struct pending_window {
@@ -212,7 +228,7 @@ class profile {
     if (!tracer_) {
       cuda_status_ = why;
       static std::once_flag said;
-      std::call_once(said, [&] { detail::log_line("CUDA tracing is off: " + why + "; recording the CPU side only"); });
+      std::call_once(said, [&] { detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda()); });
     } else {
       static std::once_flag said;
       std::call_once(said, [&] { detail::log_info("tracing CUDA: " + tracer_->describe()); });
@@ -228,7 +244,11 @@ class profile {
     if (why.empty()) return;
     cuda_status_ = why;
     tracer_ = nullptr;
-    detail::log_line("CUDA tracing is off: " + why + "; recording the CPU side only");
+    detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
+  }
+
+  std::string what_is_recorded_without_cuda() const {
+    return cpu() ? "recording the CPU side only" : "nothing is recorded (CPU activity was not asked for)";
   }
 
   void open_step_scope() {
@@ -325,7 +345,8 @@ class profile {
   static void report_drops(const trace& t) {
     const trace_metadata& m = t.meta;
     if (m.dropped_gpu_records || m.dropped_cpu_events)
-      detail::log_line("this window lost " + std::to_string(m.dropped_gpu_records) + " GPU records and " +
+      detail::log_line("this window lost " + std::to_string(m.dropped_gpu_records) + " GPU records" +
+                       (m.dropped_gpu_detail.empty() ? "" : " (" + m.dropped_gpu_detail + ")") + " and " +
                        std::to_string(m.dropped_cpu_events) + " CPU events (counts are in the trace metadata)");
   }
 
@@ -334,6 +355,7 @@ class profile {
   profile_options options_;
   bool running_ = false;
   bool step_scope_open_ = false;
+  bool refused_ = false;  // start() found another profile running
   std::int64_t step_num_ = 0;
   profiler_action action_ = profiler_action::none;
   std::uint64_t window_start_ = 0;

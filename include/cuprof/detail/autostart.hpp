@@ -12,6 +12,7 @@
 #pragma once
 
 #include "../profile.hpp"
+#include "abnormal_exit.hpp"
 #include "log.hpp"
 #include "process_info.hpp"
 
@@ -104,9 +105,28 @@ inline environment_config read_environment(const std::function<const char*(const
 struct environment_session {
   std::mutex mutex;
   profile* prof = nullptr;  // running or waiting for its window; null once written
+  std::atomic<bool> trace_pending{false};  // prof != nullptr, readable from signal handlers
   environment_config config;
   std::uint32_t owner_pid = 0;
 };
+
+// The trace path as the process will write it. Made absolute at start, so a
+// program that changes directory still writes where it was asked. A process
+// started by another traced process (CUPROF_ROOT_PID is the first one's) whose
+// pattern names no pid gets ".<pid>" before the extension: children of one run
+// never overwrite each other's trace, and the first process keeps the name.
+inline std::string resolve_trace_path(std::string path, std::uint32_t pid, const char* root_pid, bool pattern_has_pid) {
+  if (root_pid && *root_pid && std::to_string(pid) != root_pid && !pattern_has_pid) {
+    const std::size_t slash = path.rfind('/');
+    const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+    path.insert(dot == std::string::npos ? path.size() : dot, "." + std::to_string(pid));
+  }
+  if (!path.empty() && path[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
+  }
+  return path;
+}
 
 inline environment_session& environment() {
   static environment_session* s = new environment_session;  // outlives exit handlers
@@ -122,7 +142,15 @@ inline void write_environment_trace(environment_session& s) {
   if (!s.prof || s.owner_pid != std::uint32_t(::getpid())) return;
   profile* p = s.prof;
   s.prof = nullptr;
+  s.trace_pending.store(false);
   ::unsetenv("CUPROF_ACTIVE_PID");
+  const char* root = std::getenv("CUPROF_ROOT_PID");
+  if (root && std::to_string(s.owner_pid) == root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
+  if (!p->running()) {
+    log_line("recording never started (CUPROF_DELAY=" + std::to_string(s.config.delay_s) +
+             " s is longer than the run): no trace written, '" + s.config.trace_path + "' left as it was");
+    return;
+  }
   try {
     p->stop();
     p->export_chrome_trace(s.config.trace_path);
@@ -157,12 +185,24 @@ inline bool start_environment_profile(bool injected = false) {
                               host_name(), process_rank(), process_world_size());
   if (!s.config.enabled) return false;
   for (const std::string& problem : s.config.problems) log_line(problem);
-  ::setenv("CUPROF_ACTIVE_PID", pid.c_str(), 1);
+  const char* pattern = std::getenv("CUPROF_TRACE");
+  s.config.trace_path = resolve_trace_path(s.config.trace_path, std::uint32_t(::getpid()), std::getenv("CUPROF_ROOT_PID"),
+                                           pattern && std::strstr(pattern, "%p"));
+  ::setenv("CUPROF_ROOT_PID", pid.c_str(), 0);     // the first traced process of a run
+  ::setenv("CUPROF_ACTIVE_PID", pid.c_str(), 1);   // until the trace is written
+  ::setenv("CUPROF_STARTED_PID", pid.c_str(), 1);  // for good: the injection library's exit check
   profile_options options;
   options.activities = s.config.activities;
   s.prof = new profile(options);
+  s.trace_pending.store(true);
   s.owner_pid = std::uint32_t(::getpid());
+  // Registered before CUDA starts, so it runs after CUDA's teardown: it only
+  // writes when the tracer's exit gate (which runs first) did not, e.g. when
+  // CUDA was never traced.
   std::atexit(finish_environment_profile);
+  cupti::tracer::before_exit_hook().store(&finish_environment_profile);
+  static std::once_flag abnormal_exits_handled;
+  std::call_once(abnormal_exits_handled, [] { handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending); });
   if (s.config.delay_s == 0) s.prof->start();
   if (s.config.delay_s > 0 || s.config.duration_s > 0) {
     // A timer thread opens and closes the window; the exit handler writes

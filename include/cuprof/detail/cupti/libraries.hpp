@@ -30,12 +30,27 @@ bool bind(void* lib, Fn& fn, const char* symbol) {
   return fn != nullptr;
 }
 
+// The libcupti cuprof uses. Tracing and NVTX capture open it through this
+// one function so that they reach the same instance: the same candidates in
+// the same order give the same copy, and a copy the program already loaded
+// (PyTorch's) is found by its soname first. Null with `error` set on failure.
+inline void* open_cupti_library(std::string& error) {
+  const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY");  // when given, the only one tried
+  if (void* lib = open_first(cupti_library_candidates(forced, std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH"))))
+    return lib;
+  const char* why = ::dlerror();
+  error = forced && *forced ? "CUPROF_CUPTI_LIBRARY=" + std::string(forced) + " could not be loaded (" + (why ? why : "?") + ")"
+                            : "libcupti.so.13 could not be loaded (set CUPROF_CUPTI_LIBRARY to its path)";
+  return nullptr;
+}
+
 // The CUPTI entry points cuprof uses.
 struct cupti_library {
   decltype(&cuptiGetVersion) get_version = nullptr;
   decltype(&cuptiGetResultString) get_result_string = nullptr;
   decltype(&cuptiGetCallbackName) get_callback_name = nullptr;
   decltype(&cuptiSubscribe_v2) subscribe = nullptr;
+  decltype(&cuptiEnableCallback) enable_callback = nullptr;
   decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
   decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp_callback = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
@@ -52,20 +67,14 @@ struct cupti_library {
 
   // Empty on success, otherwise why CUPTI cannot be used.
   std::string load() {
-    // An explicit CUPROF_CUPTI_LIBRARY is the only one tried.
-    const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY");
-    const std::vector<std::string> candidates =
-        cupti_library_candidates(forced, std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH"));
-    void* lib = open_first(candidates);
-    if (lib) {
-      link_map* map = nullptr;
-      if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) path = map->l_name;
-    }
-    if (!lib)
-      return forced && *forced ? "CUPROF_CUPTI_LIBRARY=" + std::string(forced) + " could not be loaded (" + ::dlerror() + ")"
-                               : "libcupti.so.13 could not be loaded (set CUPROF_CUPTI_LIBRARY to its path)";
+    std::string error;
+    void* lib = open_cupti_library(error);
+    if (!lib) return error;
+    link_map* map = nullptr;
+    if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) path = map->l_name;
     const bool ok = bind(lib, get_version, "cuptiGetVersion") && bind(lib, get_result_string, "cuptiGetResultString") &&
                     bind(lib, get_callback_name, "cuptiGetCallbackName") && bind(lib, subscribe, "cuptiSubscribe_v2") &&
+                    bind(lib, enable_callback, "cuptiEnableCallback") &&
                     bind(lib, set_thread_id_type, "cuptiSetThreadIdType") &&
                     bind(lib, register_timestamp_callback, "cuptiActivityRegisterTimestampCallback") &&
                     bind(lib, register_callbacks, "cuptiActivityRegisterCallbacks") &&

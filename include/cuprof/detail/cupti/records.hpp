@@ -285,6 +285,9 @@ class record_store {
     external_ids_.swap(later_external);
 
     out.meta.dropped_gpu_records += dropped_ + lost_timestamps_ + over_cap_;
+    if (dropped_ + lost_timestamps_ + over_cap_)
+      out.meta.dropped_gpu_detail = std::to_string(dropped_) + " dropped by CUPTI, " + std::to_string(lost_timestamps_) +
+                                    " without valid timestamps, " + std::to_string(over_cap_) + " over CUPROF_MAX_RECORDS";
     dropped_ = lost_timestamps_ = over_cap_ = 0;
   }
 
@@ -301,6 +304,7 @@ class record_store {
     std::vector<cpu_span>().swap(nvtx_ranges_);
     open_ranges_.clear();
     external_ids_.clear();
+    dropped_ = lost_timestamps_ = over_cap_ = 0;  // after the last window: not the next one's
   }
 
   std::size_t staged() const noexcept { return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size(); }

@@ -1,6 +1,17 @@
-// The CUPTI session: one per process, opened on first use and kept (CUPTI
-// cannot be detached safely while the program runs; its activities are
-// switched off between windows, so nothing is slowed down after profiling).
+// The CUPTI session: one per process, opened on first use. CUPTI is released
+// when a profile stops (see detach) and attached again at the next start.
+//
+// Process exit: CUDA tears itself down from atexit handlers and static
+// destructors (cudart's, cuBLAS's embedded cudart, libcupti's own statics),
+// and any CUPTI call after that can crash. atexit handlers run last-in,
+// first-out, so cuprof re-registers its exit gate after each of those can
+// have registered theirs: when CUPTI is attached (libcupti is loaded and
+// initialised by then), at every context creation (the runtime initialised
+// itself just before) and at module loads (libraries initialise lazily, at
+// their first kernel). The gate, run before any of them, writes the
+// environment's trace, syncs, force-flushes and then closes the tracer: no
+// CUPTI or driver call is made after it. A context destroyed earlier by the
+// program (cudaDeviceReset, cuCtxDestroy) is flushed at the call's entry.
 //
 // Buffers: CUPTI asks for them on application threads and hands them back on
 // its own thread. Both callbacks only move a buffer between states in a fixed
@@ -10,7 +21,9 @@
 
 #include "../../event.hpp"
 #include "../clock.hpp"
+#include "../crash_guard.hpp"
 #include "../env.hpp"
+#include "../log.hpp"
 #include "libraries.hpp"
 #include "records.hpp"
 
@@ -62,6 +75,7 @@ class tracer {
   // Empty on success, else why CUPTI could not be attached again.
   std::string enable() {
     std::lock_guard<std::mutex> lock(control_);
+    if (closed_) return "the process is exiting";
     if (enabled_ || forked_child()) return {};
     if (!attached_) {
       const std::string why = attach();
@@ -80,7 +94,12 @@ class tracer {
   // where a finalize can race CUPTI's own teardown.
   void detach() {
     std::lock_guard<std::mutex> lock(control_);
-    if (enabled_ || !attached_ || forked_child() || exiting()) return;
+    if (enabled_ || !attached_ || forked_child() || exit_started_) return;
+    // Records made after the session's last flush (CUPTI's own overhead
+    // record for that flush, at least) would still be in CUPTI's buffers at
+    // finalize, where they are dropped or handed to the next session: drain them.
+    cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    process_completed();
     cupti_.unsubscribe(subscriber_);
     cupti_.finalize();
     attached_ = false;
@@ -89,7 +108,9 @@ class tracer {
   void disable() {
     std::lock_guard<std::mutex> lock(control_);
     if (!enabled_ || forked_child()) return;
-    for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
+    if (!closed_) at_exit_guarded("disabling CUPTI", [this] {
+      for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
+    });
     enabled_ = false;
     enabled_flag_.store(false, std::memory_order_relaxed);
   }
@@ -97,7 +118,7 @@ class tracer {
   // Gives back the buffers of a finished session but a few, so a stopped
   // profiler holds almost no memory.
   void trim_buffers() {
-    if (exiting()) return;  // nothing to give back to a process that ends
+    if (exit_started_) return;  // nothing to give back to a process that ends
     std::size_t kept = 0;
     for (buffer_slot& s : slots_) {
       std::uint32_t expected = free_slot;
@@ -114,13 +135,37 @@ class tracer {
   void flush(bool forced) {
     std::lock_guard<std::mutex> lock(control_);
     if (forked_child() || !attached_) return;
-    cupti_.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    if (!closed_) at_exit_guarded("flushing CUPTI", [&] { cupti_.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0); });
     process_completed();
   }
 
   // Waits for the GPU work of every device this process has a context on.
   void sync_devices() {
-    if (forked_child()) return;
+    if (forked_child() || closed_) return;
+    at_exit_guarded("waiting for the GPU", [this] { sync_each_device(); });
+  }
+
+  // The exit gate (see the top of this file). Registered with atexit many
+  // times; only the first call, the last registered, does anything.
+  static void exit_gate() {
+    tracer* t = self();
+    if (!t || t->exit_started_.exchange(true)) return;
+    if (void (*hook)() = before_exit_hook().load()) hook();
+    t->close_for_exit();
+  }
+
+  // Called by the exit gate before the tracer closes, while CUDA is alive:
+  // the environment's profile writes its trace from here.
+  static std::atomic<void (*)()>& before_exit_hook() {
+    static std::atomic<void (*)()> hook{nullptr};
+    return hook;
+  }
+
+  // GPU buffers CUPTI still held when a call into it failed at exit; 0 otherwise.
+  std::size_t buffers_lost_at_exit() const noexcept { return buffers_lost_at_exit_; }
+
+ private:
+  void sync_each_device() {
     int count = 0;
     if (driver_.device_get_count(&count) != CUDA_SUCCESS) return;
     for (int i = 0; i < count; ++i) {
@@ -139,6 +184,7 @@ class tracer {
     }
   }
 
+ public:
   // The store is shared with the worker thread: use it through this.
   template <class Fn>
   auto with_store(Fn&& fn) {
@@ -147,7 +193,7 @@ class tracer {
   }
 
   void fill_metadata(trace_metadata& meta) {
-    if (devices_.empty()) read_devices();
+    if (devices_.empty() && !closed_) read_devices();
     meta.cupti_version = int(cupti_version_);
     meta.cuda_driver_version = driver_version_;
     meta.devices = devices_;
@@ -155,7 +201,7 @@ class tracer {
 
   // "NVIDIA H200 (GPU 0), CUPTI 130001, driver 13000"
   std::string describe() {
-    if (devices_.empty() && !inside_cuda_init()) read_devices();
+    if (devices_.empty() && !inside_cuda_init() && !closed_) read_devices();
     std::string s;
     for (const device_info& d : devices_) s += d.name + " (GPU " + std::to_string(d.id) + "), ";
     return s + "CUPTI " + std::to_string(cupti_version_) + ", driver " + std::to_string(driver_version_);
@@ -190,9 +236,12 @@ class tracer {
       return "libcupti is version " + std::to_string(cupti_version_) + ", older than the headers cuprof was built with (" +
              std::to_string(CUPTI_API_VERSION) + ")";
 
+    self() = this;  // CUPTI's callbacks may come from inside attach()
     const std::string why_not = attach();
-    if (!why_not.empty()) return why_not;
-    std::atexit([] { exiting() = true; });  // runs before the exit handlers registered earlier
+    if (!why_not.empty()) {
+      self() = nullptr;
+      return why_not;
+    }
 
     // NVTX hands its ranges to the library this names, read at the program's
     // first NVTX call: pointing it at CUPTI lets cuprof see ranges that code
@@ -201,7 +250,6 @@ class tracer {
       ::setenv("NVTX_INJECTION64_PATH", cupti_.path.c_str(), 0);
     driver_.driver_get_version(&driver_version_);
     if (!inside_cuda_init()) read_devices();  // else at the first window, once CUDA is up
-    self() = this;
     sem_init(&work_ready_, 0, 0);
     std::thread([this] { worker(); }).detach();
     pthread_atfork(nullptr, nullptr, [] { in_forked_child() = true; });
@@ -216,7 +264,7 @@ class tracer {
     params.subscriberName = "cuprof";
     params.oldSubscriberName = holder;
     params.oldSubscriberSize = sizeof holder;
-    const CUptiResult r = cupti_.subscribe(&subscriber_, &ignore_callback, nullptr, &params);
+    const CUptiResult r = cupti_.subscribe(&subscriber_, &on_callback, nullptr, &params);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == CUPTI_ERROR_MAX_LIMIT_REACHED)
       return std::string("another tool already holds CUPTI (") + (holder[0] ? holder : "it did not give its name") +
              "), e.g. Nsight, compute-sanitizer or torch.profiler";
@@ -235,13 +283,65 @@ class tracer {
       cupti_.unsubscribe(subscriber_);
       return why;
     }
+    for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_MODULE_LOADED})
+      cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, cbid);
+    cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
+    for (CUpti_CallbackId cbid : {CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2})
+      cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     attached_ = true;
+    register_exit_gate();  // libcupti and the driver are initialised by now
     return {};
   }
 
-  static bool& exiting() {
-    static bool flag = false;
-    return flag;
+  // Each registration puts the gate ahead of every exit handler registered
+  // before it. Bounded: a program loading thousands of modules registers it
+  // that many times at most.
+  static void register_exit_gate() {
+    static std::atomic<int> registrations{0};
+    if (registrations.fetch_add(1, std::memory_order_relaxed) < max_gate_registrations) std::atexit(&exit_gate);
+  }
+  static constexpr int max_gate_registrations = 256;
+
+  // Context and module events re-register the exit gate; the calls that
+  // destroy a context get its records out first (CUPTI would drop them).
+  static void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
+    tracer* t = self();
+    if (!t || t->closed_ || forked_child()) return;
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE) return register_exit_gate();
+    if (static_cast<const CUpti_CallbackData*>(data)->callbackSite != CUPTI_API_ENTER || !t->enabled_flag_.load()) return;
+    t->driver_.ctx_synchronize();  // the context the call destroys is current
+    t->cupti_.flush_all(0);
+    t->process_completed();
+  }
+
+  // The gate's last step: everything the GPU did reaches the store, then the
+  // tracer makes no further CUPTI or driver call. Profiles still running stop
+  // later (static destructors) with what is in the store.
+  void close_for_exit() {
+    std::lock_guard<std::mutex> lock(control_);
+    if (attached_ && enabled_ && !forked_child() && !closed_)
+      at_exit_guarded("flushing CUPTI at exit", [this] {
+        sync_each_device();
+        cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      });
+    closed_ = true;
+    process_completed();
+  }
+
+  // Runs a CUPTI or driver call; once exit has started, under the crash guard:
+  // if the library faults, the tracer closes and says what was lost, and the
+  // program exits as it would have. Callers hold control_.
+  template <class Fn>
+  void at_exit_guarded(const char* what, Fn&& fn) {
+    if (!exit_started_) return fn();
+    int fault = 0;
+    if (call_guarded(fn, &fault)) return;
+    closed_ = true;
+    for (const buffer_slot& s : slots_)
+      if (s.state.load(std::memory_order_acquire) == with_cupti) ++buffers_lost_at_exit_;
+    log_line(std::string("CUPTI failed while ") + what + " (signal " + std::to_string(fault) +
+             "): the trace keeps the GPU records received so far; " + std::to_string(buffers_lost_at_exit_) +
+             " buffers still held by CUPTI are lost");
   }
 
   void read_devices() {
@@ -302,8 +402,6 @@ class tracer {
     return name;
   }
 
-  static void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
-
   // ---- buffers ------------------------------------------------------------
   enum buffer_state : std::uint32_t { free_slot, with_cupti, completed, parsing };
   struct buffer_slot {
@@ -328,6 +426,13 @@ class tracer {
     *size = 0;
     *max_records = 0;
     tracer* t = self();
+    struct count_refusal {  // CUPTI drops the records it cannot place: say why
+      tracer* t;
+      std::uint8_t** buffer;
+      ~count_refusal() {
+        if (!*buffer) t->buffers_refused_.fetch_add(1, std::memory_order_relaxed);
+      }
+    } refusal{t, buffer};
     for (std::size_t n = 0; n < max_buffers; ++n) {
       const std::size_t i = (t->next_slot_.fetch_add(1, std::memory_order_relaxed)) % max_buffers;
       buffer_slot& s = t->slots_[i];
@@ -363,6 +468,10 @@ class tracer {
       if (!s.state.compare_exchange_strong(expected, parsing, std::memory_order_acq_rel)) continue;
       std::size_t dropped = 0;
       cupti_.get_num_dropped_records(nullptr, 0, &dropped);
+      if (dropped)
+        log_line("CUPTI dropped " + std::to_string(dropped) + " records (" +
+                 std::to_string(buffers_refused_.load(std::memory_order_relaxed)) +
+                 " buffer requests could not be met so far)");
       {
         std::lock_guard<std::mutex> lock(store_mutex_);
         CUpti_Activity* record = nullptr;
@@ -389,7 +498,7 @@ class tracer {
       sem_timedwait(&work_ready_, &deadline);
       // Once the process exits, CUPTI may be tearing down: the exit path
       // processes the last buffers itself (stop() flushes on its thread).
-      if (exiting()) continue;
+      if (exit_started_) continue;
       std::unique_lock<std::mutex> lock(control_, std::try_to_lock);  // never while attaching or detaching
       if (!lock.owns_lock()) continue;
       if (enabled_ && !forked_child() && monotonic_ns() - last_flush >= std::uint64_t(flush_period_ms) * 1000000u) {
@@ -409,11 +518,15 @@ class tracer {
   CUpti_SubscriberHandle subscriber_ = nullptr;
   bool attached_ = false;
   bool enabled_ = false;
+  std::atomic<bool> exit_started_{false};  // the exit gate ran: no detach, no trimming
+  std::atomic<bool> closed_{false};        // no CUPTI or driver call any more
+  std::size_t buffers_lost_at_exit_ = 0;
   std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread
   bool shown_calls_known_ = false;
   std::vector<std::uint32_t> hidden_driver_calls_, hidden_runtime_calls_;
   buffer_slot slots_[max_buffers];
   std::atomic<std::size_t> next_slot_{0};
+  std::atomic<std::uint64_t> buffers_refused_{0};
   sem_t work_ready_;
   std::mutex store_mutex_;
   record_store store_;
