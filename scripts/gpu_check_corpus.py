@@ -192,7 +192,8 @@ def trace_verdict(path, counter, demangle):
     return problems, count_problems, stats
 
 
-def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, only=None, demangle=cxxfilt_demangle):
+def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, only=None, demangle=cxxfilt_demangle,
+                  show_table=True):
     corpus = os.path.abspath(corpus)
     build = os.path.abspath(build)
     with open(os.path.join(corpus, "manifest.json")) as f:
@@ -268,7 +269,8 @@ def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, onl
         rows.append(row)
     summary["corpus"] = {"manifest": os.path.join(corpus, "manifest.json"), "commit": manifest.get("commit"),
                          "failed_to_build": manifest.get("failed", []), "rows": rows}
-    print_table(rows)
+    if show_table:
+        print_table(rows)
     return rows
 
 
