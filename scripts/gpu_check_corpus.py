@@ -146,6 +146,14 @@ def run_logged(cmd, out, log_name, env=None, cwd=None, timeout=RUN_TIMEOUT_S, un
     return rc, so, se
 
 
+def unresolved_libraries(path):
+    """Libraries ldd cannot find for path ('libcublas.so.13 => not found'); [] when ldd is missing."""
+    if not shutil.which("ldd") or not os.path.exists(path):
+        return []
+    proc = subprocess.run(["ldd", path], capture_output=True, text=True)
+    return [l.split()[0] for l in proc.stdout.splitlines() if "not found" in l]
+
+
 def plan(manifest, corpus, build, out):
     """Every run of every program: [(program, mode, cmd, env, cwd, trace or counter path)]."""
     cli = os.path.join(build, "tools", "cuprof")
@@ -215,6 +223,10 @@ def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, onl
         pdir = os.path.join(out, "corpus", name)
         os.makedirs(pdir, exist_ok=True)
         exe_paths = [os.path.join(corpus, v) for v in p["binaries"].values()]
+        unresolved = {os.path.relpath(e, corpus): unresolved_libraries(e) for e in exe_paths}
+        unresolved = {k: v for k, v in unresolved.items() if v}
+        if unresolved:
+            check(f"corpus {name}: every library of its binaries is found (ldd)", False, f"{unresolved}")
         mode_stdout = p.get("stdout", "masked" if p.get("timing") else "exact")
         res = {}
         for (_, mode, cmd, env, cwd, path) in runs:
@@ -512,6 +524,7 @@ def dry_run(corpus, build, out, only=None):
             envs = " ".join(f"{k}={v}" for k, v in env.items())
             print(f"  {mode:13s} {envs + ' ' if envs else ''}{' '.join(cmd)}")
         missing += [b for b in p["binaries"].values() if not os.path.exists(os.path.join(corpus, b))]
+        missing += [f"{b}: {lib}" for b in p["binaries"].values() for lib in unresolved_libraries(os.path.join(corpus, b))]
     counter = os.path.join(corpus, manifest.get("counter") or "libcupti_counter.so")
     for path in (counter, os.path.join(build, "tools", "cuprof"), os.path.join(build, "tools", "libcuprof_inject.so")):
         if not os.path.exists(path):
