@@ -16,8 +16,8 @@ Each program of DEST/manifest.json runs
 and each traced mode must: exit as plain did; print plain's stdout (numbers masked for programs
 that print timings; cuprof writes only to stderr); write a trace that passes
 tests/validate_trace.py --require-gpu; hold the counter's GPU records: kernels per name
-(CUPTI's mangled names demangled with c++filt, as cuprof demangles them with
-abi::__cxa_demangle), memcpys per copy kind and the memset count.
+(CUPTI's mangled names demangled with libstdc++'s abi::__cxa_demangle through ctypes,
+the function cuprof calls), memcpys per copy kind and the memset count.
 """
 import argparse
 import collections
@@ -114,9 +114,37 @@ def compare_counts(trace, counter, demangle=lambda names: {n: n for n in names})
     return problems, stats
 
 
+def cxa_demangle(names):
+    """{mangled: demangled} through libstdc++'s abi::__cxa_demangle (ctypes), the function cuprof
+    calls, so names come out as cuprof writes them (c++filt differs: it spells std::string as
+    std::basic_string<...> and leaves type names like 'i' alone). A name it cannot demangle stays
+    as it is, as in cuprof. Falls back to c++filt when libstdc++ cannot be loaded."""
+    import ctypes
+    import ctypes.util
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = lib.__cxa_demangle
+    except (OSError, AttributeError):
+        return cxxfilt_demangle(names)
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    libc.free.argtypes = [ctypes.c_void_p]
+    out = {}
+    for n in names:
+        status = ctypes.c_int(1)
+        ptr = fn(n.encode(errors="surrogateescape"), None, None, ctypes.byref(status))
+        if status.value == 0 and ptr:
+            out[n] = ctypes.string_at(ptr).decode(errors="replace")
+        else:
+            out[n] = n
+        if ptr:
+            libc.free(ptr)
+    return out
+
+
 def cxxfilt_demangle(names):
-    """{mangled: demangled} through c++filt (binutils), one name a line; names c++filt leaves
-    alone stay as they are, like abi::__cxa_demangle's failures in cuprof."""
+    """{mangled: demangled} through c++filt (binutils): only where libstdc++ cannot be loaded."""
     tool = shutil.which("c++filt")
     if not tool or not names:
         return {n: n for n in names}
@@ -200,7 +228,7 @@ def trace_verdict(path, counter, demangle):
     return problems, count_problems, stats
 
 
-def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, only=None, demangle=cxxfilt_demangle,
+def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, only=None, demangle=cxa_demangle,
                   show_table=True):
     corpus = os.path.abspath(corpus)
     build = os.path.abspath(build)
@@ -212,9 +240,9 @@ def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, onl
           and os.access(cli, os.X_OK),
           f"{len(manifest['programs'])} programs ({len(manifest.get('failed', []))} failed to build), "
           f"counter {manifest.get('counter')}, cli {cli}")
-    if not shutil.which("c++filt"):
-        check("corpus: c++filt is installed (to demangle the counter's kernel names)", False,
-              "kernel names compared mangled: expect mismatches on C++ kernels")
+    probe = demangle(["_Z6vecAddPKfS0_Pfi"])
+    check("corpus: the counter's kernel names can be demangled as cuprof does (abi::__cxa_demangle)",
+          probe.get("_Z6vecAddPKfS0_Pfi") == "vecAdd(float const*, float const*, float*, int)", f"{probe}")
     rows = []
     for p, runs in plan(manifest, corpus, build, out):
         name = p["name"]
@@ -465,6 +493,13 @@ def run_self_test():
             counts["dropped"] = 5
             problems, _ = compare_counts(counts, dict(self.counter, dropped=2), self.demangle)
             self.assertEqual(problems, ["the counter lost 2 records", "cuprof lost 5 records"])
+
+        def test_cxa_demangle_as_cuprof(self):
+            d = cxa_demangle(["_Z6vecAddPKfS0_Pfi", "_Z1fSs", "nvjet_sm90_tst", "_Z10matrixMulCILi32EEvPfS0_S0_ii"])
+            self.assertEqual(d["_Z6vecAddPKfS0_Pfi"], "vecAdd(float const*, float const*, float*, int)")
+            self.assertEqual(d["_Z1fSs"], "f(std::string)")  # c++filt would say std::basic_string<...>
+            self.assertEqual(d["nvjet_sm90_tst"], "nvjet_sm90_tst")
+            self.assertEqual(d["_Z10matrixMulCILi32EEvPfS0_S0_ii"], "void matrixMulC<32>(float*, float*, float*, int, int)")
 
         def test_memcpy_kind_of(self):
             self.assertEqual(memcpy_kind_of("Memcpy PtoP (Device -> Device)"), "PtoP")
