@@ -302,10 +302,16 @@ def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, onl
                   + ("" if exit_ok else f"; stderr: {' | '.join(tail)[:300]}"))
             check(f"corpus {name}: {what}: trace written and valid (validate_trace --require-gpu)",
                   not valid, "; ".join(valid[:3]))
+            hint = ""
+            if count_problems and stats and stats.get("kernels", 0) > stats.get("counter_kernels", 0):
+                hint = ("; the trace has more kernels than the counter: work after the counter's exit flush "
+                        "(launched from exit handlers or static destructors?)")
+            elif count_problems and stats and stats.get("kernels", 0) < stats.get("counter_kernels", 0):
+                hint = "; the trace has fewer kernels than the counter: records lost (at exit?)"
             check(f"corpus {name}: {what}: GPU records equal the CUPTI counter's (kernels by name, memcpy by kind, "
                   "memsets)", not count_problems,
                   f"{stats.get('kernels')} kernels, {stats.get('memcpy')} memcpy, {stats.get('memset')} memset"
-                  + (f"; {'; '.join(count_problems[:4])}" if count_problems else ""))
+                  + (f"; {'; '.join(count_problems[:4])}" if count_problems else "") + hint)
         rows.append(row)
     summary["corpus"] = {"manifest": os.path.join(corpus, "manifest.json"), "commit": manifest.get("commit"),
                          "failed_to_build": manifest.get("failed", []), "rows": rows}
