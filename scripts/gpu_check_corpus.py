@@ -323,12 +323,17 @@ def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, onl
 def cell(r):
     if r is None:
         return "-"
-    counts = "counts ok" if r["counts_ok"] else f"counts {r['stats'].get('kernels', '?')}/{r['stats'].get('counter_kernels', '?')}k"
+    st = r["stats"]
+    counts = "counts ok" if r["counts_ok"] else (
+        f"counts DIFF k{st.get('kernels', '?')}/{st.get('counter_kernels', '?')} "
+        f"c{st.get('memcpy', '?')}/{st.get('counter_memcpy', '?')} s{st.get('memset', '?')}/{st.get('counter_memset', '?')}")
     out = "out ok" if r["stdout_ok"] else "out DIFF"
     return f"{r['exit']}{'' if r['exit_ok'] else '!'} {'valid' if r['valid'] else 'INVALID'} {counts} {out}"
 
 
 def print_table(rows):
+    """One row per program; a cell: exit status ('!': not the reference run's), trace valid,
+    counts (DIFF kT/C cT/C sT/C: kernels, memcpys, memsets in the trace / in the counter), stdout."""
     if not rows:
         return
     head = ("program", "plain exit", "counter k/cpy/set", "run: exit/valid/counts", "header: exit/valid/counts",
