@@ -230,8 +230,7 @@ def trace_verdict(path, counter, demangle):
 
 def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, only=None, demangle=cxa_demangle,
                   show_table=True):
-    corpus = os.path.abspath(corpus)
-    build = os.path.abspath(build)
+    corpus, build, out = os.path.abspath(corpus), os.path.abspath(build), os.path.abspath(out)
     with open(os.path.join(corpus, "manifest.json")) as f:
         manifest = json.load(f)
     cli = os.path.join(build, "tools", "cuprof")
@@ -558,7 +557,7 @@ def run_self_test():
 
 
 def dry_run(corpus, build, out, only=None):
-    corpus, build = os.path.abspath(corpus), os.path.abspath(build)
+    corpus, build, out = os.path.abspath(corpus), os.path.abspath(build), os.path.abspath(out)
     with open(os.path.join(corpus, "manifest.json")) as f:
         manifest = json.load(f)
     missing = []
