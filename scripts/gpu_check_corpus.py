@@ -228,6 +228,79 @@ def trace_verdict(path, counter, demangle):
     return problems, count_problems, stats
 
 
+def check_program(p, runs, corpus, out, check, timeout, demangle):
+    """Runs one manifest program every way and checks it; returns its summary row."""
+    name = p["name"]
+    pdir = os.path.join(out, "corpus", name)
+    os.makedirs(pdir, exist_ok=True)
+    exe_paths = [os.path.join(corpus, v) for v in p["binaries"].values()]
+    unresolved = {os.path.relpath(e, corpus): unresolved_libraries(e) for e in exe_paths}
+    unresolved = {k: v for k, v in unresolved.items() if v}
+    if unresolved:
+        check(f"corpus {name}: every library of its binaries is found (ldd)", False, f"{unresolved}")
+    mode_stdout = p.get("stdout", "masked" if p.get("timing") else "exact")
+    res = {}
+    for (_, mode, cmd, env, cwd, path) in runs:
+        rc, so, se = run_logged(cmd, pdir, mode, env=env, cwd=cwd, timeout=timeout)
+        res[mode] = {"exit": rc, "stdout": normalize_stdout(so, mode_stdout, exe_paths), "stderr": se, "path": path}
+    row = {"program": name, "stdout_mode": mode_stdout}
+    plain = res.get("plain", {})
+    row["plain_exit"] = plain.get("exit")
+    counter = None
+    c = res.get("counter")
+    if c:
+        if c["path"] and os.path.exists(c["path"]):
+            try:
+                with open(c["path"]) as f:
+                    counter = json.load(f)
+            except ValueError as e:  # cut short: the process died while the counter wrote it
+                c["stderr"] += f"\ncounter JSON unreadable: {e}"
+        row["counter"] = {"exit": c["exit"],
+                          "kernels": sum(counter["kernels"].values()) if counter else None,
+                          "memcpy": sum(counter["memcpy"].values()) if counter else None,
+                          "memset": counter["memset"] if counter else None,
+                          "init_error": counter.get("init_error") if counter else None}
+        check(f"corpus {name}: counter: exit as plain, stdout as plain, counter JSON written with kernels",
+              c["exit"] == plain.get("exit") and c["stdout"] == plain.get("stdout") and counter is not None
+              and not counter.get("init_error") and sum(counter["kernels"].values()) > 0,
+              f"exit {c['exit']} (plain {plain.get('exit')}); "
+              + (f"counter {row['counter']}" if counter else f"no JSON; {c['stderr'].strip()[-200:]}")
+              + ("" if c["stdout"] == plain.get("stdout") else
+                 f"; stdout differs: {first_difference(plain.get('stdout', ''), c['stdout'])}"))
+    for mode, ref in (("run", "plain"), ("header", "plain"), ("shared", "shared-plain")):
+        r = res.get(mode)
+        if r is None:
+            continue
+        refr = res.get(ref, {})
+        exit_ok = r["exit"] == refr.get("exit")
+        stdout_ok = r["stdout"] == refr.get("stdout")
+        valid, count_problems, stats = trace_verdict(r["path"], counter, demangle)
+        row[mode] = {"exit": r["exit"], "exit_ok": exit_ok, "stdout_ok": stdout_ok, "valid": not valid,
+                     "counts_ok": not count_problems, "stats": stats,
+                     "problems": (valid + count_problems)[:10]}
+        tail = [l for l in r["stderr"].splitlines() if l.strip()][-3:]
+        what = {"run": "cuprof run (static cudart)", "header": "header mode (CUPROF_TRACE)",
+                "shared": "cuprof run (-cudart shared)"}[mode]
+        check(f"corpus {name}: {what}: exit status and stdout as {ref}",
+              exit_ok and stdout_ok,
+              f"exit {r['exit']} ({ref} {refr.get('exit')})"
+              + ("" if stdout_ok else f"; stdout differs: {first_difference(refr.get('stdout', ''), r['stdout'])}")
+              + ("" if exit_ok else f"; stderr: {' | '.join(tail)[:300]}"))
+        check(f"corpus {name}: {what}: trace written and valid (validate_trace --require-gpu)",
+              not valid, "; ".join(valid[:3]))
+        hint = ""
+        if count_problems and "counter_kernels" in stats and stats["kernels"] > stats["counter_kernels"]:
+            hint = ("; the trace has more kernels than the counter: work after the counter's exit flush "
+                    "(launched from exit handlers or static destructors?)")
+        elif count_problems and "counter_kernels" in stats and stats["kernels"] < stats["counter_kernels"]:
+            hint = "; the trace has fewer kernels than the counter: records lost (at exit?)"
+        check(f"corpus {name}: {what}: GPU records equal the CUPTI counter's (kernels by name, memcpy by kind, "
+              "memsets)", not count_problems,
+              f"{stats.get('kernels')} kernels, {stats.get('memcpy')} memcpy, {stats.get('memset')} memset"
+              + (f"; {'; '.join(count_problems[:4])}" if count_problems else "") + hint)
+    return row
+
+
 def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, only=None, demangle=cxa_demangle,
                   show_table=True):
     corpus, build, out = os.path.abspath(corpus), os.path.abspath(build), os.path.abspath(out)
@@ -247,71 +320,11 @@ def corpus_checks(corpus, build, out, summary, check, timeout=RUN_TIMEOUT_S, onl
         name = p["name"]
         if only and name not in only:
             continue
-        pdir = os.path.join(out, "corpus", name)
-        os.makedirs(pdir, exist_ok=True)
-        exe_paths = [os.path.join(corpus, v) for v in p["binaries"].values()]
-        unresolved = {os.path.relpath(e, corpus): unresolved_libraries(e) for e in exe_paths}
-        unresolved = {k: v for k, v in unresolved.items() if v}
-        if unresolved:
-            check(f"corpus {name}: every library of its binaries is found (ldd)", False, f"{unresolved}")
-        mode_stdout = p.get("stdout", "masked" if p.get("timing") else "exact")
-        res = {}
-        for (_, mode, cmd, env, cwd, path) in runs:
-            rc, so, se = run_logged(cmd, pdir, mode, env=env, cwd=cwd, timeout=timeout)
-            res[mode] = {"exit": rc, "stdout": normalize_stdout(so, mode_stdout, exe_paths), "stderr": se, "path": path}
-        row = {"program": name, "stdout_mode": mode_stdout}
-        plain = res.get("plain", {})
-        row["plain_exit"] = plain.get("exit")
-        counter = None
-        c = res.get("counter")
-        if c:
-            if c["path"] and os.path.exists(c["path"]):
-                with open(c["path"]) as f:
-                    counter = json.load(f)
-            row["counter"] = {"exit": c["exit"],
-                              "kernels": sum(counter["kernels"].values()) if counter else None,
-                              "memcpy": sum(counter["memcpy"].values()) if counter else None,
-                              "memset": counter["memset"] if counter else None,
-                              "init_error": counter.get("init_error") if counter else None}
-            check(f"corpus {name}: counter: exit as plain, stdout as plain, counter JSON written with kernels",
-                  c["exit"] == plain.get("exit") and c["stdout"] == plain.get("stdout") and counter is not None
-                  and not counter.get("init_error") and sum(counter["kernels"].values()) > 0,
-                  f"exit {c['exit']} (plain {plain.get('exit')}); "
-                  + (f"counter {row['counter']}" if counter else f"no JSON; {c['stderr'].strip()[-200:]}")
-                  + ("" if c["stdout"] == plain.get("stdout") else
-                     f"; stdout differs: {first_difference(plain.get('stdout', ''), c['stdout'])}"))
-        for mode, ref in (("run", "plain"), ("header", "plain"), ("shared", "shared-plain")):
-            r = res.get(mode)
-            if r is None:
-                continue
-            refr = res.get(ref, {})
-            exit_ok = r["exit"] == refr.get("exit")
-            stdout_ok = r["stdout"] == refr.get("stdout")
-            valid, count_problems, stats = trace_verdict(r["path"], counter, demangle)
-            row[mode] = {"exit": r["exit"], "exit_ok": exit_ok, "stdout_ok": stdout_ok, "valid": not valid,
-                         "counts_ok": not count_problems, "stats": stats,
-                         "problems": (valid + count_problems)[:10]}
-            tail = [l for l in r["stderr"].splitlines() if l.strip()][-3:]
-            what = {"run": "cuprof run (static cudart)", "header": "header mode (CUPROF_TRACE)",
-                    "shared": "cuprof run (-cudart shared)"}[mode]
-            check(f"corpus {name}: {what}: exit status and stdout as {ref}",
-                  exit_ok and stdout_ok,
-                  f"exit {r['exit']} ({ref} {refr.get('exit')})"
-                  + ("" if stdout_ok else f"; stdout differs: {first_difference(refr.get('stdout', ''), r['stdout'])}")
-                  + ("" if exit_ok else f"; stderr: {' | '.join(tail)[:300]}"))
-            check(f"corpus {name}: {what}: trace written and valid (validate_trace --require-gpu)",
-                  not valid, "; ".join(valid[:3]))
-            hint = ""
-            if count_problems and stats and stats.get("kernels", 0) > stats.get("counter_kernels", 0):
-                hint = ("; the trace has more kernels than the counter: work after the counter's exit flush "
-                        "(launched from exit handlers or static destructors?)")
-            elif count_problems and stats and stats.get("kernels", 0) < stats.get("counter_kernels", 0):
-                hint = "; the trace has fewer kernels than the counter: records lost (at exit?)"
-            check(f"corpus {name}: {what}: GPU records equal the CUPTI counter's (kernels by name, memcpy by kind, "
-                  "memsets)", not count_problems,
-                  f"{stats.get('kernels')} kernels, {stats.get('memcpy')} memcpy, {stats.get('memset')} memset"
-                  + (f"; {'; '.join(count_problems[:4])}" if count_problems else "") + hint)
-        rows.append(row)
+        try:
+            rows.append(check_program(p, runs, corpus, out, check, timeout, demangle))
+        except Exception as e:  # one program's surprise is a failed check, not the end of the corpus
+            check(f"corpus {name}: checked to the end", False, f"{type(e).__name__}: {e}")
+            rows.append({"program": name, "plain_exit": f"checker error: {type(e).__name__}"})
     summary["corpus"] = {"manifest": os.path.join(corpus, "manifest.json"), "commit": manifest.get("commit"),
                          "failed_to_build": manifest.get("failed", []), "rows": rows}
     if show_table:
