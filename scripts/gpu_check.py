@@ -305,6 +305,7 @@ def main():
                         "(scripts/gpu_check_corpus.py) and the PyTorch NVTX programs")
     parser.add_argument("--corpus-only", action="store_true", help="only the corpus and PyTorch NVTX checks")
     parser.add_argument("--corpus-programs", help="comma-separated corpus program names (default: all)")
+    parser.add_argument("--no-torch-nvtx", action="store_true", help="with --corpus: skip the PyTorch NVTX programs")
     parser.add_argument("--dry-run", action="store_true", help="with --corpus: list the runs, run nothing")
     a = parser.parse_args()
     build, out = a.build, a.out
@@ -324,7 +325,7 @@ def main():
         summary["device"] = "no nvidia-smi"
     print(f"gpu-check on {summary['device']} at {summary['date']}", flush=True)
     if a.corpus_only:
-        corpus_and_torch(a.corpus, build, out, summary, only)
+        corpus_and_torch(a.corpus, build, out, summary, only, not a.no_torch_nvtx)
         finish(summary, out)
 
     # --- matmul_add, the seed article's workload -------------------------------------------
@@ -460,15 +461,17 @@ def main():
     interop_checks(build, out, summary, check, run)
     reliability_checks(build, out, summary)
     if a.corpus:
-        corpus_and_torch(a.corpus, build, out, summary, only)
+        corpus_and_torch(a.corpus, build, out, summary, only, not a.no_torch_nvtx)
     finish(summary, out)
 
 
-def corpus_and_torch(corpus, build, out, summary, only):
+def corpus_and_torch(corpus, build, out, summary, only, torch=True):
     """Programs nobody here wrote (scripts/build-corpus) against the independent CUPTI counter,
     then the PyTorch NVTX programs; a crash in the checker is a failed check, not the end."""
-    for name, fn in (("corpus", lambda: corpus_checks(corpus, build, out, summary, check, only=only, show_table=False)),
-                     ("torch NVTX", lambda: torch_nvtx_checks(build, out, summary, check))):
+    parts = [("corpus", lambda: corpus_checks(corpus, build, out, summary, check, only=only, show_table=False))]
+    if torch:
+        parts.append(("torch NVTX", lambda: torch_nvtx_checks(build, out, summary, check)))
+    for name, fn in parts:
         try:
             fn()
         except Exception as e:
