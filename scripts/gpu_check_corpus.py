@@ -156,8 +156,13 @@ def cxxfilt_demangle(names):
 
 
 # ------------------------------------------------------------------ running
-def run_logged(cmd, out, log_name, env=None, cwd=None, timeout=RUN_TIMEOUT_S, unset=("CUPROF_TRACE",)):
-    """Runs cmd; writes OUT/log_name.log; returns (exit status or 'timeout', stdout, stderr)."""
+CLEAN_ENV = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION",
+             "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "CUPTI_COUNTER_OUT")
+
+
+def run_logged(cmd, out, log_name, env=None, cwd=None, timeout=RUN_TIMEOUT_S, unset=CLEAN_ENV):
+    """Runs cmd without any tracing variable inherited (each mode sets its own in env); writes
+    OUT/log_name.log; returns (exit status or 'timeout', stdout, stderr)."""
     full_env = {k: v for k, v in os.environ.items() if k not in unset}
     full_env.update(env or {})
     try:
