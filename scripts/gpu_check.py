@@ -14,6 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import validate_trace  # noqa: E402
 from gpu_check_interop import interop_checks  # noqa: E402
+from gpu_check_corpus import corpus_checks, torch_nvtx_checks, print_table, dry_run as corpus_dry_run  # noqa: E402
 from gpu_check_exit import exit_checks  # noqa: E402
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -301,13 +302,34 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--corpus", help="also check the corpus scripts/build-corpus built there "
+                        "(scripts/gpu_check_corpus.py) and the PyTorch NVTX programs")
+    parser.add_argument("--corpus-only", action="store_true",
+                        help="only the exit-mode, corpus and PyTorch NVTX checks (needs build/tools and build/tests/gpu)")
+    parser.add_argument("--corpus-programs", help="comma-separated corpus program names (default: all)")
+    parser.add_argument("--no-torch-nvtx", action="store_true", help="with --corpus: skip the PyTorch NVTX programs")
+    parser.add_argument("--dry-run", action="store_true", help="with --corpus: list the runs, run nothing")
     a = parser.parse_args()
     build, out = a.build, a.out
+    if a.corpus_only and not a.corpus:
+        parser.error("--corpus-only needs --corpus PATH")
+    only = set(a.corpus_programs.split(",")) if a.corpus_programs else None
+    if a.dry_run:
+        if not a.corpus:
+            parser.error("--dry-run lists the corpus runs: it needs --corpus PATH")
+        sys.exit(corpus_dry_run(a.corpus, build, out, only))
     summary = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True)
-    summary["device"] = smi.stdout.strip()
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True)
+        summary["device"] = smi.stdout.strip()
+    except FileNotFoundError:
+        summary["device"] = "no nvidia-smi"
     print(f"gpu-check on {summary['device']} at {summary['date']}", flush=True)
+    if a.corpus_only:  # programs that end in every way, then programs nobody here wrote
+        exit_checks(build, out, summary, check, run)
+        corpus_and_torch(a.corpus, build, out, summary, only, not a.no_torch_nvtx)
+        finish(summary, out)
 
     # --- matmul_add, the seed article's workload -------------------------------------------
     footers = {}
@@ -442,8 +464,28 @@ def main():
     interop_checks(build, out, summary, check, run)
     exit_checks(build, out, summary, check, run)
     reliability_checks(build, out, summary)
+    if a.corpus:
+        corpus_and_torch(a.corpus, build, out, summary, only, not a.no_torch_nvtx)
+    finish(summary, out)
 
+
+def corpus_and_torch(corpus, build, out, summary, only, torch=True):
+    """Programs nobody here wrote (scripts/build-corpus) against the independent CUPTI counter,
+    then the PyTorch NVTX programs; a crash in the checker is a failed check, not the end."""
+    parts = [("corpus", lambda: corpus_checks(corpus, build, out, summary, check, only=only, show_table=False))]
+    if torch:
+        parts.append(("torch NVTX", lambda: torch_nvtx_checks(build, out, summary, check)))
+    for name, fn in parts:
+        try:
+            fn()
+        except Exception as e:
+            check(f"{name} checks ran to the end", False, f"{type(e).__name__}: {e}")
+
+
+def finish(summary, out):
     summary["checks"] = results
+    if summary.get("corpus", {}).get("rows"):
+        print_table(summary["corpus"]["rows"])  # program | plain exit | counter | run | header | shared
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     failed = [r["check"] for r in results if not r["ok"]]

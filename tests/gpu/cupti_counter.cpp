@@ -1,0 +1,199 @@
+// An independent count of a CUDA program's GPU work, to check cuprof's traces
+// against (scripts/gpu_check_corpus.py). It shares no code with cuprof on
+// purpose: only CUPTI's activity API, as small as it can be.
+//
+// Loaded by CUDA itself through CUDA_INJECTION64_PATH=libcupti_counter.so; it
+// writes, at exit, to $CUPTI_COUNTER_OUT:
+//   {"kernels": {mangled name: count}, "memcpy": {"HtoD": count, ...},
+//    "memcpy_by_enum": {"1": count, ...}, "memset": N, "dropped": N,
+//    "contexts": N, "flushed_at_exit": true|false, "init_error": null|"what failed"}
+//
+// Exit: CUDA's own atexit teardown can make later CUPTI calls crash, so the
+// final flush runs from an atexit handler registered when the first context
+// is created, i.e. after CUDA registered its own (handlers run in reverse
+// order: ours first). A context destroyed before exit (cudaDeviceReset) is
+// flushed when its destruction starts. The JSON is written once.
+//
+// Build (scripts/build-corpus does it):
+//   g++ -std=c++17 -O2 -shared -fPIC cupti_counter.cpp -I/usr/local/cuda/include
+//       -L/usr/local/cuda/lib64 -lcupti -Wl,-rpath,/usr/local/cuda/lib64 -o libcupti_counter.so
+#include <cupti.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace {
+
+std::mutex mu;
+std::map<std::string, std::uint64_t> kernels;       // mangled name -> count
+std::map<unsigned, std::uint64_t> memcpys;          // CUpti_ActivityMemcpyKind -> count
+std::uint64_t memsets = 0;
+std::uint64_t dropped = 0;
+std::uint64_t contexts = 0;
+bool flushed_at_exit = false;
+const char* init_error = nullptr;  // the CUPTI call that failed at injection
+std::atomic<bool> written{false};
+std::atomic<bool> atexit_registered{false};
+CUpti_SubscriberHandle subscriber;
+
+const char* copy_kind_name(unsigned kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return "HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return "AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return "AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD: return "AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return "DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
+    default: return "Unknown";
+  }
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *size = 8 << 20;
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, *size));
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CUpti_Activity* record = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+      switch (record->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+          const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+          ++kernels[k->name ? k->name : "(null)"];
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY:
+          ++memcpys[reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->copyKind];
+          break;
+        case CUPTI_ACTIVITY_KIND_MEMCPY2:
+          ++memcpys[reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record)->copyKind];
+          break;
+        case CUPTI_ACTIVITY_KIND_MEMSET:
+          ++memsets;
+          break;
+        default:
+          break;
+      }
+    }
+    size_t lost = 0;
+    if (cuptiActivityGetNumDroppedRecords(ctx, stream, &lost) == CUPTI_SUCCESS) dropped += lost;
+  }
+  std::free(buffer);
+}
+
+void json_string(std::FILE* f, const std::string& s) {
+  std::fputc('"', f);
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') std::fprintf(f, "\\%c", c);
+    else if (c < 0x20) std::fprintf(f, "\\u%04x", c);
+    else std::fputc(c, f);
+  }
+  std::fputc('"', f);
+}
+
+void write_json() {
+  if (written.exchange(true)) return;
+  const char* path = std::getenv("CUPTI_COUNTER_OUT");
+  if (!path || !*path) return;
+  std::FILE* f = std::fopen(path, "w");
+  if (!f) {
+    std::fprintf(stderr, "cupti_counter: cannot write %s\n", path);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  std::fprintf(f, "{\"kernels\": {");
+  bool first = true;
+  for (const auto& [name, n] : kernels) {
+    std::fprintf(f, "%s\n  ", first ? "" : ",");
+    json_string(f, name);
+    std::fprintf(f, ": %llu", static_cast<unsigned long long>(n));
+    first = false;
+  }
+  std::fprintf(f, "},\n \"memcpy\": {");
+  first = true;
+  for (const auto& [kind, n] : memcpys) {
+    std::fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", copy_kind_name(kind), static_cast<unsigned long long>(n));
+    first = false;
+  }
+  std::fprintf(f, "},\n \"memcpy_by_enum\": {");
+  first = true;
+  for (const auto& [kind, n] : memcpys) {
+    std::fprintf(f, "%s\"%u\": %llu", first ? "" : ", ", kind, static_cast<unsigned long long>(n));
+    first = false;
+  }
+  std::fprintf(f, "},\n \"memset\": %llu, \"dropped\": %llu, \"contexts\": %llu, \"flushed_at_exit\": %s",
+               static_cast<unsigned long long>(memsets), static_cast<unsigned long long>(dropped),
+               static_cast<unsigned long long>(contexts), flushed_at_exit ? "true" : "false");
+  std::fprintf(f, ", \"init_error\": ");
+  if (init_error) json_string(f, init_error);
+  else std::fprintf(f, "null");
+  std::fprintf(f, "}\n");
+  std::fclose(f);
+}
+
+// Registered after CUDA's own handlers: runs before them.
+void at_exit_flush() {
+  if (written.load()) return;
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    flushed_at_exit = true;
+  }
+  write_json();
+}
+
+// Registered at injection, before CUDA's: runs last, makes no CUPTI call.
+// Writes what was counted when no context was ever created.
+void at_exit_fallback() { write_json(); }
+
+void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void*) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
+  if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++contexts;
+    }
+    if (!atexit_registered.exchange(true)) std::atexit(at_exit_flush);
+  } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+    // Not once the exit flush ran: CUDA's teardown destroys contexts after it.
+    if (!written.load()) cuptiActivityFlushAll(0);
+  }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  static std::atomic<bool> once{false};
+  if (once.exchange(true)) return 1;
+  const char* fail = nullptr;
+  if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) fail = "register callbacks";
+  else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) fail = "enable kernels";
+  else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS) fail = "enable memcpy";
+  else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2) != CUPTI_SUCCESS) fail = "enable memcpy2";
+  else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS) fail = "enable memset";
+  else if (cuptiSubscribe(&subscriber, on_resource, nullptr) != CUPTI_SUCCESS) fail = "subscribe";
+  else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED) !=
+           CUPTI_SUCCESS)
+    fail = "enable context-created callback";
+  else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                               CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) != CUPTI_SUCCESS)
+    fail = "enable context-destroy callback";
+  if (fail) {
+    init_error = fail;
+    std::fprintf(stderr, "cupti_counter: %s failed\n", fail);
+  }
+  std::atexit(at_exit_fallback);
+  return 1;
+}
