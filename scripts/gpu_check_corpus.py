@@ -169,6 +169,8 @@ def run_logged(cmd, out, log_name, env=None, cwd=None, timeout=RUN_TIMEOUT_S, un
         proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout,
                               errors="replace")
         rc, so, se = proc.returncode, proc.stdout, proc.stderr
+    except OSError as e:  # a binary that was not built: that mode fails, the others still run
+        rc, so, se = "not run", "", f"{type(e).__name__}: {e}"
     except subprocess.TimeoutExpired as e:
         rc = "timeout"
         so = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
