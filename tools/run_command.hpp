@@ -61,6 +61,22 @@ inline std::string find_injection_library(const std::string& given) {
   return {};
 }
 
+// Why `library` cannot be what CUDA_INJECTION64_PATH names (empty if it can):
+// the driver dlopens it and calls its InitializeInjection, and a wrong file
+// would only fail inside the program, or be ignored. Loaded here with lazy
+// binding, locally, and let go again.
+inline std::string not_an_injection_library(const std::string& library) {
+  ::dlerror();
+  void* handle = ::dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = ::dlerror();
+    return std::string("not a shared library this process can load (") + (why ? why : "dlopen failed") + ")";
+  }
+  const bool exports = ::dlsym(handle, "InitializeInjection") != nullptr;
+  ::dlclose(handle);
+  return exports ? std::string() : "a shared library, but it does not export InitializeInjection (not an injection library)";
+}
+
 // The absolute path of the libcupti the loader finds, for NVTX_INJECTION64_PATH.
 inline std::string find_cupti_library() {
   if (const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY")) return forced;
