@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -269,6 +270,113 @@ TEST_CASE("output: a device path (/dev/full, /dev/null, a link to one) is refuse
   CHECK_FALSE(has_temp_file("/dev", "full"));
   CHECK_FALSE(has_temp_file("/dev", "null"));
   CHECK_FALSE(has_temp_file(dir.path, "to_full.json"));
+}
+
+TEST_CASE("output: symlinks and FIFOs planted at the temporary file's old predictable names are neither followed nor opened") {
+  const cuprof::trace t = many_spans(10);
+  scratch_dir dir;
+  const fs::path victim = dir.path / "victim";
+  { std::ofstream(victim) << "precious"; }
+  // In a child, so that its pid is known before the export and a FIFO that
+  // blocked it could not hang the suite. The old name was "<path>.tmp.<pid>.<n>",
+  // n counting exports in the process: every n up to 2,048 is planted.
+  const int rc = in_child([&] {
+    int failures = 0;
+    const std::string pid = std::to_string(::getpid());
+    for (const char* name : {"linked.json", "linked.json.gz", "fifo.json", "fifo.json.gz"}) {
+      const bool fifo = std::string(name).rfind("fifo", 0) == 0;
+      const std::string target = (dir.path / name).string();
+      for (int n = 0; n < 2048; ++n) {
+        const std::string planted = target + ".tmp." + pid + "." + std::to_string(n);
+        if ((fifo ? ::mkfifo(planted.c_str(), 0666) : ::symlink(victim.c_str(), planted.c_str())) != 0) return 10;
+      }
+      try {
+        cuprof::export_chrome_trace(t, target);
+        if (cuprof::read_trace_file(target).t.spans.size() != t.spans.size()) ++failures;
+      } catch (const cuprof::error& e) {
+        std::fprintf(stderr, "%s: %s\n", name, e.what());
+        ++failures;
+      }
+    }
+    return failures;
+  }, 20);
+  CHECK(rc == 0);  // -1: an export blocked on a FIFO
+  CHECK(slurp(victim) == "precious");
+  std::size_t symlinks = 0, fifos = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    symlinks += e.is_symlink();
+    fifos += e.is_fifo();
+  }
+  CHECK(symlinks == 2 * 2048);
+  CHECK(fifos == 2 * 2048);
+}
+
+TEST_CASE("output: a trace keeps the mode of the file it replaces; a new one gets 0666 less the umask") {
+  const cuprof::trace t = many_spans(10);
+  scratch_dir dir;
+  const mode_t umask_now = ::umask(0);
+  ::umask(umask_now);
+  const auto mode_of = [](const fs::path& p) {
+    struct stat st;
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st.st_mode & 0777;
+  };
+  for (const char* name : {"t.json", "t.json.gz"}) {
+    CAPTURE(name);
+    const fs::path target = dir.path / name;
+    cuprof::export_chrome_trace(t, target.string());
+    CHECK(mode_of(target) == (0666 & ~umask_now));
+    for (mode_t kept : {mode_t(0600), mode_t(0640), mode_t(0664)}) {
+      CAPTURE(kept);
+      REQUIRE(::chmod(target.c_str(), kept) == 0);
+      cuprof::export_chrome_trace(t, target.string());
+      CHECK(mode_of(target) == kept);
+    }
+  }
+}
+
+TEST_CASE("output: temporary files left by killed writes are removed once their writer is dead, kept while it lives") {
+  const cuprof::trace t = many_spans(10);
+  scratch_dir dir;
+  const pid_t dead = ::fork();
+  REQUIRE(dead >= 0);
+  if (dead == 0) ::_exit(0);
+  REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+  const pid_t alive = ::fork();
+  REQUIRE(alive >= 0);
+  if (alive == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  const fs::path victim = dir.path / "victim";
+  { std::ofstream(victim) << "precious"; }
+  const std::string target = (dir.path / "t.json").string();
+  const auto leftover = [&](pid_t writer, const std::string& tail) { return target + ".tmp." + std::to_string(writer) + "." + tail; };
+  const timespec two_minutes_ago[2] = {{std::time(nullptr) - 120, 0}, {std::time(nullptr) - 120, 0}};
+  const auto plant = [&](const std::string& path, bool old) {
+    { std::ofstream(path) << "half a trace"; }
+    if (old) REQUIRE(::utimensat(AT_FDCWD, path.c_str(), two_minutes_ago, 0) == 0);
+  };
+  plant(leftover(dead, "0"), true);                    // the old naming
+  plant(leftover(dead, "5f3a9c01d2e4b786"), true);     // the current one
+  plant(leftover(dead, "recent"), false);              // touched within the minute: maybe a writer elsewhere
+  plant(leftover(alive, "1a2b3c4d5e6f7a8b"), true);
+  plant((dir.path / "other.json").string() + ".tmp." + std::to_string(dead) + ".0", true);
+  REQUIRE(::symlink(victim.c_str(), leftover(dead, "link").c_str()) == 0);
+  REQUIRE(::utimensat(AT_FDCWD, leftover(dead, "link").c_str(), two_minutes_ago, AT_SYMLINK_NOFOLLOW) == 0);
+
+  cuprof::export_chrome_trace(t, target);
+  ::kill(alive, SIGKILL);
+  ::waitpid(alive, nullptr, 0);
+
+  CHECK_FALSE(fs::exists(leftover(dead, "0")));
+  CHECK_FALSE(fs::exists(leftover(dead, "5f3a9c01d2e4b786")));
+  CHECK(fs::exists(leftover(dead, "recent")));
+  CHECK(fs::exists(leftover(alive, "1a2b3c4d5e6f7a8b")));
+  CHECK(fs::exists((dir.path / "other.json").string() + ".tmp." + std::to_string(dead) + ".0"));
+  CHECK(fs::is_symlink(leftover(dead, "link")));
+  CHECK(slurp(victim) == "precious");
+  CHECK(cuprof::read_trace_file(target).t.spans.size() == t.spans.size());
 }
 
 TEST_CASE("output: a full disk (a 64 KiB tmpfs) fails with ENOSPC, keeps the previous trace, leaves no temporary file") {
@@ -892,10 +1000,12 @@ TEST_CASE("environment parsers: ranks, the record cap, flags, libcupti candidate
   CHECK(parse_record_cap("1e6") == std::nullopt);
   CHECK(parse_record_cap("99999999999999999999999") == std::size_t(SIZE_MAX));
 
-  CHECK_FALSE(cuprof::detail::parse_env_flag(nullptr));
-  CHECK_FALSE(cuprof::detail::parse_env_flag(""));
-  CHECK_FALSE(cuprof::detail::parse_env_flag("0"));
-  CHECK(cuprof::detail::parse_env_flag("1"));
+  using cuprof::detail::parse_switch;
+  CHECK(parse_switch(nullptr) == std::nullopt);
+  CHECK(parse_switch("") == std::nullopt);
+  for (const char* on : {"1", "yes", "YES", "true", "True", "on", "ON"}) CHECK(parse_switch(on) == true);
+  for (const char* off : {"0", "no", "No", "false", "FALSE", "off", "Off"}) CHECK(parse_switch(off) == false);
+  for (const char* neither : {"maybe", " 1", "1 ", "01", "y", "2", "-1", "onn"}) CHECK(parse_switch(neither) == std::nullopt);
 
   using cuprof::detail::cupti_library_candidates;
   CHECK(cupti_library_candidates("/x/libcupti.so", "/cuda", nullptr) == std::vector<std::string>{"/x/libcupti.so"});
@@ -903,6 +1013,80 @@ TEST_CASE("environment parsers: ranks, the record cap, flags, libcupti candidate
   CHECK(c.front() == "libcupti.so.13");
   CHECK(std::find(c.begin(), c.end(), "/cuda/extras/CUPTI/lib64/libcupti.so.13") != c.end());
   CHECK(c.back() == "/usr/local/cuda/lib64/libcupti.so.13");
+}
+
+TEST_CASE("environment: one parser per kind of setting; a bad value gives one warning naming it, its value and the default used") {
+  using namespace cuprof::detail;
+  // CUPROF_TABLE reads like CUPROF_QUIET.
+  const auto config = [](std::map<std::string, std::string> vars) {
+    return read_environment(
+        [&vars](const char* name) -> const char* {
+          const auto it = vars.find(name);
+          return it == vars.end() ? nullptr : it->second.c_str();
+        },
+        false, 1, "host", 0, 1);
+  };
+  for (const char* off : {"0", "no", "false", "off", "NO"}) CHECK_FALSE(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", off}}).print_table);
+  for (const char* on : {"1", "yes", "true", "on", ""}) CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", on}}).print_table);
+  const environment_config bad = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", "maybe"}, {"CUPROF_DELAY", "nan"},
+                                         {"CUPROF_DURATION", "0x10"}, {"CUPROF_ACTIVITIES", "gpu"}});
+  CHECK(bad.print_table);
+  CHECK(bad.delay_s == 0);
+  CHECK(bad.duration_s == 0);
+  CHECK(bad.problems == std::vector<std::string>{
+                           "CUPROF_TABLE=maybe is not 1/0, yes/no, true/false or on/off; using yes",
+                           "CUPROF_ACTIVITIES=gpu is not cpu, cuda or cpu,cuda; using cpu,cuda",
+                           "CUPROF_DELAY=nan is not a number of seconds from 0 to 1e7; using 0",
+                           "CUPROF_DURATION=0x10 is not a number of seconds from 0 to 1e7; using 0"});
+  CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_DELAY", "1.5"}, {"CUPROF_DURATION", "2e1"}}).duration_s == 20);
+  for (const char* seconds : {"inf", "1e999", "-1", " 1", "1 ", "0x10", "1e8", "5s", "infinity"})
+    CHECK_MESSAGE(parse_seconds(seconds) == std::nullopt, seconds);
+  CHECK(parse_seconds(".5") == 0.5);
+  CHECK(parse_seconds("10000000") == 1e7);
+
+  for (const char* cap : {"-1", "abc", "0", " 1", "0x10", "1e6"}) {
+    CAPTURE(cap);
+    const env_setting<std::size_t> s = read_record_cap(cap, 16777216);
+    CHECK(s.value == 16777216);
+    CHECK(s.problem == std::string("CUPROF_MAX_RECORDS=") + cap + " is not a positive count in decimal digits; using 16777216");
+  }
+  CHECK(read_record_cap("1000", 5).value == 1000);
+  CHECK(read_record_cap("1000", 5).problem.empty());
+  CHECK(read_record_cap(nullptr, 5).problem.empty());
+  CHECK(read_clock_forced_monotonic("garbage").problem ==
+        "CUPROF_CLOCK=garbage is not monotonic; using the default clock (the TSC where it is invariant, else CLOCK_MONOTONIC)");
+  CHECK(read_clock_forced_monotonic("MONOTONIC").value);
+  CHECK(read_switch("CUPROF_QUIET", "on", false).value);
+  // A value is quoted terminal-safe: the warning itself carries no escape sequence.
+  CHECK(read_switch("CUPROF_QUIET", "\x1b]0;pwned\x07", false).problem ==
+        "CUPROF_QUIET=\\x1b]0;pwned\\x07 is not 1/0, yes/no, true/false or on/off; using no");
+
+  // Through the real environment: each warning once per process, however often the setting is read.
+  scratch_dir dir;
+  const fs::path err = dir.path / "stderr.txt";
+  const int rc = in_child([&] {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || ::dup2(fd, 2) < 0) return 10;
+    ::setenv("CUPROF_QUIET", "maybe", 1);
+    ::setenv("CUPROF_CLOCK", "garbage", 1);
+    for (int i = 0; i < 3; ++i) {
+      log_info("information");
+      choose_clock();  // once per process in real use (clock_anchor); the warning must not depend on that
+      (void)cuprof::detail::use_setting(read_record_cap("0", 16777216));
+    }
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  const std::string printed = slurp(err);
+  const auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = printed.find(what, at)) != std::string::npos; at += what.size()) ++n;
+    return n;
+  };
+  CHECK(count("cuprof: CUPROF_QUIET=maybe is not 1/0, yes/no, true/false or on/off; using no\n") == 1);
+  CHECK(count("cuprof: CUPROF_CLOCK=garbage is not monotonic;") == 1);
+  CHECK(count("cuprof: CUPROF_MAX_RECORDS=0 is not a positive count in decimal digits; using 16777216\n") == 1);
+  CHECK(count("cuprof: information\n") == 3);
 }
 
 // --- Fuzzing corpus and regressions, replayed in every build ------------------------

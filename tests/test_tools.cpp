@@ -13,9 +13,13 @@
 
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -576,6 +580,130 @@ TEST_CASE("reader: files that are not traces") {
   fails(dir.file("nothing.json.gz"), "decompresses to nothing");
 }
 
+namespace {
+
+// A gzip stream of `pattern` repeated to `n` bytes, made in memory: a
+// decompression bomb about a thousand times smaller than what it inflates to.
+std::string gzip_bomb(const std::string& pattern, std::size_t n) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string chunk;
+  while (chunk.size() < (1u << 20)) chunk += pattern;
+  std::string out;
+  char buf[1 << 16];
+  for (std::size_t done = 0; done < n; done += chunk.size()) {
+    z.next_in = reinterpret_cast<Bytef*>(chunk.data());
+    z.avail_in = uInt(chunk.size());
+    const int flush = done + chunk.size() >= n ? Z_FINISH : Z_NO_FLUSH;
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(buf);
+      z.avail_out = sizeof buf;
+      deflate(&z, flush);
+      out.append(buf, sizeof buf - z.avail_out);
+    } while (z.avail_out == 0);
+  }
+  deflateEnd(&z);
+  return out;
+}
+
+// Reads `path` in a child; returns "" if it was refused with `says` within
+// `seconds`, its peak memory growing less than `max_growth_mib`, else what went wrong.
+std::string refused_in_bounds(const std::string& path, const std::string& says, long max_growth_mib, double seconds) {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    const auto start = std::chrono::steady_clock::now();
+    std::string problem;
+    try {
+      (void)cuprof::read_trace_file(path);
+      problem = "not refused";
+    } catch (const cuprof::error& e) {
+      if (std::string(e.what()).find(says) == std::string::npos) problem = std::string("refused as: ") + e.what();
+    } catch (const std::exception& e) {
+      problem = std::string("threw ") + e.what();
+    }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ::getrusage(RUSAGE_SELF, &after);
+    const long growth_mib = (after.ru_maxrss - before.ru_maxrss) / 1024;
+    if (growth_mib >= max_growth_mib) problem += " peak memory grew by " + std::to_string(growth_mib) + " MiB";
+    if (took > seconds) problem += " took " + std::to_string(took) + " s";
+    (void)!::write(pipe_fds[1], problem.data(), problem.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string problem;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buf, sizeof buf)) > 0) problem.append(buf, std::size_t(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status)) problem += " the child died (signal " + std::to_string(WTERMSIG(status)) + ")";
+  return problem;
+}
+
+}  // namespace
+
+TEST_CASE("reader: gzip bombs (zeros, whitespace, valid-looking JSON) are refused early, in bounded memory") {
+  temp_dir dir;
+  // 512 MiB each once inflated, about 0.5 MB on disk. Zeros and blanks stop
+  // at their first bytes; JSON-looking text at the 100x ratio past 256 MiB.
+  write_file(dir.file("zeros.json.gz"), gzip_bomb(std::string(1, '\0'), 512u << 20));
+  write_file(dir.file("blanks.json.gz"), gzip_bomb(" \n\t", 512u << 20));
+  write_file(dir.file("json.json.gz"), gzip_bomb("[0,", 512u << 20));
+  CHECK(refused_in_bounds(dir.file("zeros.json.gz"), "NUL byte", 64, 10) == "");
+  CHECK(refused_in_bounds(dir.file("blanks.json.gz"), "1 MiB of whitespace in a row", 64, 10) == "");
+  CHECK(refused_in_bounds(dir.file("json.json.gz"), "100 times its compressed size", 1024, 20) == "");
+  // The message says where and why.
+  try {
+    (void)cuprof::read_trace_file(dir.file("zeros.json.gz"));
+  } catch (const cuprof::error& e) {
+    CHECK(std::string(e.what()) == "cuprof: '" + dir.file("zeros.json.gz") +
+                                       "': byte 0 of its decompressed data is a NUL byte: not JSON text (a "
+                                       "zero-filled or sparse file, or binary data)");
+  }
+}
+
+TEST_CASE("reader: NUL-filled, sparse and binary files say what they are, not \"empty input\"") {
+  temp_dir dir;
+  const auto refused_as = [](const std::string& path) -> std::string {
+    try {
+      (void)cuprof::read_trace_file(path);
+      return "read";
+    } catch (const cuprof::error& e) {
+      return e.what();
+    }
+  };
+  write_file(dir.file("zeros.json"), std::string(1 << 20, '\0'));
+  CHECK(refused_as(dir.file("zeros.json")) ==
+        "cuprof: '" + dir.file("zeros.json") + "': byte 0 is a NUL byte: not JSON text (a zero-filled or sparse file, or binary data)");
+  // A sparse file of 64 GiB: refused at its first bytes, never held (nor reserved) whole.
+  write_file(dir.file("sparse.json"), "");
+  REQUIRE(::truncate(dir.file("sparse.json").c_str(), off_t(64) << 30) == 0);
+  CHECK(refused_in_bounds(dir.file("sparse.json"), "byte 0 is a NUL byte", 64, 5) == "");
+  // A trace cut off by zeros (a crash, a disk that lost its tail): where the zeros start.
+  write_file(dir.file("zero_tail.json"), "{\"traceEvents\": [" + std::string(4096, '\0'));
+  CHECK(refused_as(dir.file("zero_tail.json")).find("byte 17 is a NUL byte") != std::string::npos);
+  write_file(dir.file("binary.json"), std::string("\x7f" "ELF\x02\x01\x01", 7));
+  CHECK(refused_as(dir.file("binary.json")).find("byte 4 is a control byte (0x02): not JSON text") != std::string::npos);
+  // The same from bytes in memory, and from the parser given NULs directly.
+  CHECK_THROWS_WITH(cuprof::read_trace_bytes(std::string(16, '\0'), "mem"), doctest::Contains("byte 0 is a NUL byte"));
+  try {
+    (void)cuprof::parse_trace(std::string_view("\0\0", 2), "mem");
+    FAIL("no error");
+  } catch (const cuprof::error& e) {
+    CHECK(std::string(e.what()).find("empty input") == std::string::npos);
+  }
+  // Whitespace alone is empty of JSON, and said so.
+  write_file(dir.file("blank.json"), "  \n\t ");
+  CHECK(refused_as(dir.file("blank.json")).find("empty input") != std::string::npos);
+}
+
 // ---- insights -------------------------------------------------------------------
 
 namespace {
@@ -828,6 +956,75 @@ TEST_CASE("cli: --help on every command, usage errors exit 2") {
   }
   CHECK(cli({"table", fixture("matmul_add_64.json"), "--sort", "fastest"}).err.find("valid keys: cpu_time") !=
         std::string::npos);
+}
+
+TEST_CASE("text output: escape sequences in names reach no terminal (table, insights, diff); cuts keep UTF-8 whole") {
+  using cuprof::detail::terminal_safe;
+  CHECK(terminal_safe("aten::mm") == "aten::mm");
+  CHECK(terminal_safe("void k<float>(float*, int) [\xc3\xa9\xe2\x82\xac]") == "void k<float>(float*, int) [\xc3\xa9\xe2\x82\xac]");
+  CHECK(terminal_safe(std::string("a\x1b]0;t\x07z\r\n\t\x7f\0b", 14)) == "a\\x1b]0;t\\x07z\\x0d\\x0a\\x09\\x7f\\x00b");
+  CHECK(terminal_safe("c1 \xc2\x9b" "31m") == "c1 \\xc2\\x9b31m");  // U+009B, the one-byte CSI
+  CHECK(cuprof::detail::shorten("short", 10) == "short");
+  std::string accents;
+  for (int i = 0; i < 20; ++i) accents += "\xc3\xa9";  // 20 characters, 40 bytes
+  CHECK(cuprof::detail::shorten(accents, 20) == accents);
+  CHECK(cuprof::detail::shorten(accents, 10) == accents.substr(0, 14) + "...");  // 7 whole characters
+
+  // A real trace whose kernel and scope names carry a window-title OSC, a colour, CR, NUL and DEL.
+  temp_dir dir;
+  std::string hostile = slurp(fixture("matmul_add_4096.json"));
+  const auto replace_all = [&](const std::string& from, const std::string& to) {
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = hostile.find(from, at)) != std::string::npos; at += to.size(), ++n)
+      hostile.replace(at, from.size(), to);
+    REQUIRE(n > 0);
+  };
+  replace_all("\"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT\"",
+              "\"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT\\u001b]0;pwned\\u0007\"");
+  replace_all("\"matmul_add\"", "\"matmul\\u001b[31m_add\\r\\u0000\\u007f\"");
+  write_file(dir.file("hostile.json"), hostile);
+  const std::vector<std::vector<std::string>> commands = {
+      {"table", dir.file("hostile.json")},
+      {"table", dir.file("hostile.json"), "--kernels", "--stats"},
+      {"insights", dir.file("hostile.json")},
+      {"diff", fixture("matmul_add_4096.json"), dir.file("hostile.json")}};
+  for (const auto& args : commands) {
+    CAPTURE(args[0]);
+    const cli_run r = cli(args);
+    REQUIRE(r.rc == 0);
+    for (char c : r.out) {
+      const unsigned char u = static_cast<unsigned char>(c);
+      if ((u < 0x20 && c != '\n') || u == 0x7F) FAIL("a control byte " << int(u) << " in the output:\n" << r.out);
+    }
+    // The table cuts the long kernel name before its tail, insights names no scope.
+    if (args[0] != "table") CHECK(r.out.find("\\x1b]0;pwned\\x07") != std::string::npos);
+    if (args[0] != "insights") CHECK(r.out.find("matmul\\x1b[31m_add\\x0d\\x00\\x7f") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: run refuses --delay/--duration that are not finite seconds, and an --inject that is not an injection library") {
+  for (const char* option : {"--delay", "--duration"}) {
+    for (const char* value : {"nan", "inf", "1e999", "-1", " 1", "0x10", "5s", "1e8"}) {
+      CAPTURE(option);
+      CAPTURE(value);
+      const cli_run r = cli({"run", "--dry-run", option, value, "--", "prog"});
+      CHECK(r.rc == 2);
+      CHECK(r.err.rfind(std::string("cuprof: ") + option + " takes a number of seconds from 0 to 1e7, not '", 0) == 0);
+    }
+  }
+  const cli_run passwd = cli({"run", "--dry-run", "--inject", "/etc/passwd", "--", "prog"});
+  CHECK(passwd.rc == 1);
+  CHECK(passwd.err.rfind("cuprof: cannot inject '/etc/passwd': not a shared library this process can load (", 0) == 0);
+  CHECK(passwd.err.find("invalid ELF header") != std::string::npos);
+  // A real shared library, but not an injection library: zlib, which this test links.
+  Dl_info zlib{};
+  REQUIRE(::dladdr(reinterpret_cast<void*>(&zlibVersion), &zlib) != 0);
+  char resolved[4096];
+  REQUIRE(::realpath(zlib.dli_fname, resolved) != nullptr);
+  const cli_run not_injection = cli({"run", "--dry-run", "--inject", zlib.dli_fname, "--", "prog"});
+  CHECK(not_injection.rc == 1);
+  CHECK(not_injection.err == "cuprof: cannot inject '" + std::string(resolved) +
+                                 "': a shared library, but it does not export InitializeInjection (not an injection library)\n");
 }
 
 TEST_CASE("cli: malformed input exits 1 with one error line, for every command") {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuprof/config.hpp>
+#include <cuprof/detail/env.hpp>
 #include <cuprof/diff.hpp>
 #include <cuprof/error.hpp>
 #include <cuprof/insights.hpp>
@@ -266,14 +267,16 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (i + 1 >= args.size()) throw usage_error("missing the program to run after --", "run");
   if (!activities.empty() && activities != "cpu" && activities != "cuda" && activities != "cpu,cuda")
     throw usage_error("--activities takes cpu, cuda or cpu,cuda", "run");
-  for (const std::string* seconds : {&delay, &duration}) {
-    char* end = nullptr;
-    if (!seconds->empty() && (std::strtod(seconds->c_str(), &end) < 0 || *end != '\0'))
-      throw usage_error("--delay and --duration take a number of seconds", "run");
-  }
+  for (const auto& [name, seconds] : {std::pair<const char*, const std::string*>{"--delay", &delay}, {"--duration", &duration}})
+    if (!seconds->empty() && !detail::parse_seconds(seconds->c_str()))
+      throw usage_error(std::string(name) + " takes a number of seconds from 0 to 1e7, not '" +
+                            detail::terminal_safe(*seconds) + "'",
+                        "run");
   const std::string library = find_injection_library(inject);
   if (library.empty())
     throw error("cannot find libcuprof_inject.so (give it with --inject PATH or CUPROF_INJECT_LIBRARY)");
+  if (const std::string why = not_an_injection_library(library); !why.empty())
+    throw error("cannot inject '" + detail::terminal_safe(library) + "': " + why);
   plan = {};
   plan.environment.emplace_back("CUDA_INJECTION64_PATH", library);
   // Preloaded too, so that a program that never initialises CUDA (or runs

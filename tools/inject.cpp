@@ -57,11 +57,16 @@ bool traced_here() {
   return started && std::to_string(::getpid()) == started;
 }
 
-// At exit of the process `cuprof run` started, when CUDA was never traced:
-// the CPU-only trace and one line saying why.
-void trace_untraced_program() {
+// The process `cuprof run` started (it exec'd the program, keeping its pid).
+bool started_by_cuprof_run() {
   const char* root = std::getenv("CUPROF_ROOT_PID");
-  if (!root || std::to_string(::getpid()) != root || traced_here()) return;
+  return root && std::to_string(::getpid()) == root;
+}
+
+// At exit of that process, when CUDA was never traced: the CPU-only trace
+// and one line saying why.
+void trace_untraced_program() {
+  if (!started_by_cuprof_run() || traced_here()) return;
   const bool driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) || ::dlopen("libcuda.so.1", RTLD_LAZY);
   cuprof::detail::log_line(std::string("CUDA tracing is off: ") +
                            (driver ? "the program never initialised CUDA" : "no CUDA driver (libcuda.so.1 not found)") +
@@ -71,7 +76,10 @@ void trace_untraced_program() {
 }
 
 // Registered when the library is preloaded, before the program's own start-up:
-// it runs after every other exit handler, CUDA's teardown included.
-__attribute__((constructor)) void when_preloaded() { std::atexit(&trace_untraced_program); }
+// it runs after every other exit handler, CUDA's teardown included. Processes
+// the program starts inherit LD_PRELOAD; they are not its business.
+__attribute__((constructor)) void when_preloaded() {
+  if (started_by_cuprof_run()) std::atexit(&trace_untraced_program);
+}
 
 }  // namespace

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <dlfcn.h>
-#include <link.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -59,6 +58,22 @@ inline std::string find_injection_library(const std::string& given) {
     if (::realpath(c.c_str(), resolved) && ::access(resolved, R_OK) == 0) return resolved;
   }
   return {};
+}
+
+// Why `library` cannot be what CUDA_INJECTION64_PATH names (empty if it can):
+// the driver dlopens it and calls its InitializeInjection, and a wrong file
+// would only fail inside the program, or be ignored. Loaded here with lazy
+// binding, locally, and let go again.
+inline std::string not_an_injection_library(const std::string& library) {
+  ::dlerror();
+  void* handle = ::dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = ::dlerror();
+    return std::string("not a shared library this process can load (") + (why ? why : "dlopen failed") + ")";
+  }
+  const bool exports = ::dlsym(handle, "InitializeInjection") != nullptr;
+  ::dlclose(handle);
+  return exports ? std::string() : "a shared library, but it does not export InitializeInjection (not an injection library)";
 }
 
 }  // namespace cuprof::cli

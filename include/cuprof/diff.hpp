@@ -100,8 +100,6 @@ inline std::string signed_percent(double a, double b) {
 
 inline std::string us(double ns) { return format_time_us(ns / 1000.0); }
 
-inline std::string shorten(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
-
 }  // namespace detail::diffing
 
 inline trace_diff diff_traces(const trace& a, const trace& b) {
@@ -218,14 +216,14 @@ inline std::string format_diff(const trace_diff& d, std::size_t max_rows = 30) {
     }
     std::string text = line;
     text.append(text.size() < name_column ? name_column - text.size() : 2, ' ');
-    out += text + shorten(c.name, 100) + "\n";
+    out += text + detail::display_name(c.name, 100) + "\n";
     if (c.decoded.recognised() && c.decoded.category != kernel_category::other)
-      out += std::string(name_column, ' ') + "= " + c.decoded.summary() + "\n";
+      out += std::string(name_column, ' ') + "= " + detail::terminal_safe(c.decoded.summary()) + "\n";
   }
   for (const kernel_swap& s : d.swaps) {
-    out += "  changed kernel: " + shorten(s.from, 70) + " -> " + shorten(s.to, 70) + "\n";
+    out += "  changed kernel: " + detail::display_name(s.from, 70) + " -> " + detail::display_name(s.to, 70) + "\n";
     std::string diffs;
-    for (const std::string& x : s.differences) diffs += (diffs.empty() ? "" : "; ") + x;
+    for (const std::string& x : s.differences) diffs += (diffs.empty() ? "" : "; ") + detail::terminal_safe(x);
     out += "    " + (diffs.empty() ? std::string("same decoded fields, different name") : diffs) + "\n";
   }
 
@@ -251,12 +249,12 @@ inline std::string format_diff(const trace_diff& d, std::size_t max_rows = 30) {
                     us(double(c.total_b_ns)).c_str());
       std::string text = line;
       text.append(text.size() < 44 ? 44 - text.size() : 2, ' ');
-      out += text + c.name + "\n";
+      out += text + detail::terminal_safe(c.name) + "\n";
     }
   }
   const auto list = [&](const std::vector<std::string>& v) {
     std::string s;
-    for (std::size_t i = 0; i < v.size() && i < max_rows; ++i) s += (i ? ", " : "") + shorten(v[i], 60);
+    for (std::size_t i = 0; i < v.size() && i < max_rows; ++i) s += (i ? ", " : "") + detail::display_name(v[i], 60);
     if (v.size() > max_rows) s += ", ...";
     return s;
   };

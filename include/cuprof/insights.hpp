@@ -116,10 +116,6 @@ inline bool is_launch_call(const std::string& name) {
 
 inline bool is_occupancy_call(const std::string& name) { return name.find("Occupancy") != std::string::npos; }
 
-inline std::string shorten(const std::string& name, std::size_t n = 90) {
-  return name.size() <= n ? name : name.substr(0, n - 3) + "...";
-}
-
 class analyzer {
  public:
   analyzer(const trace& t, const insights_options& o) : t_(t), o_(o) {}
@@ -476,7 +472,7 @@ class analyzer {
         const std::string st = step_name(step_of(g));
         if (!st.empty() && (steps.empty() || steps.back() != st)) steps.push_back(st);
       }
-      f.headline = copy_name + " of " + bytes_text(std::get<1>(key)) + " right before the GEMM " + shorten(gemm_name) + ", " +
+      f.headline = copy_name + " of " + bytes_text(std::get<1>(key)) + " right before the GEMM " + shorten(gemm_name, 90) + ", " +
                    std::to_string(gr.copies.size()) + (gr.copies.size() == 1 ? " time" : " times");
       std::string launched = call.empty() ? std::string("its launching call is not in the trace")
                                           : "launched by " + call + " (median " + us(median_of(call_durs)) + " on the CPU)";
@@ -578,7 +574,7 @@ class analyzer {
         const double per = double(q.second) / double(g.queried);
         queries += (queries.empty() ? "" : " and ") + q.first + (per > 1.0 ? " x" + fixed(per, per == double(int(per)) ? 0 : 1) : "");
       }
-      f.headline = shorten(kernel) + ": " + queries + " before " + std::to_string(g.queried) + " of " +
+      f.headline = shorten(kernel, 90) + ": " + queries + " before " + std::to_string(g.queried) + " of " +
                    std::to_string(g.launches) + " launches";
       f.details.push_back(us(median_of(g.query_durs)) +
                           " median per query: an adaptively launched kernel (a GEMM, conv or tuned kernel) sizing its "
@@ -603,7 +599,7 @@ class analyzer {
         finding f;
         f.kind = "outlier kernel";
         const std::string step = step_name(step_of(g));
-        f.headline = shorten(ks.name) + (step.empty() ? "" : " in " + step) + " took " + us(d) + ", " +
+        f.headline = shorten(ks.name, 90) + (step.empty() ? "" : " in " + step) + " took " + us(d) + ", " +
                      ratio(double(d) / double(ks.duration.median_ns)) + " its median " + us(ks.duration.median_ns) + " (" +
                      std::to_string(ks.duration.count) + " calls)";
         f.details.push_back(
@@ -756,7 +752,7 @@ inline std::string format_insights(const insights& in, std::size_t kernel_rows =
   std::string out;
   out += "Verdict: ";
   out += verdict_name(in.verdict);
-  out += "\n  " + in.verdict_reason + "\n";
+  out += "\n  " + detail::terminal_safe(in.verdict_reason) + "\n";
   if (in.window_end_ns > in.window_start_ns)
     out += "  active window " + ts(in, in.window_start_ns) + " .. " + ts(in, in.window_end_ns) + " (" +
            us(in.window_end_ns - in.window_start_ns) + "), GPU busy " + us(in.gpu_busy_ns) + "; Self CPU time total " +
@@ -766,9 +762,10 @@ inline std::string format_insights(const insights& in, std::size_t kernel_rows =
   else out += "\n";
   for (std::size_t i = 0; i < in.findings.size(); ++i) {
     const finding& f = in.findings[i];
-    out += "  " + std::to_string(i + 1) + ". [" + f.kind + "] " + f.headline + "\n";
-    for (const std::string& d : f.details) out += "       " + d + "\n";
-    if (!f.where.empty()) out += "       where: " + f.where + "\n";
+    // Headlines, details and places quote names from the trace: printed terminal-safe.
+    out += "  " + std::to_string(i + 1) + ". [" + f.kind + "] " + detail::terminal_safe(f.headline) + "\n";
+    for (const std::string& d : f.details) out += "       " + detail::terminal_safe(d) + "\n";
+    if (!f.where.empty()) out += "       where: " + detail::terminal_safe(f.where) + "\n";
   }
   if (!in.kernels.empty()) {
     std::vector<const kernel_summary*> ks;
@@ -787,8 +784,8 @@ inline std::string format_insights(const insights& in, std::size_t kernel_rows =
                     static_cast<unsigned long long>(k.duration.count), us(k.duration.median_ns).c_str(),
                     us(k.duration.max_ns).c_str(),
                     k.launch_to_start.count ? us(k.launch_to_start.median_ns).c_str() : "-");
-      out += line + shorten(k.name, 100) + "\n";
-      if (k.decoded.recognised()) out += std::string(62, ' ') + "= " + k.decoded.summary() + "\n";
+      out += line + detail::display_name(k.name, 100) + "\n";
+      if (k.decoded.recognised()) out += std::string(62, ' ') + "= " + detail::terminal_safe(k.decoded.summary()) + "\n";
     }
     if (ks.size() > kernel_rows) out += "  ... " + std::to_string(ks.size() - kernel_rows) + " more\n";
   }

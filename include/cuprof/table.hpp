@@ -2,6 +2,7 @@
 // columns, units, sort keys and footer, so a torch user reads it at a glance.
 #pragma once
 
+#include "detail/text.hpp"
 #include "error.hpp"
 #include "event.hpp"
 #include "kernel_names.hpp"
@@ -94,22 +95,6 @@ class event_averages {
 
 namespace detail {
 
-// Widths and cuts count characters, as torch's (Python) layout does, and a cut
-// never splits a multi-byte UTF-8 character.
-inline std::size_t utf8_length(std::string_view s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-inline std::string utf8_prefix(std::string_view s, std::size_t characters) {
-  std::size_t i = 0;
-  for (std::size_t seen = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == characters) break;
-  }
-  return std::string(s.substr(0, i));
-}
-
 inline std::string format_time_us(double us) {
   char buf[48];
   if (us >= 1e6) std::snprintf(buf, sizeof buf, "%.3fs", us / 1e6);
@@ -184,7 +169,7 @@ inline std::string event_averages::table(const table_options& options) const {
   const bool has_cuda = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
   const int max_name = options.max_name_column_width;
   std::size_t longest = 0;
-  for (const auto& r : rows_) longest = std::max(longest, detail::utf8_length(r.key));
+  for (const auto& r : rows_) longest = std::max(longest, detail::utf8_length(detail::terminal_safe(r.key)));
   const int name_width = std::min(int(longest) + 4, max_name);
 
   std::vector<int> widths = {name_width, 12, 12, 12, 12, 12};
@@ -213,7 +198,8 @@ inline std::string event_averages::table(const table_options& options) const {
   std::size_t kernel_width = 0;
   if (options.kernel_names) {
     for (const event_average* r : rows) {
-      kernel_fields.push_back(r->kind == row_kind::gpu_work ? decode_kernel_name(r->key).compact() : std::string());
+      kernel_fields.push_back(r->kind == row_kind::gpu_work ? detail::terminal_safe(decode_kernel_name(r->key).compact())
+                                                             : std::string());
       kernel_width = std::max(kernel_width, kernel_fields.back().size());
     }
     kernel_width = std::max<std::size_t>(kernel_width, 6);
@@ -262,7 +248,9 @@ inline std::string event_averages::table(const table_options& options) const {
   const double total_cuda = double(self_cuda_time_total_ns()) / 1000.0;
   for (std::size_t row = 0; row < rows.size(); ++row) {
     const event_average* r = rows[row];
-    std::string name = r->key;
+    // torch's own cut (not detail::shorten's): from max_name - 3 characters on,
+    // the first max_name - 3 and "...", even when nothing was cut.
+    std::string name = detail::terminal_safe(r->key);
     if (max_name > 3 && detail::utf8_length(name) >= std::size_t(max_name - 3))
       name = detail::utf8_prefix(name, std::size_t(max_name - 3)) + "...";
     const double self_cpu = double(r->self_cpu_ns) / 1000.0, cpu_total = double(r->cpu_total_ns) / 1000.0;

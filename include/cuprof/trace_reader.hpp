@@ -646,18 +646,75 @@ class builder {
   bool is_cuprof_ = false, is_torch_ = false;
 };
 
+// Checks text as it arrives, before it is parsed or even held whole. A trace
+// is JSON text: it never holds a NUL or another control byte but tab, line
+// feed and carriage return (JSON escapes them inside strings), and no trace
+// writer puts a megabyte of whitespace in a row (indentation is a few bytes a
+// line). So a zero-filled or sparse file, binary data, or a gzip bomb of
+// zeros or blanks is refused after its first bytes, in constant memory.
+class json_text_check {
+ public:
+  static constexpr std::size_t max_blank_run = 1u << 20;
+
+  // `source`: the file; `where`: "" for its own bytes, or " of its decompressed data".
+  json_text_check(const std::string& source, const char* where) : source_(source), where_(where) {}
+
+  void feed(const char* data, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned char c = static_cast<unsigned char>(data[i]);
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+        if (++blank_run_ > max_blank_run)
+          refuse(offset_ + i, "more than 1 MiB of whitespace in a row: not a trace (no trace writer emits that)");
+      } else {
+        blank_run_ = 0;
+        if (c == 0) refuse(offset_ + i, "a NUL byte: not JSON text (a zero-filled or sparse file, or binary data)");
+        if (c < 0x20) {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "0x%02x", c);
+          refuse(offset_ + i, std::string("a control byte (") + hex + "): not JSON text (binary data?)");
+        }
+      }
+    }
+    offset_ += n;
+  }
+
+ private:
+  [[noreturn]] void refuse(std::uint64_t at, const std::string& what) const {
+    throw error("'" + source_ + "': byte " + std::to_string(at) + where_ + " is " + what);
+  }
+
+  const std::string& source_;
+  const char* where_;
+  std::uint64_t offset_ = 0;
+  std::size_t blank_run_ = 0;
+};
+
+// Beyond what json_text_check sees, a bomb of valid-looking JSON is bounded
+// by size. Real traces are large, and gzip 15-25x (cuprof writes level 1,
+// less): a million kernel launches make about 680 MB of JSON, and cuprof's
+// default record cap (16 Mi records) about 4 GB in one window. So 8 GiB is
+// twice the largest trace cuprof writes by default, and past 256 MiB a ratio
+// above 100x (4-7 times the usual) is not a trace anyone wrote. The output
+// never grows past the cap by capacity doubling. A real trace beyond these
+// reads once decompressed (gunzip): plain JSON has no cap but its size.
+constexpr std::uint64_t max_decompressed = 8ull << 30;
+constexpr std::uint64_t ratio_checked_from = 256ull << 20;
+constexpr std::uint64_t max_ratio = 100;
+
 // The bytes of a gzip (or zlib) stream, all members; throws on damage.
 inline std::string gunzip(const std::string& in, const std::string& source) {
-  // Far beyond any real trace, below what the machine holds: a decompression
-  // bomb is refused instead of exhausting memory.
-  std::uint64_t limit = 64ull << 30;
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) limit = std::min<std::uint64_t>(limit, std::uint64_t(pages) * std::uint64_t(page) / 2);
+  const auto refuse = [&](const std::string& why) {
+    throw error("'" + source + "' " + why + ": refused as a decompression bomb (gunzip it to read it anyway)");
+  };
+  json_text_check check(source, " of its decompressed data");
   std::string out;
   z_stream z;
   std::memset(&z, 0, sizeof z);
   if (inflateInit2(&z, 15 + 32) != Z_OK) throw error(source + ": cannot initialise zlib");
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  struct inflate_end {
+    z_stream& z;
+    ~inflate_end() { inflateEnd(&z); }
+  } end{z};
   std::size_t consumed = 0;
   char buf[1 << 16];
   int rc = Z_OK;
@@ -670,12 +727,14 @@ inline std::string gunzip(const std::string& in, const std::string& source) {
     z.avail_out = sizeof buf;
     rc = inflate(&z, Z_NO_FLUSH);
     consumed += given - z.avail_in;
-    out.append(buf, sizeof buf - z.avail_out);
-    if (out.size() > limit) {
-      inflateEnd(&z);
-      throw error(source + ": decompresses to more than " + std::to_string(limit >> 20) +
-                  " MiB (half the memory); refusing");
-    }
+    const std::size_t produced = sizeof buf - z.avail_out;
+    check.feed(buf, produced);
+    const std::uint64_t total = std::uint64_t(out.size()) + produced;
+    if (total > max_decompressed) refuse("decompresses to more than " + std::to_string(max_decompressed >> 30) + " GiB");
+    if (total > ratio_checked_from && total > max_ratio * std::uint64_t(consumed))
+      refuse("decompresses to more than " + std::to_string(max_ratio) + " times its compressed size");
+    if (total > out.capacity()) out.reserve(std::size_t(std::min(max_decompressed, std::max<std::uint64_t>(total, 2 * out.capacity()))));
+    out.append(buf, produced);
     const bool progress = given != z.avail_in || z.avail_out != sizeof buf;
     if (rc == Z_STREAM_END) {
       // Another member may follow (concatenated gzip files); trailing zeros are padding.
@@ -686,21 +745,18 @@ inline std::string gunzip(const std::string& in, const std::string& source) {
       consumed = rest;
       continue;
     }
-    if ((rc == Z_OK || rc == Z_BUF_ERROR) && consumed >= in.size() && z.avail_out != 0) {
-      inflateEnd(&z);
+    if ((rc == Z_OK || rc == Z_BUF_ERROR) && consumed >= in.size() && z.avail_out != 0)
       throw error(source + ": truncated gzip data");
-    }
     if ((rc == Z_OK || rc == Z_BUF_ERROR) && progress) continue;
-    if (rc == Z_OK || rc == Z_BUF_ERROR) {  // no progress with input and room left: stop rather than spin
-      inflateEnd(&z);
+    if (rc == Z_OK || rc == Z_BUF_ERROR)  // no progress with input and room left: stop rather than spin
       throw error(source + ": not valid gzip data");
-    }
-    const std::string msg = z.msg ? z.msg : "invalid data";
-    inflateEnd(&z);
-    throw error(source + ": not valid gzip data (" + msg + ")");
+    throw error(source + ": not valid gzip data (" + (z.msg ? z.msg : "invalid data") + ")");
   }
-  inflateEnd(&z);
   return out;
+}
+
+inline bool is_gzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
 inline bool ends_with_gz(const std::string& path) {
@@ -749,7 +805,7 @@ inline loaded_trace parse_trace(std::string_view json, const std::string& source
     }
   } else if (first == '[') {  // the JSON Array Format: events only
     read_events();
-  } else if (first == '\0') {
+  } else if (r.at_end()) {
     throw error(source + ": empty input, expected a JSON trace");
   } else {
     r.fail("expected a JSON object with \"traceEvents\"");
@@ -760,22 +816,32 @@ inline loaded_trace parse_trace(std::string_view json, const std::string& source
   return out;
 }
 
-// Reads a trace from its bytes: JSON, or gzip-compressed JSON (recognised by
-// its magic bytes). `source` names it in messages. read_trace_file() reads a
-// file's bytes and hands them here.
-inline loaded_trace read_trace_bytes(std::string bytes, const std::string& source) {
+namespace detail::reader {
+
+// A file's bytes to a trace; `checked`: a plain file's bytes went through
+// json_text_check as they were read.
+inline loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool checked) {
   if (bytes.empty()) throw error("'" + source + "' is empty, expected a JSON trace");
-  const bool magic = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-                     static_cast<unsigned char>(bytes[1]) == 0x8b;
-  if (magic) {
-    bytes = detail::reader::gunzip(bytes, source);
+  if (is_gzip(bytes)) {
+    bytes = gunzip(bytes, source);
     if (bytes.empty()) throw error("'" + source + "' decompresses to nothing, expected a JSON trace");
+  } else if (!checked) {
+    json_text_check(source, "").feed(bytes.data(), bytes.size());
   }
   return parse_trace(bytes, source);
 }
 
+}  // namespace detail::reader
+
+// Reads a trace from its bytes: JSON, or gzip-compressed JSON (recognised by
+// its magic bytes). `source` names it in messages.
+inline loaded_trace read_trace_bytes(std::string bytes, const std::string& source) {
+  return detail::reader::trace_of_bytes(std::move(bytes), source, false);
+}
+
 // Reads a trace file: .json, or gzip-compressed (.json.gz, or any file that
-// starts with the gzip magic bytes).
+// starts with the gzip magic bytes). JSON is checked as it is read, so a
+// zero-filled or sparse file is refused at its first bytes, not held whole.
 inline loaded_trace read_trace_file(const std::string& path) {
   struct stat st;
   if (path.empty()) throw error("no trace file given");
@@ -784,20 +850,27 @@ inline loaded_trace read_trace_file(const std::string& path) {
   if (!S_ISREG(st.st_mode)) throw error("cannot read '" + path + "': not a regular file");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw error("cannot read '" + path + "': " + std::strerror(errno));
+  struct closer {
+    std::FILE* f;
+    ~closer() { std::fclose(f); }
+  } close_at_end{f};
   std::string bytes;
-  bytes.reserve(std::size_t(st.st_size));
+  detail::reader::json_text_check check(path, "");
+  bool gzip = false;
   char buf[1 << 16];
   std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int saved = errno;
-  std::fclose(f);
-  if (failed) throw error("cannot read '" + path + "': " + std::strerror(saved));
-  const bool magic = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-                     static_cast<unsigned char>(bytes[1]) == 0x8b;
-  if (!bytes.empty() && !magic && detail::reader::ends_with_gz(path))
-    throw error("'" + path + "' ends in .gz but is not gzip data");
-  return read_trace_bytes(std::move(bytes), path);
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    const bool first = bytes.empty();
+    if (first) {
+      gzip = detail::reader::is_gzip(std::string_view(buf, n));
+      if (!gzip && detail::reader::ends_with_gz(path)) throw error("'" + path + "' ends in .gz but is not gzip data");
+    }
+    if (!gzip) check.feed(buf, n);
+    if (first) bytes.reserve(std::size_t(st.st_size));  // once the start looked like a trace
+    bytes.append(buf, n);
+  }
+  if (std::ferror(f)) throw error("cannot read '" + path + "': " + std::strerror(errno));
+  return detail::reader::trace_of_bytes(std::move(bytes), path, true);
 }
 
 }  // namespace cuprof

@@ -16,10 +16,12 @@
 #include <cuprof/trace_reader.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -127,9 +129,22 @@ inline void env_config(const std::uint8_t* data, std::size_t size) {
   if (!cap && all_digits(f[1]) && f[1].find_first_not_of('0') != std::string::npos)
     broken("parse_record_cap rejected a positive count", f[1]);
 
-  // CUPROF_QUIET.
-  if (cuprof::detail::parse_env_flag(opt(f[2])) != (!f[2].empty() && f[2][0] != '0'))
-    broken("parse_env_flag", f[2]);
+  // CUPROF_QUIET and CUPROF_TABLE: the eight words, in any case; anything else is no value.
+  const auto lower = [](std::string s) {
+    for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+  };
+  const auto switch_model = [&](const std::string& s) -> std::optional<bool> {
+    const std::string l = lower(s);
+    if (l == "1" || l == "yes" || l == "true" || l == "on") return true;
+    if (l == "0" || l == "no" || l == "false" || l == "off") return false;
+    return std::nullopt;
+  };
+  if (cuprof::detail::parse_switch(opt(f[2])) != switch_model(f[2])) broken("parse_switch", f[2]);
+  const cuprof::detail::env_setting<bool> quiet = cuprof::detail::read_switch("CUPROF_QUIET", opt(f[2]), false);
+  if (quiet.problem.empty() != (f[2].empty() || switch_model(f[2]).has_value()))
+    broken("read_switch: a problem for a valid value, or none for an invalid one", f[2]);
+  if (quiet.problem.find_first_of("\x1b\r\n") != std::string::npos) broken("a control character in a warning", f[2]);
 
   // CUPROF_CUPTI_LIBRARY, CUDA_HOME, CUDA_PATH.
   const std::vector<std::string> c = cuprof::detail::cupti_library_candidates(
@@ -160,7 +175,7 @@ inline void env_config(const std::uint8_t* data, std::size_t size) {
   if (world > 1 && f[6].find("%r") == std::string::npos &&
       e.trace_path.find(".rank" + std::to_string(rank.value_or(0))) == std::string::npos && f[6].find('%') == std::string::npos)
     broken("ranks of a multi-rank run would overwrite each other", e.trace_path);
-  if (e.print_table == (f[7] == "0")) broken("CUPROF_TABLE");
+  if (e.print_table != switch_model(f[7]).value_or(true)) broken("CUPROF_TABLE", f[7]);
   const std::string& a = f[8];
   const bool known = a.empty() || a == "cpu" || a == "cuda" || a == "cpu,cuda" || a == "cuda,cpu";
   if (known == std::any_of(e.problems.begin(), e.problems.end(),
@@ -168,7 +183,7 @@ inline void env_config(const std::uint8_t* data, std::size_t size) {
     broken("CUPROF_ACTIVITIES: a problem reported for a valid value, or none for an invalid one", a);
   for (double v : {e.delay_s, e.duration_s})
     if (!(v >= 0 && v <= 1e7)) broken("a delay or duration out of range");
-  if (e.problems.size() > 3) broken("more problems than variables");
+  if (e.problems.size() > 4) broken("more problems than variables");
   // The path pattern alone, with another rank and world size.
   const std::string p = cuprof::detail::expand_trace_path(f[6], 1, host, 3, 2);
   if (f[6].find("%r") == std::string::npos && p.find(".rank3") == std::string::npos && f[6].find('%') == std::string::npos)

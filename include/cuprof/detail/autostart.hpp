@@ -5,7 +5,7 @@
 // not include cuprof at all.
 //
 //   CUPROF_TRACE=path      where to write; %p pid, %h host, %r rank, %% a '%'
-//   CUPROF_TABLE=0         no table on stderr
+//   CUPROF_TABLE=0         no table on stderr (also no, false, off)
 //   CUPROF_ACTIVITIES=cpu  CPU only (default cpu,cuda)
 //   CUPROF_DELAY=S         start recording S seconds after start-up
 //   CUPROF_DURATION=S      stop after S seconds of recording and write the trace then
@@ -13,6 +13,7 @@
 
 #include "../profile.hpp"
 #include "abnormal_exit.hpp"
+#include "env.hpp"
 #include "log.hpp"
 #include "process_info.hpp"
 
@@ -68,14 +69,6 @@ inline std::string expand_trace_path(const std::string& pattern, std::uint32_t p
   return out;
 }
 
-inline bool parse_seconds(const char* text, double& seconds) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(v) || v < 0 || v > 1e7) return false;
-  seconds = v;
-  return true;
-}
-
 // Reads cuprof's CUPROF_* variables through `env` (getenv, or a test's map).
 // `injected`: loaded through CUDA_INJECTION64_PATH, which alone turns tracing on.
 inline environment_config read_environment(const std::function<const char*(const char*)>& env, bool injected,
@@ -85,19 +78,20 @@ inline environment_config read_environment(const std::function<const char*(const
   c.enabled = injected || (path && *path);
   if (!c.enabled) return c;
   c.trace_path = expand_trace_path(path && *path ? path : "cuprof_%h_%p.pt.trace.json", pid, host, rank, world_size);
-  if (const char* table = env("CUPROF_TABLE")) c.print_table = std::strcmp(table, "0") != 0;
+  const auto use = [&c](auto setting) {
+    if (!setting.problem.empty()) c.problems.push_back(setting.problem);
+    return setting.value;
+  };
+  c.print_table = use(read_switch("CUPROF_TABLE", env("CUPROF_TABLE"), true));
   if (const char* a = env("CUPROF_ACTIVITIES")) {
     const std::string v = a;
     if (v == "cpu") c.activities = activity::cpu;
     else if (v == "cuda") c.activities = activity::cuda;
     else if (v != "cpu,cuda" && v != "cuda,cpu" && !v.empty())
-      c.problems.push_back("CUPROF_ACTIVITIES=" + v + " is not cpu, cuda or cpu,cuda; using cpu,cuda");
+      c.problems.push_back("CUPROF_ACTIVITIES=" + terminal_safe(v) + " is not cpu, cuda or cpu,cuda; using cpu,cuda");
   }
-  for (auto [name, field] : {std::pair<const char*, double*>{"CUPROF_DELAY", &c.delay_s}, {"CUPROF_DURATION", &c.duration_s}}) {
-    const char* v = env(name);
-    if (v && *v && !parse_seconds(v, *field))
-      c.problems.push_back(std::string(name) + "=" + v + " is not a number of seconds; ignored");
-  }
+  c.delay_s = use(read_seconds("CUPROF_DELAY", env("CUPROF_DELAY")));
+  c.duration_s = use(read_seconds("CUPROF_DURATION", env("CUPROF_DURATION")));
   return c;
 }
 

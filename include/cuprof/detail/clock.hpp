@@ -8,12 +8,12 @@
 #pragma once
 
 #include "../config.hpp"
+#include "log.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <ctime>
 #include <cstdlib>
-#include <cstring>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
@@ -53,9 +53,7 @@ inline bool tsc_is_invariant() noexcept {
 
 // CUPROF_CLOCK=monotonic forces clock_gettime (for machines with a TSC that lies).
 inline void choose_clock() noexcept {
-  const char* forced = std::getenv("CUPROF_CLOCK");
-  const bool monotonic_forced = forced && std::strcmp(forced, "monotonic") == 0;
-  g_use_tsc = !monotonic_forced && tsc_is_invariant();
+  g_use_tsc = !use_setting(read_clock_forced_monotonic(std::getenv("CUPROF_CLOCK"))) && tsc_is_invariant();
 }
 
 inline std::uint64_t now_ticks() noexcept {

@@ -1,12 +1,20 @@
 // What cuprof reads from its environment variables, as pure functions of the
 // variables' text (a null pointer: unset), so that they can be tested and
 // fuzzed without touching the environment (tests/fuzz/fuzz_env_config.cpp).
-// Their callers do the getenv().
+// Their callers do the getenv(). Every switch and number goes through the one
+// parser of its kind here, and a bad value gives one line naming the
+// variable, the value and what is used instead (read_* below; log.hpp's
+// use_setting prints it once per process).
 #pragma once
 
+#include "text.hpp"
+
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,8 +47,71 @@ inline std::optional<std::size_t> parse_record_cap(const char* v) {
   return std::size_t(n);
 }
 
-// CUPROF_QUIET and other on/off switches: set, non-empty and not "0...".
-inline bool parse_env_flag(const char* v) { return v && *v && *v != '0'; }
+// CUPROF_QUIET, CUPROF_TABLE: 1/0, yes/no, true/false or on/off, in any case.
+inline std::optional<bool> parse_switch(const char* v) {
+  if (!v) return std::nullopt;
+  std::string s(v);
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "1" || s == "yes" || s == "true" || s == "on") return true;
+  if (s == "0" || s == "no" || s == "false" || s == "off") return false;
+  return std::nullopt;
+}
+
+// CUPROF_DELAY, CUPROF_DURATION (and `cuprof run --delay/--duration`): a
+// decimal number of seconds from 0 to 1e7 (115 days), nothing before or after
+// it. strtod alone would also take blanks, hex, "inf", "nan" and "1e999".
+inline std::optional<double> parse_seconds(const char* v) {
+  if (!v || !((*v >= '0' && *v <= '9') || *v == '.') || std::strpbrk(v, "xX")) return std::nullopt;
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (*end != '\0' || !std::isfinite(x) || x < 0 || x > 1e7) return std::nullopt;
+  return x;
+}
+
+// CUPROF_CLOCK: "monotonic" (in any case) forces clock_gettime.
+inline std::optional<bool> parse_clock_forced_monotonic(const char* v) {
+  if (!v) return std::nullopt;
+  std::string s(v);
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "monotonic") return true;
+  return std::nullopt;
+}
+
+// A setting as its variable gives it: the parsed value, or the default and the
+// one line that says what was wrong and what is used instead. Unset or empty
+// is the default, silently.
+template <class T>
+struct env_setting {
+  T value;
+  std::string problem;
+};
+
+template <class T>
+env_setting<T> read_setting(const char* name, const char* text, const std::optional<T>& parsed, const T& fallback,
+                            const char* expected, const std::string& used) {
+  if (!text || !*text) return {fallback, {}};
+  if (parsed) return {*parsed, {}};
+  return {fallback, std::string(name) + "=" + terminal_safe(text) + " is not " + expected + "; using " + used};
+}
+
+inline env_setting<bool> read_switch(const char* name, const char* text, bool fallback) {
+  return read_setting(name, text, parse_switch(text), fallback, "1/0, yes/no, true/false or on/off",
+                      fallback ? "yes" : "no");
+}
+
+inline env_setting<std::size_t> read_record_cap(const char* text, std::size_t fallback) {
+  return read_setting("CUPROF_MAX_RECORDS", text, parse_record_cap(text), fallback,
+                      "a positive count in decimal digits", std::to_string(fallback));
+}
+
+inline env_setting<double> read_seconds(const char* name, const char* text) {
+  return read_setting(name, text, parse_seconds(text), 0.0, "a number of seconds from 0 to 1e7", "0");
+}
+
+inline env_setting<bool> read_clock_forced_monotonic(const char* text) {
+  return read_setting("CUPROF_CLOCK", text, parse_clock_forced_monotonic(text), false, "monotonic",
+                      "the default clock (the TSC where it is invariant, else CLOCK_MONOTONIC)");
+}
 
 // The libcupti paths to try, in order. An explicit CUPROF_CUPTI_LIBRARY is the
 // only one; otherwise the loader path, then under $CUDA_HOME, $CUDA_PATH and

@@ -2,18 +2,28 @@
 // renamed over the target only once everything was written and flushed. A
 // failure at any point removes the temporary file and leaves an existing
 // target as it was. Paths ending in ".gz" are gzip-compressed.
+//
+// The temporary file is created, never opened: O_CREAT|O_EXCL|O_NOFOLLOW with
+// an unpredictable name, so a symlink or FIFO planted beside the target (say
+// by another user in a shared directory, against a program run as root) is
+// never followed or opened. It gets the mode of the file it replaces, or what
+// fopen would give a new one (0666 less the umask).
 #pragma once
 
 #include "../error.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -23,23 +33,58 @@ inline bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// The pid in a temporary file's name "<target name>.tmp.<pid>.<anything>"
+// when `name` is one of `target_name`'s, else 0.
+inline pid_t temporary_file_writer(std::string_view name, std::string_view target_name) {
+  const std::string prefix = std::string(target_name) + ".tmp.";
+  if (name.substr(0, prefix.size()) != prefix) return 0;
+  long pid = 0;
+  std::size_t i = prefix.size();
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && pid < (1L << 30); ++i) pid = pid * 10 + (name[i] - '0');
+  return i > prefix.size() && i + 1 < name.size() && name[i] == '.' ? pid_t(pid) : 0;
+}
+
+// Removes the temporary files that earlier writes of the target left when they
+// were killed. Only what is safe to know is a leftover: a regular file (a
+// symlink is not followed, nor removed), ours, named by a writer whose pid no
+// longer exists, and untouched for a minute (a writer in another pid namespace
+// or on another host sharing the directory looks dead here, but keeps writing).
+inline void remove_dead_writers_files(const std::string& dir, std::string_view target_name) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  const int fd = ::dirfd(d);
+  const std::time_t a_minute_ago = std::time(nullptr) - 60;
+  while (const dirent* e = ::readdir(d)) {
+    const pid_t writer = temporary_file_writer(e->d_name, target_name);
+    if (writer <= 0 || writer == ::getpid() || ::kill(writer, 0) == 0 || errno != ESRCH) continue;
+    struct stat st;
+    if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        st.st_mtime < a_minute_ago)
+      ::unlinkat(fd, e->d_name, 0);
+  }
+  ::closedir(d);
+}
+
 class atomic_file {
  public:
   explicit atomic_file(std::string path) : path_(std::move(path)), gzip_(ends_with(path_, ".gz")) {
     if (path_.empty()) throw error("cannot write a trace to an empty path");
-    struct stat st;
-    if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    struct stat target;
+    const bool replacing = ::stat(path_.c_str(), &target) == 0;
+    if (replacing && !S_ISREG(target.st_mode))
       throw error("cannot write '" + path_ + "': it exists and is not a regular file");
-    // Unique per export, so concurrent exports to one path each write their own file.
-    static std::atomic<unsigned> exports{0};
-    tmp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(exports.fetch_add(1));
+    const std::size_t slash = path_.rfind('/');
+    remove_dead_writers_files(slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash),
+                              std::string_view(path_).substr(slash == std::string::npos ? 0 : slash + 1));
+    const int fd = create_temporary_file(replacing ? &target : nullptr);
     errno = 0;
-    if (gzip_) {
-      gz_ = gzopen(tmp_path_.c_str(), "wb1");
-      if (!gz_) fail("cannot create");
-    } else {
-      file_ = std::fopen(tmp_path_.c_str(), "wb");
-      if (!file_) fail("cannot create");
+    if (gzip_) gz_ = gzdopen(fd, "wb1");
+    else file_ = ::fdopen(fd, "wb");
+    if (!gz_ && !file_) {
+      const int saved = errno;
+      ::close(fd);
+      errno = saved;
+      fail("cannot create");
     }
   }
   atomic_file(const atomic_file&) = delete;
@@ -78,6 +123,37 @@ class atomic_file {
   const std::string& path() const noexcept { return path_; }
 
  private:
+  // "<path>.tmp.<pid>.<16 random hex digits>", created with the mode of the
+  // file it replaces (null: a new file's) and opened for writing. The pid lets
+  // a later write of the same path know the file for a leftover once its
+  // writer is gone.
+  int create_temporary_file(const struct stat* replaced) {
+    std::random_device random;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      char suffix[17];
+      std::snprintf(suffix, sizeof suffix, "%08x%08x", unsigned(random()), unsigned(random()));
+      tmp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + suffix;
+      // Private until its mode is set: a 0600 trace is never readable by others, not even half written.
+      const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, replaced ? 0600 : 0666);
+      if (fd >= 0) {
+        if (replaced && ::fchmod(fd, replaced->st_mode & 0777) != 0) {
+          const int saved = errno;
+          ::close(fd);
+          errno = saved;
+          fail("cannot create");
+        }
+        return fd;
+      }
+      if (errno != EEXIST) {
+        tmp_path_.clear();  // not ours to remove
+        fail("cannot create");
+      }
+    }
+    tmp_path_.clear();
+    errno = EEXIST;
+    fail("cannot create");
+  }
+
   [[noreturn]] void fail(const char* what) {
     const int saved = errno;
     discard();
