@@ -353,7 +353,9 @@ def check_gpu_links(events, slices, rep):
         if s.cat not in GPU_CATS:
             continue
         ids = f_at.get((s.lane, s.start), [])
-        if not ids:
+        # Work launched on the device (conditional graph nodes, device graph launch) has no CPU
+        # call: CUPTI gives it correlation 0, and it has no arrow.
+        if not ids and s.args.get("correlation") != 0:
             rep.add(11, f"--require-gpu: {s.cat} {s.name!r} has no incoming ac2g 'f' flow", s.index)
         for fid in ids:
             src = s_by_id.get(fid)
@@ -558,6 +560,12 @@ def run_self_test():
         def test_valid_trace_passes(self):
             self.assertEqual(self.check(sample_trace()), [])
             self.assertEqual(self.check(sample_trace(), require_gpu=True), [])
+
+        def test_device_launched_kernel_needs_no_flow(self):
+            trace = sample_trace()  # a conditional graph node's kernel: launched on the GPU, correlation 0
+            trace["traceEvents"].insert(-1, {"ph": "X", "cat": "kernel", "name": "node", "pid": 0, "tid": 7,
+                                             "ts": 60.0, "dur": 1.0, "args": {"device": 0, "stream": 7, "correlation": 0}})
+            self.assertEqual(self.check(trace, require_gpu=True), [])
 
         def test_gzip_file_and_cli(self):
             with tempfile.TemporaryDirectory() as tmp:
