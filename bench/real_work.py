@@ -40,12 +40,13 @@ TRACE = "{trace}"  # replaced by the process's own trace path in argv and env
 TRACING_VARIABLES = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION",
                      "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "MINIMAL_CUPTI_ACTIVITY")
 # The minimal tracer's activity sets (bench/minimal_cupti_inject.cpp): the floor for GPU records,
-# with every runtime and driver API record, and with every kind cuprof enables (no call filtered).
+# then every runtime API record, then every driver API record too. PyTorch launches through the
+# runtime, whose launch makes a driver call (cudaLaunchKernel -> cuLaunchKernel): the last step
+# is what recording the driver domain costs on such work.
 ANCHOR_KINDS = {
     "cupti_gpu": ("kernel,memcpy,memset", "kernel, memcpy, memset"),
+    "cupti_gpu_runtime": ("kernel,memcpy,memset,runtime", "+ every runtime API record"),
     "cupti_gpu_api": ("kernel,memcpy,memset,runtime,driver", "+ every runtime and driver API record"),
-    "cupti_cuprof_kinds": ("kernel,memcpy,memset,synchronization,overhead,runtime,driver,external_correlation,marker",
-                           "cuprof's activity kinds, no call filtered"),
 }
 KERNEL_EVENT = re.compile(rb'"cat":\s*"kernel"')  # cuprof's and torch's Chrome traces alike
 
@@ -288,9 +289,15 @@ def main():
             if not r["ok"]:
                 sys.exit(f"real_work: {m.name} failed: {r['error']}\n{' '.join(m.argv)}")
             probe[m.program] = r["wall_s"]
-    print(f"probe: one untraced process takes {probe} s; estimate for {a.reps} repetitions: "
-          f"~{estimate_s(modes, a.reps, a.anchor_every, probe):.0f} s (traced processes assumed 1.5x); "
-          f"budget {a.budget_s:.0f} s", flush=True)
+    # The interleaved modes at --reps come first: anchors are run less often if the budget needs it.
+    budget_left = a.budget_s - (time.perf_counter() - start)
+    anchor_every = a.anchor_every
+    while 0 < anchor_every < a.reps and estimate_s(modes, a.reps, anchor_every, probe) > budget_left:
+        anchor_every += 1
+    print(f"probe: one untraced process takes {', '.join(f'{k} {v:.1f} s' for k, v in probe.items())}; "
+          f"estimate for {a.reps} repetitions, anchors every {anchor_every}: "
+          f"~{estimate_s(modes, a.reps, anchor_every, probe):.0f} s (traced processes assumed 1.5x as long); "
+          f"{budget_left:.0f} s of --budget-s left", flush=True)
 
     try:
         device = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -298,7 +305,7 @@ def main():
     except OSError:
         device = "unknown (no nvidia-smi)"
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "host": platform.node(), "device": device, "args": vars(a), "probe_s": probe,
+              "host": platform.node(), "device": device, "args": vars(a), "probe_s": probe, "anchor_every": anchor_every,
               "modes": {m.name: {"what": m.what, "argv": m.argv, "env": m.env, "anchor": m.anchor} for m in modes},
               "runs": {m.name: [] for m in modes}, "stopped_early": None, "reps_done": 0, "summary": {},
               "kernels_per_step": {}, "done_when": {}}
@@ -318,7 +325,7 @@ def main():
                                        f"{max(rep_s):.0f} s)")
             break
         t0 = time.perf_counter()
-        for m in schedule(modes, rep, a.anchor_every):
+        for m in schedule(modes, rep, anchor_every):
             if failures[m.name] >= 2:  # a mode that keeps failing would eat the budget
                 continue
             r = run_once(m, trace_dir, a.timeout_s)

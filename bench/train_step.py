@@ -72,6 +72,8 @@ def main():
     parser.add_argument("--width", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args()
+    if args.steps < 2:
+        parser.error("--steps wants at least 2 timed steps")
     if args.mode in PROFILER_ACTIVITIES and not args.trace:
         parser.error(f"--mode {args.mode} needs --trace")
     if args.emit_nvtx and args.mode != "untraced":
