@@ -3,6 +3,7 @@ a real training loop, against torch.profiler and against CUPTI alone.
 
   python3 bench/real_work.py --build build-gpu-carry --out $OUT/real_work.json   # GPU machine
   python3 bench/real_work.py --build build-gpu-carry --dry-run                     # command lines only
+  (--keep-traces DIR: the first repetition's traces, gzipped, to see which calls were recorded)
 
 Two programs; each mode is one process; modes are interleaved, their order rotated every
 repetition, over --reps repetitions:
@@ -22,6 +23,7 @@ what it had; the runs stop early rather than overrun --budget-s.
 """
 import argparse
 import datetime
+import gzip
 import json
 import os
 import platform
@@ -111,8 +113,9 @@ def parse_kv(text):
     return values
 
 
-def run_once(mode, trace_dir, timeout_s):
-    """One process of `mode`: its key=value lines, wall_s, and for traced modes the kernels in its trace."""
+def run_once(mode, trace_dir, timeout_s, keep_dir=None):
+    """One process of `mode`: its key=value lines, wall_s, and for traced modes the kernels in its
+    trace; the trace is then deleted, or gzipped into keep_dir."""
     trace = os.path.join(trace_dir, f"{mode.name}.pt.trace.json")
     argv = [x.replace(TRACE, trace) for x in mode.argv]
     env = {k: v for k, v in os.environ.items() if k not in TRACING_VARIABLES}
@@ -133,6 +136,9 @@ def run_once(mode, trace_dir, timeout_s):
             result["kernels_in_trace"] = len(KERNEL_EVENT.findall(data))
             steps = result.get("steps_total" if mode.whole_process else "steps_timed", 0)
             result["kernels_per_step"] = result["kernels_in_trace"] / steps if steps else None
+            if keep_dir:
+                with gzip.open(os.path.join(keep_dir, os.path.basename(trace) + ".gz"), "wb", compresslevel=1) as f:
+                    f.write(data)
         except OSError as e:
             result.update(ok=False, error=f"no trace: {e}; stderr: {proc.stderr[-2000:]}")
     if os.path.exists(trace):
@@ -260,6 +266,7 @@ def main():
     parser.add_argument("--budget-s", type=float, default=540, help="no repetition starts that would end past this")
     parser.add_argument("--timeout-s", type=float, default=120, help="per process")
     parser.add_argument("--out", default="", help="JSON file with every figure")
+    parser.add_argument("--keep-traces", default="", help="folder for the first repetition's traces (gzipped)")
     parser.add_argument("--dry-run", action="store_true", help="print the command lines and the schedule, run nothing")
     a = parser.parse_args()
     modes = make_modes(a)
@@ -281,6 +288,8 @@ def main():
 
     start = time.perf_counter()
     trace_dir = tempfile.mkdtemp(prefix="real_work_")
+    if a.keep_traces:
+        os.makedirs(a.keep_traces, exist_ok=True)
     # One untraced process per program first: warms the page cache (torch's libraries) and sizes the run.
     probe = {}
     for m in modes:
@@ -328,7 +337,7 @@ def main():
         for m in schedule(modes, rep, anchor_every):
             if failures[m.name] >= 2:  # a mode that keeps failing would eat the budget
                 continue
-            r = run_once(m, trace_dir, a.timeout_s)
+            r = run_once(m, trace_dir, a.timeout_s, a.keep_traces if rep == 0 else None)
             r["rep"] = rep
             result["runs"][m.name].append(r)
             if not r["ok"]:
