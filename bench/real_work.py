@@ -266,10 +266,15 @@ def main():
     parser.add_argument("--budget-s", type=float, default=540, help="no repetition starts that would end past this")
     parser.add_argument("--timeout-s", type=float, default=120, help="per process")
     parser.add_argument("--out", default="", help="JSON file with every figure")
+    parser.add_argument("--modes", default="", help="comma-separated name prefixes (py_cuprof,cxx_): only those "
+                        "modes and their untraced baselines, to split a run over several commands")
     parser.add_argument("--keep-traces", default="", help="folder for the first repetition's traces (gzipped)")
     parser.add_argument("--dry-run", action="store_true", help="print the command lines and the schedule, run nothing")
     a = parser.parse_args()
     modes = make_modes(a)
+    if a.modes:
+        wanted = {m.name for m in modes if any(m.name.startswith(p) for p in a.modes.split(","))}
+        modes = [m for m in modes if m.name in wanted or any(m.name == w.baseline for w in modes if w.name in wanted)]
 
     if a.dry_run:
         for m in modes:
