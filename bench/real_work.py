@@ -125,9 +125,12 @@ def run_once(mode, trace_dir, timeout_s, keep_dir=None):
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, errors="replace", timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"timed out after {timeout_s} s"}
-    result = {"wall_s": time.perf_counter() - t0, "ok": proc.returncode == 0, **parse_kv(proc.stdout)}
+    result = {"wall_s": time.perf_counter() - t0, "ok": proc.returncode == 0, **parse_kv(proc.stdout),
+              "stderr_tail": proc.stderr[-500:]}  # what cuprof or CUPTI said (dropped records...)
     if proc.returncode != 0:
         result["error"] = f"exit status {proc.returncode}: {proc.stderr[-2000:]}"
+    elif "step_us_median" not in result:
+        result.update(ok=False, error=f"no step_us_median in its output: {proc.stdout[-500:]}")
     elif mode.traced:
         try:
             with open(trace, "rb") as f:
