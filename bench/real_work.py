@@ -299,6 +299,7 @@ def main():
     if a.keep_traces:
         os.makedirs(a.keep_traces, exist_ok=True)
     # One untraced process per program first: warms the page cache (torch's libraries) and sizes the run.
+    print("probing: one untraced process of each program, to estimate the run's time", flush=True)
     probe = {}
     for m in modes:
         if m.name == m.baseline:
