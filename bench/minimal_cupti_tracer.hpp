@@ -1,14 +1,18 @@
 // The anchor cuprof is judged against: the least a CUPTI tracer can do.
-// Activity for kernels and runtime calls, buffers malloc'ed on request,
-// records only counted. Links libcupti directly (benchmarks only).
+// Activity of the kinds asked for (kernels and runtime calls by default),
+// buffers malloc'ed on request, records only counted. Links libcupti directly
+// (benchmarks only).
 #pragma once
 
 #include <cupti.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace bench {
 
@@ -17,27 +21,65 @@ class minimal_cupti_tracer {
   // with_driver: also the DRIVER domain, the activity set cuprof needs (cuBLAS
   // launches through the driver API); an anchor for what CUPTI itself costs.
   static void start(bool with_driver = false) {
+    std::vector<CUpti_ActivityKind> kinds = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME};
+    if (with_driver) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+    start(kinds);
+  }
+  static void start(const std::vector<CUpti_ActivityKind>& kinds) {
     static bool registered = false;
     if (!registered) {
       check(cuptiActivityRegisterCallbacks(&requested, &completed), "cuptiActivityRegisterCallbacks");
       registered = true;
     }
-    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernel");
-    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable runtime");
-    if (with_driver) check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enable driver");
+    for (CUpti_ActivityKind kind : kinds) check(cuptiActivityEnable(kind), "cuptiActivityEnable");
+    enabled() = kinds;
   }
   static void stop() {
-    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
-    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+    for (CUpti_ActivityKind kind : enabled()) cuptiActivityDisable(kind);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
   static std::uint64_t records() { return count().load(); }
+
+  // "kernel,memcpy,memset,runtime,driver" (also synchronization, overhead,
+  // marker, external_correlation: cuprof's whole set) to activity kinds.
+  static std::vector<CUpti_ActivityKind> parse_kinds(const std::string& list) {
+    static const struct {
+      const char* name;
+      CUpti_ActivityKind kind;
+    } names[] = {{"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
+                 {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
+                 {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
+                 {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
+                 {"driver", CUPTI_ACTIVITY_KIND_DRIVER},
+                 {"synchronization", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+                 {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
+                 {"marker", CUPTI_ACTIVITY_KIND_MARKER},
+                 {"external_correlation", CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}};
+    std::vector<CUpti_ActivityKind> kinds;
+    std::size_t from = 0;
+    while (from <= list.size()) {
+      const std::size_t comma = std::min(list.find(',', from), list.size());
+      const std::string name = list.substr(from, comma - from);
+      bool known = false;
+      for (const auto& n : names)
+        if (name == n.name) kinds.push_back(n.kind), known = true;
+      if (!known) {
+        std::fprintf(stderr, "minimal tracer: unknown activity kind '%s'\n", name.c_str());
+        std::exit(1);
+      }
+      from = comma + 1;
+    }
+    return kinds;
+  }
 
  private:
   static std::atomic<std::uint64_t>& count() {
     static std::atomic<std::uint64_t> n{0};
     return n;
+  }
+  static std::vector<CUpti_ActivityKind>& enabled() {
+    static std::vector<CUpti_ActivityKind> kinds;
+    return kinds;
   }
   static void check(CUptiResult r, const char* what) {
     if (r == CUPTI_SUCCESS) return;

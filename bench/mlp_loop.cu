@@ -1,0 +1,100 @@
+// The C++ side of the real-work benchmark (bench/real_work.py): the shape of
+// bench/train_step.py's work without Python, a 9-layer MLP forward (width
+// 1024, batch 64, bf16) in cuBLAS, a bias+ReLU kernel after each GEMM, every
+// step synchronized and timed. Built twice: mlp_loop has a CUPROF_SCOPE per
+// layer (traced with CUPROF_TRACE); mlp_loop_plain has cuprof compiled out
+// (CUPROF_DISABLE): the untraced baseline, and an unmodified program for
+// `cuprof run`.
+// Prints key=value lines: steps_timed, steps_total, step_us_median,
+// step_us_p10, step_us_p90, timed_loop_ms.
+#include "../examples/common.cuh"
+
+#include <chrono>
+#include <deque>
+
+static const char* const usage =
+    R"(usage: mlp_loop [--steps N] [--warmup N] [--layers N] [--width N] [--batch N]
+  --steps N    timed steps (default 2000)
+  --warmup N   untimed steps first (default 200)
+  --layers N   Linear+ReLU layers (default 9; the last has no ReLU)
+  --width N    features in and out of every layer (default 1024)
+  --batch N    rows (default 64)
+)";
+
+// y[r][c] += bias[c], then ReLU: nn.Linear's bias and the activation after it.
+__global__ void bias_relu_kernel(bf16* y, const bf16* bias, std::size_t n, std::size_t width, bool relu) {
+  GRID_STRIDE_LOOP(i, n) {
+    const float v = __bfloat162float(y[i]) + __bfloat162float(bias[i % width]);
+    y[i] = __float2bfloat16(relu ? fmaxf(v, 0.0f) : v);
+  }
+}
+
+struct mlp {
+  int batch, width;
+  std::deque<ex::device_array<bf16>> weights, biases;  // weights are [out x in], as nn.Linear's; a deque never moves them
+  ex::device_array<bf16> a, b;                          // activations, used in turn
+  cublasHandle_t handle = nullptr;
+
+  mlp(int layers, int batch_rows, int features)
+      : batch(batch_rows), width(features), a(std::size_t(batch) * width), b(a.size()) {
+    for (int l = 0; l < layers; ++l) {
+      weights.emplace_back(std::size_t(width) * width);
+      biases.emplace_back(std::size_t(width));
+      ex::fill_uniform(weights.back(), 2 * l + 1);
+      ex::fill_uniform(biases.back(), 2 * l + 2);
+    }
+    ex::fill_uniform(a, 0);
+    CUBLAS_CHECK(cublasCreate(&handle));
+  }
+  ~mlp() { cublasDestroy(handle); }
+
+  void forward() {
+    const ex::device_array<bf16>* in = &a;
+    const ex::device_array<bf16>* out = &b;
+    for (std::size_t l = 0; l < weights.size(); ++l) {
+      CUPROF_SCOPE("linear_bias_relu");
+      ex::gemm(handle, batch, width, width, in->get(), weights[l].get(), /*b_transposed*/ true, out->get());
+      ex::launch_grid_stride(bias_relu_kernel, out->size(), out->get(), biases[l].get(), out->size(),
+                             std::size_t(width), l + 1 < weights.size());
+      std::swap(in, out);
+    }
+  }
+};
+
+int main(int argc, char** argv) try {
+  ex::args args(argc, argv, usage);
+  const int steps = args.integer("--steps", 2000);
+  const int warmup = args.integer("--warmup", 200, 0);
+  const int layers = args.integer("--layers", 9);
+  const int width = args.integer("--width", 1024);
+  const int batch = args.integer("--batch", 64);
+  args.done();
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "mlp_loop: no CUDA device\n");
+    return 1;
+  }
+
+  mlp model(layers, batch, width);
+  const auto step = [&] {
+    model.forward();
+    CUDA_CHECK(cudaStreamSynchronize(0));
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> step_us;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    step_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  double total_us = 0;
+  for (double t : step_us) total_us += t;
+  std::sort(step_us.begin(), step_us.end());
+  const auto at = [&](double q) { return step_us[std::size_t(q * double(step_us.size() - 1) + 0.5)]; };
+  std::printf("steps_timed=%d\nsteps_total=%d\nstep_us_median=%.1f\nstep_us_p10=%.1f\nstep_us_p90=%.1f\ntimed_loop_ms=%.1f\n",
+              steps, warmup + steps, at(0.5), at(0.1), at(0.9), total_us / 1000);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "mlp_loop: %s\n", e.what());
+  return 1;
+}

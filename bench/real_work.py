@@ -1,0 +1,368 @@
+"""The real-work benchmark (docs/performance.md, "Real work: a training loop"): what tracing costs
+a real training loop, against torch.profiler and against CUPTI alone.
+
+  python3 bench/real_work.py --build build-gpu-carry --out $OUT/real_work.json   # GPU machine
+  python3 bench/real_work.py --build build-gpu-carry --dry-run                     # command lines only
+  (--keep-traces DIR: the first repetition's traces, gzipped, to see which calls were recorded)
+
+Two programs; each mode is one process; modes are interleaved, their order rotated every
+repetition, over --reps repetitions:
+
+  bench/train_step.py   PyTorch: a 9-layer MLP + AdamW, batch 64
+  bench/mlp_loop        C++: a 9-layer cuBLAS MLP forward (mlp_loop_plain: cuprof compiled out)
+
+Reported per mode: the median over repetitions of each process's median step time (p10/p90 over
+repetitions), its ratio to the program's untraced mode, the time added per step (each process
+paired with the same repetition's untraced one) and per kernel; for modes that write a trace, the
+end-to-end cost per traced kernel: the process's wall time minus the untraced process's (profiler
+start-up, the traced steps, collection, the trace on disk, exit), over the kernels in its trace.
+Anchors (the minimal CUPTI tracer injected) run every --anchor-every repetitions.
+
+Everything a repetition measured goes to --out after each repetition, so a run cut short keeps
+what it had; the runs stop early rather than overrun --budget-s.
+"""
+import argparse
+import datetime
+import gzip
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACE = "{trace}"  # replaced by the process's own trace path in argv and env
+# No tracing variable is inherited: each mode sets its own.
+TRACING_VARIABLES = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION",
+                     "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "MINIMAL_CUPTI_ACTIVITY")
+# The minimal tracer's activity sets (bench/minimal_cupti_inject.cpp): the floor for GPU records,
+# then every runtime API record, then every driver API record too. PyTorch launches through the
+# runtime, whose launch makes a driver call (cudaLaunchKernel -> cuLaunchKernel): the last step
+# is what recording the driver domain costs on such work.
+ANCHOR_KINDS = {
+    "cupti_gpu": ("kernel,memcpy,memset", "kernel, memcpy, memset"),
+    "cupti_gpu_runtime": ("kernel,memcpy,memset,runtime", "+ every runtime API record"),
+    "cupti_gpu_api": ("kernel,memcpy,memset,runtime,driver", "+ every runtime and driver API record"),
+}
+KERNEL_EVENT = re.compile(rb'"cat":\s*"kernel"')  # cuprof's and torch's Chrome traces alike
+
+
+@dataclass
+class Mode:
+    name: str
+    program: str  # "py" or "cxx": modes compare with the untraced mode of their program
+    what: str
+    argv: list
+    env: dict = field(default_factory=dict)
+    anchor: bool = False
+    whole_process: bool = True  # the trace holds every step, not only the timed ones
+
+    @property
+    def traced(self):
+        return any(TRACE in a for a in self.argv + list(self.env.values()))
+
+    @property
+    def baseline(self):
+        return f"{self.program}_untraced"
+
+
+def make_modes(a):
+    cuprof = os.path.join(a.build, "tools", "cuprof")
+    cuprof_run = [cuprof, "run", "--output", TRACE, "--no-table", "--"]
+    inject = os.path.join(a.build, "bench", "libminimal_cupti_inject.so")
+    python = [a.python, os.path.join(HERE, "train_step.py"), "--warmup", str(a.py_warmup), "--steps", str(a.py_steps)]
+    cxx_args = ["--warmup", str(a.cxx_warmup), "--steps", str(a.cxx_steps)]
+    cxx = [os.path.join(a.build, "bench", "mlp_loop_plain")] + cxx_args
+    cxx_scoped = [os.path.join(a.build, "bench", "mlp_loop")] + cxx_args
+    modes = [
+        Mode("py_untraced", "py", "PyTorch training step, nothing attached", python),
+        Mode("py_cuprof", "py", "cuprof run --no-table", cuprof_run + python),
+        Mode("py_cuprof_nvtx", "py", "cuprof run --no-table, emit_nvtx() in the script", cuprof_run + python + ["--emit-nvtx"]),
+        Mode("py_torch_cuda", "py", "torch.profiler CUDA only, timed steps, trace exported",
+             python + ["--mode", "torch_cuda", "--trace", TRACE], whole_process=False),
+        Mode("py_torch_cpu_cuda", "py", "torch.profiler CPU+CUDA, timed steps, trace exported",
+             python + ["--mode", "torch_cpu_cuda", "--trace", TRACE], whole_process=False),
+        Mode("cxx_untraced", "cxx", "C++ cuBLAS MLP (mlp_loop_plain), nothing attached", cxx),
+        Mode("cxx_cuprof", "cxx", "cuprof run --no-table mlp_loop_plain", cuprof_run + cxx),
+        Mode("cxx_cuprof_scopes", "cxx", "mlp_loop with a scope per layer, CUPROF_TRACE", cxx_scoped,
+             {"CUPROF_TRACE": TRACE, "CUPROF_TABLE": "0"}),
+    ]
+    for program, argv in (("py", python), ("cxx", cxx)):
+        for anchor, (kinds, what) in ANCHOR_KINDS.items():
+            modes.append(Mode(f"{program}_{anchor}", program, f"anchor: minimal CUPTI tracer, {what}", argv,
+                              {"CUDA_INJECTION64_PATH": inject, "MINIMAL_CUPTI_ACTIVITY": kinds}, anchor=True))
+    return modes
+
+
+def parse_kv(text):
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        try:
+            values[key] = float(value)
+        except ValueError:
+            values[key] = value.strip()
+    return values
+
+
+def run_once(mode, trace_dir, timeout_s, keep_dir=None):
+    """One process of `mode`: its key=value lines, wall_s, and for traced modes the kernels in its
+    trace; the trace is then deleted, or gzipped into keep_dir."""
+    trace = os.path.join(trace_dir, f"{mode.name}.pt.trace.json")
+    argv = [x.replace(TRACE, trace) for x in mode.argv]
+    env = {k: v for k, v in os.environ.items() if k not in TRACING_VARIABLES}
+    env.update({k: v.replace(TRACE, trace) for k, v in mode.env.items()})
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, errors="replace", timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout_s} s"}
+    result = {"wall_s": time.perf_counter() - t0, "ok": proc.returncode == 0, **parse_kv(proc.stdout),
+              "stderr_tail": proc.stderr[-500:]}  # what cuprof or CUPTI said (dropped records...)
+    if proc.returncode != 0:
+        result["error"] = f"exit status {proc.returncode}: {proc.stderr[-2000:]}"
+    elif "step_us_median" not in result:
+        result.update(ok=False, error=f"no step_us_median in its output: {proc.stdout[-500:]}")
+    elif mode.traced:
+        try:
+            with open(trace, "rb") as f:
+                data = f.read()
+            result["trace_bytes"] = len(data)
+            result["kernels_in_trace"] = len(KERNEL_EVENT.findall(data))
+            steps = result.get("steps_total" if mode.whole_process else "steps_timed", 0)
+            result["kernels_per_step"] = result["kernels_in_trace"] / steps if steps else None
+            if keep_dir:
+                with gzip.open(os.path.join(keep_dir, os.path.basename(trace) + ".gz"), "wb", compresslevel=1) as f:
+                    f.write(data)
+        except OSError as e:
+            result.update(ok=False, error=f"no trace: {e}; stderr: {proc.stderr[-2000:]}")
+    if os.path.exists(trace):
+        os.remove(trace)
+    return result
+
+
+def spread(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    deciles = statistics.quantiles(values, n=10, method="inclusive") if len(values) > 1 else [values[0]] * 9
+    return {"median": statistics.median(values), "p10": deciles[0], "p90": deciles[8], "n": len(values)}
+
+
+def summarize(modes, runs):
+    """Per mode: step time, ratio and added time vs untraced, end-to-end cost per traced kernel."""
+    ok = {m.name: {r["rep"]: r for r in runs[m.name] if r["ok"]} for m in modes}
+    kernels_per_step = {}  # per program, from its traces: a mode that drops records is outvoted
+    for program in {m.program for m in modes}:
+        s = spread([r.get("kernels_per_step") for m in modes if m.program == program and m.traced
+                    for r in ok[m.name].values()])
+        kernels_per_step[program] = s and s["median"]
+    summary = {}
+    for m in modes:
+        mine, base = ok[m.name], ok.get(m.baseline, {})
+        paired = [(r, base[rep]) for rep, r in mine.items() if rep in base]
+        step = spread([r["step_us_median"] for r in mine.values()])
+        base_step = spread([r["step_us_median"] for r in base.values()])
+        s = {"what": m.what, "runs": len(runs[m.name]), "failed": len(runs[m.name]) - len(mine), "step_us": step,
+             "ratio_to_untraced": step and base_step and step["median"] / base_step["median"],
+             "added_us_per_step": spread([r["step_us_median"] - b["step_us_median"] for r, b in paired])}
+        kps = kernels_per_step[m.program]
+        s["added_us_per_kernel"] = s["added_us_per_step"] and kps and s["added_us_per_step"]["median"] / kps
+        if m.traced:
+            s["kernels_per_step"] = spread([r.get("kernels_per_step") for r in mine.values()])
+            s["end_to_end_us_per_traced_kernel"] = spread(
+                [(r["wall_s"] - b["wall_s"]) * 1e6 / r["kernels_in_trace"] for r, b in paired if r["kernels_in_trace"]])
+            if not m.whole_process:  # the script's own measure: profiler start to trace on disk
+                s["profiler_start_to_trace_us_per_traced_kernel"] = spread(
+                    [(r["profiler_start_to_trace_ms"] - b["timed_loop_ms"]) * 1e3 / r["kernels_in_trace"]
+                     for r, b in paired if r["kernels_in_trace"]])
+        summary[m.name] = s
+    return summary, kernels_per_step
+
+
+def done_when(summary):
+    """Issue 14's targets: in-loop overhead <= 0.8x torch.profiler CUDA-only's, end-to-end >= 10x cheaper than CPU+CUDA."""
+    def med(name, key):
+        v = summary.get(name, {}).get(key)
+        return v and v["median"]
+
+    in_loop = {n: med(n, "added_us_per_step") for n in ("py_cuprof", "py_cuprof_nvtx", "py_torch_cuda")}
+    e2e = {n: med(n, "end_to_end_us_per_traced_kernel") for n in ("py_cuprof", "py_cuprof_nvtx", "py_torch_cpu_cuda")}
+    result = {}
+    for n in ("py_cuprof", "py_cuprof_nvtx"):
+        if in_loop[n] is not None and in_loop["py_torch_cuda"]:
+            r = in_loop[n] / in_loop["py_torch_cuda"]
+            result[f"{n}_in_loop_vs_torch_cuda"] = {"ratio": r, "goal": "<= 0.8", "met": r <= 0.8}
+        if e2e[n] is not None and e2e["py_torch_cpu_cuda"] is not None:
+            # A median at or below 0 is cuprof's cost lost in the process-time noise: no ratio then.
+            r = e2e["py_torch_cpu_cuda"] / e2e[n] if e2e[n] > 0 else None
+            result[f"{n}_end_to_end_vs_torch_cpu_cuda"] = {"cheaper_by": r, "goal": ">= 10x", "met": r is None or r >= 10}
+    return result
+
+
+def fmt(s, unit="", digits=1):
+    if not s:
+        return "-"
+    return f"{s['median']:.{digits}f}{unit} ({s['p10']:.{digits}f}, {s['p90']:.{digits}f})"
+
+
+def print_table(result):
+    print(f"\n== real work, {result.get('device', platform.node())}, {result['date']}, "
+          f"{result['reps_done']} repetitions ==")
+    print("| mode | what | step us, median (p10, p90) | x untraced | added us per step (p10, p90) | added us per kernel "
+          "| kernels per step | end to end, us per traced kernel (p10, p90) | runs (failed) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, s in result["summary"].items():
+        ratio = f"{s['ratio_to_untraced']:.3f}" if s["ratio_to_untraced"] else "-"
+        per_kernel = f"{s['added_us_per_kernel']:+.2f}" if s["added_us_per_kernel"] is not None else "-"
+        kps = f"{s['kernels_per_step']['median']:.1f}" if s.get("kernels_per_step") else "-"
+        e2e = fmt(s.get("end_to_end_us_per_traced_kernel"))
+        if s.get("profiler_start_to_trace_us_per_traced_kernel"):
+            e2e += f"; in-script {fmt(s['profiler_start_to_trace_us_per_traced_kernel'])}"
+        print(f"| {name} | {s['what']} | {fmt(s['step_us'])} | {ratio} | {fmt(s['added_us_per_step'])} | {per_kernel} "
+              f"| {kps} | {e2e} | {s['runs']} ({s['failed']}) |")
+    print(f"kernels per step (median over traces): {result['kernels_per_step']}")
+    if not result["done_when"]:
+        print("done-when: not computed (a mode it needs has no successful run)")
+    for name, d in result["done_when"].items():
+        value = (f"{d['ratio']:.3f}" if "ratio" in d else f"{d['cheaper_by']:.1f}x" if d["cheaper_by"]
+                 else "cuprof's cost is within the process-time noise")
+        print(f"done-when {name}: {value} (goal {d['goal']}): {'met' if d['met'] else 'NOT met'}")
+    if result["stopped_early"]:
+        print(f"NOTE: {result['stopped_early']}")
+
+
+def schedule(modes, rep, anchor_every):
+    """The modes of repetition `rep`, their order rotated by one each repetition."""
+    now = [m for m in modes if not m.anchor or (anchor_every and rep % anchor_every == 0)]
+    shift = rep % len(now)
+    return now[shift:] + now[:shift]
+
+
+def estimate_s(modes, reps, anchor_every, process_s, traced_factor=1.5):
+    """Seconds for all repetitions, from one untraced process per program; traced ones assumed traced_factor longer."""
+    total = 0.0
+    for rep in range(reps):
+        for m in schedule(modes, rep, anchor_every):
+            total += process_s[m.program] * (1 if m.name == m.baseline else traced_factor)
+    return total
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", default="build-gpu-carry", help="build tree with tools/cuprof and bench/mlp_loop*")
+    parser.add_argument("--python", default=sys.executable, help="the Python with torch that runs train_step.py")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--anchor-every", type=int, default=5, help="anchors run every N repetitions (0: never)")
+    parser.add_argument("--py-steps", type=int, default=150)
+    parser.add_argument("--py-warmup", type=int, default=30)
+    parser.add_argument("--cxx-steps", type=int, default=2000)
+    parser.add_argument("--cxx-warmup", type=int, default=200)
+    parser.add_argument("--budget-s", type=float, default=540, help="no repetition starts that would end past this")
+    parser.add_argument("--timeout-s", type=float, default=120, help="per process")
+    parser.add_argument("--out", default="", help="JSON file with every figure")
+    parser.add_argument("--modes", default="", help="comma-separated name prefixes (py_cuprof,cxx_): only those "
+                        "modes and their untraced baselines, to split a run over several commands")
+    parser.add_argument("--keep-traces", default="", help="folder for the first repetition's traces (gzipped)")
+    parser.add_argument("--dry-run", action="store_true", help="print the command lines and the schedule, run nothing")
+    a = parser.parse_args()
+    modes = make_modes(a)
+    if a.modes:
+        wanted = {m.name for m in modes if any(m.name.startswith(p) for p in a.modes.split(","))}
+        modes = [m for m in modes if m.name in wanted or any(m.name == w.baseline for w in modes if w.name in wanted)]
+
+    if a.dry_run:
+        for m in modes:
+            env = " ".join(f"{k}={v}" for k, v in m.env.items())
+            print(f"{m.name}{' (anchor)' if m.anchor else ''}: {env + ' ' if env else ''}{' '.join(m.argv)}")
+        missing = sorted({p for m in modes for p in [m.argv[0], *m.env.values()]
+                          if os.sep in p and TRACE not in p and not os.path.exists(p)})
+        for p in missing:
+            print(f"missing here: {p}")
+        for rep in range(min(a.reps, 2)):
+            print(f"rep {rep + 1} order: {' '.join(m.name for m in schedule(modes, rep, a.anchor_every))}")
+        assumed = {"py": 3.0, "cxx": 1.0}
+        print(f"estimate: ~{estimate_s(modes, a.reps, a.anchor_every, assumed):.0f} s for {a.reps} repetitions, "
+              f"assuming {assumed} s per untraced process")
+        return
+
+    start = time.perf_counter()
+    trace_dir = tempfile.mkdtemp(prefix="real_work_")
+    if a.keep_traces:
+        os.makedirs(a.keep_traces, exist_ok=True)
+    # One untraced process per program first: warms the page cache (torch's libraries) and sizes the run.
+    print("probing: one untraced process of each program, to estimate the run's time", flush=True)
+    probe = {}
+    for m in modes:
+        if m.name == m.baseline:
+            r = run_once(m, trace_dir, a.timeout_s)
+            if not r["ok"]:
+                sys.exit(f"real_work: {m.name} failed: {r['error']}\n{' '.join(m.argv)}")
+            probe[m.program] = r["wall_s"]
+    # The interleaved modes at --reps come first: anchors are run less often if the budget needs it.
+    budget_left = a.budget_s - (time.perf_counter() - start)
+    anchor_every = a.anchor_every
+    while 0 < anchor_every < a.reps and estimate_s(modes, a.reps, anchor_every, probe) > budget_left:
+        anchor_every += 1
+    print(f"probe: one untraced process takes {', '.join(f'{k} {v:.1f} s' for k, v in probe.items())}; "
+          f"estimate for {a.reps} repetitions, anchors every {anchor_every}: "
+          f"~{estimate_s(modes, a.reps, anchor_every, probe):.0f} s (traced processes assumed 1.5x as long); "
+          f"{budget_left:.0f} s of --budget-s left", flush=True)
+
+    try:
+        device = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        device = "unknown (no nvidia-smi)"
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "host": platform.node(), "device": device, "args": vars(a), "probe_s": probe, "anchor_every": anchor_every,
+              "modes": {m.name: {"what": m.what, "argv": m.argv, "env": m.env, "anchor": m.anchor} for m in modes},
+              "runs": {m.name: [] for m in modes}, "stopped_early": None, "reps_done": 0, "summary": {},
+              "kernels_per_step": {}, "done_when": {}}
+
+    def save():
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump(result, f, indent=1)
+
+    failures = {m.name: 0 for m in modes}
+    rep_s = []
+    for rep in range(a.reps):
+        elapsed = time.perf_counter() - start
+        if rep_s and elapsed + max(rep_s) > a.budget_s:
+            result["stopped_early"] = (f"stopped after {rep} of {a.reps} repetitions: the next would end past "
+                                       f"--budget-s {a.budget_s:.0f} (elapsed {elapsed:.0f} s, slowest repetition "
+                                       f"{max(rep_s):.0f} s)")
+            break
+        t0 = time.perf_counter()
+        for m in schedule(modes, rep, anchor_every):
+            if failures[m.name] >= 2:  # a mode that keeps failing would eat the budget
+                continue
+            r = run_once(m, trace_dir, a.timeout_s, a.keep_traces if rep == 0 else None)
+            r["rep"] = rep
+            result["runs"][m.name].append(r)
+            if not r["ok"]:
+                failures[m.name] += 1
+                print(f"rep {rep + 1}: {m.name} failed: {r['error']}", file=sys.stderr, flush=True)
+        rep_s.append(time.perf_counter() - t0)
+        result["reps_done"] = rep + 1
+        result["summary"], result["kernels_per_step"] = summarize(modes, result["runs"])
+        result["done_when"] = done_when(result["summary"])
+        save()
+        print(f"rep {rep + 1}/{a.reps} done in {rep_s[-1]:.0f} s, {time.perf_counter() - start:.0f} s in all",
+              file=sys.stderr, flush=True)
+    shutil.rmtree(trace_dir, ignore_errors=True)
+    save()
+    print_table(result)
+
+
+if __name__ == "__main__":
+    main()

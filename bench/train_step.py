@@ -1,0 +1,108 @@
+"""One process, one mode of the real-work benchmark (bench/real_work.py runs them all).
+
+A training step as PyTorch users write it: a 9-layer MLP (Linear + ReLU, width 1024, fp32) with
+AdamW, batch 64, fixed seed; warm-up steps, then timed steps, each synchronized and timed with
+perf_counter_ns.
+
+  --mode untraced         the script attaches nothing (real_work.py also runs it under `cuprof run`
+                          and under the minimal CUPTI tracer)
+  --mode torch_cuda       torch.profiler, activities=[CUDA], around the timed steps; the Chrome
+                          trace exported to --trace at the end
+  --mode torch_cpu_cuda   the same with activities=[CPU, CUDA]
+  --emit-nvtx             torch.autograd.profiler.emit_nvtx() around warm-up and timed steps:
+                          an NVTX range per op, for `cuprof run` to record
+
+Prints key=value lines: mode, emit_nvtx, torch, steps_timed, steps_total, step_us_median,
+step_us_p10, step_us_p90, timed_loop_ms (the timed steps' sum) and, for the torch.profiler modes,
+profiler_start_to_trace_ms (profiler start to the trace on disk, timed steps included).
+Kernels are counted by real_work.py in the trace, not here: counting would add to the process's time.
+"""
+import argparse
+import contextlib
+import statistics
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+PROFILER_ACTIVITIES = {"torch_cuda": [ProfilerActivity.CUDA],
+                       "torch_cpu_cuda": [ProfilerActivity.CPU, ProfilerActivity.CUDA]}
+
+
+def build(layers, width, batch):
+    torch.manual_seed(0)
+    blocks = []
+    for i in range(layers):
+        blocks.append(torch.nn.Linear(width, width))
+        if i + 1 < layers:
+            blocks.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*blocks).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(batch, width, device="cuda")
+    target = torch.randn(batch, width, device="cuda")
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        optimizer.step()
+
+    return train_step
+
+
+def timed_steps(train_step, count):
+    """Each step's time in microseconds, the step synchronized."""
+    times_us = []
+    for _ in range(count):
+        t0 = time.perf_counter_ns()
+        train_step()
+        torch.cuda.synchronize()
+        times_us.append((time.perf_counter_ns() - t0) / 1000)
+    return times_us
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["untraced", *PROFILER_ACTIVITIES], default="untraced")
+    parser.add_argument("--emit-nvtx", action="store_true")
+    parser.add_argument("--trace", help="where the torch.profiler modes write their Chrome trace")
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--layers", type=int, default=9)
+    parser.add_argument("--width", type=int, default=1024)
+    parser.add_argument("--batch", type=int, default=64)
+    args = parser.parse_args()
+    if args.steps < 2:
+        parser.error("--steps wants at least 2 timed steps")
+    if args.mode in PROFILER_ACTIVITIES and not args.trace:
+        parser.error(f"--mode {args.mode} needs --trace")
+    if args.emit_nvtx and args.mode != "untraced":
+        parser.error("--emit-nvtx is for --mode untraced (under `cuprof run`)")
+    if not torch.cuda.is_available():
+        parser.exit(1, "train_step.py: no CUDA device\n")
+
+    train_step = build(args.layers, args.width, args.batch)
+    nvtx = torch.autograd.profiler.emit_nvtx() if args.emit_nvtx else contextlib.nullcontext()
+    start_to_trace_ms = None
+    with nvtx:
+        timed_steps(train_step, args.warmup)
+        if args.mode in PROFILER_ACTIVITIES:
+            # No warm-up profiling session: CUPTI's start-up is part of what a user pays.
+            start = time.perf_counter_ns()
+            with profile(activities=PROFILER_ACTIVITIES[args.mode]) as prof:
+                times_us = timed_steps(train_step, args.steps)
+            prof.export_chrome_trace(args.trace)
+            start_to_trace_ms = (time.perf_counter_ns() - start) / 1e6
+        else:
+            times_us = timed_steps(train_step, args.steps)
+    deciles = statistics.quantiles(times_us, n=10, method="inclusive")
+    print(f"mode={args.mode}\nemit_nvtx={int(args.emit_nvtx)}\ntorch={torch.__version__}")
+    print(f"steps_timed={args.steps}\nsteps_total={args.warmup + args.steps}")
+    print(f"step_us_median={statistics.median(times_us):.1f}\nstep_us_p10={deciles[0]:.1f}\n"
+          f"step_us_p90={deciles[8]:.1f}\ntimed_loop_ms={sum(times_us) / 1000:.1f}")
+    if start_to_trace_ms is not None:
+        print(f"profiler_start_to_trace_ms={start_to_trace_ms:.1f}")
+
+
+if __name__ == "__main__":
+    main()
