@@ -120,6 +120,7 @@ class profile {
     if (!detail::g_running_profile.compare_exchange_strong(expected, this))
       return detail::log_line("another cuprof profiler is already running; this start() is ignored");
     detail::clock_anchor();
+    detail::global_chunk_pool().set_max_chunks(detail::max_cpu_chunks());
     running_ = true;
     step_num_ = 0;
     cuda_status_.clear();
@@ -153,6 +154,8 @@ class profile {
     return;
 #endif
     if (!running_) return detail::log_line("step() called on a profiler that is not running; ignored");
+    // It would end the window being handed over and hand the next one over from within: no end.
+    if (in_on_trace_ready_) return detail::log_line("step() called from on_trace_ready; ignored");
     if (!options_.schedule) {
       ++step_num_;
       return;
@@ -234,9 +237,8 @@ class profile {
   void open_step_scope() {
     if (!options_.schedule || !cpu() || !detail::records(action_)) return;
     detail::thread_buffer* b = detail::current_thread_buffer();
-    if (!b) return;
-    b->push({detail::make_head(detail::slot_kind::enter_step, detail::now_ticks()), std::uint64_t(step_num_)});
-    step_scope_open_ = true;
+    step_scope_open_ =
+        b && b->push({detail::make_head(detail::slot_kind::enter_step, detail::now_ticks()), std::uint64_t(step_num_)});
   }
 
   std::uint64_t close_step_scope() {
@@ -249,20 +251,24 @@ class profile {
     return now;
   }
 
-  // torch's ProfilerAction transitions, at tick `now`.
+  // torch's ProfilerAction transitions, at tick `now`. A window ends at `now`
+  // whatever other threads do: recording stops first when nothing records
+  // next, and the drain leaves what they stamped later to the next window.
   void transition(profiler_action from, profiler_action to, std::uint64_t now) {
+    const bool recording_stops = detail::records(from) && !detail::records(to);
+    if (recording_stops) detail::g_cpu_recording.store(false, std::memory_order_relaxed);
     if (from == profiler_action::record_and_save || (detail::is_active(from) && to == profiler_action::none)) end_window(now);
+    if (recording_stops) detail::discard_cpu_spans(detail::now_ticks());  // written after `now`: no window takes it
     if (!detail::records(from) && detail::records(to)) {
-      detail::discard_cpu_spans();
+      detail::discard_cpu_spans(now);
       if (cpu()) detail::g_cpu_recording.store(true, std::memory_order_relaxed);
       if (tracer_) enable_cuda();  // already during warmup: CUPTI's start-up cost stays out of the window
     }
     if (detail::is_active(to) && (!detail::is_active(from) || from == profiler_action::record_and_save)) {
-      if (from == profiler_action::warmup) detail::discard_cpu_spans();
+      if (from == profiler_action::warmup) detail::discard_cpu_spans(now);
       if (tracer_) tracer_->with_store([&](detail::cupti::record_store& s) { s.discard_before(now); return 0; });
       window_start_ = now;
     }
-    if (detail::records(from) && !detail::records(to)) detail::g_cpu_recording.store(false, std::memory_order_relaxed);
     if (!detail::records(to) && pending_.empty() && tracer_) tracer_->disable();
   }
 
@@ -274,7 +280,7 @@ class profile {
     w.clock = detail::tick_converter(detail::clock_anchor(), detail::sample_clocks());
     w.give_up_at_ns = detail::monotonic_ns() + give_up_after_ns;
     trace& t = *w.collected;
-    detail::collect_cpu_spans(t, w.clock, now);
+    detail::collect_cpu_spans(t, w.clock, w.start_ticks, w.end_ticks);
     t.meta.window_start_ns = w.clock.to_epoch_ns(w.start_ticks);
     t.meta.window_end_ns = w.clock.to_epoch_ns(w.end_ticks);
     detail::fill_process_info(t.meta);
@@ -307,7 +313,14 @@ class profile {
       last_ = std::move(w.collected);
       pending_.pop_front();
       report_drops(*last_);
-      if (options_.on_trace_ready) options_.on_trace_ready(*this);
+      if (options_.on_trace_ready) {
+        in_on_trace_ready_ = true;
+        struct leave_handler {
+          bool& in_handler;
+          ~leave_handler() { in_handler = false; }
+        } leave{in_on_trace_ready_};
+        options_.on_trace_ready(*this);
+      }
       if (tracer_) tracer_->trim_buffers();
       detail::return_free_memory();
     }
@@ -334,6 +347,7 @@ class profile {
   profile_options options_;
   bool running_ = false;
   bool step_scope_open_ = false;
+  bool in_on_trace_ready_ = false;
   std::int64_t step_num_ = 0;
   profiler_action action_ = profiler_action::none;
   std::uint64_t window_start_ = 0;
