@@ -204,17 +204,24 @@ class busy_writer {
  public:
   busy_writer()
       : thread_([this] {
-          while (!stop_.load(std::memory_order_relaxed)) {
+          for (std::uint64_t n = 1; !stop_.load(std::memory_order_relaxed); ++n) {
             CUPROF_SCOPE("busy");
+            loops_.store(n, std::memory_order_relaxed);
           }
         }) {}
   ~busy_writer() {
     stop_.store(true);
     thread_.join();
   }
+  // Counts loops, not time: on a loaded machine the writer may not run for a while.
+  void wait_loops(std::uint64_t n) const {
+    const std::uint64_t target = loops_.load() + n;
+    while (loops_.load() < target) std::this_thread::yield();
+  }
 
  private:
   std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> loops_{0};
   std::thread thread_;
 };
 
@@ -705,7 +712,7 @@ TEST_CASE("busy writer: stop() returns, the chunk pool stays within the cap, no 
     busy_writer writer;
     cuprof::profile prof(cpu_only());
     prof.start();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    writer.wait_loops(100000);
     prof.stop();  // a hang here is caught by ctest's timeout
     window = prof.last_trace();
   }
@@ -727,7 +734,7 @@ TEST_CASE("busy writer across two back-to-back active windows: each ends at its 
     cuprof::profile prof(o);
     prof.start();
     for (int step = 0; step < 2; ++step) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      writer.wait_loops(100000);
       prof.step();
     }
     prof.stop();
@@ -768,13 +775,14 @@ TEST_CASE("CPU event cap: scopes past CUPROF_MAX_CPU_EVENTS are dropped, counted
   CHECK(lines_containing(said, std::to_string(t.meta.dropped_cpu_events) + " CPU events") == 1);
 }
 
-TEST_CASE("misuse: step() from on_trace_ready is refused with one line, not recursed into") {
+TEST_CASE("misuse: step() or stop() from on_trace_ready is refused with one line, not recursed into") {
   cuprof::profile_options o = cpu_only();
   o.schedule = cuprof::schedule(/*wait*/ 0, /*warmup*/ 0, /*active*/ 1);  // every step ends a window
   int handed_over = 0;
   o.on_trace_ready = [&](cuprof::profile& p) {
     ++handed_over;
     p.step();
+    p.stop();
   };
   cuprof::profile prof(o);
   stderr_capture err;
@@ -785,7 +793,9 @@ TEST_CASE("misuse: step() from on_trace_ready is refused with one line, not recu
   CAPTURE(said);
   CHECK(handed_over == 2);  // the window step() ended, and the one stop() ended
   CHECK(prof.step_num() == 1);
+  CHECK_FALSE(prof.running());
   CHECK(lines_containing(said, "step() called from on_trace_ready; ignored") == 2);
+  CHECK(lines_containing(said, "stop() called from on_trace_ready; ignored") == 2);
 }
 
 TEST_CASE("names longer than a chunk holds are cut, and that is said once per process") {

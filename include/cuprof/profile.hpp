@@ -134,7 +134,7 @@ class profile {
   // GPU work it launched, and switches tracing off. Does nothing when stopped.
   // An exception from on_trace_ready propagates, after the profiler stopped.
   void stop() {
-    if (!running_) return;
+    if (!running_ || refused_in_handler("stop()")) return;
     close_step_scope();
     transition(action_, profiler_action::none, detail::now_ticks());
     if (tracer_) {
@@ -154,8 +154,7 @@ class profile {
     return;
 #endif
     if (!running_) return detail::log_line("step() called on a profiler that is not running; ignored");
-    // It would end the window being handed over and hand the next one over from within: no end.
-    if (in_on_trace_ready_) return detail::log_line("step() called from on_trace_ready; ignored");
+    if (refused_in_handler("step()")) return;
     if (!options_.schedule) {
       ++step_num_;
       return;
@@ -223,6 +222,13 @@ class profile {
   }
 
   bool cpu() const noexcept { return has(options_.activities, activity::cpu); }
+
+  // step() or stop() from on_trace_ready would end a window and hand it over
+  // from within the handing over, again and again: refused, with one line.
+  bool refused_in_handler(const char* call) const {
+    if (in_on_trace_ready_) detail::log_line(std::string(call) + " called from on_trace_ready; ignored");
+    return in_on_trace_ready_;
+  }
 
   // CUPTI is released between sessions; attaching again can fail if another
   // tool took it meanwhile: then this session records the CPU side only.
