@@ -597,6 +597,10 @@ TEST_CASE("exit: CUPROF_TRACE writes a valid trace while detached threads are st
 }
 
 TEST_CASE("fork: children forked while a profile records and threads use scopes run scopes, exit, and do not hang") {
+  // Under TSan a fork takes seconds, and the workers below then fill more than
+  // the default CPU event cap (256 MiB) in one window: this test is about fork.
+  const saved_env saved_cap("CUPROF_MAX_CPU_EVENTS");
+  ::setenv("CUPROF_MAX_CPU_EVENTS", "1073741824", 1);
   std::vector<std::unique_ptr<scope_worker>> workers;
   // Long dynamic names fill chunks fast, so the chunk pool's lock is taken often;
   // a window per fork hands the chunks back (to the same lock) and bounds memory.
