@@ -626,9 +626,9 @@ TEST_CASE("span_builder: unmatched exits are skipped, open scopes close at the w
       {make_head(slot_kind::enter_static, 20), std::uint64_t(reinterpret_cast<std::uintptr_t>(b))},
       {make_head(slot_kind::exit, 30), 0},
   };
-  cuprof::detail::span_builder builder(t, identity, 42);
-  builder.consume(slots, 5);
-  builder.finish(100);
+  cuprof::detail::span_builder builder(t, identity, 42, /*window_start_ticks*/ 0, /*window_end_ticks*/ 100);
+  CHECK(builder.consume(slots, 5) == 5);
+  builder.finish();
   REQUIRE(t.spans.size() == 3);
   // Enter order, parents first.
   CHECK(t.names.str(t.spans[0].name) == "A");

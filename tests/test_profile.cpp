@@ -3,6 +3,8 @@
 // autostart, and names that need escaping recorded by real scopes.
 #include <cuprof/cuprof.hpp>
 
+#include "stderr_capture.hpp"
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -122,35 +124,7 @@ class scoped_env {
   bool had_ = false;
 };
 
-// Captures what is written to stderr (fd 2) while alive.
-class stderr_capture {
- public:
-  stderr_capture() {
-    std::fflush(stderr);
-    std::snprintf(path_, sizeof path_, "%s", (fs::temp_directory_path() / "cuprof-stderr-XXXXXX").c_str());
-    fd_ = ::mkstemp(path_);
-    saved_ = ::dup(2);
-    ::dup2(fd_, 2);
-  }
-  std::string finish() {
-    if (saved_ >= 0) {
-      std::fflush(stderr);
-      ::dup2(saved_, 2);
-      ::close(saved_);
-      saved_ = -1;
-      ::close(fd_);
-      text_ = read_file(path_);
-      ::unlink(path_);
-    }
-    return text_;
-  }
-  ~stderr_capture() { finish(); }
-
- private:
-  char path_[4096];
-  int fd_ = -1, saved_ = -1;
-  std::string text_;
-};
+using cuprof_test::stderr_capture;
 
 }  // namespace
 

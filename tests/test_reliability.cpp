@@ -2,12 +2,14 @@
 // are not covered elsewhere: output faults (a device, a full disk), API misuse
 // with threads (the profile destroyed while threads are inside scopes, threads
 // that outlive it, the process exiting while they record), fork, the idle path
-// after stop(), copied traces, libcupti not loadable, the environment parsers,
-// and the fuzzing corpus and regression inputs replayed through the parsers.
+// after stop(), busy writers, the CPU event cap and misuse guards, copied
+// traces, libcupti not loadable, the environment parsers, and the fuzzing
+// corpus and regression inputs replayed through the parsers.
 #include <cuprof/cuprof.hpp>
 #include <cuprof/trace_reader.hpp>
 
 #include "fuzz/targets.hpp"
+#include "stderr_capture.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -42,6 +44,7 @@
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using cuprof_test::stderr_capture;
 
 namespace {
 
@@ -196,6 +199,52 @@ class scope_worker {
   std::atomic<std::uint64_t> loops_{0};
   std::thread thread_;
 };
+
+// A thread entering scopes as fast as it can, with no pause: it outruns any
+// collector, which is the point.
+class busy_writer {
+ public:
+  busy_writer()
+      : thread_([this] {
+          for (std::uint64_t n = 1; !stop_.load(std::memory_order_relaxed); ++n) {
+            CUPROF_SCOPE("busy");
+            loops_.store(n, std::memory_order_relaxed);
+          }
+        }) {}
+  ~busy_writer() {
+    stop_.store(true);
+    thread_.join();
+  }
+  // Counts loops, not time: on a loaded machine the writer may not run for a while.
+  void wait_loops(std::uint64_t n) const {
+    const std::uint64_t target = loops_.load() + n;
+    while (loops_.load() < target) std::this_thread::yield();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> loops_{0};
+  std::thread thread_;
+};
+
+// Spans that start after their window's end or before its start.
+std::size_t spans_outside_window(const cuprof::trace& t) {
+  std::size_t n = 0;
+  for (const cuprof::cpu_span& s : t.spans) n += s.start_ns > t.meta.window_end_ns || s.start_ns < t.meta.window_start_ns;
+  return n;
+}
+
+// The chunks a recording can hold: the cap, passed by at most one chunk per
+// thread racing past it, plus each thread's first chunk.
+std::size_t chunk_bound(std::size_t threads) {
+  return cuprof::detail::global_chunk_pool().max_chunks() + 2 * threads;
+}
+
+std::size_t lines_containing(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
 
 std::vector<fs::path> files_in(const fs::path& dir) {
   std::vector<fs::path> out;
@@ -848,6 +897,10 @@ TEST_CASE("exit: a fault inside a guarded exit-time call is contained and report
 }
 
 TEST_CASE("fork: children forked while a profile records and threads use scopes run scopes, exit, and do not hang") {
+  // Under TSan a fork takes seconds, and the workers below then fill more than
+  // the default CPU event cap (256 MiB) in one window: this test is about fork.
+  const saved_env saved_cap("CUPROF_MAX_CPU_EVENTS");
+  ::setenv("CUPROF_MAX_CPU_EVENTS", "1073741824", 1);
   std::vector<std::unique_ptr<scope_worker>> workers;
   // Long dynamic names fill chunks fast, so the chunk pool's lock is taken often;
   // a window per fork hands the chunks back (to the same lock) and bounds memory.
@@ -954,6 +1007,140 @@ TEST_CASE("after stop(): scopes are not recorded and take the idle path (no buff
   CHECK(p.last_trace().spans.empty());
 }
 
+// --- Busy writers, the CPU event cap and misuse guards (issue 12) -----------------
+
+TEST_CASE("busy writer: stop() returns, the chunk pool stays within the cap, no span starts after the window's end") {
+  const std::size_t before = cuprof::detail::global_chunk_pool().allocated();
+  cuprof::trace window;
+  {
+    busy_writer writer;
+    cuprof::profile prof(cpu_only());
+    prof.start();
+    writer.wait_loops(100000);
+    prof.stop();  // a hang here is caught by ctest's timeout
+    window = prof.last_trace();
+  }
+  CHECK(cuprof::detail::global_chunk_pool().allocated() <= std::max(before, chunk_bound(2)));
+  CHECK(spans_named(window, "busy") > 0);
+  CHECK(window.spans.size() <= chunk_bound(2) * cuprof::detail::chunk_slots);
+  CHECK(spans_outside_window(window) == 0);
+  CHECK(malformed_spans(window) == 0);
+}
+
+TEST_CASE("busy writer across two back-to-back active windows: each ends at its step, the next one keeps what came after") {
+  const std::size_t before = cuprof::detail::global_chunk_pool().allocated();
+  std::vector<cuprof::trace> windows;
+  {
+    busy_writer writer;
+    cuprof::profile_options o = cpu_only();
+    o.schedule = cuprof::schedule(/*wait*/ 0, /*warmup*/ 0, /*active*/ 1, /*repeat*/ 2);  // record_and_save twice
+    o.on_trace_ready = [&](cuprof::profile& p) { windows.push_back(p.last_trace()); };
+    cuprof::profile prof(o);
+    prof.start();
+    for (int step = 0; step < 2; ++step) {
+      writer.wait_loops(100000);
+      prof.step();
+    }
+    prof.stop();
+  }
+  CHECK(cuprof::detail::global_chunk_pool().allocated() <= std::max(before, chunk_bound(2)));
+  REQUIRE(windows.size() == 2);
+  for (const cuprof::trace& t : windows) {
+    CHECK(spans_named(t, "busy") > 0);
+    CHECK(spans_outside_window(t) == 0);
+    CHECK(malformed_spans(t) == 0);
+  }
+  // ProfilerStep#1 is entered just after the first window's end: it belongs to the second.
+  CHECK(spans_named(windows[0], "ProfilerStep#0") == 1);
+  CHECK(spans_named(windows[0], "ProfilerStep#1") == 0);
+  CHECK(spans_named(windows[1], "ProfilerStep#1") == 1);
+}
+
+TEST_CASE("CPU event cap: scopes past CUPROF_MAX_CPU_EVENTS are dropped, counted in the metadata and said in one line") {
+  const saved_env saved("CUPROF_MAX_CPU_EVENTS");
+  ::setenv("CUPROF_MAX_CPU_EVENTS", "32768", 1);  // 4 chunks, read at start()
+  constexpr std::size_t scopes = 100000;          // 200,000 slots
+  cuprof::profile prof(cpu_only());
+  stderr_capture err;
+  prof.start();
+  CHECK(cuprof::detail::global_chunk_pool().max_chunks() == 4);
+  for (std::size_t i = 0; i < scopes; ++i) {
+    CUPROF_SCOPE("capped");
+  }
+  prof.stop();
+  const std::string said = err.finish();
+  CAPTURE(said);
+  const cuprof::trace& t = prof.last_trace();
+  CHECK(t.meta.dropped_cpu_events > 0);
+  CHECK(t.spans.size() <= chunk_bound(1) * cuprof::detail::chunk_slots / 2);
+  // A scope is either a span or had its enter or exit dropped.
+  CHECK(t.spans.size() + t.meta.dropped_cpu_events >= scopes);
+  CHECK(malformed_spans(t) == 0);
+  CHECK(lines_containing(said, std::to_string(t.meta.dropped_cpu_events) + " CPU events") == 1);
+}
+
+TEST_CASE("misuse: step() or stop() from on_trace_ready is refused with one line, not recursed into") {
+  cuprof::profile_options o = cpu_only();
+  o.schedule = cuprof::schedule(/*wait*/ 0, /*warmup*/ 0, /*active*/ 1);  // every step ends a window
+  int handed_over = 0;
+  o.on_trace_ready = [&](cuprof::profile& p) {
+    ++handed_over;
+    p.step();
+    p.stop();
+  };
+  cuprof::profile prof(o);
+  stderr_capture err;
+  prof.start();
+  prof.step();
+  prof.stop();
+  const std::string said = err.finish();
+  CAPTURE(said);
+  CHECK(handed_over == 2);  // the window step() ended, and the one stop() ended
+  CHECK(prof.step_num() == 1);
+  CHECK_FALSE(prof.running());
+  CHECK(lines_containing(said, "step() called from on_trace_ready; ignored") == 2);
+  CHECK(lines_containing(said, "stop() called from on_trace_ready; ignored") == 2);
+}
+
+TEST_CASE("names longer than a chunk holds are cut, and that is said once per process") {
+  cuprof::detail::g_said_name_cut.store(false);  // an earlier test may have cut a name already
+  const std::string long_name(cuprof::detail::max_dynamic_name + 1, 'n');
+  const std::string longer_name(2 * cuprof::detail::max_dynamic_name, 'm');
+  cuprof::profile prof(cpu_only());
+  stderr_capture err;
+  prof.start();
+  for (int i = 0; i < 3; ++i) {
+    cuprof::record_function a(long_name);
+    cuprof::record_function b(longer_name);
+    cuprof::record_function c(std::string_view("short"));
+  }
+  prof.stop();
+  const std::string said = err.finish();
+  CAPTURE(said);
+  CHECK(lines_containing(said, "was cut") == 1);
+  CHECK(prof.last_trace().spans.size() == 9);
+}
+
+static void two_scopes_on_one_line() { CUPROF_FUNCTION(); CUPROF_SCOPE("same_line_inner"); }
+
+TEST_CASE("two scopes on one source line compile and both record") {
+  cuprof::profile prof(cpu_only());
+  prof.start();
+  { CUPROF_SCOPE("same_line_a"); CUPROF_SCOPE("same_line_b"); }
+  two_scopes_on_one_line();
+  prof.stop();
+  const cuprof::trace& t = prof.last_trace();
+  REQUIRE(t.spans.size() == 4);
+  CHECK(spans_named(t, "same_line_a") == 1);
+  CHECK(spans_named(t, "same_line_b") == 1);
+  CHECK(spans_named(t, "two_scopes_on_one_line") == 1);
+  CHECK(spans_named(t, "same_line_inner") == 1);
+  for (const cuprof::cpu_span& s : t.spans) {
+    const bool inner = t.names.str(s.name) == "same_line_b" || t.names.str(s.name) == "same_line_inner";
+    CHECK((s.parent != cuprof::no_index) == inner);
+  }
+}
+
 // --- libcupti not loadable ----------------------------------------------------------
 
 TEST_CASE("CUPROF_CUPTI_LIBRARY that cannot be loaded, or is not CUPTI: one clear reason, nothing else tried") {
@@ -1046,13 +1233,13 @@ TEST_CASE("environment: one parser per kind of setting; a bad value gives one wa
 
   for (const char* cap : {"-1", "abc", "0", " 1", "0x10", "1e6"}) {
     CAPTURE(cap);
-    const env_setting<std::size_t> s = read_record_cap(cap, 16777216);
+    const env_setting<std::size_t> s = read_record_cap("CUPROF_MAX_RECORDS", cap, 16777216);
     CHECK(s.value == 16777216);
     CHECK(s.problem == std::string("CUPROF_MAX_RECORDS=") + cap + " is not a positive count in decimal digits; using 16777216");
   }
-  CHECK(read_record_cap("1000", 5).value == 1000);
-  CHECK(read_record_cap("1000", 5).problem.empty());
-  CHECK(read_record_cap(nullptr, 5).problem.empty());
+  CHECK(read_record_cap("CUPROF_MAX_RECORDS", "1000", 5).value == 1000);
+  CHECK(read_record_cap("CUPROF_MAX_RECORDS", "1000", 5).problem.empty());
+  CHECK(read_record_cap("CUPROF_MAX_RECORDS", nullptr, 5).problem.empty());
   CHECK(read_clock_forced_monotonic("garbage").problem ==
         "CUPROF_CLOCK=garbage is not monotonic; using the default clock (the TSC where it is invariant, else CLOCK_MONOTONIC)");
   CHECK(read_clock_forced_monotonic("MONOTONIC").value);
@@ -1072,7 +1259,7 @@ TEST_CASE("environment: one parser per kind of setting; a bad value gives one wa
     for (int i = 0; i < 3; ++i) {
       log_info("information");
       choose_clock();  // once per process in real use (clock_anchor); the warning must not depend on that
-      (void)cuprof::detail::use_setting(read_record_cap("0", 16777216));
+      (void)cuprof::detail::use_setting(read_record_cap("CUPROF_MAX_RECORDS", "0", 16777216));
     }
     return 0;
   });

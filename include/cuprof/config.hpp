@@ -18,6 +18,13 @@
 
 #define CUPROF_CONCAT_IMPL(a, b) a##b
 #define CUPROF_CONCAT(a, b) CUPROF_CONCAT_IMPL(a, b)
+// A variable name of its own per use, so that two scopes can share a source
+// line; __LINE__ where the compiler has no __COUNTER__.
+#ifdef __COUNTER__
+#define CUPROF_UNIQUE_NAME(prefix) CUPROF_CONCAT(prefix, __COUNTER__)
+#else
+#define CUPROF_UNIQUE_NAME(prefix) CUPROF_CONCAT(prefix, __LINE__)
+#endif
 
 // Define CUPROF_DISABLE before including cuprof to compile every scope and
 // profiler call down to nothing (the API stays, the work goes).

@@ -125,6 +125,7 @@ class profile {
     }
     detail::clock_anchor();
     refused_ = false;
+    detail::global_chunk_pool().set_max_chunks(detail::max_cpu_chunks());
     running_ = true;
     step_num_ = 0;
     cuda_status_.clear();
@@ -138,7 +139,7 @@ class profile {
   // GPU work it launched, and switches tracing off. Does nothing when stopped.
   // An exception from on_trace_ready propagates, after the profiler stopped.
   void stop() {
-    if (!running_) return;
+    if (!running_ || refused_in_handler("stop()")) return;
     close_step_scope();
     transition(action_, profiler_action::none, detail::now_ticks());
     if (tracer_) {
@@ -161,6 +162,7 @@ class profile {
       if (!refused_) detail::log_line("step() called on a profiler that is not running; ignored");  // else said at start()
       return;
     }
+    if (refused_in_handler("step()")) return;
     if (!options_.schedule) {
       ++step_num_;
       return;
@@ -237,6 +239,13 @@ class profile {
 
   bool cpu() const noexcept { return has(options_.activities, activity::cpu); }
 
+  // step() or stop() from on_trace_ready would end a window and hand it over
+  // from within the handing over, again and again: refused, with one line.
+  bool refused_in_handler(const char* call) const {
+    if (in_on_trace_ready_) detail::log_line(std::string(call) + " called from on_trace_ready; ignored");
+    return in_on_trace_ready_;
+  }
+
   // CUPTI is released between sessions; attaching again can fail if another
   // tool took it meanwhile: then this session records the CPU side only.
   void enable_cuda() {
@@ -254,9 +263,8 @@ class profile {
   void open_step_scope() {
     if (!options_.schedule || !cpu() || !detail::records(action_)) return;
     detail::thread_buffer* b = detail::current_thread_buffer();
-    if (!b) return;
-    b->push({detail::make_head(detail::slot_kind::enter_step, detail::now_ticks()), std::uint64_t(step_num_)});
-    step_scope_open_ = true;
+    step_scope_open_ =
+        b && b->push({detail::make_head(detail::slot_kind::enter_step, detail::now_ticks()), std::uint64_t(step_num_)});
   }
 
   std::uint64_t close_step_scope() {
@@ -269,20 +277,24 @@ class profile {
     return now;
   }
 
-  // torch's ProfilerAction transitions, at tick `now`.
+  // torch's ProfilerAction transitions, at tick `now`. A window ends at `now`
+  // whatever other threads do: recording stops first when nothing records
+  // next, and the drain leaves what they stamped later to the next window.
   void transition(profiler_action from, profiler_action to, std::uint64_t now) {
+    const bool recording_stops = detail::records(from) && !detail::records(to);
+    if (recording_stops) detail::g_cpu_recording.store(false, std::memory_order_relaxed);
     if (from == profiler_action::record_and_save || (detail::is_active(from) && to == profiler_action::none)) end_window(now);
+    if (recording_stops) detail::discard_cpu_spans(detail::now_ticks());  // written after `now`: no window takes it
     if (!detail::records(from) && detail::records(to)) {
-      detail::discard_cpu_spans();
+      detail::discard_cpu_spans(now);
       if (cpu()) detail::g_cpu_recording.store(true, std::memory_order_relaxed);
       if (tracer_) enable_cuda();  // already during warmup: CUPTI's start-up cost stays out of the window
     }
     if (detail::is_active(to) && (!detail::is_active(from) || from == profiler_action::record_and_save)) {
-      if (from == profiler_action::warmup) detail::discard_cpu_spans();
+      if (from == profiler_action::warmup) detail::discard_cpu_spans(now);
       if (tracer_) tracer_->with_store([&](detail::cupti::record_store& s) { s.discard_before(now); return 0; });
       window_start_ = now;
     }
-    if (detail::records(from) && !detail::records(to)) detail::g_cpu_recording.store(false, std::memory_order_relaxed);
     if (!detail::records(to) && pending_.empty() && tracer_) tracer_->disable();
   }
 
@@ -294,7 +306,7 @@ class profile {
     w.clock = detail::tick_converter(detail::clock_anchor(), detail::sample_clocks());
     w.give_up_at_ns = detail::monotonic_ns() + give_up_after_ns;
     trace& t = *w.collected;
-    detail::collect_cpu_spans(t, w.clock, now);
+    detail::collect_cpu_spans(t, w.clock, w.start_ticks, w.end_ticks);
     t.meta.window_start_ns = w.clock.to_epoch_ns(w.start_ticks);
     t.meta.window_end_ns = w.clock.to_epoch_ns(w.end_ticks);
     detail::fill_process_info(t.meta);
@@ -327,7 +339,14 @@ class profile {
       last_ = std::move(w.collected);
       pending_.pop_front();
       report_drops(*last_);
-      if (options_.on_trace_ready) options_.on_trace_ready(*this);
+      if (options_.on_trace_ready) {
+        in_on_trace_ready_ = true;
+        struct leave_handler {
+          bool& in_handler;
+          ~leave_handler() { in_handler = false; }
+        } leave{in_on_trace_ready_};
+        options_.on_trace_ready(*this);
+      }
       if (tracer_) tracer_->trim_buffers();
       detail::return_free_memory();
     }
@@ -356,6 +375,7 @@ class profile {
   bool running_ = false;
   bool step_scope_open_ = false;
   bool refused_ = false;  // start() found another profile running
+  bool in_on_trace_ready_ = false;
   std::int64_t step_num_ = 0;
   profiler_action action_ = profiler_action::none;
   std::uint64_t window_start_ = 0;

@@ -69,9 +69,9 @@ class record_function {
     if (CUPROF_LIKELY(!detail::g_cpu_recording.load(std::memory_order_relaxed))) return;
     detail::thread_buffer* b = detail::current_thread_buffer();
     if (CUPROF_UNLIKELY(!b)) return;
-    b->push({detail::make_head(detail::slot_kind::enter_static, detail::now_ticks()),
-             std::uint64_t(reinterpret_cast<std::uintptr_t>(name.str))});
-    buffer_ = b;
+    if (b->push({detail::make_head(detail::slot_kind::enter_static, detail::now_ticks()),
+                 std::uint64_t(reinterpret_cast<std::uintptr_t>(name.str))}))
+      buffer_ = b;
   }
   explicit record_function(std::string_view name) noexcept {
     CUPROF_NVTX_PUSH(name);
@@ -100,8 +100,7 @@ class record_function {
   CUPROF_NOINLINE void enter_dynamic(std::string_view name) noexcept {
     detail::thread_buffer* b = detail::current_thread_buffer();
     if (!b) return;
-    b->push_dynamic(detail::now_ticks(), name);
-    buffer_ = b;
+    if (b->push_dynamic(detail::now_ticks(), name)) buffer_ = b;
   }
   detail::thread_buffer* buffer_ = nullptr;
 #endif
@@ -112,9 +111,9 @@ class record_function {
 #ifndef CUPROF_DISABLE
 // "" name "" rejects anything but a string literal, whose storage is static.
 #define CUPROF_SCOPE(name) \
-  ::cuprof::record_function CUPROF_CONCAT(cuprof_scope_, __LINE__) { ::cuprof::static_name{"" name ""} }
+  ::cuprof::record_function CUPROF_UNIQUE_NAME(cuprof_scope_) { ::cuprof::static_name{"" name ""} }
 #define CUPROF_FUNCTION() \
-  ::cuprof::record_function CUPROF_CONCAT(cuprof_scope_, __LINE__) { ::cuprof::static_name{__func__} }
+  ::cuprof::record_function CUPROF_UNIQUE_NAME(cuprof_scope_) { ::cuprof::static_name{__func__} }
 #else
 #define CUPROF_SCOPE(name) static_cast<void>(0)
 #define CUPROF_FUNCTION() static_cast<void>(0)

@@ -20,40 +20,43 @@ struct open_span {
   bool is_step;
 };
 
-// Replays one thread's slots. Exits with no matching enter belong to scopes
-// entered before this window and are skipped; scopes still open at
-// `window_end_ticks` are closed there.
+// Replays one thread's slots into the window [start, end]. Exits with no
+// matching enter belong to scopes entered before this window and are skipped;
+// scopes entered before its start (published too late for the window before)
+// start at it, and scopes still open at its end are closed there. Records
+// stamped after the end are left for the next window.
 class span_builder {
  public:
-  span_builder(trace& out, const tick_converter& clock, std::uint32_t tid)
-      : out_(out), clock_(clock), tid_(tid) {}
+  span_builder(trace& out, const tick_converter& clock, std::uint32_t tid, std::uint64_t window_start_ticks,
+               std::uint64_t window_end_ticks)
+      : out_(out), clock_(clock), tid_(tid), window_start_ticks_(window_start_ticks), window_end_ticks_(window_end_ticks) {}
 
-  void consume(const slot* s, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
+  // Takes the records of s[0, n) up to the window's end; returns the slots taken.
+  std::size_t consume(const slot* s, std::size_t n) {
+    const std::size_t taken = records_until(s, n, window_end_ticks_);
+    for (std::size_t i = 0; i < taken; i += record_slots(s[i])) {
       const slot& cur = s[i];
       switch (kind_of(cur)) {
         case slot_kind::enter_static:
-          stack_.push_back({ticks_of(cur), out_.names.intern_static(reinterpret_cast<const char*>(cur.payload)), false});
+          open(cur, out_.names.intern_static(reinterpret_cast<const char*>(cur.payload)), false);
           break;
-        case slot_kind::enter_dynamic: {
-          const std::size_t len = std::size_t(cur.payload);
-          const char* chars = reinterpret_cast<const char*>(s + i + 1);
-          stack_.push_back({ticks_of(cur), out_.names.intern(std::string_view(chars, len)), false});
-          i += (len + sizeof(slot) - 1) / sizeof(slot);
+        case slot_kind::enter_dynamic:
+          open(cur, out_.names.intern(std::string_view(reinterpret_cast<const char*>(s + i + 1), std::size_t(cur.payload))),
+               false);
           break;
-        }
         case slot_kind::enter_step:
-          stack_.push_back({ticks_of(cur), out_.names.intern("ProfilerStep#" + std::to_string(cur.payload)), true});
+          open(cur, out_.names.intern("ProfilerStep#" + std::to_string(cur.payload)), true);
           break;
         case slot_kind::exit:
           if (!stack_.empty()) close(ticks_of(cur));
           break;
       }
     }
+    return taken;
   }
 
-  void finish(std::uint64_t window_end_ticks) {
-    while (!stack_.empty()) close(window_end_ticks);
+  void finish() {
+    while (!stack_.empty()) close(window_end_ticks_);
     // Spans were emitted at their exits (children first); restore enter order
     // so parents precede children, then link each to its parent.
     std::sort(out_.spans.begin() + first_, out_.spans.end(), [](const cpu_span& a, const cpu_span& b) {
@@ -69,6 +72,10 @@ class span_builder {
   }
 
  private:
+  void open(const slot& enter, name_id name, bool is_step) {
+    stack_.push_back({std::max(ticks_of(enter), window_start_ticks_), name, is_step});
+  }
+
   void close(std::uint64_t end_ticks) {
     const open_span o = stack_.back();
     stack_.pop_back();
@@ -84,6 +91,7 @@ class span_builder {
   trace& out_;
   const tick_converter& clock_;
   std::uint32_t tid_;
+  std::uint64_t window_start_ticks_, window_end_ticks_;
   std::size_t first_ = out_.spans.size();
   std::vector<open_span> stack_;
 };
@@ -94,13 +102,16 @@ inline std::string thread_name_of(pthread_t handle) {
   return buf;
 }
 
-// Drains every thread's published slots into `out`.
-inline void collect_cpu_spans(trace& out, const tick_converter& clock, std::uint64_t window_end_ticks) {
+// Drains every thread's slots of the window [start, end] into `out`. Each
+// drain stops at the thread's first record after the end, so it takes a
+// bounded amount however fast other threads keep recording.
+inline void collect_cpu_spans(trace& out, const tick_converter& clock, std::uint64_t window_start_ticks,
+                              std::uint64_t window_end_ticks) {
   global_thread_registry().for_each([&](thread_buffer& b) {
     const std::size_t before = out.spans.size();
-    span_builder builder(out, clock, b.tid());
-    b.drain([&](const slot* s, std::size_t n) { builder.consume(s, n); });
-    builder.finish(window_end_ticks);
+    span_builder builder(out, clock, b.tid(), window_start_ticks, window_end_ticks);
+    b.drain([&](const slot* s, std::size_t n) { return builder.consume(s, n); });
+    builder.finish();
     out.meta.dropped_cpu_events += b.take_dropped();
     if (out.spans.size() > before) {
       std::string name = b.exited() ? std::string() : thread_name_of(b.handle());
@@ -110,9 +121,13 @@ inline void collect_cpu_spans(trace& out, const tick_converter& clock, std::uint
   for (std::size_t i = 0; i < out.spans.size(); ++i) out.spans[i].id = std::uint32_t(i + 1);
 }
 
-// Throws away everything recorded so far (warmup, or before a window).
-inline void discard_cpu_spans() {
-  global_thread_registry().for_each([](thread_buffer& b) { b.discard(); });
+// Throws away what was recorded up to `limit_ticks` (warmup, or before a
+// window), and the count of records dropped meanwhile.
+inline void discard_cpu_spans(std::uint64_t limit_ticks) {
+  global_thread_registry().for_each([&](thread_buffer& b) {
+    b.discard_until(limit_ticks);
+    b.take_dropped();
+  });
 }
 
 }  // namespace cuprof::detail

@@ -99,8 +99,9 @@ inline env_setting<bool> read_switch(const char* name, const char* text, bool fa
                       fallback ? "yes" : "no");
 }
 
-inline env_setting<std::size_t> read_record_cap(const char* text, std::size_t fallback) {
-  return read_setting("CUPROF_MAX_RECORDS", text, parse_record_cap(text), fallback,
+// CUPROF_MAX_RECORDS (GPU records) and CUPROF_MAX_CPU_EVENTS (CPU slots).
+inline env_setting<std::size_t> read_record_cap(const char* name, const char* text, std::size_t fallback) {
+  return read_setting(name, text, parse_record_cap(text), fallback,
                       "a positive count in decimal digits", std::to_string(fallback));
 }
 

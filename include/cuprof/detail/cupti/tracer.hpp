@@ -214,7 +214,7 @@ class tracer {
   // CUPROF_MAX_RECORDS caps the GPU and API records held between windows;
   // past it records are dropped and counted in the trace metadata.
   static std::size_t max_staged_records() {
-    return use_setting(read_record_cap(std::getenv("CUPROF_MAX_RECORDS"), record_store::default_max_staged));
+    return use_setting(read_record_cap("CUPROF_MAX_RECORDS", std::getenv("CUPROF_MAX_RECORDS"), record_store::default_max_staged));
   }
 
   static const std::vector<CUpti_ActivityKind>& kinds() {
