@@ -627,6 +627,32 @@ TEST_CASE("a copied trace is independent of the profile and trace it was copied 
   CHECK(json::parse(cuprof::chrome_trace_json(second))["traceEvents"].size() > 100);
 }
 
+// Runs this test binary's `[child] ...` case in a fresh process (cuprof's once-per-process state
+// starts afresh there) with the environment `env` on top of this one and CUPROF_RELIABILITY_CHILD
+// set, its stdout and stderr to `output`, the signals a shell leaves at their default; returns its
+// exit status, 128 + signal, or -1 when it had to be killed.
+int run_child_case(const std::string& test_case, const std::vector<std::pair<std::string, std::string>>& env,
+                   const std::string& output, double seconds = 120) {
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::setenv("CUPROF_RELIABILITY_CHILD", "1", 1);
+    ::unsetenv("CUPROF_ROOT_PID");  // not a process that this one started under tracing
+    // Under LeakSanitizer: the profile CUPROF_TRACE leaves allocated at exit is expected.
+    ::setenv("LSAN_OPTIONS", ("suppressions=" + (source_dir / "tests" / "lsan.supp").string()).c_str(), 0);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGABRT}) ::signal(sig, SIG_DFL);
+    const std::string selector = "--test-case=" + test_case;
+    ::execl("/proc/self/exe", "cuprof_tests", selector.c_str(), "--no-intro", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return wait_or_kill(child, seconds);
+}
+
 // --- Exit and fork ----------------------------------------------------------------
 
 // The child half of the next test: does nothing unless started by it.
@@ -668,24 +694,8 @@ TEST_CASE("exit: CUPROF_TRACE writes a valid trace while detached threads are st
   scratch_dir dir;
   const std::string trace = (dir.path / "at_exit.json").string();
   const std::string err = (dir.path / "stderr.txt").string();
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::setenv("CUPROF_RELIABILITY_CHILD", "1", 1);
-    ::setenv("CUPROF_TRACE", trace.c_str(), 1);
-    ::setenv("CUPROF_ACTIVITIES", "cpu", 1);
-    ::setenv("CUPROF_TABLE", "0", 1);
-    // Under LeakSanitizer: the profile CUPROF_TRACE leaves allocated at exit is expected.
-    ::setenv("LSAN_OPTIONS", ("suppressions=" + (source_dir / "tests" / "lsan.supp").string()).c_str(), 0);
-    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execl("/proc/self/exe", "cuprof_tests", "--test-case=[child] exit while threads are inside scopes", "--no-intro",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  const int rc = wait_or_kill(child, 120);
+  const int rc = run_child_case("[child] exit while threads are inside scopes",
+                                {{"CUPROF_TRACE", trace}, {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}}, err);
   const std::string said = slurp(err);
   CAPTURE(said);
   CHECK(rc == 0);  // no crash, no hang, no sanitizer report (the exit-time leak of the profile is suppressed)
@@ -751,26 +761,10 @@ ended_child end_traced_child(const std::string& how) {
   scratch_dir dir;
   const std::string trace = (dir.path / "end.json").string();
   const std::string err = (dir.path / "stderr.txt").string();
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::setenv("CUPROF_RELIABILITY_CHILD", "1", 1);
-    ::setenv("CUPROF_TEST_END", how.c_str(), 1);
-    ::setenv("CUPROF_TRACE", trace.c_str(), 1);
-    ::setenv("CUPROF_ACTIVITIES", "cpu", 1);
-    ::setenv("CUPROF_TABLE", "0", 1);
-    ::unsetenv("CUPROF_ROOT_PID");
-    ::setenv("LSAN_OPTIONS", ("suppressions=" + (source_dir / "tests" / "lsan.supp").string()).c_str(), 0);
-    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGABRT}) ::signal(sig, SIG_DFL);  // as a shell starts it
-    ::execl("/proc/self/exe", "cuprof_tests", "--test-case=[child] the program ends", "--no-intro",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ended_child r{wait_or_kill(child, 120), "", false};
+  ended_child r{run_child_case("[child] the program ends", {{"CUPROF_TEST_END", how}, {"CUPROF_TRACE", trace},
+                                                            {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}},
+                               err),
+                "", false};
   r.said = slurp(err);
   std::error_code ec;
   r.trace_written = fs::exists(trace, ec);
@@ -860,19 +854,9 @@ TEST_CASE("[child] CUDA activity alone") {
 TEST_CASE("CUDA activity alone where CUDA cannot be traced: the line says nothing is recorded, not 'the CPU side'") {
   scratch_dir dir;
   const std::string err = (dir.path / "stderr.txt").string();
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::setenv("CUPROF_RELIABILITY_CHILD", "1", 1);
-    ::setenv("CUPROF_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13", 1);  // CUDA cannot be traced, on any machine
-    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 2);
-    ::execl("/proc/self/exe", "cuprof_tests", "--test-case=[child] CUDA activity alone", "--no-intro",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  const int rc = wait_or_kill(child, 60);
+  // CUDA cannot be traced with this libcupti, on any machine.
+  const int rc = run_child_case("[child] CUDA activity alone", {{"CUPROF_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13"}},
+                                err, 60);
   const std::string said = slurp(err);
   CAPTURE(said);
   CHECK(rc == 0);
