@@ -288,6 +288,11 @@ class tracer {
     cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
     for (CUpti_CallbackId cbid : {CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2})
       cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    // CUPTI counts a record or so dropped while the previous session released
+    // it (cuptiFinalize), and reports it at the next read: that loss belongs
+    // to no window (nothing was recording), so the count starts afresh here.
+    std::size_t dropped_between_sessions = 0;
+    cupti_.get_num_dropped_records(nullptr, 0, &dropped_between_sessions);
     attached_ = true;
     register_exit_gate();  // libcupti and the driver are initialised by now
     return {};
