@@ -7,6 +7,7 @@ CUDA runtime (traced with CUPROF_TRACE), and cuprof compiled out (traced with
 valid and hold every kernel and the copy.
 """
 import os
+import sys
 
 import validate_trace
 
@@ -55,3 +56,18 @@ def exit_checks(build, out, summary, check, run):
                   and "launched" in proc.stdout,
                   f"exit {proc.returncode}; kernels {kernels}, HtoD copies {copies}; {'; '.join(problems[:2])}; "
                   f"{' | '.join(said)[-300:]}")
+
+    # A program that never initialises CUDA, on a machine with a driver: one line and a CPU-only trace.
+    trace = os.path.join(out, "exit_no_cuda_cuprof_run.json")
+    proc = run([cli, "run", "--output", trace, "--no-table", "--", sys.executable, "-c", "import sys; sys.exit(7)"],
+               out, "exit_no_cuda_cuprof_run", timeout=120)
+    said = [l for l in proc.stderr.splitlines() if l.startswith("cuprof:")]
+    problems = ["no trace written"]
+    if os.path.exists(trace):
+        raw, obj = validate_trace.load_trace(trace)
+        problems = validate_trace.validate(raw, obj, require_gpu=False)
+    rows["exit_no_cuda_cuprof_run"] = {"exit": proc.returncode, "lines": said}
+    check("cuprof run of a program that never initialises CUDA: its exit status (7), one line saying so, a valid "
+          "CPU-only trace", proc.returncode == 7 and not problems
+          and sum("the program never initialised CUDA" in l for l in said) == 1,
+          f"exit {proc.returncode}; {' | '.join(said)}; {'; '.join(problems[:2])}")
