@@ -3,6 +3,7 @@
 // autostart, and names that need escaping recorded by real scopes.
 #include <cuprof/cuprof.hpp>
 
+#include "child_process.hpp"
 #include "stderr_capture.hpp"
 
 #include <doctest/doctest.h>
@@ -723,7 +724,10 @@ TEST_CASE("without a CUDA driver, CUDA tracing is off with a reason and the CPU 
   CHECK(doc["cuprof"]["cuda_status"] == prof.cuda_status());
 }
 
-TEST_CASE("CUPROF_TRACE autostart: start_environment_profile / finish_environment_profile") {
+// Runs in a fresh process (the next case starts it): the environment's profile installs signal
+// handlers, std::terminate and a thread for the whole process.
+TEST_CASE("[child] CUPROF_TRACE autostart") {
+  if (!cuprof_test::is_child_run()) return;
   using cuprof::detail::environment_profile;
   using cuprof::detail::finish_environment_profile;
   using cuprof::detail::start_environment_profile;
@@ -849,6 +853,17 @@ TEST_CASE("CUPROF_TRACE autostart: start_environment_profile / finish_environmen
     delete p;
   }
   CHECK(environment_profile() == nullptr);
+}
+
+TEST_CASE("CUPROF_TRACE autostart: start_environment_profile / finish_environment_profile") {
+  temp_dir dir;
+  const std::string output = (dir.path / "child.txt").string();
+  const int rc = cuprof_test::run_child_case("[child] CUPROF_TRACE autostart", {}, output);
+  const std::string said = read_file(output);
+  CAPTURE(said);
+  CHECK(rc == 0);
+  CHECK(said.find("Status: SUCCESS!") != std::string::npos);
+  CHECK(std::regex_search(said, std::regex(R"(test cases: +1 \| +1 passed)")));  // it ran
 }
 
 TEST_CASE("a profile used as a scope: start_now starts it, leaving the scope stops it and hands the trace over") {

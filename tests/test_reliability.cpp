@@ -9,6 +9,7 @@
 #include <cuprof/trace_reader.hpp>
 
 #include "fuzz/targets.hpp"
+#include "child_process.hpp"
 #include "stderr_capture.hpp"
 
 #include <doctest/doctest.h>
@@ -44,7 +45,11 @@
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using cuprof_test::in_child;
+using cuprof_test::is_child_run;
+using cuprof_test::run_child_case;
 using cuprof_test::stderr_capture;
+using cuprof_test::wait_or_kill;
 
 namespace {
 
@@ -79,41 +84,6 @@ bool has_temp_file(const fs::path& dir, const std::string& stem) {
   for (auto& e : fs::directory_iterator(dir, ec))
     if (e.path().filename().string().rfind(stem + ".tmp", 0) == 0) return true;
   return false;
-}
-
-// Waits for a child for at most `seconds`; kills it if it is still running.
-// Returns its exit status, 128 + signal, or -1 when it had to be killed (a hang).
-int wait_or_kill(pid_t child, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  for (;;) {
-    const pid_t r = ::waitpid(child, &status, WNOHANG);
-    if (r == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r < 0) return -2;
-    if (std::chrono::steady_clock::now() > until) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
-
-// Runs fn in a forked child; its exit status, 128 + signal, or -1 on a hang.
-int in_child(const std::function<int()>& fn, double seconds = 60) {
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    int rc = 99;
-    try {
-      rc = fn();
-    } catch (...) {
-      rc = 98;
-    }
-    ::_exit(rc);
-  }
-  return wait_or_kill(child, seconds);
 }
 
 cuprof::trace many_spans(std::size_t n) {
@@ -627,37 +597,11 @@ TEST_CASE("a copied trace is independent of the profile and trace it was copied 
   CHECK(json::parse(cuprof::chrome_trace_json(second))["traceEvents"].size() > 100);
 }
 
-// Runs this test binary's `[child] ...` case in a fresh process (cuprof's once-per-process state
-// starts afresh there) with the environment `env` on top of this one and CUPROF_RELIABILITY_CHILD
-// set, its stdout and stderr to `output`, the signals a shell leaves at their default; returns its
-// exit status, 128 + signal, or -1 when it had to be killed.
-int run_child_case(const std::string& test_case, const std::vector<std::pair<std::string, std::string>>& env,
-                   const std::string& output, double seconds = 120) {
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::setenv("CUPROF_RELIABILITY_CHILD", "1", 1);
-    ::unsetenv("CUPROF_ROOT_PID");  // not a process that this one started under tracing
-    // Under LeakSanitizer: the profile CUPROF_TRACE leaves allocated at exit is expected.
-    ::setenv("LSAN_OPTIONS", ("suppressions=" + (source_dir / "tests" / "lsan.supp").string()).c_str(), 0);
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGABRT}) ::signal(sig, SIG_DFL);
-    const std::string selector = "--test-case=" + test_case;
-    ::execl("/proc/self/exe", "cuprof_tests", selector.c_str(), "--no-intro", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return wait_or_kill(child, seconds);
-}
-
 // --- Exit and fork ----------------------------------------------------------------
 
 // The child half of the next test: does nothing unless started by it.
 TEST_CASE("[child] exit while threads are inside scopes") {
-  if (!std::getenv("CUPROF_RELIABILITY_CHILD")) return;
+  if (!is_child_run()) return;
   // A forked child of this process exits first: it must not write this process's trace.
   const char* path = std::getenv("CUPROF_TRACE");
   std::fflush(nullptr);
@@ -721,7 +665,7 @@ TEST_CASE("exit: CUPROF_TRACE writes a valid trace while detached threads are st
 // recording the scope "before_the_end".
 TEST_CASE("[child] the program ends") {
   const char* end = std::getenv("CUPROF_TEST_END");
-  if (!end || !std::getenv("CUPROF_RELIABILITY_CHILD")) return;
+  if (!end || !is_child_run()) return;
   const std::string how = end;
   { CUPROF_SCOPE("before_the_end"); }
   std::fflush(nullptr);
@@ -841,7 +785,7 @@ TEST_CASE("trace paths: absolute from the start, one per process for processes a
 
 // The child half of the next test, in a fresh process: cuprof's "CUDA is off" line is said once per process.
 TEST_CASE("[child] CUDA activity alone") {
-  if (!std::getenv("CUPROF_RELIABILITY_CHILD")) return;
+  if (!is_child_run()) return;
   cuprof::profile_options o;
   o.activities = cuprof::activity::cuda;
   cuprof::profile prof(o);

@@ -608,6 +608,13 @@ std::string gzip_bomb(const std::string& pattern, std::size_t n) {
 
 // Reads `path` in a child; returns "" if it was refused with `says` within
 // `seconds`, its peak memory growing less than `max_growth_mib`, else what went wrong.
+// Sanitizers' shadow memory counts in the peak RSS: the memory bound holds in plain builds only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool peak_memory_is_the_readers = false;
+#else
+constexpr bool peak_memory_is_the_readers = true;
+#endif
+
 std::string refused_in_bounds(const std::string& path, const std::string& says, long max_growth_mib, double seconds) {
   int pipe_fds[2];
   REQUIRE(::pipe(pipe_fds) == 0);
@@ -630,7 +637,7 @@ std::string refused_in_bounds(const std::string& path, const std::string& says, 
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ::getrusage(RUSAGE_SELF, &after);
     const long growth_mib = (after.ru_maxrss - before.ru_maxrss) / 1024;
-    if (growth_mib >= max_growth_mib) problem += " peak memory grew by " + std::to_string(growth_mib) + " MiB";
+    if (peak_memory_is_the_readers && growth_mib >= max_growth_mib) problem += " peak memory grew by " + std::to_string(growth_mib) + " MiB";
     if (took > seconds) problem += " took " + std::to_string(took) + " s";
     (void)!::write(pipe_fds[1], problem.data(), problem.size());
     ::_exit(0);
@@ -658,7 +665,7 @@ TEST_CASE("reader: gzip bombs (zeros, whitespace, valid-looking JSON) are refuse
   write_file(dir.file("json.json.gz"), gzip_bomb("[0,", 512u << 20));
   CHECK(refused_in_bounds(dir.file("zeros.json.gz"), "NUL byte", 64, 10) == "");
   CHECK(refused_in_bounds(dir.file("blanks.json.gz"), "1 MiB of whitespace in a row", 64, 10) == "");
-  CHECK(refused_in_bounds(dir.file("json.json.gz"), "100 times its compressed size", 1024, 20) == "");
+  CHECK(refused_in_bounds(dir.file("json.json.gz"), "100 times its compressed size", 512, 20) == "");
   // The message says where and why.
   try {
     (void)cuprof::read_trace_file(dir.file("zeros.json.gz"));

@@ -3,6 +3,8 @@
 #include <cuprof/cuprof.hpp>
 #include <cuprof/trace_reader.hpp>
 
+#include "child_process.hpp"
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -36,6 +38,7 @@ using json = nlohmann::json;
 namespace {
 
 using cuprof::no_index;
+using cuprof_test::in_child;
 
 constexpr std::uint64_t epoch = 1700000000500000000ull;  // window start, Unix-epoch ns
 constexpr std::uint64_t base = 1700000000000000000ull;   // whole seconds below it
@@ -343,25 +346,6 @@ bool leftover_temp(const fs::path& dir) {
   for (auto& e : fs::recursive_directory_iterator(dir, ec))
     if (e.path().filename().string().find(".tmp") != std::string::npos) return true;
   return false;
-}
-
-// Runs fn in a forked child; returns its exit status (or 128 + signal).
-int in_child(const std::function<int()>& fn) {
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    int rc = 99;
-    try {
-      rc = fn();
-    } catch (...) {
-      rc = 98;
-    }
-    ::_exit(rc);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // 0: export threw cuprof::error whose message has `path` and `expect`; 1: no throw; 2: wrong message; 3: other.
