@@ -137,7 +137,7 @@ inline void write_environment_trace(environment_session& s) {
   profile* p = s.prof;
   s.prof = nullptr;
   s.trace_pending.store(false);
-  ::unsetenv("CUPROF_ACTIVE_PID");
+  process().environment_profile_claimed.store(false);
   const char* root = std::getenv("CUPROF_ROOT_PID");
   if (root && std::to_string(s.owner_pid) == root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
   if (!p->running()) {
@@ -170,20 +170,18 @@ inline bool start_environment_profile(bool injected = false) {
   environment_session& s = environment();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.prof) return false;
-  // A program that includes cuprof and runs under `cuprof run` has two copies
-  // of it; the first to start owns the process (exec'd children see another pid).
-  const std::string pid = std::to_string(::getpid());
-  const char* owner = std::getenv("CUPROF_ACTIVE_PID");
-  if (owner && pid == owner) return false;
   s.config = read_environment([](const char* n) { return std::getenv(n); }, injected, std::uint32_t(::getpid()),
                               host_name(), process_rank(), process_world_size());
   if (!s.config.enabled) return false;
+  // Every copy of cuprof in the process (the program's, its libraries', the
+  // injection library of `cuprof run`) gets here; the first owns the profile.
+  if (process().environment_profile_claimed.exchange(true)) return false;
+  const std::string pid = std::to_string(::getpid());
   for (const std::string& problem : s.config.problems) log_line(problem);
   const char* pattern = std::getenv("CUPROF_TRACE");
   s.config.trace_path = resolve_trace_path(s.config.trace_path, std::uint32_t(::getpid()), std::getenv("CUPROF_ROOT_PID"),
                                            pattern && std::strstr(pattern, "%p"));
   ::setenv("CUPROF_ROOT_PID", pid.c_str(), 0);     // the first traced process of a run
-  ::setenv("CUPROF_ACTIVE_PID", pid.c_str(), 1);   // until the trace is written
   ::setenv("CUPROF_STARTED_PID", pid.c_str(), 1);  // for good: the injection library's exit check
   profile_options options;
   options.activities = s.config.activities;
