@@ -215,14 +215,12 @@ class profile {
   void open_cuda() {
     std::string why;
     tracer_ = detail::cupti::tracer::instance(why);
-    if (!tracer_) {
-      cuda_status_ = why;
-      static std::once_flag said;
-      std::call_once(said, [&] { detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda()); });
-    } else {
-      static std::once_flag said;
-      std::call_once(said, [&] { detail::log_info("tracing CUDA: " + tracer_->describe()); });
-    }
+    if (!tracer_) cuda_status_ = why;
+    if (detail::process().cuda_status_said.exchange(true)) return;  // once per process, whichever copy asks
+    if (!tracer_)
+      detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
+    else
+      detail::log_info("tracing CUDA: " + tracer_->describe());
   }
 
   bool cpu() const noexcept { return has(options_.activities, activity::cpu); }

@@ -160,6 +160,25 @@ inline void finish_environment_profile() {
   write_environment_trace(s);
 }
 
+// The timer thread of CUPROF_DELAY / CUPROF_DURATION: opens and closes the
+// window; the exit handler writes whatever was recorded if the program ends
+// first. A plain function, as every thread cuprof starts: a lambda's thread
+// code is shared by the copies of cuprof in a process and runs one copy's body.
+inline void run_environment_window(profile* p, double delay, double duration) {
+  environment_session& e = environment();
+  const auto sleep = [](double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); };
+  if (delay > 0) {
+    sleep(delay);
+    std::lock_guard<std::mutex> l(e.mutex);
+    if (e.prof == p) p->start();
+  }
+  if (duration > 0) {
+    sleep(duration);
+    std::lock_guard<std::mutex> l(e.mutex);
+    if (e.prof == p) write_environment_trace(e);
+  }
+}
+
 // Starts the environment's profile if it asks for one. `injected`: called by
 // the injection library from inside cuInit.
 inline bool start_environment_profile(bool injected = false) {
@@ -192,27 +211,12 @@ inline bool start_environment_profile(bool injected = false) {
   // writes when the tracer's exit gate (which runs first) did not, e.g. when
   // CUDA was never traced.
   std::atexit(finish_environment_profile);
-  cupti::tracer::before_exit_hook().store(&finish_environment_profile);
-  static std::once_flag abnormal_exits_handled;
-  std::call_once(abnormal_exits_handled, [] { handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending); });
+  process().before_exit.store(&finish_environment_profile);
+  if (!process().abnormal_exits_handled.exchange(true))
+    handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending);
   if (s.config.delay_s == 0) s.prof->start();
   if (s.config.delay_s > 0 || s.config.duration_s > 0) {
-    // A timer thread opens and closes the window; the exit handler writes
-    // whatever was recorded if the program ends first.
-    std::thread([p = s.prof, delay = s.config.delay_s, duration = s.config.duration_s] {
-      environment_session& e = environment();
-      const auto sleep = [](double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); };
-      if (delay > 0) {
-        sleep(delay);
-        std::lock_guard<std::mutex> l(e.mutex);
-        if (e.prof == p) p->start();
-      }
-      if (duration > 0) {
-        sleep(duration);
-        std::lock_guard<std::mutex> l(e.mutex);
-        if (e.prof == p) write_environment_trace(e);
-      }
-    }).detach();
+    std::thread(&run_environment_window, s.prof, s.config.delay_s, s.config.duration_s).detach();
   }
   return true;
 }

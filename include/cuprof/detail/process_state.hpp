@@ -67,6 +67,17 @@ struct process_state {
   clock_sample anchor;
   std::atomic<const void*> running_profile{nullptr};  // the one profile recording
   std::atomic<bool> environment_profile_claimed{false};  // CUPROF_TRACE's profile started by some copy
+  // The one CUPTI tracer (one subscriber per process), opened by the first
+  // copy that asks: 0 not yet, 1 being opened, 2 done (tracer set, or the
+  // reason it could not be in tracer_failure).
+  std::atomic<int> tracer_state{0};
+  std::atomic<void*> tracer{nullptr};
+  char tracer_failure[512] = {};
+  std::atomic<bool> cuda_status_said{false};
+  std::atomic<bool> inside_cuda_init{false};  // set by the injection library during the driver's InitializeInjection
+  std::atomic<bool> forked_child{false};      // CUPTI has no worker thread in a forked child
+  std::atomic<void (*)()> before_exit{nullptr};  // the environment's profile writes from the exit gate  // "tracing CUDA" / "CUDA tracing is off" once per process
+  std::atomic<bool> abnormal_exits_handled{false};
 };
 
 // The state of a copy that has not joined (a scope in a static initialiser
