@@ -51,7 +51,7 @@ void empty_loop(std::uint64_t n) {
 }
 void tsc_reads(std::uint64_t n) {
   for (std::uint64_t i = 0; i < n; ++i) {
-    std::uint64_t t = __rdtsc();
+    std::uint64_t t = __builtin_ia32_rdtsc();
     asm volatile("" : : "r"(t) : "memory");
   }
 }
