@@ -51,7 +51,7 @@ void empty_loop(std::uint64_t n) {
 }
 void tsc_reads(std::uint64_t n) {
   for (std::uint64_t i = 0; i < n; ++i) {
-    std::uint64_t t = __rdtsc();
+    std::uint64_t t = __builtin_ia32_rdtsc();
     asm volatile("" : : "r"(t) : "memory");
   }
 }
@@ -90,6 +90,6 @@ int main(int argc, char** argv) {
     prof.stop();  // collects (and frees) what was recorded
     std::printf("scope_recording_%dthreads_ns=%.2f\n", threads, cost);
   }
-  std::printf("scope_floor_ns=%.2f (two %s reads)\n", 2 * (cuprof::detail::g_use_tsc ? tsc : mono),
-              cuprof::detail::g_use_tsc ? "TSC" : "CLOCK_MONOTONIC");
+  std::printf("scope_floor_ns=%.2f (two %s reads)\n", 2 * (cuprof::detail::process().use_tsc.load() ? tsc : mono),
+              cuprof::detail::process().use_tsc.load() ? "TSC" : "CLOCK_MONOTONIC");
 }

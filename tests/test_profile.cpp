@@ -398,9 +398,9 @@ TEST_CASE("on_trace_ready throwing from stop(): the profile still stops, once, a
   // Nothing may still claim the process-wide "running profile" slot. If the
   // destroyed profile does, no profile could ever start again in this process:
   // clear it so the tests after this one see a sane process.
-  if (cuprof::detail::g_running_profile.load() != nullptr) {
+  if (cuprof::detail::process().running_profile.load() != nullptr) {
     FAIL_CHECK("a destroyed profile still holds the running-profile slot");
-    cuprof::detail::g_running_profile.store(nullptr);
+    cuprof::detail::process().running_profile.store(nullptr);
   }
   {
     CUPROF_SCOPE("after_failed_stop");  // recording is off

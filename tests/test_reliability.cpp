@@ -912,7 +912,7 @@ TEST_CASE("after stop(): scopes are not recorded and take the idle path (no buff
     for (int i = 0; i < 1000; ++i) cuprof::record_function r(std::string(500, 'x'));
     p.stop();
   }
-  CHECK_FALSE(cuprof::detail::g_cpu_recording.load());
+  CHECK_FALSE(cuprof::detail::cpu_recording());
   const std::size_t chunks = cuprof::detail::global_chunk_pool().allocated();
   // 1,000,000 scopes of 1 KiB names would need about 8,000 chunks if recorded.
   const std::string name(1024, 'y');

@@ -26,10 +26,10 @@
 CUPROF_EXPORT int InitializeInjection(void) {
   static std::once_flag once;
   std::call_once(once, [] {
-    auto& inside = cuprof::detail::cupti::tracer::inside_cuda_init();
-    inside = true;
+    auto& inside = cuprof::detail::process().inside_cuda_init;
+    inside.store(true);
     cuprof::detail::start_environment_profile(/*injected=*/true);
-    inside = false;
+    inside.store(false);
   });
   return 1;  // non-zero: loaded; a CUPTI failure is reported and the program runs on
 }

@@ -60,15 +60,6 @@ struct profile_options {
 
 namespace detail {
 
-// One process-wide clock anchor: every converter maps ticks from here.
-inline const clock_sample& clock_anchor() {
-  static const clock_sample anchor = [] {
-    choose_clock();
-    return sample_clocks();
-  }();
-  return anchor;
-}
-
 inline bool records(profiler_action a) noexcept { return a != profiler_action::none; }
 inline bool is_active(profiler_action a) noexcept {
   return a == profiler_action::record || a == profiler_action::record_and_save;
@@ -81,9 +72,6 @@ inline void return_free_memory() {
   malloc_trim(0);
 #endif
 }
-
-// Only one profile records at a time: scopes and CUPTI are process-wide.
-inline std::atomic<const void*> g_running_profile{nullptr};
 
 }  // namespace detail
 
@@ -117,7 +105,7 @@ class profile {
 #endif
     if (running_) return detail::log_line("start() called on a running profiler; ignored");
     const void* expected = nullptr;
-    if (!detail::g_running_profile.compare_exchange_strong(expected, this)) {
+    if (!detail::process().running_profile.compare_exchange_strong(expected, this)) {
       refused_ = true;
       return detail::log_line(
           "another cuprof profiler is already running (CUPROF_TRACE and `cuprof run` trace the whole process): "
@@ -221,20 +209,18 @@ class profile {
     }
     detail::return_free_memory();
     running_ = false;
-    detail::g_running_profile.store(nullptr);
+    detail::process().running_profile.store(nullptr);
   }
 
   void open_cuda() {
     std::string why;
     tracer_ = detail::cupti::tracer::instance(why);
-    if (!tracer_) {
-      cuda_status_ = why;
-      static std::once_flag said;
-      std::call_once(said, [&] { detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda()); });
-    } else {
-      static std::once_flag said;
-      std::call_once(said, [&] { detail::log_info("tracing CUDA: " + tracer_->describe()); });
-    }
+    if (!tracer_) cuda_status_ = why;
+    if (detail::process().cuda_status_said.exchange(true)) return;  // once per process, whichever copy asks
+    if (!tracer_)
+      detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
+    else
+      detail::log_info("tracing CUDA: " + tracer_->describe());
   }
 
   bool cpu() const noexcept { return has(options_.activities, activity::cpu); }
@@ -282,12 +268,12 @@ class profile {
   // next, and the drain leaves what they stamped later to the next window.
   void transition(profiler_action from, profiler_action to, std::uint64_t now) {
     const bool recording_stops = detail::records(from) && !detail::records(to);
-    if (recording_stops) detail::g_cpu_recording.store(false, std::memory_order_relaxed);
+    if (recording_stops) detail::process().cpu_recording.store(false, std::memory_order_relaxed);
     if (from == profiler_action::record_and_save || (detail::is_active(from) && to == profiler_action::none)) end_window(now);
     if (recording_stops) detail::discard_cpu_spans(detail::now_ticks());  // written after `now`: no window takes it
     if (!detail::records(from) && detail::records(to)) {
       detail::discard_cpu_spans(now);
-      if (cpu()) detail::g_cpu_recording.store(true, std::memory_order_relaxed);
+      if (cpu()) detail::process().cpu_recording.store(true, std::memory_order_relaxed);
       if (tracer_) enable_cuda();  // already during warmup: CUPTI's start-up cost stays out of the window
     }
     if (detail::is_active(to) && (!detail::is_active(from) || from == profiler_action::record_and_save)) {

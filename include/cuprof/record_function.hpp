@@ -16,7 +16,7 @@
 #include <string_view>
 
 #ifndef CUPROF_DISABLE
-#include "detail/thread_buffer.hpp"
+#include "detail/scope_buffer.hpp"
 #endif
 #if defined(CUPROF_NVTX) && !defined(CUPROF_DISABLE)
 #include <nvtx3/nvToolsExt.h>
@@ -66,7 +66,7 @@ class record_function {
 #ifndef CUPROF_DISABLE
   explicit record_function(static_name name) noexcept {
     CUPROF_NVTX_PUSH(name.str);
-    if (CUPROF_LIKELY(!detail::g_cpu_recording.load(std::memory_order_relaxed))) return;
+    if (CUPROF_LIKELY(!detail::cpu_recording())) return;
     detail::thread_buffer* b = detail::current_thread_buffer();
     if (CUPROF_UNLIKELY(!b)) return;
     if (b->push({detail::make_head(detail::slot_kind::enter_static, detail::now_ticks()),
@@ -75,7 +75,7 @@ class record_function {
   }
   explicit record_function(std::string_view name) noexcept {
     CUPROF_NVTX_PUSH(name);
-    if (CUPROF_LIKELY(!detail::g_cpu_recording.load(std::memory_order_relaxed))) return;
+    if (CUPROF_LIKELY(!detail::cpu_recording())) return;
     enter_dynamic(name);
   }
   ~record_function() {

@@ -118,6 +118,18 @@ inline void block_forwarded_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+// The thread that writes the trace when a forwarded signal arrives.
+inline void write_trace_on_signal() {
+  block_forwarded_signals();
+  abnormal_exit_state& st = abnormal_exit();
+  while (sem_wait(&st.wake) != 0) {}
+  const int sig = st.signal.load();
+  log_line(std::string("signal ") + std::to_string(sig) + " (" + ::strsignal(sig) +
+           "): writing the trace before the program ends as the signal says");
+  st.write_trace();
+  st.written.store(true);
+}
+
 // Once per process, by the process that owns the environment's profile.
 // `write_trace` must be callable from any thread and write at most once;
 // `*trace_pending` says whether it still has something to write.
@@ -127,16 +139,7 @@ inline void handle_abnormal_exits(void (*write_trace)(), const std::atomic<bool>
   s.trace_pending = trace_pending;
   s.owner = ::getpid();
   sem_init(&s.wake, 0, 0);
-  std::thread([] {
-    block_forwarded_signals();
-    abnormal_exit_state& st = abnormal_exit();
-    while (sem_wait(&st.wake) != 0) {}
-    const int sig = st.signal.load();
-    log_line(std::string("signal ") + std::to_string(sig) + " (" + ::strsignal(sig) +
-             "): writing the trace before the program ends as the signal says");
-    st.write_trace();
-    st.written.store(true);
-  }).detach();
+  std::thread(&write_trace_on_signal).detach();
   for (int sig : forwarded_signals)
     if (has_default_action(sig)) install_handler(sig, &on_forwarded_signal);
   if (has_default_action(SIGABRT)) install_handler(SIGABRT, &on_abort_signal);

@@ -137,7 +137,7 @@ inline void write_environment_trace(environment_session& s) {
   profile* p = s.prof;
   s.prof = nullptr;
   s.trace_pending.store(false);
-  ::unsetenv("CUPROF_ACTIVE_PID");
+  process().environment_profile_claimed.store(false);
   const char* root = std::getenv("CUPROF_ROOT_PID");
   if (root && std::to_string(s.owner_pid) == root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
   if (!p->running()) {
@@ -160,6 +160,25 @@ inline void finish_environment_profile() {
   write_environment_trace(s);
 }
 
+// The timer thread of CUPROF_DELAY / CUPROF_DURATION: opens and closes the
+// window; the exit handler writes whatever was recorded if the program ends
+// first. A plain function, as every thread cuprof starts: a lambda's thread
+// code is shared by the copies of cuprof in a process and runs one copy's body.
+inline void run_environment_window(profile* p, double delay, double duration) {
+  environment_session& e = environment();
+  const auto sleep = [](double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); };
+  if (delay > 0) {
+    sleep(delay);
+    std::lock_guard<std::mutex> l(e.mutex);
+    if (e.prof == p) p->start();
+  }
+  if (duration > 0) {
+    sleep(duration);
+    std::lock_guard<std::mutex> l(e.mutex);
+    if (e.prof == p) write_environment_trace(e);
+  }
+}
+
 // Starts the environment's profile if it asks for one. `injected`: called by
 // the injection library from inside cuInit.
 inline bool start_environment_profile(bool injected = false) {
@@ -170,20 +189,18 @@ inline bool start_environment_profile(bool injected = false) {
   environment_session& s = environment();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.prof) return false;
-  // A program that includes cuprof and runs under `cuprof run` has two copies
-  // of it; the first to start owns the process (exec'd children see another pid).
-  const std::string pid = std::to_string(::getpid());
-  const char* owner = std::getenv("CUPROF_ACTIVE_PID");
-  if (owner && pid == owner) return false;
   s.config = read_environment([](const char* n) { return std::getenv(n); }, injected, std::uint32_t(::getpid()),
                               host_name(), process_rank(), process_world_size());
   if (!s.config.enabled) return false;
+  // Every copy of cuprof in the process (the program's, its libraries', the
+  // injection library of `cuprof run`) gets here; the first owns the profile.
+  if (process().environment_profile_claimed.exchange(true)) return false;
+  const std::string pid = std::to_string(::getpid());
   for (const std::string& problem : s.config.problems) log_line(problem);
   const char* pattern = std::getenv("CUPROF_TRACE");
   s.config.trace_path = resolve_trace_path(s.config.trace_path, std::uint32_t(::getpid()), std::getenv("CUPROF_ROOT_PID"),
                                            pattern && std::strstr(pattern, "%p"));
   ::setenv("CUPROF_ROOT_PID", pid.c_str(), 0);     // the first traced process of a run
-  ::setenv("CUPROF_ACTIVE_PID", pid.c_str(), 1);   // until the trace is written
   ::setenv("CUPROF_STARTED_PID", pid.c_str(), 1);  // for good: the injection library's exit check
   profile_options options;
   options.activities = s.config.activities;
@@ -194,27 +211,12 @@ inline bool start_environment_profile(bool injected = false) {
   // writes when the tracer's exit gate (which runs first) did not, e.g. when
   // CUDA was never traced.
   std::atexit(finish_environment_profile);
-  cupti::tracer::before_exit_hook().store(&finish_environment_profile);
-  static std::once_flag abnormal_exits_handled;
-  std::call_once(abnormal_exits_handled, [] { handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending); });
+  process().before_exit.store(&finish_environment_profile);
+  if (!process().abnormal_exits_handled.exchange(true))
+    handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending);
   if (s.config.delay_s == 0) s.prof->start();
   if (s.config.delay_s > 0 || s.config.duration_s > 0) {
-    // A timer thread opens and closes the window; the exit handler writes
-    // whatever was recorded if the program ends first.
-    std::thread([p = s.prof, delay = s.config.delay_s, duration = s.config.duration_s] {
-      environment_session& e = environment();
-      const auto sleep = [](double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); };
-      if (delay > 0) {
-        sleep(delay);
-        std::lock_guard<std::mutex> l(e.mutex);
-        if (e.prof == p) p->start();
-      }
-      if (duration > 0) {
-        sleep(duration);
-        std::lock_guard<std::mutex> l(e.mutex);
-        if (e.prof == p) write_environment_trace(e);
-      }
-    }).detach();
+    std::thread(&run_environment_window, s.prof, s.config.delay_s, s.config.duration_s).detach();
   }
   return true;
 }

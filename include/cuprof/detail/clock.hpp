@@ -9,27 +9,18 @@
 
 #include "../config.hpp"
 #include "log.hpp"
+#include "process_state.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <ctime>
 #include <cstdlib>
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if defined(__x86_64__)
 #include <cpuid.h>
-#include <x86intrin.h>
-#define CUPROF_HAS_TSC 1
-#else
-#define CUPROF_HAS_TSC 0
 #endif
 
 namespace cuprof::detail {
-
-inline std::uint64_t monotonic_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
-}
 
 inline std::uint64_t realtime_ns() noexcept {
   timespec ts;
@@ -37,11 +28,8 @@ inline std::uint64_t realtime_ns() noexcept {
   return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
 }
 
-// Decided once, before the first profiler starts; read on every tick.
-inline bool g_use_tsc = false;
-
 inline bool tsc_is_invariant() noexcept {
-#if CUPROF_HAS_TSC
+#if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return false;
   __get_cpuid(0x80000007u, &a, &b, &c, &d);
@@ -52,23 +40,11 @@ inline bool tsc_is_invariant() noexcept {
 }
 
 // CUPROF_CLOCK=monotonic forces clock_gettime (for machines with a TSC that lies).
+// Decided once per process, before recording first starts (clock_anchor).
 inline void choose_clock() noexcept {
-  g_use_tsc = !use_setting(read_clock_forced_monotonic(std::getenv("CUPROF_CLOCK"))) && tsc_is_invariant();
+  process().use_tsc.store(!use_setting(read_clock_forced_monotonic(std::getenv("CUPROF_CLOCK"))) && tsc_is_invariant(),
+                          std::memory_order_relaxed);
 }
-
-inline std::uint64_t now_ticks() noexcept {
-#if CUPROF_HAS_TSC
-  if (CUPROF_LIKELY(g_use_tsc)) return __rdtsc();
-#endif
-  return monotonic_ns();
-}
-
-// A (ticks, monotonic ns, realtime ns) sample taken as close together as we can.
-struct clock_sample {
-  std::uint64_t ticks = 0;
-  std::uint64_t mono_ns = 0;
-  std::uint64_t real_ns = 0;
-};
 
 inline clock_sample sample_clocks() noexcept {
   // Keep the tightest of a few tries: a preemption between reads would skew the fit.
@@ -96,7 +72,7 @@ class tick_converter {
       : anchor_(first) {
     const double dt = double(last.ticks) - double(first.ticks);
     const double dn = double(last.mono_ns) - double(first.mono_ns);
-    ns_per_tick_ = (g_use_tsc && dt > 0 && dn > 0) ? dn / dt : 1.0;
+    ns_per_tick_ = (process().use_tsc.load(std::memory_order_relaxed) && dt > 0 && dn > 0) ? dn / dt : 1.0;
   }
   std::uint64_t to_epoch_ns(std::uint64_t ticks) const noexcept {
     // Offsets stay small enough for a double to hold them to the nanosecond;
@@ -111,5 +87,19 @@ class tick_converter {
   clock_sample anchor_{};
   double ns_per_tick_ = 1.0;
 };
+
+// One clock anchor per process, taken by the first copy that starts
+// recording: every converter of every copy maps ticks from here.
+inline clock_sample clock_anchor() {
+  process_state& p = process();
+  int state = 0;
+  if (p.anchor_state.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
+    choose_clock();
+    p.anchor = sample_clocks();
+    p.anchor_state.store(2, std::memory_order_release);
+  }
+  while (p.anchor_state.load(std::memory_order_acquire) != 2) {}  // another thread is taking it
+  return p.anchor;
+}
 
 }  // namespace cuprof::detail

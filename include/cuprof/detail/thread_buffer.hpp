@@ -1,18 +1,17 @@
-// Per-thread, lock-free recording of scope enters and exits.
-//
-// Each thread appends 16-byte slots to its own chain of fixed-size chunks; the
-// only shared write is a release store of the chunk's slot count, so a
-// collector on another thread can read what is published while the owner keeps
-// writing (single producer, single consumer). Chunks come from a pool; the pool
-// lock is taken once per chunk (every 8192 slots), never per scope.
+// The runtime side of scope recording (scope_buffer.hpp is the hot path):
+// the pool of chunks, the registry of every thread that recorded, and the
+// hooks through which every copy of cuprof in the process reaches them. The
+// first copy whose runtime starts installs them in the process state; later
+// copies use those, so that one session sees every copy's scopes.
 #pragma once
 
 #include "../config.hpp"
-#include "clock.hpp"
 #include "env.hpp"
 #include "log.hpp"
+#include "scope_buffer.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,41 +19,12 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace cuprof::detail {
-
-enum class slot_kind : std::uint64_t {
-  enter_static = 0,   // payload: pointer to a NUL-terminated name with static storage
-  enter_dynamic = 1,  // payload: name length; the name's bytes fill the following slots
-  enter_step = 2,     // payload: the step number of a ProfilerStep#N scope
-  exit = 3,           // payload unused
-};
-
-constexpr int slot_kind_shift = 62;
-constexpr std::uint64_t slot_time_mask = (std::uint64_t(1) << slot_kind_shift) - 1;
-
-struct slot {
-  std::uint64_t head;  // ticks in the low 62 bits, slot_kind in the top 2
-  std::uint64_t payload;
-};
-static_assert(sizeof(slot) == 16, "slots are 16 bytes");
-
-inline constexpr std::uint64_t make_head(slot_kind kind, std::uint64_t ticks) noexcept {
-  return (ticks & slot_time_mask) | (std::uint64_t(kind) << slot_kind_shift);
-}
-inline constexpr slot_kind kind_of(const slot& s) noexcept { return slot_kind(s.head >> slot_kind_shift); }
-inline constexpr std::uint64_t ticks_of(const slot& s) noexcept { return s.head & slot_time_mask; }
-// The slots one record takes: a dynamic name's bytes follow its enter slot.
-inline constexpr std::size_t record_slots(const slot& s) noexcept {
-  return kind_of(s) == slot_kind::enter_dynamic ? 1 + (std::size_t(s.payload) + sizeof(slot) - 1) / sizeof(slot) : 1;
-}
 
 // How many of the n slots at s hold whole records stamped at or before
 // `limit_ticks`. A thread's stamps only grow, so the first later record ends it.
@@ -62,20 +32,6 @@ inline std::size_t records_until(const slot* s, std::size_t n, std::uint64_t lim
   std::size_t i = 0;
   while (i < n && ticks_of(s[i]) <= limit_ticks) i += record_slots(s[i]);
   return i;
-}
-
-constexpr std::size_t chunk_slots = 8192;  // 128 KiB per chunk
-// A dynamic name and its enter slot must fit one chunk; longer names are cut.
-constexpr std::size_t max_dynamic_name = (chunk_slots - 1) * sizeof(slot) - 1;
-
-// Set once a name was cut; tests clear it to see the message again.
-inline std::atomic<bool> g_said_name_cut{false};
-
-// A cut name is cut on every scope that uses it: said once per process.
-CUPROF_NOINLINE inline void say_name_cut() {
-  if (!g_said_name_cut.exchange(true, std::memory_order_relaxed))
-    log_line("a scope name longer than " + std::to_string(max_dynamic_name) +
-             " bytes was cut to that length (said once; later ones are cut too)");
 }
 
 // CUPROF_MAX_CPU_EVENTS caps the slots that all threads' buffers hold between
@@ -90,12 +46,6 @@ inline std::size_t max_cpu_chunks() {
       use_setting(read_record_cap("CUPROF_MAX_CPU_EVENTS", std::getenv("CUPROF_MAX_CPU_EVENTS"), default_max_cpu_slots));
   return slots / chunk_slots + (slots % chunk_slots != 0);
 }
-
-struct chunk {
-  slot slots[chunk_slots];
-  std::atomic<std::uint32_t> count{0};  // slots published by the owner
-  std::atomic<chunk*> next{nullptr};    // set once the owner moved on
-};
 
 class chunk_pool {
  public:
@@ -150,128 +100,15 @@ class chunk_pool {
   std::atomic<std::size_t> max_chunks_{default_max_cpu_slots / chunk_slots};
 };
 
-inline chunk_pool& global_chunk_pool() {
-  static chunk_pool* pool = new chunk_pool;  // never destroyed: threads may write during exit
-  return *pool;
-}
-
-class thread_buffer {
- public:
-  thread_buffer(std::uint32_t tid, pthread_t handle, chunk* first) noexcept
-      : tid_(tid), handle_(handle), write_chunk_(first), read_chunk_(first) {}
-  thread_buffer(const thread_buffer&) = delete;
-  thread_buffer& operator=(const thread_buffer&) = delete;
-
-  // ---- owner thread only ------------------------------------------------
-  // Both return false when the record was dropped (past the cap, or no memory):
-  // a scope whose enter was dropped then records no exit either.
-  bool push(slot s) noexcept {
-    if (CUPROF_UNLIKELY(write_index_ == chunk_slots) && !advance_chunk()) return false;
-    write_chunk_->slots[write_index_++] = s;
-    write_chunk_->count.store(write_index_, std::memory_order_release);
-    return true;
-  }
-
-  bool push_dynamic(std::uint64_t ticks, std::string_view name) noexcept {
-    if (CUPROF_UNLIKELY(name.size() > max_dynamic_name)) say_name_cut();
-    const std::size_t len = std::min(name.size(), max_dynamic_name);
-    const std::size_t needed = 1 + (len + sizeof(slot) - 1) / sizeof(slot);
-    if (CUPROF_UNLIKELY(write_index_ + needed > chunk_slots) && !advance_chunk()) return false;
-    slot* out = write_chunk_->slots + write_index_;
-    out->head = make_head(slot_kind::enter_dynamic, ticks);
-    out->payload = len;
-    if (len) std::memcpy(out + 1, name.data(), len);
-    write_index_ += std::uint32_t(needed);
-    write_chunk_->count.store(write_index_, std::memory_order_release);
-    return true;
-  }
-
-  void mark_exited() noexcept { exited_.store(true, std::memory_order_release); }
-
-  // ---- collector (one at a time, under the registry lock) ---------------
-  // Offers take(const slot*, n) every published run of slots not yet read;
-  // take returns how many it used. Using fewer stops the drain there, and the
-  // rest stays for the next drain: that is how a window ends at an instant
-  // that writers still recording cannot move. Runs never split a multi-slot
-  // record, since the owner publishes it whole.
-  template <class Take>
-  void drain(Take&& take) {
-    for (;;) {
-      if (!offer(take, read_chunk_->count.load(std::memory_order_acquire))) return;
-      chunk* next = read_chunk_->next.load(std::memory_order_acquire);
-      if (!next) return;
-      // The owner set `next` after its last write to this chunk: re-read the
-      // count once more so nothing published just before is lost.
-      if (!offer(take, read_chunk_->count.load(std::memory_order_acquire))) return;
-      global_chunk_pool().release(read_chunk_);
-      read_chunk_ = next;
-      read_index_ = 0;
-    }
-  }
-  // Throws away the records up to `limit_ticks`; later ones stay.
-  void discard_until(std::uint64_t limit_ticks) {
-    drain([&](const slot* s, std::size_t n) { return records_until(s, n, limit_ticks); });
-  }
-
-  std::uint32_t tid() const noexcept { return tid_; }
-  pthread_t handle() const noexcept { return handle_; }
-  bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
-  // Records lost since the last call (no memory for a new chunk).
-  std::uint64_t take_dropped() noexcept { return dropped_.exchange(0, std::memory_order_relaxed); }
-
-  ~thread_buffer() {
-    chunk* c = read_chunk_;
-    while (c) {
-      chunk* next = c->next.load(std::memory_order_acquire);
-      global_chunk_pool().release(c);
-      c = next;
-    }
-  }
-
- private:
-  // Offers the slots published up to `published`; false if take stopped short.
-  template <class Take>
-  bool offer(Take& take, std::uint32_t published) {
-    if (published <= read_index_) return true;
-    const std::size_t offered = published - read_index_;
-    const std::size_t used = take(read_chunk_->slots + read_index_, offered);
-    read_index_ += std::uint32_t(used);
-    return used == offered;
-  }
-
-  CUPROF_NOINLINE bool advance_chunk() noexcept {
-    chunk* fresh = global_chunk_pool().acquire();
-    if (!fresh) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    write_chunk_->next.store(fresh, std::memory_order_release);
-    write_chunk_ = fresh;
-    write_index_ = 0;
-    return true;
-  }
-
-  const std::uint32_t tid_;
-  const pthread_t handle_;
-  // owner state
-  chunk* write_chunk_;
-  std::uint32_t write_index_ = 0;
-  // collector state
-  chunk* read_chunk_;
-  std::uint32_t read_index_ = 0;
-  std::atomic<bool> exited_{false};
-  std::atomic<std::uint64_t> dropped_{0};
-};
-
 // Every thread that ever recorded a scope, so collection can reach them all.
 class thread_registry {
  public:
-  thread_buffer* add(std::uint32_t tid, pthread_t handle) noexcept {
-    chunk* first = global_chunk_pool().acquire_uncapped();
+  thread_buffer* add(chunk_pool& pool, std::uint32_t tid, pthread_t handle) noexcept {
+    chunk* first = pool.acquire_uncapped();
     if (!first) return nullptr;
     auto* buffer = new (std::nothrow) thread_buffer(tid, handle, first);
     if (!buffer) {
-      global_chunk_pool().release(first);
+      pool.release(first);
       return nullptr;
     }
     std::lock_guard<std::mutex> lock(mutex_);
@@ -307,35 +144,111 @@ class thread_registry {
   std::vector<thread_buffer*> buffers_;
 };
 
-inline thread_registry& global_thread_registry() {
-  static thread_registry* registry = new thread_registry;  // outlives every thread
-  return *registry;
-}
-
-// The hot-path switch: scopes record only while this is set.
-inline std::atomic<bool> g_cpu_recording{false};
-
-inline thread_local thread_buffer* t_buffer = nullptr;
-
 inline std::uint32_t current_tid() noexcept { return std::uint32_t(::syscall(SYS_gettid)); }
 
-struct thread_exit_marker {
-  ~thread_exit_marker() {
-    if (t_buffer) t_buffer->mark_exited();
-    t_buffer = nullptr;
-  }
-};
+// Set once a name was cut; tests clear it to see the message again.
+inline std::atomic<bool> g_said_name_cut{false};
 
-CUPROF_NOINLINE inline thread_buffer* register_current_thread() noexcept {
-  thread_local thread_exit_marker marker;
-  (void)marker;
-  t_buffer = global_thread_registry().add(current_tid(), pthread_self());
-  return t_buffer;
+namespace runtime {
+
+// The installing copy's record of each thread's one buffer.
+inline thread_local thread_buffer* t_thread_buffer = nullptr;
+
+struct objects {
+  chunk_pool pool;
+  thread_registry threads;
+};
+inline objects& installed() noexcept { return *static_cast<objects*>(process().runtime_objects.load(std::memory_order_acquire)); }
+inline chunk_pool& pool() noexcept { return installed().pool; }
+inline thread_registry& threads() noexcept { return installed().threads; }
+
+inline thread_buffer* acquire_thread() noexcept {
+  thread_buffer* b = t_thread_buffer;
+  if (!b) b = t_thread_buffer = threads().add(pool(), current_tid(), pthread_self());
+  if (b) ++b->users;
+  return b;
 }
 
-inline thread_buffer* current_thread_buffer() noexcept {
-  thread_buffer* b = t_buffer;
-  return CUPROF_LIKELY(b != nullptr) ? b : register_current_thread();
+inline void release_thread(thread_buffer* b) noexcept {
+  if (--b->users) return;
+  t_thread_buffer = nullptr;
+  b->mark_exited();
+}
+
+inline bool next_chunk(thread_buffer& b) noexcept {
+  chunk* fresh = pool().acquire();
+  if (!fresh) {
+    b.count_dropped();
+    return false;
+  }
+  b.continue_in(fresh);
+  return true;
+}
+
+inline void name_cut() noexcept {
+  if (!g_said_name_cut.exchange(true, std::memory_order_relaxed))
+    log_line("a scope name longer than " + std::to_string(max_dynamic_name) +
+             " bytes was cut to that length (said once; later ones are cut too)");
+}
+
+inline constexpr runtime_hooks hooks{&acquire_thread, &release_thread, &next_chunk, &name_cut};
+
+}  // namespace runtime
+
+// Installs this copy's runtime for the whole process unless a copy did
+// already: the first to install wins, the others use its objects and hooks
+// (its module stays loaded: process_state.hpp).
+// Called before recording first starts, and only where the runtime is
+// compiled (a copy that only annotates never calls it).
+inline void install_runtime() {
+  process_state& p = process();
+  if (p.hooks.load(std::memory_order_acquire)) return;
+  auto* mine = new runtime::objects;  // never destroyed: threads may record during exit
+  void* expected = nullptr;
+  if (p.runtime_objects.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) {
+    p.hooks.store(&runtime::hooks, std::memory_order_release);
+    return;
+  }
+  delete mine;
+  while (!p.hooks.load(std::memory_order_acquire)) ::sched_yield();  // another copy is publishing its hooks
+}
+
+inline chunk_pool& global_chunk_pool() {
+  install_runtime();
+  return runtime::pool();
+}
+
+inline thread_registry& global_thread_registry() {
+  install_runtime();
+  return runtime::threads();
+}
+
+inline thread_buffer::~thread_buffer() {
+  chunk* c = read_chunk_;
+  while (c) {
+    chunk* next = c->next.load(std::memory_order_acquire);
+    runtime::pool().release(c);
+    c = next;
+  }
+}
+
+template <class Take>
+void thread_buffer::drain(Take&& take) {
+  for (;;) {
+    if (!offer(take, read_chunk_->count.load(std::memory_order_acquire))) return;
+    chunk* next = read_chunk_->next.load(std::memory_order_acquire);
+    if (!next) return;
+    // The owner set `next` after its last write to this chunk: re-read the
+    // count once more so nothing published just before is lost.
+    if (!offer(take, read_chunk_->count.load(std::memory_order_acquire))) return;
+    runtime::pool().release(read_chunk_);
+    read_chunk_ = next;
+    read_index_ = 0;
+  }
+}
+
+inline void thread_buffer::discard_until(std::uint64_t limit_ticks) {
+  drain([&](const slot* s, std::size_t n) { return records_until(s, n, limit_ticks); });
 }
 
 }  // namespace cuprof::detail

@@ -28,9 +28,11 @@
 #include "records.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -52,24 +54,30 @@ class tracer {
   static constexpr std::size_t buffers_kept_when_idle = 2;
   static constexpr long flush_period_ms = 100;  // full buffers reach the store at least this often
 
-  // The process's tracer, or nullptr with `why` set when CUDA cannot be traced here.
-  // Set by the injection library while the driver runs its InitializeInjection.
-  static bool& inside_cuda_init() {
-    static bool inside = false;
-    return inside;
-  }
-
+  // The process's tracer, or nullptr with `why` set when CUDA cannot be traced
+  // here. One per process (one CUPTI subscriber), whichever copy of cuprof
+  // opens it: kept in the process state, not in this copy's statics (two
+  // copies' std::call_once over identically named lambdas run one copy's body).
   static tracer* instance(std::string& why) {
-    static std::once_flag once;
-    static tracer* the_tracer = nullptr;
-    static std::string failure;
-    std::call_once(once, [] {
+    process_state& p = process();
+    int state = 0;
+    if (p.tracer_state.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
       auto* t = new tracer;
-      failure = t->open();
-      if (failure.empty()) the_tracer = t; else delete t;
-    });
-    why = failure;
-    return the_tracer;
+      const std::string failure = t->open();
+      if (failure.empty()) {
+        p.tracer.store(t, std::memory_order_release);
+      } else {
+        delete t;
+        const std::size_t n = std::min(failure.size(), sizeof p.tracer_failure - 1);
+        std::memcpy(p.tracer_failure, failure.data(), n);
+        p.tracer_failure[n] = '\0';
+      }
+      p.tracer_state.store(2, std::memory_order_release);
+    } else {
+      while (p.tracer_state.load(std::memory_order_acquire) != 2) sched_yield();
+    }
+    why = p.tracer_failure;
+    return static_cast<tracer*>(p.tracer.load(std::memory_order_acquire));
   }
 
   // Empty on success, else why CUPTI could not be attached again.
@@ -150,15 +158,8 @@ class tracer {
   static void exit_gate() {
     tracer* t = self();
     if (!t || t->exit_started_.exchange(true)) return;
-    if (void (*hook)() = before_exit_hook().load()) hook();
+    if (void (*hook)() = process().before_exit.load()) hook();  // the environment's profile writes its trace, while CUDA is alive
     t->close_for_exit();
-  }
-
-  // Called by the exit gate before the tracer closes, while CUDA is alive:
-  // the environment's profile writes its trace from here.
-  static std::atomic<void (*)()>& before_exit_hook() {
-    static std::atomic<void (*)()> hook{nullptr};
-    return hook;
   }
 
   // GPU buffers CUPTI still held when a call into it failed at exit; 0 otherwise.
@@ -201,7 +202,7 @@ class tracer {
 
   // "NVIDIA H200 (GPU 0), CUPTI 130001, driver 13000"
   std::string describe() {
-    if (devices_.empty() && !inside_cuda_init() && !closed_) read_devices();
+    if (devices_.empty() && !process().inside_cuda_init.load() && !closed_) read_devices();
     std::string s;
     for (const device_info& d : devices_) s += d.name + " (GPU " + std::to_string(d.id) + "), ";
     return s + "CUPTI " + std::to_string(cupti_version_) + ", driver " + std::to_string(driver_version_);
@@ -227,7 +228,7 @@ class tracer {
   }
 
   std::string open() {
-    std::string why = driver_.load(!inside_cuda_init());
+    std::string why = driver_.load(!process().inside_cuda_init.load());
     if (!why.empty()) return why;
     why = cupti_.load();
     if (!why.empty()) return why;
@@ -249,10 +250,12 @@ class tracer {
     if (!std::getenv("NVTX_INJECTION64_PATH") && !cupti_.path.empty())
       ::setenv("NVTX_INJECTION64_PATH", cupti_.path.c_str(), 0);
     driver_.driver_get_version(&driver_version_);
-    if (!inside_cuda_init()) read_devices();  // else at the first window, once CUDA is up
+    if (!process().inside_cuda_init.load()) read_devices();  // else at the first window, once CUDA is up
     sem_init(&work_ready_, 0, 0);
-    std::thread([this] { worker(); }).detach();
-    pthread_atfork(nullptr, nullptr, [] { in_forked_child() = true; });
+    // A function pointer, not a lambda: std::thread's code for a lambda type is
+    // shared by every copy of cuprof and would run one copy's worker body.
+    std::thread(&tracer::run_worker, this).detach();
+    pthread_atfork(nullptr, nullptr, &mark_forked_child);
     return {};
   }
 
@@ -419,12 +422,10 @@ class tracer {
     static tracer* t = nullptr;
     return t;
   }
-  static bool& in_forked_child() {
-    static bool child = false;
-    return child;
-  }
+  static void run_worker(tracer* t) { t->worker(); }
+  static void mark_forked_child() { process().forked_child.store(true, std::memory_order_relaxed); }
   // A forked child has no CUPTI worker thread: a CUPTI call there can hang.
-  static bool forked_child() { return in_forked_child(); }
+  static bool forked_child() { return process().forked_child.load(std::memory_order_relaxed); }
 
   static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
     *buffer = nullptr;

@@ -1,0 +1,174 @@
+// What a scope writes, and where: the hot path of every annotated file.
+//
+// Each thread appends 16-byte slots to its own chain of fixed-size chunks; the
+// only shared write is a release store of the chunk's slot count, so a
+// collector on another thread can read what is published while the owner keeps
+// writing (single producer, single consumer). A fresh chunk comes from the
+// runtime (thread_buffer.hpp) through the process's hooks once every 8192
+// slots, never per scope. This header includes nothing heavier than <atomic>:
+// a file that only annotates compiles none of the runtime.
+#pragma once
+
+#include "../config.hpp"
+#include "process_state.hpp"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace cuprof::detail {
+
+enum class slot_kind : std::uint64_t {
+  enter_static = 0,   // payload: pointer to a NUL-terminated name with static storage
+  enter_dynamic = 1,  // payload: name length; the name's bytes fill the following slots
+  enter_step = 2,     // payload: the step number of a ProfilerStep#N scope
+  exit = 3,           // payload unused
+};
+
+constexpr int slot_kind_shift = 62;
+constexpr std::uint64_t slot_time_mask = (std::uint64_t(1) << slot_kind_shift) - 1;
+
+struct slot {
+  std::uint64_t head;  // ticks in the low 62 bits, slot_kind in the top 2
+  std::uint64_t payload;
+};
+static_assert(sizeof(slot) == 16, "slots are 16 bytes");
+
+inline constexpr std::uint64_t make_head(slot_kind kind, std::uint64_t ticks) noexcept {
+  return (ticks & slot_time_mask) | (std::uint64_t(kind) << slot_kind_shift);
+}
+inline constexpr slot_kind kind_of(const slot& s) noexcept { return slot_kind(s.head >> slot_kind_shift); }
+inline constexpr std::uint64_t ticks_of(const slot& s) noexcept { return s.head & slot_time_mask; }
+// The slots one record takes: a dynamic name's bytes follow its enter slot.
+inline constexpr std::size_t record_slots(const slot& s) noexcept {
+  return kind_of(s) == slot_kind::enter_dynamic ? 1 + (std::size_t(s.payload) + sizeof(slot) - 1) / sizeof(slot) : 1;
+}
+
+constexpr std::size_t chunk_slots = 8192;  // 128 KiB per chunk
+// A dynamic name and its enter slot must fit one chunk; longer names are cut.
+constexpr std::size_t max_dynamic_name = (chunk_slots - 1) * sizeof(slot) - 1;
+
+struct chunk {
+  slot slots[chunk_slots];
+  std::atomic<std::uint32_t> count{0};  // slots published by the owner
+  std::atomic<chunk*> next{nullptr};    // set once the owner moved on
+};
+
+class thread_buffer {
+ public:
+  thread_buffer(std::uint32_t tid, pthread_t handle, chunk* first) noexcept
+      : tid_(tid), handle_(handle), write_chunk_(first), read_chunk_(first) {}
+  thread_buffer(const thread_buffer&) = delete;
+  thread_buffer& operator=(const thread_buffer&) = delete;
+  ~thread_buffer();  // thread_buffer.hpp: the runtime frees buffers
+
+  // ---- owner thread only ------------------------------------------------
+  // Both return false when the record was dropped (past the cap, or no memory):
+  // a scope whose enter was dropped then records no exit either.
+  bool push(slot s) noexcept {
+    if (CUPROF_UNLIKELY(write_index_ == chunk_slots) && !next_chunk()) return false;
+    write_chunk_->slots[write_index_++] = s;
+    write_chunk_->count.store(write_index_, std::memory_order_release);
+    return true;
+  }
+
+  bool push_dynamic(std::uint64_t ticks, std::string_view name) noexcept {
+    if (CUPROF_UNLIKELY(name.size() > max_dynamic_name)) g_process->hooks.load(std::memory_order_acquire)->name_cut();
+    const std::size_t len = name.size() < max_dynamic_name ? name.size() : max_dynamic_name;
+    const std::size_t needed = 1 + (len + sizeof(slot) - 1) / sizeof(slot);
+    if (CUPROF_UNLIKELY(write_index_ + needed > chunk_slots) && !next_chunk()) return false;
+    slot* out = write_chunk_->slots + write_index_;
+    out->head = make_head(slot_kind::enter_dynamic, ticks);
+    out->payload = len;
+    if (len) std::memcpy(out + 1, name.data(), len);
+    write_index_ += std::uint32_t(needed);
+    write_chunk_->count.store(write_index_, std::memory_order_release);
+    return true;
+  }
+
+  // ---- the runtime (thread_buffer.hpp) ------------------------------------
+  // Moves the owner on to `fresh` (owner thread only).
+  void continue_in(chunk* fresh) noexcept {
+    write_chunk_->next.store(fresh, std::memory_order_release);
+    write_chunk_ = fresh;
+    write_index_ = 0;
+  }
+  // Offers take(const slot*, n) every published run of slots not yet read;
+  // take returns how many it used. Using fewer stops the drain there, and the
+  // rest stays for the next drain: that is how a window ends at an instant
+  // that writers still recording cannot move. Runs never split a multi-slot
+  // record, since the owner publishes it whole. Collector only.
+  template <class Take>
+  void drain(Take&& take);
+  // Throws away the records up to `limit_ticks`; later ones stay.
+  void discard_until(std::uint64_t limit_ticks);
+
+  std::uint32_t tid() const noexcept { return tid_; }
+  pthread_t handle() const noexcept { return handle_; }
+  bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
+  void mark_exited() noexcept { exited_.store(true, std::memory_order_release); }
+  void count_dropped() noexcept { dropped_.fetch_add(1, std::memory_order_relaxed); }
+  // Records lost since the last call (past the cap, or no memory for a chunk).
+  std::uint64_t take_dropped() noexcept { return dropped_.exchange(0, std::memory_order_relaxed); }
+  // Copies of cuprof on this thread that hold the buffer (owner thread only).
+  std::uint32_t users = 0;
+
+ private:
+  // Offers the slots published up to `published`; false if take stopped short.
+  template <class Take>
+  bool offer(Take& take, std::uint32_t published) {
+    if (published <= read_index_) return true;
+    const std::size_t offered = published - read_index_;
+    const std::size_t used = take(read_chunk_->slots + read_index_, offered);
+    read_index_ += std::uint32_t(used);
+    return used == offered;
+  }
+
+  CUPROF_NOINLINE bool next_chunk() noexcept { return g_process->hooks.load(std::memory_order_acquire)->next_chunk(*this); }
+
+  const std::uint32_t tid_;
+  const pthread_t handle_;
+  // owner state
+  chunk* write_chunk_;
+  std::uint32_t write_index_ = 0;
+  // collector state
+  chunk* read_chunk_;
+  std::uint32_t read_index_ = 0;
+  std::atomic<bool> exited_{false};
+  std::atomic<std::uint64_t> dropped_{0};
+};
+
+// This copy's cache of the calling thread's buffer; the runtime holds the
+// thread's one buffer, shared by every copy.
+inline thread_local thread_buffer* t_buffer = nullptr;
+
+// Gives the buffer back when the thread ends, so that the runtime can free it
+// once every copy that used it let go.
+struct thread_buffer_release {
+  ~thread_buffer_release() {
+    thread_buffer* b = t_buffer;
+    t_buffer = nullptr;
+    if (b) g_process->hooks.load(std::memory_order_acquire)->release_thread(b);
+  }
+};
+
+CUPROF_NOINLINE inline thread_buffer* acquire_thread_buffer() noexcept {
+  const runtime_hooks* hooks = g_process->hooks.load(std::memory_order_acquire);
+  if (!hooks) return nullptr;  // no runtime in this process: nothing records anyway
+  thread_local thread_buffer_release release;
+  (void)release;
+  t_buffer = hooks->acquire_thread();
+  return t_buffer;
+}
+
+inline thread_buffer* current_thread_buffer() noexcept {
+  thread_buffer* b = t_buffer;
+  return CUPROF_LIKELY(b != nullptr) ? b : acquire_thread_buffer();
+}
+
+inline bool cpu_recording() noexcept { return g_process->cpu_recording.load(std::memory_order_relaxed); }
+
+}  // namespace cuprof::detail

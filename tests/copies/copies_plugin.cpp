@@ -1,0 +1,4 @@
+// A plugin the program dlopens with RTLD_LOCAL, with cuprof's whole runtime.
+#include <cuprof/cuprof.hpp>
+
+extern "C" __attribute__((visibility("default"))) void copies_plugin_work() { CUPROF_SCOPE("plugin_scope"); }
