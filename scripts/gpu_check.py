@@ -259,15 +259,28 @@ def reliability_checks(build, out, summary):
 
     # --- no slowdown after profiling -------------------------------------------------------------
     def after_stop():
-        proc = run_unset([bench, "--mode", "after_stop", "--launches", "50000", "--reps", "9"], "rel_after_stop")
-        kv = key_values(proc.stdout)
-        rel["after_stop"] = kv
-        before, after = number(kv, "before_ns"), number(kv, "after_ns")
-        ratio = after / before if before > 0 else float("inf")
+        # Three processes, the median of their ratios: within one process the
+        # "before" loops come first and the GPU host's launch cost drifts by
+        # several percent over a run (185 -> 217 ms seen on an H100), which one
+        # run cannot tell from a slowdown. The slowdown this guards against
+        # (CUPTI left hooked in after stop) measured 1.28.
+        ratios, runs = [], []
+        for i in range(3):
+            proc = run_unset([bench, "--mode", "after_stop", "--launches", "50000", "--reps", "9"], f"rel_after_stop_{i}")
+            kv = key_values(proc.stdout)
+            before, after = number(kv, "before_ns"), number(kv, "after_ns")
+            if proc.returncode != 0 or before <= 0:
+                ratios.append(float("inf"))
+                runs.append(f"run {i + 1}: exit {proc.returncode}")
+                continue
+            ratios.append(after / before)
+            runs.append(f"{before / 1e6:.1f} / {after / 1e6:.1f} ms ({after / before:.3f})")
+            rel.setdefault("after_stop_runs", []).append(kv)
+        ratio = sorted(ratios)[1]
+        rel["after_stop"] = {"median_ratio": ratio, "ratios": ratios}
         check("no slowdown after profiling: a launch loop after stop() within 5% of the same loop before start() "
-              "(median of 9 x 50,000 launches)",
-              proc.returncode == 0 and before > 0 and ratio <= 1.05,
-              f"before {before / 1e6:.2f} ms, after {after / 1e6:.2f} ms, after/before {ratio:.3f}")
+              "(median ratio of 3 processes, each the median of 9 x 50,000 launches before and after)",
+              ratio <= 1.05, f"median after/before {ratio:.3f}; before / after: " + ", ".join(runs))
     guarded("no slowdown after profiling", after_stop)
 
     # --- every example clean under compute-sanitizer memcheck -------------------------------------
