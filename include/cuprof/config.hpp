@@ -28,3 +28,14 @@
 
 // Define CUPROF_DISABLE before including cuprof to compile every scope and
 // profiler call down to nothing (the API stays, the work goes).
+
+// The runtime (the session, the CUPTI backend, the writer) is header-only by
+// default: its functions are inline and compiled in each TU that uses them.
+// The cuprof::runtime target compiles it once instead: it defines
+// CUPROF_COMPILED_RUNTIME for its users, whose TUs then see declarations only,
+// and CUPROF_RUNTIME_IMPLEMENTATION in its own TU (src/runtime.cpp).
+#if defined(CUPROF_COMPILED_RUNTIME) && defined(CUPROF_RUNTIME_IMPLEMENTATION)
+#define CUPROF_RUNTIME_INLINE
+#else
+#define CUPROF_RUNTIME_INLINE inline
+#endif

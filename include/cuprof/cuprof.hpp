@@ -17,4 +17,9 @@
 #include "table.hpp"
 #include "profile.hpp"
 #include "trace_handler.hpp"
+// CUPROF_TRACE's profile starts from the TU that holds the runtime: every TU
+// that includes this header in header-only use, the runtime target's TU with
+// CUPROF_COMPILED_RUNTIME, none under CUPROF_DISABLE.
+#if !defined(CUPROF_DISABLE) && (!defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION))
 #include "detail/autostart.hpp"
+#endif

@@ -88,6 +88,9 @@ class chunk_pool {
       delete c;
     }
   }
+  // Held across fork() (runtime::before_fork), so a child never inherits it locked.
+  void lock_for_fork() noexcept { mutex_.lock(); }
+  void unlock_after_fork() noexcept { mutex_.unlock(); }
   void set_max_chunks(std::size_t n) noexcept { max_chunks_.store(n, std::memory_order_relaxed); }
   std::size_t max_chunks() const noexcept { return max_chunks_.load(std::memory_order_relaxed); }
   std::size_t allocated() const noexcept { return allocated_.load(std::memory_order_relaxed); }
@@ -120,6 +123,9 @@ class thread_registry {
     }
     return buffer;
   }
+
+  void lock_for_fork() noexcept { mutex_.lock(); }
+  void unlock_after_fork() noexcept { mutex_.unlock(); }
 
   // fn(thread_buffer&) for each buffer; buffers of exited threads are freed
   // once fn has drained them.
@@ -191,6 +197,19 @@ inline void name_cut() noexcept {
              " bytes was cut to that length (said once; later ones are cut too)");
 }
 
+// A child forked while another thread held the pool's or the registry's lock
+// would wait on it forever at its first scope that needs a chunk: fork()
+// waits for both locks (in the order for_each takes them) and releases them
+// on both sides.
+inline void before_fork() noexcept {
+  threads().lock_for_fork();
+  pool().lock_for_fork();
+}
+inline void after_fork() noexcept {
+  pool().unlock_after_fork();
+  threads().unlock_after_fork();
+}
+
 inline constexpr runtime_hooks hooks{&acquire_thread, &release_thread, &next_chunk, &name_cut};
 
 }  // namespace runtime
@@ -207,6 +226,7 @@ inline void install_runtime() {
   void* expected = nullptr;
   if (p.runtime_objects.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) {
     p.hooks.store(&runtime::hooks, std::memory_order_release);
+    ::pthread_atfork(&runtime::before_fork, &runtime::after_fork, &runtime::after_fork);
     return;
   }
   delete mine;
