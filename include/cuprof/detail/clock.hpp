@@ -92,13 +92,10 @@ class tick_converter {
 // recording: every converter of every copy maps ticks from here.
 inline clock_sample clock_anchor() {
   process_state& p = process();
-  int state = 0;
-  if (p.anchor_state.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
+  once_per_process(p.anchor_state, [&p] {
     choose_clock();
     p.anchor = sample_clocks();
-    p.anchor_state.store(2, std::memory_order_release);
-  }
-  while (p.anchor_state.load(std::memory_order_acquire) != 2) {}  // another thread is taking it
+  });
   return p.anchor;
 }
 

@@ -21,6 +21,7 @@
 #include "../config.hpp"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/auxv.h>
 #include <time.h>
 
@@ -79,6 +80,19 @@ struct process_state {
   std::atomic<void (*)()> before_exit{nullptr};  // the environment's profile writes from the exit gate  // "tracing CUDA" / "CUDA tracing is off" once per process
   std::atomic<bool> abnormal_exits_handled{false};
 };
+
+// Runs `init` once per process, by whichever copy and thread gets here first;
+// the others wait until it returned. `state`: 0 not yet, 1 running, 2 done.
+template <class Init>
+void once_per_process(std::atomic<int>& state, Init&& init) {
+  int expected = 0;
+  if (state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    init();
+    state.store(2, std::memory_order_release);
+    return;
+  }
+  while (state.load(std::memory_order_acquire) != 2) ::sched_yield();
+}
 
 // The state of a copy that has not joined (a scope in a static initialiser
 // that runs before its file's copy joined): nothing records.

@@ -28,7 +28,6 @@
 #include "records.hpp"
 
 #include <pthread.h>
-#include <sched.h>
 #include <semaphore.h>
 #include <time.h>
 
@@ -60,22 +59,18 @@ class tracer {
   // copies' std::call_once over identically named lambdas run one copy's body).
   static tracer* instance(std::string& why) {
     process_state& p = process();
-    int state = 0;
-    if (p.tracer_state.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
+    once_per_process(p.tracer_state, [&p] {
       auto* t = new tracer;
       const std::string failure = t->open();
       if (failure.empty()) {
         p.tracer.store(t, std::memory_order_release);
-      } else {
-        delete t;
-        const std::size_t n = std::min(failure.size(), sizeof p.tracer_failure - 1);
-        std::memcpy(p.tracer_failure, failure.data(), n);
-        p.tracer_failure[n] = '\0';
+        return;
       }
-      p.tracer_state.store(2, std::memory_order_release);
-    } else {
-      while (p.tracer_state.load(std::memory_order_acquire) != 2) sched_yield();
-    }
+      delete t;
+      const std::size_t n = std::min(failure.size(), sizeof p.tracer_failure - 1);
+      std::memcpy(p.tracer_failure, failure.data(), n);
+      p.tracer_failure[n] = '\0';
+    });
     why = p.tracer_failure;
     return static_cast<tracer*>(p.tracer.load(std::memory_order_acquire));
   }
