@@ -4,8 +4,12 @@ of four translation units that differ only in what they take from cuprof:
 
   bare          the TU without cuprof
   annotating    + <cuprof/record_function.hpp> and two scopes (a file that only annotates)
-  umbrella      + <cuprof/cuprof.hpp> and the same scopes, header-only (the runtime in this TU)
+  umbrella      + <cuprof/cuprof.hpp> and the same scopes, header-only (declarations and
+                inline definitions it does not call: no code forced into the object)
+  implementation the umbrella TU with CUPROF_IMPLEMENTATION: CUPROF_TRACE's autostart and,
+                with it, the whole runtime compiled here (header-only, once per program)
   profiling     + <cuprof/cuprof.hpp>, a profile started, stopped and exported, header-only
+                (the runtime code that the profile calls is compiled in this TU)
   prof-compiled the profiling TU with the runtime compiled apart (-DCUPROF_COMPILED_RUNTIME,
                 as the cuprof::runtime target sets; its one TU, src/runtime.cpp, is `runtime`)
   runtime       src/runtime.cpp: what the cuprof::runtime target compiles once per program
@@ -56,6 +60,8 @@ UNITS = {
     "bare": ("", "#define SCOPE(name)\n" + BODY),
     "annotating": ("", "#include <cuprof/record_function.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY),
     "umbrella": ("", "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY),
+    "implementation": ("-DCUPROF_IMPLEMENTATION",
+                       "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY),
     "profiling": ("", "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY + PROFILE),
     "prof-compiled": ("-DCUPROF_COMPILED_RUNTIME",
                       "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY + PROFILE),
@@ -123,7 +129,7 @@ def main():
 
     print(f"compile cost, {args.opt}, median of {args.reps} interleaved runs; "
           f"over = minus the bare TU of the same compiler")
-    print(f"{'compiler':8} {'unit':13} {'cpu s':>7} {'wall s':>7} {'over cpu':>9} {'text B':>8} {'over B':>8}  goal (g++)")
+    print(f"{'compiler':8} {'unit':14} {'cpu s':>7} {'wall s':>7} {'over cpu':>9} {'text B':>8} {'over B':>8}  goal (g++)")
     for compiler in compilers:
         base_cpu, _, base_text = results[(compiler, "bare")]
         for unit in UNITS:
@@ -133,7 +139,7 @@ def main():
                 seconds, size = GOALS[unit]
                 met = c - base_cpu <= seconds and (size is None or t - base_text <= size)
                 goal = f"+{seconds} s" + (f", +{size // 1024} KB" if size else "") + (": met" if met else ": NOT met")
-            print(f"{compiler:8} {unit:13} {c:7.2f} {w:7.2f} {c - base_cpu:+9.2f} {t:8d} {t - base_text:+8d}  {goal}")
+            print(f"{compiler:8} {unit:14} {c:7.2f} {w:7.2f} {c - base_cpu:+9.2f} {t:8d} {t - base_text:+8d}  {goal}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@
 // bf16 GEMM.
 #pragma once
 
+// Each example is one file: it compiles cuprof's runtime and, with it,
+// CUPROF_TRACE's trace-at-exit (config.hpp).
+#define CUPROF_IMPLEMENTATION
 #include <cuprof/cuprof.hpp>
 
 #include <cublas_v2.h>

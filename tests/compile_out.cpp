@@ -1,5 +1,7 @@
 // Built with -DCUPROF_DISABLE: every scope and profiler call compiles to
-// nothing, but the API still compiles. Exit status 0 when nothing at all was
+// nothing, but the API still compiles: the umbrella then holds only macros and
+// empty stubs (detail/disabled_api.hpp), so this file uses the API as a
+// program would. Exit status 0 when nothing at all was
 // recorded; otherwise the number of failed checks (each named on stderr).
 #ifndef CUPROF_DISABLE
 #define CUPROF_DISABLE
@@ -8,6 +10,7 @@
 
 #include <cstdio>
 #include <string>
+#include <sys/stat.h>
 
 namespace {
 
@@ -73,11 +76,28 @@ int main() {
     check(nothing_recorded(prof), "no ProfilerStep#N or other span recorded with a schedule");
   }
 
-  // The table and the trace writer still work on what (not) was recorded.
-  cuprof::profile idle;
+  // Summaries are empty texts and nothing reaches the disk.
+  cuprof::profile idle(cuprof::profile_options{}, cuprof::start_now);
   check(idle.key_averages().table().empty(), "table() of nothing is empty, as torch's");
-  check(cuprof::chrome_trace_json(idle.last_trace()).find("\"traceEvents\"") != std::string::npos,
-        "chrome_trace_json() still works");
+  cuprof::table_options table;
+  table.sort_by = "cuda_time_total";
+  table.row_limit = 10;
+  const std::string text = idle.key_averages().table(table);
+  std::fputs(idle.key_averages().table("self_cpu_time_total", 5).c_str(), stdout);
+  check(text.empty() && cuprof::chrome_trace_json(idle.last_trace()).empty(), "texts are empty");
+  const char* path = "compile_out_trace.json";
+  const cuprof::export_result written = idle.export_chrome_trace(std::string(path));
+  cuprof::export_chrome_trace(idle.last_trace(), path);
+  struct stat st;
+  check(written.events == 0 && written.bytes == 0 && ::stat(path, &st) != 0, "export_chrome_trace writes no file");
+  cuprof::profile_options with_handler;
+  with_handler.on_trace_ready = cuprof::tensorboard_trace_handler("compile_out_traces");
+  with_handler.activities = cuprof::activity::cpu | cuprof::activity::cuda;
+  check(!with_handler.on_trace_ready, "a handler is never called");
+  check(idle.cuda_status().empty() && !idle.running() && idle.step_num() == 0 &&
+            idle.current_action() == cuprof::profiler_action::none,
+        "the session reports nothing running");
+  check(cuprof::schedule(1, 1, 2)(3) == cuprof::profiler_action::record_and_save, "schedule still computes actions");
 
   if (failures == 0) std::puts("compile_out: nothing recorded under CUPROF_DISABLE");
   return failures;

@@ -5,6 +5,8 @@
 // after stop(), busy writers, the CPU event cap and misuse guards, copied
 // traces, libcupti not loadable, the environment parsers, and the fuzzing
 // corpus and regression inputs replayed through the parsers.
+// This binary's CUPROF_TRACE autostart (the exit tests run it as a child with CUPROF_TRACE set).
+#define CUPROF_IMPLEMENTATION
 #include <cuprof/cuprof.hpp>
 #include <cuprof/trace_reader.hpp>
 

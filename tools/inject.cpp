@@ -11,8 +11,8 @@
 //   LD_PRELOAD  so that a program that never initialises CUDA, or runs where
 //       there is no driver, still gets a trace and a line saying why.
 // It is the header compiled once, nothing more.
-#define CUPROF_NO_AUTOSTART  // started from InitializeInjection, not at load time
 #include <cuprof/cuprof.hpp>
+#include <cuprof/detail/autostart.hpp>  // started from InitializeInjection, not at load time
 
 #include <dlfcn.h>
 

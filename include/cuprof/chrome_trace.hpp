@@ -3,6 +3,10 @@
 // torch's. The contract is docs/trace-format.md. Streaming: no DOM is built.
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#include "detail/disabled_api.hpp"
+#else
+
 #include "config.hpp"
 #include "event.hpp"
 
@@ -34,3 +38,4 @@ std::string chrome_trace_json(const trace& t, const std::string& trace_name = "c
 #if !defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION)
 #include "detail/chrome_trace_writer.hpp"
 #endif
+#endif  // CUPROF_DISABLE

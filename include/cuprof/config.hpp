@@ -31,6 +31,10 @@
 
 // The runtime (the session, the CUPTI backend, the writer) is header-only by
 // default: its functions are inline and compiled in each TU that uses them.
+// CUPROF_TRACE's autostart (trace at exit without code) is compiled into the
+// one TU that defines CUPROF_IMPLEMENTATION before including cuprof.hpp, as
+// stb's and doctest's implementations are, so that including cuprof forces no
+// code into every object file.
 // The cuprof::runtime target compiles it once instead: it defines
 // CUPROF_COMPILED_RUNTIME for its users, whose TUs then see declarations only,
 // and CUPROF_RUNTIME_IMPLEMENTATION in its own TU (src/runtime.cpp).

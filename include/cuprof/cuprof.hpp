@@ -7,6 +7,9 @@
 //   std::puts(prof.key_averages().table("cuda_time_total", 15).c_str());
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#include "detail/disabled_api.hpp"  // macros and empty stubs only
+#else
 #include "config.hpp"
 #include "error.hpp"
 #include "record_function.hpp"
@@ -17,9 +20,13 @@
 #include "table.hpp"
 #include "profile.hpp"
 #include "trace_handler.hpp"
-// CUPROF_TRACE's profile starts from the TU that holds the runtime: every TU
-// that includes this header in header-only use, the runtime target's TU with
-// CUPROF_COMPILED_RUNTIME, none under CUPROF_DISABLE.
-#if !defined(CUPROF_DISABLE) && (!defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION))
+// CUPROF_TRACE's profile starts during static initialisation of the TU that
+// asks for it (CUPROF_IMPLEMENTATION, header-only) or of the cuprof::runtime
+// target's TU; other TUs carry no runtime code they do not call.
+#if defined(CUPROF_RUNTIME_IMPLEMENTATION) || (defined(CUPROF_IMPLEMENTATION) && !defined(CUPROF_COMPILED_RUNTIME))
 #include "detail/autostart.hpp"
+namespace cuprof::detail {
+inline const bool environment_profile_started = start_environment_profile();
+}
 #endif
+#endif  // CUPROF_DISABLE

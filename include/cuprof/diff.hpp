@@ -4,6 +4,10 @@
 // CPU overhead changed.
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
+#endif
+
 #include "event.hpp"
 #include "kernel_names.hpp"
 #include "table.hpp"

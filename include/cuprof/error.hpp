@@ -2,6 +2,10 @@
 // unwritable paths, an unknown table sort key. Messages start with "cuprof: ".
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#include "detail/disabled_api.hpp"
+#else
+
 #include <stdexcept>
 #include <string>
 
@@ -13,3 +17,4 @@ class error : public std::runtime_error {
 };
 
 }  // namespace cuprof
+#endif  // CUPROF_DISABLE

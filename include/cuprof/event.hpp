@@ -2,6 +2,10 @@
 // clock (Unix-epoch nanoseconds). Pure data; knows nothing of CUPTI.
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#include "detail/disabled_api.hpp"
+#else
+
 #include "detail/string_table.hpp"
 
 #include <cstdint>
@@ -169,3 +173,4 @@ struct trace {
 };
 
 }  // namespace cuprof
+#endif  // CUPROF_DISABLE

@@ -13,6 +13,10 @@
 // - profiler overhead and dropped records.
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
+#endif
+
 #include "event.hpp"
 #include "kernel_names.hpp"
 #include "stats.hpp"

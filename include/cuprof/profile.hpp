@@ -18,6 +18,10 @@
 // finalised at a later step() once its records arrived, or at stop().
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#include "detail/disabled_api.hpp"
+#else
+#include "activity.hpp"
 #include "chrome_trace.hpp"
 #include "config.hpp"
 #include "detail/clock.hpp"
@@ -34,10 +38,6 @@
 #include <string>
 
 namespace cuprof {
-
-enum class activity : unsigned { cpu = 1, cuda = 2 };
-constexpr activity operator|(activity a, activity b) noexcept { return activity(unsigned(a) | unsigned(b)); }
-constexpr bool has(activity set, activity a) noexcept { return (unsigned(set) & unsigned(a)) != 0; }
 
 class profile;
 namespace detail::cupti {
@@ -162,16 +162,8 @@ class profile {
 }  // namespace cuprof
 
 // The session's code: in this TU for header-only use; once, in the
-// cuprof::runtime target's TU, with CUPROF_COMPILED_RUNTIME; stubs under
-// CUPROF_DISABLE.
-#if defined(CUPROF_DISABLE)
-namespace cuprof {  // every call does nothing: no CUPTI, no file; last_trace() stays empty
-inline profile::~profile() = default;
-inline void profile::start() {}
-inline void profile::stop() {}
-inline void profile::step() {}
-inline export_result profile::export_chrome_trace(const std::string& path) const { return export_result{path, 0, 0}; }
-}  // namespace cuprof
-#elif !defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION)
+// cuprof::runtime target's TU, with CUPROF_COMPILED_RUNTIME.
+#if !defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION)
 #include "detail/profile_impl.hpp"
 #endif
+#endif  // CUPROF_DISABLE

@@ -12,11 +12,12 @@
 
 #include "config.hpp"
 
-#include <cstdint>
-#include <string_view>
-
+#include <cstddef>
 #ifndef CUPROF_DISABLE
 #include "detail/scope_buffer.hpp"
+
+#include <cstdint>
+#include <string_view>
 #endif
 #if defined(CUPROF_NVTX) && !defined(CUPROF_DISABLE)
 #include <nvtx3/nvToolsExt.h>
@@ -83,8 +84,8 @@ class record_function {
     CUPROF_NVTX_POP();
   }
 #else
-  explicit record_function(static_name) noexcept {}
-  explicit record_function(std::string_view) noexcept {}
+  template <class Name>
+  explicit record_function(const Name&) noexcept {}
 #endif
 
   record_function(const record_function&) = delete;

@@ -2,10 +2,12 @@
 // recorded, and which one ends a cycle and hands its trace over.
 #pragma once
 
+#include <cstdint>
+#ifndef CUPROF_DISABLE
 #include "error.hpp"
 
-#include <cstdint>
 #include <string>
+#endif
 
 namespace cuprof {
 
@@ -47,12 +49,14 @@ struct schedule {
   }
 
   void validate() const {
+#ifndef CUPROF_DISABLE
     if (wait < 0 || warmup < 0 || active <= 0 || repeat < 0 || skip_first < 0) {
       throw error("invalid schedule (wait=" + std::to_string(wait) + ", warmup=" + std::to_string(warmup) +
                   ", active=" + std::to_string(active) + ", repeat=" + std::to_string(repeat) +
                   ", skip_first=" + std::to_string(skip_first) +
                   "): active must be at least 1 and every other value at least 0");
     }
+#endif
   }
 
   profiler_action operator()(std::int64_t step) const noexcept {

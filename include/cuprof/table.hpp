@@ -2,6 +2,10 @@
 // columns, units, sort keys and footer, so a torch user reads it at a glance.
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#include "detail/disabled_api.hpp"
+#else
+
 #include "detail/text.hpp"
 #include "error.hpp"
 #include "event.hpp"
@@ -358,3 +362,4 @@ inline event_averages key_averages(const trace& t) {
 }
 
 }  // namespace cuprof
+#endif  // CUPROF_DISABLE

@@ -5,6 +5,10 @@
 // Matching by thread and time keeps CUPTI out of the scope hot path.
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#include "detail/disabled_api.hpp"
+#else
+
 #include "detail/correlation_index.hpp"
 #include "event.hpp"
 
@@ -139,3 +143,4 @@ inline std::vector<gpu_annotation> gpu_annotations(const trace& t) {
 }
 
 }  // namespace cuprof
+#endif  // CUPROF_DISABLE

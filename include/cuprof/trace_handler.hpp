@@ -1,6 +1,10 @@
 // Ready-made on_trace_ready handlers.
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#include "detail/disabled_api.hpp"
+#else
+
 #include "config.hpp"
 #include "profile.hpp"
 
@@ -20,3 +24,4 @@ std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::st
 #if !defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION)
 #include "detail/trace_handler_impl.hpp"
 #endif
+#endif  // CUPROF_DISABLE

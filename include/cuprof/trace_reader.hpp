@@ -14,6 +14,10 @@
 // gzip data, invalid JSON, fields of the wrong type.
 #pragma once
 
+#ifdef CUPROF_DISABLE
+#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
+#endif
+
 #include "detail/json_reader.hpp"
 #include "error.hpp"
 #include "event.hpp"

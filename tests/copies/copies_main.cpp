@@ -4,6 +4,7 @@
 // trace (tests/copies/check_copies.py runs and checks it).
 //   copies_main autostart PLUGIN                  (CUPROF_TRACE set by the caller)
 //   copies_main library_profile PLUGIN TRACE      (the library's own profile)
+#define CUPROF_IMPLEMENTATION  // each copy has CUPROF_TRACE's autostart: one must win
 #include <cuprof/cuprof.hpp>
 
 #include <dlfcn.h>

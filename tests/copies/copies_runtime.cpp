@@ -1,4 +1,5 @@
 // A library with cuprof's whole runtime, which can run a profile of its own.
+#define CUPROF_IMPLEMENTATION  // each copy has CUPROF_TRACE's autostart: one must win
 #include <cuprof/cuprof.hpp>
 
 namespace {

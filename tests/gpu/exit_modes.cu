@@ -8,6 +8,7 @@
 // prints one line, and ends without waiting for the GPU unless the mode says.
 // Built with cuprof included (CUPROF_TRACE), with cuprof compiled out (traced
 // by `cuprof run`), and with the static CUDA runtime.
+#define CUPROF_IMPLEMENTATION  // CUPROF_TRACE's trace at exit
 #include <cuprof/cuprof.hpp>
 
 #include <cuda.h>

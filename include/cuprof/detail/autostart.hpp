@@ -1,6 +1,8 @@
-// Trace without code. With CUPROF_TRACE=<path> in the environment, any program
-// that includes cuprof.hpp profiles from before main() to exit, writes the
-// trace to <path> and prints the table to stderr. The injection library
+// Trace without code. With CUPROF_TRACE=<path> in the environment, a program
+// built with cuprof's runtime (one TU defining CUPROF_IMPLEMENTATION before
+// including cuprof.hpp, or the cuprof::runtime target) profiles from before
+// main() to exit, writes the trace to <path> and prints the table to stderr.
+// The injection library
 // (libcuprof_inject.so, see `cuprof run`) does the same for programs that do
 // not include cuprof at all.
 //
@@ -182,10 +184,6 @@ inline void run_environment_window(profile* p, double delay, double duration) {
 // Starts the environment's profile if it asks for one. `injected`: called by
 // the injection library from inside cuInit.
 inline bool start_environment_profile(bool injected = false) {
-#ifdef CUPROF_DISABLE
-  (void)injected;
-  return false;
-#endif
   environment_session& s = environment();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.prof) return false;
@@ -220,9 +218,5 @@ inline bool start_environment_profile(bool injected = false) {
   }
   return true;
 }
-
-#ifndef CUPROF_NO_AUTOSTART
-inline const bool g_environment_profile_started = start_environment_profile();
-#endif
 
 }  // namespace cuprof::detail
