@@ -299,7 +299,7 @@ TEST_CASE("table: --stats columns give each row's per-call distribution") {
   cuprof::table_options o;
   o.sort_by = "cuda_time_total";
   o.stats = true;
-  o.kernel_names = true;
+  o.describe_kernel = cuprof::compact_kernel_name;
   const std::string table = avg.table(o);
   CHECK(table.find("  CUDA median  ") != std::string::npos);
   CHECK(table.find("GEMM sm90 bf16 256x128x64 4 stages cluster 1x2 coopA beta=0 NNT") != std::string::npos);

@@ -188,7 +188,7 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
     }
   }
   o.stats = option(p, "stats") != nullptr;
-  o.kernel_names = option(p, "kernels") != nullptr;
+  if (option(p, "kernels")) o.describe_kernel = compact_kernel_name;
   const loaded_trace lt = read_trace_file(p.positional[0]);
   const event_averages avg = key_averages(lt.t);
   if (sort) o.sort_by = *sort == "none" ? std::string() : *sort;

@@ -684,4 +684,7 @@ inline kernel_name_info decode_kernel_name(std::string_view name) {
   return k;
 }
 
+// table_options::describe_kernel's decoder: the compact form of what a kernel's name says.
+inline std::string compact_kernel_name(std::string_view name) { return decode_kernel_name(name).compact(); }
+
 }  // namespace cuprof

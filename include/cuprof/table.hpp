@@ -9,7 +9,6 @@
 #include "detail/text.hpp"
 #include "error.hpp"
 #include "event.hpp"
-#include "kernel_names.hpp"
 #include "stats.hpp"
 #include "trace.hpp"
 
@@ -56,9 +55,12 @@ struct table_options {
   std::string header;    // written above a line of '=' when not empty
   int max_name_column_width = 55;
   // Opt-in columns after torch's: per-call CPU and CUDA min, median, p95 and max
-  // ("-" where a row has no such time), and what a kernel's name says (kernel_names.hpp).
+  // ("-" where a row has no such time).
   bool stats = false;
-  bool kernel_names = false;
+  // When set, a last column says what each kernel's name means, as this hook
+  // tells: cuprof::compact_kernel_name (kernel_names.hpp) or your own. The
+  // table itself decodes nothing, so the profiler's runtime carries no decoder.
+  std::string (*describe_kernel)(std::string_view kernel_name) = nullptr;
 };
 
 class event_averages {
@@ -200,9 +202,9 @@ inline std::string event_averages::table(const table_options& options) const {
   }
   std::vector<std::string> kernel_fields;  // per printed row
   std::size_t kernel_width = 0;
-  if (options.kernel_names) {
+  if (options.describe_kernel) {
     for (const event_average* r : rows) {
-      kernel_fields.push_back(r->kind == row_kind::gpu_work ? detail::terminal_safe(decode_kernel_name(r->key).compact())
+      kernel_fields.push_back(r->kind == row_kind::gpu_work ? detail::terminal_safe(options.describe_kernel(r->key))
                                                              : std::string());
       kernel_width = std::max(kernel_width, kernel_fields.back().size());
     }
@@ -232,7 +234,7 @@ inline std::string event_averages::table(const table_options& options) const {
     separator += "  ";
     line_length += w + 2;
   }
-  if (options.kernel_names) {
+  if (options.describe_kernel) {
     separator.append(kernel_width, '-');
     separator += "  ";
     line_length += int(kernel_width) + 2;
@@ -245,7 +247,7 @@ inline std::string event_averages::table(const table_options& options) const {
     out += '\n' + options.header + '\n';
   }
   out += separator;
-  row_line(headers, options.kernel_names ? &kernel_header : nullptr);
+  row_line(headers, options.describe_kernel ? &kernel_header : nullptr);
   out += separator;
 
   const double total_cpu = double(self_cpu_time_total_ns()) / 1000.0;
@@ -280,7 +282,7 @@ inline std::string event_averages::table(const table_options& options) const {
       add_distribution(r->cpu_distribution(), r->cpu_total_ns > 0);
       if (has_cuda) add_distribution(r->cuda_distribution(), r->cuda_total_ns > 0);
     }
-    row_line(cells, options.kernel_names ? &kernel_fields[row] : nullptr);
+    row_line(cells, options.describe_kernel ? &kernel_fields[row] : nullptr);
   }
   out += separator;
   out += "Self CPU time total: " + detail::format_time_us(total_cpu) + "\n";

@@ -12,6 +12,7 @@
 #include <cuprof/detail/process_info.hpp>
 #include <cuprof/diff.hpp>
 #include <cuprof/insights.hpp>
+#include <cuprof/kernel_names.hpp>
 #include <cuprof/table.hpp>
 #include <cuprof/trace_reader.hpp>
 
@@ -66,7 +67,7 @@ inline void trace_reader(const std::uint8_t* data, std::size_t size) {
   o.sort_by = "cuda_time_total";
   o.row_limit = -1;
   o.stats = true;
-  o.kernel_names = true;
+  o.describe_kernel = cuprof::compact_kernel_name;
   (void)avg.table(o);
   (void)avg.table("self_cpu_time_total", 10);
   cuprof::insights_options io;

@@ -86,7 +86,7 @@ struct table_options {
   detail::ignored_value header;
   int max_name_column_width = 55;
   bool stats = false;
-  bool kernel_names = false;
+  detail::ignored_value describe_kernel;
 };
 
 class event_averages {
