@@ -1,6 +1,7 @@
 // Core, CUDA-free pieces: schedule, scopes recorded by a CPU-only profile,
 // collection, attribution, key_averages() and the table.
 #include <cuprof/cuprof.hpp>
+#include <cuprof/trace_reader.hpp>
 
 #include <doctest/doctest.h>
 
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +104,28 @@ struct builder {
     return std::uint32_t(t.gpu.size() - 1);
   }
 };
+
+// "child<parent" for every span and call ("-": none), sorted: the parents
+// whatever order the spans and calls are in.
+std::string parents(const cuprof::trace& t) {
+  const auto name = [&](std::uint32_t s) { return s == no_index ? std::string("-") : t.names.str(t.spans[s].name); };
+  std::set<std::string> links;
+  for (const auto& s : t.spans) links.insert(t.names.str(s.name) + '<' + name(s.parent));
+  for (const auto& c : t.api_calls) links.insert(t.names.str(c.name) + '<' + name(c.parent));
+  std::string out;
+  for (const std::string& l : links) out += (out.empty() ? "" : " ") + l;
+  return out;
+}
+
+// Links a hand-made trace as the profiler does (link_spans, attribute), checks
+// that the trace read back from its JSON links the same, and returns parents().
+std::string linked(builder& b) {
+  cuprof::link_spans(b.t);
+  cuprof::attribute(b.t);
+  const std::string live = parents(b.t);
+  CHECK(parents(cuprof::parse_trace(cuprof::chrome_trace_json(b.t), "nesting").t) == live);
+  return live;
+}
 
 const char* const vectorized_kernel =
     "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> "
@@ -721,6 +745,83 @@ TEST_CASE("attribute: API calls go to the innermost open scope on their own thre
   CHECK(b.t.gpu[1].api == no_index);
   CHECK(cuprof::launching_span(b.t, b.t.gpu[1]) == no_index);
   CHECK(b.t.meta.unmatched_gpu_records == 1);
+}
+
+TEST_CASE("nesting: identical extents: the first span is the parent, spans contain calls") {
+  builder b;
+  b.span("first", 100, 200);
+  b.span("second", 100, 200);
+  b.call("same", 100, 200, 1);
+  b.call("inside", 150, 160, 2);
+  CHECK(linked(b) == "first<- inside<second same<second second<first");
+}
+
+TEST_CASE("nesting: a call starting exactly at a span's end is not its child, unless it has no length") {
+  builder b;
+  b.span("outer", 0, 1000);
+  b.span("s", 100, 200);
+  b.call("at_start", 100, 110, 1);
+  b.call("at_end", 200, 210, 2);
+  b.call("zero_at_end", 200, 200, 3);
+  CHECK(linked(b) == "at_end<outer at_start<s outer<- s<outer zero_at_end<s");
+}
+
+TEST_CASE("nesting: zero-length spans are contained by spans that start or end with them") {
+  builder b;
+  b.span("outer", 100, 200);
+  b.span("z_end", 200, 200);
+  b.span("z1", 100, 100);
+  b.span("z2", 100, 100);
+  b.span("inner", 100, 150);
+  b.call("zero_call", 100, 100, 1);
+  b.call("call", 100, 105, 2);  // starts where z1 and z2 end: not theirs
+  CHECK(linked(b) == "call<inner inner<outer outer<- z1<inner z2<z1 z_end<outer zero_call<z2");
+}
+
+TEST_CASE("nesting: partial overlap: a span goes to a span containing it, a call stays with the one it started in") {
+  builder b;
+  b.span("outer", 0, 1000);  // cut at the window's end
+  b.span("a", 100, 200);
+  b.span("b", 150, 300);  // starts in a, ends after it
+  b.span("short", 600, 650);
+  b.call("over_a", 110, 250, 1);
+  b.call("in_b", 180, 190, 2);
+  b.call("long", 600, 700, 3);       // starts with a shorter span
+  b.call("past_end", 900, 1100, 4);  // still running at the window's end
+  CHECK(linked(b) == "a<outer b<outer in_b<b long<short outer<- over_a<a past_end<outer short<outer");
+}
+
+TEST_CASE("nesting: two threads interleaved, each linked within itself") {
+  builder b;
+  b.span("A2", 10, 90, no_index, 2);
+  b.span("B1", 20, 80, no_index, 1);
+  b.span("A1", 0, 100, no_index, 1);
+  b.span("B2", 20, 80, no_index, 2);
+  b.call("c2", 30, 40, 1, 2);
+  b.call("c1", 30, 40, 2, 1);
+  b.call("c1_late", 85, 95, 3, 1);
+  b.call("c2_late", 95, 99, 4, 2);
+  b.call("c3", 30, 40, 5, 3);  // a thread with no spans
+  CHECK(linked(b) == "A1<- A2<- B1<A1 B2<A2 c1<B1 c1_late<A1 c2<B2 c2_late<- c3<-");
+}
+
+TEST_CASE("nesting: span_builder makes the outer of two scopes with one extent the parent") {
+  cuprof::trace t;
+  static const char* outer = "outer";
+  static const char* inner = "inner";
+  using cuprof::detail::make_head;
+  using cuprof::detail::slot_kind;
+  const cuprof::detail::slot slots[] = {
+      {make_head(slot_kind::enter_static, 10), std::uint64_t(reinterpret_cast<std::uintptr_t>(outer))},
+      {make_head(slot_kind::enter_static, 10), std::uint64_t(reinterpret_cast<std::uintptr_t>(inner))},
+      {make_head(slot_kind::exit, 20), 0},
+      {make_head(slot_kind::exit, 20), 0},
+  };
+  const cuprof::detail::tick_converter identity;
+  cuprof::detail::span_builder builder(t, identity, 1, 0, 100);
+  CHECK(builder.consume(slots, 4) == 4);
+  builder.finish();
+  CHECK(parents(t) == "inner<outer outer<-");
 }
 
 TEST_CASE("gpu_annotations: one per (scope, stream), over nested scopes, steps and syncs excluded") {

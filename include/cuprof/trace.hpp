@@ -10,6 +10,7 @@
 #else
 
 #include "detail/correlation_index.hpp"
+#include "detail/nesting.hpp"
 #include "event.hpp"
 
 #include <algorithm>
@@ -22,64 +23,13 @@ namespace cuprof {
 // Orders spans per thread by start (enclosing first) and links each to its
 // parent, after spans from several sources (scopes, NVTX ranges) were merged.
 inline void link_spans(trace& t) {
-  std::stable_sort(t.spans.begin(), t.spans.end(), [](const cpu_span& a, const cpu_span& b) {
-    if (a.tid != b.tid) return a.tid < b.tid;
-    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
-  });
-  std::vector<std::uint32_t> open;
-  for (std::uint32_t i = 0; i < t.spans.size(); ++i) {
-    cpu_span& s = t.spans[i];
-    if (i == 0 || t.spans[i - 1].tid != s.tid) open.clear();
-    while (!open.empty() && t.spans[open.back()].end_ns < s.end_ns) open.pop_back();
-    s.parent = open.empty() ? no_index : open.back();
-    s.id = i + 1;
-    open.push_back(i);
-  }
+  std::stable_sort(t.spans.begin(), t.spans.end(), detail::nests_before);
+  detail::link_parents(t, detail::parents_of::spans);
+  for (std::uint32_t i = 0; i < t.spans.size(); ++i) t.spans[i].id = i + 1;
 }
 
 inline void attribute(trace& t) {
-  // Spans of each thread in start order (collection emits them so per thread).
-  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> spans_by_tid;
-  for (std::uint32_t i = 0; i < t.spans.size(); ++i) spans_by_tid[t.spans[i].tid].push_back(i);
-  for (auto& entry : spans_by_tid) {
-    std::stable_sort(entry.second.begin(), entry.second.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return t.spans[a].start_ns < t.spans[b].start_ns;
-    });
-  }
-
-  std::vector<std::uint32_t> calls(t.api_calls.size());
-  for (std::uint32_t i = 0; i < calls.size(); ++i) calls[i] = i;
-  const auto by_thread_then_time = [&](std::uint32_t a, std::uint32_t b) {
-    const api_call& x = t.api_calls[a];
-    const api_call& y = t.api_calls[b];
-    return x.tid != y.tid ? x.tid < y.tid : x.start_ns < y.start_ns;
-  };
-  if (!std::is_sorted(calls.begin(), calls.end(), by_thread_then_time))  // usually already is
-    std::sort(calls.begin(), calls.end(), by_thread_then_time);
-
-  // Sweep each thread's calls and spans together, keeping the open spans on a stack.
-  std::vector<std::uint32_t> open;
-  const std::vector<std::uint32_t> none;
-  std::uint32_t current_tid = 0;
-  const std::vector<std::uint32_t>* spans = &none;
-  std::size_t next_span = 0;
-  for (std::size_t k = 0; k < calls.size(); ++k) {
-    api_call& call = t.api_calls[calls[k]];
-    if (k == 0 || call.tid != current_tid) {
-      current_tid = call.tid;
-      auto it = spans_by_tid.find(call.tid);
-      spans = it == spans_by_tid.end() ? &none : &it->second;
-      next_span = 0;
-      open.clear();
-    }
-    while (next_span < spans->size() && t.spans[(*spans)[next_span]].start_ns <= call.start_ns) {
-      const std::uint32_t s = (*spans)[next_span++];
-      while (!open.empty() && t.spans[open.back()].end_ns < t.spans[s].start_ns) open.pop_back();
-      open.push_back(s);
-    }
-    while (!open.empty() && t.spans[open.back()].end_ns < call.start_ns) open.pop_back();
-    call.parent = open.empty() ? no_index : open.back();
-  }
+  detail::link_parents(t, detail::parents_of::calls);
 
   std::vector<std::pair<std::uint32_t, std::uint32_t>> correlations;
   correlations.reserve(t.api_calls.size());

@@ -19,6 +19,7 @@
 #endif
 
 #include "detail/json_reader.hpp"
+#include "detail/nesting.hpp"
 #include "error.hpp"
 #include "event.hpp"
 #include "trace.hpp"
@@ -438,7 +439,7 @@ class builder {
     t.meta.pid = cpu_pid_ >= 0 ? std::uint32_t(cpu_pid_) : 0;
     if (auto it = process_names_.find(cpu_pid_); it != process_names_.end()) t.meta.process_name = it->second;
 
-    // Spans per thread in start order, longer first on ties: parents precede children.
+    // Spans in nesting order (nests_before, file order on identical extents): parents precede children.
     std::vector<std::size_t> order(spans_.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -468,7 +469,7 @@ class builder {
       t.spans.push_back(s);
     }
 
-    // Calls in start order per thread; parents by nesting, as torch finds CPU children.
+    // Calls in start order per thread.
     std::sort(calls_.begin(), calls_.end(), [](const raw_call& a, const raw_call& b) {
       return a.tid != b.tid ? a.tid < b.tid : a.start != b.start ? a.start < b.start : a.end > b.end;
     });
@@ -486,7 +487,7 @@ class builder {
       if (r.correlation >= 0) call_by_correlation.emplace(r.correlation, std::uint32_t(t.api_calls.size()));
       t.api_calls.push_back(a);
     }
-    nest();
+    link_parents(t, parents_of::spans_and_calls);
 
     // GPU work: the launching call by correlation, the scope by External id.
     std::stable_sort(gpu_.begin(), gpu_.end(), [](const raw_gpu& a, const raw_gpu& b) { return a.start < b.start; });
@@ -588,48 +589,6 @@ class builder {
 
   void note_cpu_pid(std::int64_t pid) {
     if (cpu_pid_ < 0) cpu_pid_ = pid;
-  }
-
-  // Parents of spans and calls by interval nesting on each thread (torch's rule:
-  // a parent contains the child entirely).
-  void nest() {
-    trace& t = out_.t;
-    std::vector<std::uint32_t> stack;
-    std::size_t si = 0, ci = 0;
-    std::uint32_t tid = 0;
-    bool have_tid = false;
-    while (si < t.spans.size() || ci < t.api_calls.size()) {
-      // Next event in (tid, start, longer first) order; spans before calls on exact ties.
-      bool take_span;
-      if (si >= t.spans.size()) take_span = false;
-      else if (ci >= t.api_calls.size()) take_span = true;
-      else {
-        const cpu_span& s = t.spans[si];
-        const api_call& a = t.api_calls[ci];
-        if (s.tid != a.tid) take_span = s.tid < a.tid;
-        else if (s.start_ns != a.start_ns) take_span = s.start_ns < a.start_ns;
-        else take_span = s.end_ns >= a.end_ns;
-      }
-      const std::uint32_t ev_tid = take_span ? t.spans[si].tid : t.api_calls[ci].tid;
-      const std::uint64_t start = take_span ? t.spans[si].start_ns : t.api_calls[ci].start_ns;
-      const std::uint64_t end = take_span ? t.spans[si].end_ns : t.api_calls[ci].end_ns;
-      if (!have_tid || ev_tid != tid) {
-        stack.clear();
-        tid = ev_tid;
-        have_tid = true;
-      }
-      while (!stack.empty() && (start >= t.spans[stack.back()].end_ns || end > t.spans[stack.back()].end_ns))
-        stack.pop_back();
-      const std::uint32_t parent = stack.empty() ? no_index : stack.back();
-      if (take_span) {
-        t.spans[si].parent = parent;
-        stack.push_back(std::uint32_t(si));
-        ++si;
-      } else {
-        t.api_calls[ci].parent = parent;
-        ++ci;
-      }
-    }
   }
 
   struct thread_candidate {

@@ -3,6 +3,7 @@
 
 #include "../event.hpp"
 #include "clock.hpp"
+#include "nesting.hpp"
 #include "thread_buffer.hpp"
 
 #include <pthread.h>
@@ -57,18 +58,12 @@ class span_builder {
 
   void finish() {
     while (!stack_.empty()) close(window_end_ticks_);
-    // Spans were emitted at their exits (children first); restore enter order
-    // so parents precede children, then link each to its parent.
-    std::sort(out_.spans.begin() + first_, out_.spans.end(), [](const cpu_span& a, const cpu_span& b) {
-      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
-    });
-    std::vector<std::uint32_t> ancestors;
-    for (std::size_t i = first_; i < out_.spans.size(); ++i) {
-      cpu_span& sp = out_.spans[i];
-      while (!ancestors.empty() && out_.spans[ancestors.back()].end_ns < sp.end_ns) ancestors.pop_back();
-      sp.parent = ancestors.empty() ? no_index : ancestors.back();
-      ancestors.push_back(std::uint32_t(i));
-    }
+    // Spans were emitted at their exits, children first. Reversed, every scope
+    // precedes the scopes it encloses, also those with its very extent; sorted
+    // stably, parents precede children.
+    std::reverse(out_.spans.begin() + first_, out_.spans.end());
+    std::stable_sort(out_.spans.begin() + first_, out_.spans.end(), nests_before);
+    link_parents(out_, parents_of::spans, first_);
   }
 
  private:
