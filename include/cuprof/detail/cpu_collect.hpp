@@ -4,6 +4,7 @@
 #include "../event.hpp"
 #include "clock.hpp"
 #include "thread_buffer.hpp"
+#include "trace_schema.hpp"
 
 #include <pthread.h>
 
@@ -45,7 +46,7 @@ class span_builder {
                false);
           break;
         case slot_kind::enter_step:
-          open(cur, out_.names.intern("ProfilerStep#" + std::to_string(cur.payload)), true);
+          open(cur, out_.names.intern(std::string(schema::step_name_prefix) + std::to_string(cur.payload)), true);
           break;
         case slot_kind::exit:
           if (!stack_.empty()) close(ticks_of(cur));
