@@ -267,20 +267,20 @@ struct scenario {
 // =============================================================================
 TEST_SUITE("cupti_records") {
 
-TEST_CASE("display_api_name strips CUPTI's version suffix, _ptsz/_ptds and leading underscores") {
-  using cuprof::detail::cupti::display_api_name;
-  CHECK(display_api_name("cudaLaunchKernel_v7000") == "cudaLaunchKernel");
-  CHECK(display_api_name("___cudaLaunchKernel_v13000") == "cudaLaunchKernel");
-  CHECK(display_api_name("___cudaLaunchKernel_ptsz_v13000") == "cudaLaunchKernel");
-  CHECK(display_api_name("cudaLaunchKernel_ptsz_v7000") == "cudaLaunchKernel");
-  CHECK(display_api_name("cudaMemcpy_ptds_v7000") == "cudaMemcpy");
-  CHECK(display_api_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync");
-  CHECK(display_api_name("cuLaunchKernelEx") == "cuLaunchKernelEx");
-  CHECK(display_api_name("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000") ==
+TEST_CASE("api_base_name strips CUPTI's version suffix, _ptsz/_ptds and leading underscores") {
+  using cuprof::detail::api_base_name;
+  CHECK(api_base_name("cudaLaunchKernel_v7000") == "cudaLaunchKernel");
+  CHECK(api_base_name("___cudaLaunchKernel_v13000") == "cudaLaunchKernel");
+  CHECK(api_base_name("___cudaLaunchKernel_ptsz_v13000") == "cudaLaunchKernel");
+  CHECK(api_base_name("cudaLaunchKernel_ptsz_v7000") == "cudaLaunchKernel");
+  CHECK(api_base_name("cudaMemcpy_ptds_v7000") == "cudaMemcpy");
+  CHECK(api_base_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync");
+  CHECK(api_base_name("cuLaunchKernelEx") == "cuLaunchKernelEx");
+  CHECK(api_base_name("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000") ==
         "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
-  CHECK(display_api_name("name_v") == "name_v");       // no digits: not a version
-  CHECK(display_api_name("name_v12a") == "name_v12a");
-  CHECK(display_api_name("") == "");
+  CHECK(api_base_name("name_v") == "name_v");       // no digits: not a version
+  CHECK(api_base_name("name_v12a") == "name_v12a");
+  CHECK(api_base_name("") == "");
 }
 
 TEST_CASE("classify_api keeps what Kineto keeps, flags launches and syncs") {
@@ -322,6 +322,15 @@ TEST_CASE("classify_api keeps what Kineto keeps, flags launches and syncs") {
   const auto vmm = classify_api(api_domain::driver, "cuMemCreate");
   CHECK_FALSE(vmm.has_flow);
   CHECK_FALSE(vmm.expects_gpu_record);
+  const auto wait = classify_api(api_domain::driver, "cuStreamWaitEvent");
+  CHECK(wait.display_name != nullptr);
+  CHECK(wait.has_flow);  // its Stream Wait Event record
+  CHECK_FALSE(wait.expects_gpu_record);
+  // A host function gets no GPU record: the window does not wait for one.
+  const auto host = classify_api(api_domain::driver, "cuLaunchHostFunc");
+  CHECK(host.display_name != nullptr);
+  CHECK_FALSE(host.has_flow);
+  CHECK_FALSE(host.expects_gpu_record);
 }
 
 TEST_CASE("record kinds' names: memory kinds, copy kinds, sync types, overhead kinds") {

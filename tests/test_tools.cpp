@@ -851,6 +851,113 @@ TEST_CASE("insights: a trace without GPU work, and an empty one") {
   CHECK_FALSE(cuprof::format_insights(cuprof::analyze(cuprof::trace{})).empty());
 }
 
+TEST_CASE("insights: only calls that block the CPU thread count as waiting; CUPTI's suffixed names are known") {
+  cuprof::trace t;
+  cuprof::cpu_span s;
+  s.start_ns = 1700000000500000000ull;
+  s.end_ns = s.start_ns + 1000000;
+  s.name = t.names.intern("work");
+  s.tid = 1;
+  s.id = 1;
+  t.spans.push_back(s);
+  const auto call = [&](const char* name, std::uint64_t from_us, std::uint64_t to_us, std::uint32_t correlation) {
+    cuprof::api_call a;
+    a.start_ns = s.start_ns + from_us * 1000;
+    a.end_ns = s.start_ns + to_us * 1000;
+    a.name = t.names.intern(name);
+    a.tid = 1;
+    a.correlation = correlation;
+    t.api_calls.push_back(a);
+  };
+  // 40% of Self CPU in cudaStreamWaitEvent, which makes a stream wait and returns: not a CPU wait.
+  call("cudaStreamWaitEvent_ptsz_v7000", 10, 410, 1);
+  call("cuOccupancyMaxPotentialBlockSize", 420, 430, 2);
+  call("cuLaunchKernelEx_ptsz", 440, 450, 3);
+  call("cudaStreamSynchronize_ptsz_v7000", 500, 800, 4);
+  cuprof::gpu_activity g;
+  g.start_ns = s.start_ns + 460000;
+  g.end_ns = s.start_ns + 790000;
+  g.name = t.names.intern("my_kernel");
+  g.correlation = 3;
+  g.stream = 7;
+  t.gpu.push_back(g);
+  cuprof::attribute(t);
+  const cuprof::insights in = cuprof::analyze(t);
+  CHECK(in.self_cpu_ns == 1000000);
+  CHECK(in.sync_cpu_ns == 300000);
+  std::vector<std::string> syncs;
+  for (const cuprof::finding& f : in.findings)
+    if (f.kind == "synchronization") syncs.push_back(f.headline.substr(0, f.headline.find(':')));
+  CHECK(syncs == std::vector<std::string>{"cudaStreamSynchronize_ptsz_v7000"});
+  const cuprof::finding* query = find_finding(in, "occupancy query");
+  REQUIRE(query != nullptr);
+  CHECK(query->headline == "my_kernel: cuOccupancyMaxPotentialBlockSize before 1 of 1 launches");
+}
+
+TEST_CASE("api vocabulary: launches, copies, synchronizations and occupancy queries, by any name CUPTI gives") {
+  using namespace cuprof::detail;
+  // A stream waits on the GPU: a synchronization (a cuda_sync record, an arrow), but the CPU thread goes on.
+  for (const char* name : {"cudaStreamWaitEvent", "cudaStreamWaitEvent_ptsz_v7000", "cuStreamWaitEvent",
+                           "cuStreamWaitEvent_ptsz"}) {
+    CAPTURE(name);
+    CHECK(is_synchronization(name));
+    CHECK_FALSE(is_cpu_blocking_synchronization(name));
+    CHECK(draws_flow(name));
+    CHECK_FALSE(enqueues_gpu_work(name));
+  }
+  for (const char* name : {"cudaDeviceSynchronize", "cudaDeviceSynchronize_v3020", "cudaStreamSynchronize_ptsz_v7000",
+                           "cudaEventSynchronize", "cudaThreadSynchronize_v3020", "cuCtxSynchronize_v2",
+                           "cuStreamSynchronize_ptsz", "cuEventSynchronize"}) {
+    CAPTURE(name);
+    CHECK(is_cpu_blocking_synchronization(name));
+    CHECK(is_synchronization(name));
+    CHECK(draws_flow(name));
+    CHECK_FALSE(enqueues_gpu_work(name));
+  }
+  // Kernel launches, runtime and driver, with CUPTI's suffixes and CUDA 13's <<<>>> path.
+  for (const char* name : {"cudaLaunchKernel", "cudaLaunchKernel_ptsz_v7000", "___cudaLaunchKernel_v13000",
+                           "cudaLaunchKernelExC_v11060", "cudaLaunchCooperativeKernel_v9000",
+                           "cudaLaunchCooperativeKernelMultiDevice_v9000", "cudaLaunch_v3020", "cuLaunchKernel",
+                           "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuLaunchGridAsync"}) {
+    CAPTURE(name);
+    CHECK(is_kernel_launch(name));
+    CHECK(enqueues_gpu_work(name));
+    CHECK(draws_flow(name));
+    CHECK_FALSE(is_synchronization(name));
+    CHECK_FALSE(is_occupancy_query(name));
+  }
+  // Graph launches, copies and memsets put work on the GPU too, but no kernel launch of their own.
+  for (const char* name : {"cudaGraphLaunch_v10000", "cuGraphLaunch_ptsz", "cudaMemcpyAsync_v3020",
+                           "cudaMemcpy_ptds_v7000", "cuMemcpyHtoD_v2", "cudaMemsetAsync", "cuMemsetD8Async"}) {
+    CAPTURE(name);
+    CHECK(enqueues_gpu_work(name));
+    CHECK(draws_flow(name));
+    CHECK_FALSE(is_kernel_launch(name));
+  }
+  // A host function is a CPU callback in stream order: no GPU record to wait for or point at.
+  for (const char* name : {"cudaLaunchHostFunc_v10000", "cudaLaunchHostFunc_ptsz_v10000", "cuLaunchHostFunc"}) {
+    CAPTURE(name);
+    CHECK(is_host_function_launch(name));
+    CHECK_FALSE(is_kernel_launch(name));
+    CHECK_FALSE(enqueues_gpu_work(name));
+    CHECK_FALSE(draws_flow(name));
+  }
+  for (const char* name : {"cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000",
+                           "cuOccupancyMaxPotentialBlockSize"}) {
+    CAPTURE(name);
+    CHECK(is_occupancy_query(name));
+    CHECK_FALSE(enqueues_gpu_work(name));
+    CHECK_FALSE(draws_flow(name));
+  }
+  for (const char* name : {"cudaMalloc", "cudaEventRecord", "cudaStreamQuery", "cudaFuncGetAttributes", "cuMemCreate"}) {
+    CAPTURE(name);
+    CHECK_FALSE(enqueues_gpu_work(name));
+    CHECK_FALSE(is_synchronization(name));
+    CHECK_FALSE(is_occupancy_query(name));
+    CHECK_FALSE(is_host_function_launch(name));
+  }
+}
+
 // ---- diff -------------------------------------------------------------------------
 
 TEST_CASE("diff: unfused vs fused MLP keeps the GEMMs and removes the two elementwise kernels") {

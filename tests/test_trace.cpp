@@ -28,6 +28,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -713,6 +714,36 @@ TEST_CASE("chrome_trace_json: header, metadata and every event of a hand-made tr
       CHECK(ns_of((*s.second)["ts"]) == std::int64_t(epoch + 300000 - base));
     }
   CHECK(graph_flows == 2);
+}
+
+TEST_CASE("chrome_trace_json: every category the writer emits is one the reader reads back") {
+  namespace schema = cuprof::detail::schema;
+  using cuprof::detail::reader::category;
+  fixture f;
+  const std::string text = cuprof::chrome_trace_json(f.t);
+  const json doc = json::parse(text);
+  std::set<std::string> written;
+  std::size_t complete = 0;
+  for (const json& e : doc["traceEvents"]) {
+    if (e.contains("cat")) written.insert(e["cat"].get<std::string>());
+    complete += e["ph"] == "X";
+  }
+  // The fixture has an event of every category the writer knows.
+  std::set<std::string> all;
+  for (std::string_view cat : {schema::cat_user_annotation, schema::cat_cuda_runtime, schema::cat_cuda_driver,
+                               schema::cat_kernel, schema::cat_gpu_memcpy, schema::cat_gpu_memset, schema::cat_cuda_sync,
+                               schema::cat_gpu_user_annotation, schema::cat_overhead, schema::cat_flow})
+    all.insert(std::string(cat));
+  CHECK(written == all);
+  for (const std::string& cat : written) {
+    CAPTURE(cat);
+    // Flow arrows are "s"/"f" events: the reader links work to calls by correlation instead.
+    if (cat != schema::cat_flow) CHECK(cuprof::detail::reader::classify(cat) != category::skip);
+  }
+  const cuprof::loaded_trace back = cuprof::parse_trace(text, "fixture");
+  CHECK(back.used == complete);  // no complete event skipped
+  CHECK(back.t.meta.process_name == f.t.meta.process_name);
+  CHECK(back.t.meta.threads.size() == f.t.meta.threads.size());
 }
 
 TEST_CASE("chrome_trace_json: an empty trace is a valid document") {

@@ -8,6 +8,7 @@
 #else
 
 #include "config.hpp"
+#include "detail/trace_schema.hpp"
 #include "event.hpp"
 
 #include <cstddef>
@@ -18,7 +19,7 @@ namespace cuprof {
 
 // Lanes that are not a CPU process or a GPU device.
 constexpr std::uint32_t overhead_pid = 0x40000000u;  // above any Linux pid_max
-constexpr std::uint32_t sync_tid_offset = 1000000u;  // overlapping sync records, as Kineto
+using detail::schema::sync_tid_offset;               // overlapping sync records, as Kineto
 
 struct export_result {
   std::string path;

@@ -17,6 +17,7 @@
 #error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
 #endif
 
+#include "detail/api_vocabulary.hpp"
 #include "event.hpp"
 #include "kernel_names.hpp"
 #include "stats.hpp"
@@ -108,17 +109,6 @@ inline std::string percent(double share) { return fixed(share * 100.0, 1) + "%";
 inline std::string ratio(double r) { return fixed(r, r < 10 ? 1 : 0) + "x"; }
 
 inline std::string ts(const insights& in, std::uint64_t ns) { return "ts " + fixed(in.ts_us(ns), 3) + "us"; }
-
-inline bool is_sync_call(const std::string& name) {
-  return name.size() >= 11 && name.compare(name.size() - 11, 11, "Synchronize") == 0;
-}
-
-inline bool is_launch_call(const std::string& name) {
-  return name.find("LaunchKernel") != std::string::npos || name.find("cuLaunch") != std::string::npos ||
-         name.find("LaunchCooperativeKernel") != std::string::npos;
-}
-
-inline bool is_occupancy_call(const std::string& name) { return name.find("Occupancy") != std::string::npos; }
 
 class analyzer {
  public:
@@ -246,7 +236,7 @@ class analyzer {
     in_.self_cpu_ns = avg.self_cpu_time_total_ns();
     in_.self_cuda_ns = avg.self_cuda_time_total_ns();
     for (const api_call& a : t_.api_calls)
-      if (is_sync_call(t_.names.str(a.name))) in_.sync_cpu_ns += a.end_ns - a.start_ns;
+      if (is_cpu_blocking_synchronization(t_.names.str(a.name))) in_.sync_cpu_ns += a.end_ns - a.start_ns;
 
     std::uint64_t lo = std::numeric_limits<std::uint64_t>::max(), hi = 0;
     const auto extend = [&](std::uint64_t s, std::uint64_t e) {
@@ -547,11 +537,11 @@ class analyzer {
       const api_call& a = t_.api_calls[i];
       if (a.tid != tid) pending.clear(), tid = a.tid;
       const std::string& name = t_.names.str(a.name);
-      if (is_occupancy_call(name)) {
+      if (is_occupancy_query(name)) {
         pending.push_back(i);
         continue;
       }
-      if (!is_launch_call(name)) continue;
+      if (!is_kernel_launch(name)) continue;
       std::string kernel = name;
       if (auto it = launched.find(i); it != launched.end()) kernel = t_.names.str(t_.gpu[it->second[0]].name);
       auto [it, inserted] = groups.try_emplace(kernel);
@@ -661,7 +651,7 @@ class analyzer {
     for (std::uint32_t i = 0; i < t_.api_calls.size(); ++i) {
       const api_call& a = t_.api_calls[i];
       const std::string& name = t_.names.str(a.name);
-      if (!is_sync_call(name)) continue;
+      if (!is_cpu_blocking_synchronization(name)) continue;
       by_name[name].first += a.end_ns - a.start_ns;
       by_name[name].second.push_back(i);
     }

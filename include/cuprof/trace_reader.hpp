@@ -20,6 +20,8 @@
 
 #include "detail/json_reader.hpp"
 #include "detail/nesting.hpp"
+#include "detail/text.hpp"
+#include "detail/trace_schema.hpp"
 #include "error.hpp"
 #include "event.hpp"
 #include "trace.hpp"
@@ -173,18 +175,20 @@ struct raw_annotation {
 
 enum class category { skip, span, runtime, driver, kernel, memcpy, memset, sync, gpu_annotation, overhead };
 
+// Older torch.profiler traces spell categories capitalised and bare
+// ("Operator", "Runtime", "Memcpy"): compared lower-cased, the bare ones too.
 inline category classify(std::string_view cat) {
   std::string c(cat);
   for (char& ch : c) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  if (c == "user_annotation" || c == "cpu_op" || c == "operator") return category::span;
-  if (c == "cuda_runtime" || c == "runtime") return category::runtime;
-  if (c == "cuda_driver" || c == "driver") return category::driver;
-  if (c == "kernel") return category::kernel;
-  if (c == "gpu_memcpy" || c == "memcpy") return category::memcpy;
-  if (c == "gpu_memset" || c == "memset") return category::memset;
-  if (c == "cuda_sync") return category::sync;
-  if (c == "gpu_user_annotation") return category::gpu_annotation;
-  if (c == "overhead") return category::overhead;
+  if (c == schema::cat_user_annotation || c == schema::cat_cpu_op || c == "operator") return category::span;
+  if (c == schema::cat_cuda_runtime || c == "runtime") return category::runtime;
+  if (c == schema::cat_cuda_driver || c == "driver") return category::driver;
+  if (c == schema::cat_kernel) return category::kernel;
+  if (c == schema::cat_gpu_memcpy || c == "memcpy") return category::memcpy;
+  if (c == schema::cat_gpu_memset || c == "memset") return category::memset;
+  if (c == schema::cat_cuda_sync) return category::sync;
+  if (c == schema::cat_gpu_user_annotation) return category::gpu_annotation;
+  if (c == schema::cat_overhead) return category::overhead;
   return category::skip;
 }
 
@@ -207,58 +211,65 @@ class builder {
   explicit builder(loaded_trace& out) : out_(out) {}
 
   void top_level(const std::string& key, const json_value& v, json_reader& r) {
-    if (key == "baseTimeNanoseconds") {
+    if (key == schema::key_base_time) {
       std::int64_t b = 0;
       if (!to_int(v, b) || b < 0) r.fail("\"baseTimeNanoseconds\" is not a non-negative integer");
       out_.base_ns = std::uint64_t(b);
-    } else if (key == "cuprof") {
+    } else if (key == schema::key_cuprof) {
       if (!v.is_object()) r.fail("\"cuprof\" is " + std::string(json_type_name(v.type)) + ", expected an object");
       is_cuprof_ = true;
       trace_metadata& m = out_.t.meta;
       std::int64_t x = 0;
-      if (const json_value* f = v.find("window_start_ns"); f && to_int(*f, x) && x > 0) window_start_ = x;
-      if (const json_value* f = v.find("window_end_ns"); f && to_int(*f, x) && x > 0) window_end_ = x;
-      if (const json_value* f = v.find("dropped_gpu_records"); f && to_int(*f, x) && x >= 0) m.dropped_gpu_records = std::uint64_t(x);
-      if (const json_value* f = v.find("dropped_cpu_events"); f && to_int(*f, x) && x >= 0) m.dropped_cpu_events = std::uint64_t(x);
-      if (const json_value* f = v.find("cuda_status"); f && f->is_string() && f->text != "on") m.cuda_status = f->text;
-    } else if (key == "deviceProperties") {
+      const auto count = [&](std::string_view k, std::uint64_t& field) {
+        if (const json_value* f = v.find(k); f && to_int(*f, x) && x >= 0) field = std::uint64_t(x);
+      };
+      if (const json_value* f = v.find(schema::cuprof_window_start_ns); f && to_int(*f, x) && x > 0) window_start_ = x;
+      if (const json_value* f = v.find(schema::cuprof_window_end_ns); f && to_int(*f, x) && x > 0) window_end_ = x;
+      count(schema::cuprof_dropped_gpu_records, m.dropped_gpu_records);
+      count(schema::cuprof_dropped_cpu_events, m.dropped_cpu_events);
+      const json_value* status = v.find(schema::cuprof_cuda_status);
+      if (status && status->is_string() && status->text != schema::cuda_status_on) m.cuda_status = status->text;
+    } else if (key == schema::key_device_properties) {
       if (!v.is_array()) r.fail("\"deviceProperties\" is " + std::string(json_type_name(v.type)) + ", expected an array");
       for (const json_value& d : v.items) {
         if (!d.is_object()) r.fail("\"deviceProperties\" holds " + std::string(json_type_name(d.type)) + ", expected objects");
         device_info info;
         std::int64_t x = 0;
-        const auto get = [&](const char* k, int& field) {
+        const auto get = [&](std::string_view k, int& field) {
           if (const json_value* f = d.find(k); f && to_int(*f, x)) field = int(x);
         };
-        get("id", info.id);
-        if (const json_value* f = d.find("name"); f && f->is_string()) info.name = f->text;
-        if (const json_value* f = d.find("totalGlobalMem"); f && to_int(*f, x) && x >= 0) info.total_global_mem = std::uint64_t(x);
-        get("computeMajor", info.compute_major);
-        get("computeMinor", info.compute_minor);
-        get("maxThreadsPerBlock", info.max_threads_per_block);
-        get("maxThreadsPerMultiprocessor", info.max_threads_per_multiprocessor);
-        get("regsPerBlock", info.regs_per_block);
-        get("regsPerMultiprocessor", info.regs_per_multiprocessor);
-        get("warpSize", info.warp_size);
-        get("numSms", info.num_sms);
-        get("sharedMemPerBlock", info.shared_mem_per_block);
-        get("sharedMemPerBlockOptin", info.shared_mem_per_block_optin);
-        get("sharedMemPerMultiprocessor", info.shared_mem_per_multiprocessor);
+        get(schema::device_id, info.id);
+        if (const json_value* f = d.find(schema::device_name); f && f->is_string()) info.name = f->text;
+        if (const json_value* f = d.find(schema::device_total_global_mem); f && to_int(*f, x) && x >= 0)
+          info.total_global_mem = std::uint64_t(x);
+        get(schema::device_compute_major, info.compute_major);
+        get(schema::device_compute_minor, info.compute_minor);
+        get(schema::device_max_threads_per_block, info.max_threads_per_block);
+        get(schema::device_max_threads_per_multiprocessor, info.max_threads_per_multiprocessor);
+        get(schema::device_regs_per_block, info.regs_per_block);
+        get(schema::device_regs_per_multiprocessor, info.regs_per_multiprocessor);
+        get(schema::device_warp_size, info.warp_size);
+        get(schema::device_num_sms, info.num_sms);
+        get(schema::device_shared_mem_per_block, info.shared_mem_per_block);
+        get(schema::device_shared_mem_per_block_optin, info.shared_mem_per_block_optin);
+        get(schema::device_shared_mem_per_multiprocessor, info.shared_mem_per_multiprocessor);
         out_.t.meta.devices.push_back(info);
       }
-    } else if (key == "cuda_runtime_version" || key == "cuda_driver_version" || key == "cupti_version") {
+    } else if (key == schema::key_cuda_runtime_version || key == schema::key_cuda_driver_version ||
+               key == schema::key_cupti_version) {
       std::int64_t x = 0;
       if (to_int(v, x)) {
         trace_metadata& m = out_.t.meta;
-        (key == "cuda_runtime_version" ? m.cuda_runtime_version
-                                       : key == "cuda_driver_version" ? m.cuda_driver_version : m.cupti_version) = int(x);
+        (key == schema::key_cuda_runtime_version  ? m.cuda_runtime_version
+         : key == schema::key_cuda_driver_version ? m.cuda_driver_version
+                                                  : m.cupti_version) = int(x);
       }
-    } else if (key == "host_name" && v.is_string()) {
+    } else if (key == schema::key_host_name && v.is_string()) {
       out_.t.meta.host_name = v.text;
-    } else if (key == "distributedInfo" && v.is_object()) {
+    } else if (key == schema::key_distributed_info && v.is_object()) {
       std::int64_t x = 0;
-      if (const json_value* f = v.find("rank"); f && to_int(*f, x)) out_.t.meta.rank = int(x);
-      if (const json_value* f = v.find("world_size"); f && to_int(*f, x)) out_.t.meta.world_size = int(x);
+      if (const json_value* f = v.find(schema::key_rank); f && to_int(*f, x)) out_.t.meta.rank = int(x);
+      if (const json_value* f = v.find(schema::key_world_size); f && to_int(*f, x)) out_.t.meta.world_size = int(x);
     }
   }
 
@@ -281,10 +292,10 @@ class builder {
     if (!cat->is_string()) r.fail(where("\"cat\" is " + std::string(json_type_name(cat->type)) + ", expected a string"));
     const category c = classify(cat->text);
     if (c == category::skip) {
-      if (cat->text == "cpu_op" || cat->text == "Trace") is_torch_ = true;
+      if (cat->text == schema::cat_cpu_op || cat->text == schema::cat_torch_trace) is_torch_ = true;
       return;
     }
-    if (cat->text == "cpu_op") is_torch_ = true;
+    if (cat->text == schema::cat_cpu_op) is_torch_ = true;
 
     const json_value* name = e.find("name");
     if (!name) r.fail(where("has no \"name\""));
@@ -317,18 +328,18 @@ class builder {
     };
     const json_value* args = e.find("args");
     if (args && !args->is_object()) r.fail(where("\"args\" is " + std::string(json_type_name(args->type)) + ", expected an object"));
-    const auto arg_int = [&](const char* key, std::int64_t fallback) -> std::int64_t {
+    const auto arg_int = [&](std::string_view key, std::int64_t fallback) -> std::int64_t {
       if (!args) return fallback;
       const json_value* f = args->find(key);
       if (!f || f->type == json_value::kind::null) return fallback;
       std::int64_t x = 0;
       if (!to_int(*f, x))
-        r.fail(where(std::string("args \"") + key + "\" is " + json_type_name(f->type) +
+        r.fail(where("args \"" + std::string(key) + "\" is " + json_type_name(f->type) +
                      (f->is_number() ? " (" + f->text + ")" : std::string()) + ", expected an integer"));
       return x;
     };
     // Older Kineto versions spell it "external id".
-    const auto external_id = [&]() { return arg_int("External id", arg_int("external id", -1)); };
+    const auto external_id = [&]() { return arg_int(schema::arg_external_id, arg_int("external id", -1)); };
 
     ++out_.used;
     switch (c) {
@@ -343,7 +354,7 @@ class builder {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
         note_cpu_pid(pid);
         raw_call call{start, end, name->text, std::uint32_t(tid), external_id(),
-                      arg_int("correlation", -1), arg_int("cbid", 0),
+                      arg_int(schema::arg_correlation, -1), arg_int(schema::arg_cbid, 0),
                       c == category::driver ? api_domain::driver : api_domain::runtime};
         calls_.push_back(std::move(call));
         break;
@@ -361,40 +372,45 @@ class builder {
                : c == category::memset ? gpu_kind::memset
                                        : gpu_kind::sync;
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
-        g.device = std::uint32_t(arg_int("device", pid));
-        std::int64_t stream = arg_int("stream", -2);
-        if (stream < 0) stream = g.kind == gpu_kind::sync && tid >= 1000000 ? tid - 1000000 : (stream == -1 ? 0 : tid);
+        g.device = std::uint32_t(arg_int(schema::arg_device, pid));
+        std::int64_t stream = arg_int(schema::arg_stream, -2);
+        if (stream < 0) {
+          const bool sync_lane = g.kind == gpu_kind::sync && tid >= schema::sync_tid_offset;
+          stream = sync_lane ? tid - schema::sync_tid_offset : (stream == -1 ? 0 : tid);
+        }
         g.stream = std::uint32_t(stream);
-        g.context = std::uint32_t(std::max<std::int64_t>(0, arg_int("context", 0)));
+        g.context = std::uint32_t(std::max<std::int64_t>(0, arg_int(schema::arg_context, 0)));
         g.ext = external_id();
-        g.correlation = arg_int("correlation", -1);
-        g.bytes = std::uint64_t(std::max<std::int64_t>(0, arg_int("bytes", 0)));
+        g.correlation = arg_int(schema::arg_correlation, -1);
+        g.bytes = std::uint64_t(std::max<std::int64_t>(0, arg_int(schema::arg_bytes, 0)));
         if (g.kind == gpu_kind::memcpy) g.subkind = memcpy_kind_of(name->text);
         if (g.kind == gpu_kind::sync) {
           g.subkind = sync_kind_of(name->text);
           if (args)
-            if (const json_value* k = args->find("cuda_sync_kind"); k && k->is_string()) g.subkind = sync_kind_of(k->text);
+            if (const json_value* k = args->find(schema::arg_sync_kind); k && k->is_string())
+              g.subkind = sync_kind_of(k->text);
         }
         if (g.kind == gpu_kind::kernel && args) {
-          const auto dims3 = [&](const char* key, std::uint32_t (&d)[3]) {
+          const auto dims3 = [&](std::string_view key, std::uint32_t (&d)[3]) {
             const json_value* f = args->find(key);
             if (!f) return;
             if (!f->is_array() || f->items.size() != 3)
-              r.fail(where(std::string("args \"") + key + "\" is not an array of 3 integers"));
+              r.fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
             for (int i = 0; i < 3; ++i) {
               std::int64_t x = 0;
               if (!to_int(f->items[std::size_t(i)], x) || x < 0 || x > 0xFFFFFFFFll)
-                r.fail(where(std::string("args \"") + key + "\" is not an array of 3 integers"));
+                r.fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
               d[i] = std::uint32_t(x);
             }
             g.has_details = true;
           };
-          dims3("grid", g.details.grid);
-          dims3("block", g.details.block);
-          const std::int64_t regs = arg_int("registers per thread", -1), smem = arg_int("shared memory", -1);
+          dims3(schema::arg_grid, g.details.grid);
+          dims3(schema::arg_block, g.details.block);
+          const std::int64_t regs = arg_int(schema::arg_registers_per_thread, -1);
+          const std::int64_t smem = arg_int(schema::arg_shared_memory, -1);
           if (regs >= 0) g.details.registers_per_thread = std::uint32_t(regs), g.has_details = true;
           if (smem >= 0) g.details.dynamic_shared_memory = std::uint32_t(smem), g.has_details = true;
-          const std::int64_t graph = arg_int("graph id", 0), node = arg_int("graph node id", 0);
+          const std::int64_t graph = arg_int(schema::arg_graph_id, 0), node = arg_int(schema::arg_graph_node_id, 0);
           if (graph > 0) g.details.graph_id = std::uint32_t(graph), g.details.graph_node_id = std::uint64_t(node);
         }
         gpu_.push_back(std::move(g));
@@ -462,7 +478,7 @@ class builder {
       s.end_ns = std::uint64_t(r.end);
       s.name = t.names.intern(r.name);
       s.tid = r.tid;
-      s.is_step = r.name.compare(0, 13, "ProfilerStep#") == 0;
+      s.is_step = starts_with(r.name, schema::step_name_prefix);
       const bool usable_id = r.ext >= 0 && r.ext <= 0xFFFFFFFFll && !span_by_ext.count(r.ext);
       s.id = usable_id ? std::uint32_t(r.ext) : next_id++;
       if (usable_id) span_by_ext.emplace(r.ext, std::uint32_t(t.spans.size()));
@@ -578,13 +594,14 @@ class builder {
     const json_value* name = e.find("name");
     const json_value* args = e.find("args");
     if (!name || !name->is_string() || !args || !args->is_object()) return;
-    const json_value* value = args->find("name");
+    const json_value* value = args->find(schema::meta_name);
     if (!value || !value->is_string()) return;
     std::int64_t pid = -1, tid = -1;
     if (const json_value* p = e.find("pid")) to_int(*p, pid);
     if (const json_value* p = e.find("tid")) to_int(*p, tid);
-    if (name->text == "process_name" && pid >= 0) process_names_.emplace(pid, value->text);
-    if (name->text == "thread_name" && tid >= 0 && tid <= 0xFFFFFFFFll) thread_candidates_.push_back({pid, tid, value->text});
+    if (name->text == schema::meta_process_name && pid >= 0) process_names_.emplace(pid, value->text);
+    if (name->text == schema::meta_thread_name && tid >= 0 && tid <= 0xFFFFFFFFll)
+      thread_candidates_.push_back({pid, tid, value->text});
   }
 
   void note_cpu_pid(std::int64_t pid) {
@@ -754,7 +771,7 @@ inline loaded_trace parse_trace(std::string_view json, const std::string& source
       do {
         const std::string key = r.read_string();
         r.expect(':');
-        if (key == "traceEvents") {
+        if (key == detail::schema::key_trace_events) {
           if (r.peek() != '[') {
             const detail::json_value v = r.read_value();
             r.fail(std::string("\"traceEvents\" is ") + detail::json_type_name(v.type) + ", expected an array");

@@ -8,6 +8,7 @@
 #include "file_output.hpp"
 #include "json.hpp"
 #include "log.hpp"
+#include "trace_schema.hpp"
 
 #include <sys/stat.h>
 
@@ -22,6 +23,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -117,7 +119,24 @@ class chrome_trace_writer {
     append_us(out_, ns > base_ns_ ? ns - base_ns_ : 0);
   }
 
-  void complete(const char* cat, const std::string& escaped_name, std::uint32_t pid, std::uint32_t tid,
+  // "key":, then ,"key": and ,"key":[x,y,z] -- members named as the schema spells them.
+  void key(std::string_view k) {
+    out_ += '"';
+    out_ += k;
+    out_ += "\":";
+  }
+  void next_key(std::string_view k) {
+    out_ += ',';
+    key(k);
+  }
+
+  void dims3(std::string_view k, const std::uint32_t (&d)[3]) {
+    next_key(k);
+    out_ += '['; append_int(out_, d[0]); out_ += ','; append_int(out_, d[1]); out_ += ','; append_int(out_, d[2]);
+    out_ += ']';
+  }
+
+  void complete(std::string_view cat, const std::string& escaped_name, std::uint32_t pid, std::uint32_t tid,
                 std::uint64_t start, std::uint64_t end) {
     begin_event();
     out_ += "{\"ph\":\"X\",\"cat\":\"";
@@ -146,12 +165,16 @@ class chrome_trace_writer {
     append_int(out_, tid);
     out_ += ',';
     ts(at);
-    out_ += ",\"cat\":\"ac2g\",\"name\":\"ac2g\"";
+    out_ += ",\"cat\":\"";
+    out_ += schema::cat_flow;
+    out_ += "\",\"name\":\"";
+    out_ += schema::cat_flow;
+    out_ += '"';
     out_ += phase == 'f' ? ",\"bp\":\"e\"}" : "}";
   }
 
-  void meta_event(const char* name, std::uint32_t pid, std::uint32_t tid, const char* key, const std::string& value,
-                  bool quoted) {
+  void meta_event(std::string_view name, std::uint32_t pid, std::uint32_t tid, std::string_view arg,
+                  const std::string& value, bool quoted) {
     begin_event();
     out_ += "{\"name\":\"";
     out_ += name;
@@ -159,9 +182,8 @@ class chrome_trace_writer {
     append_int(out_, pid);
     out_ += ",\"tid\":";
     append_int(out_, tid);
-    out_ += ",\"args\":{\"";
-    out_ += key;
-    out_ += "\":";
+    out_ += ",\"args\":{";
+    key(arg);
     if (quoted) out_ += '"';
     if (quoted) append_json_escaped(out_, value); else out_ += value;
     if (quoted) out_ += '"';
@@ -170,61 +192,69 @@ class chrome_trace_writer {
 
   void header(const std::string& trace_name) {
     const trace_metadata& m = t_.meta;
-    out_ += "{\n  \"schemaVersion\":1,\n  \"deviceProperties\":[";
+    out_ += "{\n  \"schemaVersion\":1,\n  ";
+    key(schema::key_device_properties);
+    out_ += '[';
     for (std::size_t i = 0; i < m.devices.size(); ++i) {
       const device_info& d = m.devices[i];
+      const auto number = [&](std::string_view k, auto value) {
+        next_key(k);
+        append_int(out_, value);
+      };
       out_ += i ? ",\n    {" : "\n    {";
-      out_ += "\"id\":"; append_int(out_, d.id);
-      out_ += ",\"name\":\""; append_json_escaped(out_, d.name);
-      out_ += "\",\"totalGlobalMem\":"; append_int(out_, d.total_global_mem);
-      out_ += ",\"computeMajor\":"; append_int(out_, d.compute_major);
-      out_ += ",\"computeMinor\":"; append_int(out_, d.compute_minor);
-      out_ += ",\"maxThreadsPerBlock\":"; append_int(out_, d.max_threads_per_block);
-      out_ += ",\"maxThreadsPerMultiprocessor\":"; append_int(out_, d.max_threads_per_multiprocessor);
-      out_ += ",\"regsPerBlock\":"; append_int(out_, d.regs_per_block);
-      out_ += ",\"warpSize\":"; append_int(out_, d.warp_size);
-      out_ += ",\"sharedMemPerBlock\":"; append_int(out_, d.shared_mem_per_block);
-      out_ += ",\"numSms\":"; append_int(out_, d.num_sms);
-      out_ += ",\"regsPerMultiprocessor\":"; append_int(out_, d.regs_per_multiprocessor);
-      out_ += ",\"sharedMemPerBlockOptin\":"; append_int(out_, d.shared_mem_per_block_optin);
-      out_ += ",\"sharedMemPerMultiprocessor\":"; append_int(out_, d.shared_mem_per_multiprocessor);
+      key(schema::device_id); append_int(out_, d.id);
+      next_key(schema::device_name); out_ += '"'; append_json_escaped(out_, d.name); out_ += '"';
+      number(schema::device_total_global_mem, d.total_global_mem);
+      number(schema::device_compute_major, d.compute_major);
+      number(schema::device_compute_minor, d.compute_minor);
+      number(schema::device_max_threads_per_block, d.max_threads_per_block);
+      number(schema::device_max_threads_per_multiprocessor, d.max_threads_per_multiprocessor);
+      number(schema::device_regs_per_block, d.regs_per_block);
+      number(schema::device_warp_size, d.warp_size);
+      number(schema::device_shared_mem_per_block, d.shared_mem_per_block);
+      number(schema::device_num_sms, d.num_sms);
+      number(schema::device_regs_per_multiprocessor, d.regs_per_multiprocessor);
+      number(schema::device_shared_mem_per_block_optin, d.shared_mem_per_block_optin);
+      number(schema::device_shared_mem_per_multiprocessor, d.shared_mem_per_multiprocessor);
       out_ += "}";
     }
-    out_ += m.devices.empty() ? "],\n" : "\n  ],\n";
-    out_ += "  \"cupti_version\":"; append_int(out_, m.cupti_version);
-    out_ += ",\n  \"cuda_runtime_version\":"; append_int(out_, m.cuda_runtime_version);
-    out_ += ",\n  \"cuda_driver_version\":"; append_int(out_, m.cuda_driver_version);
+    out_ += m.devices.empty() ? "],\n  " : "\n  ],\n  ";
+    key(schema::key_cupti_version); append_int(out_, m.cupti_version);
+    out_ += ",\n  "; key(schema::key_cuda_runtime_version); append_int(out_, m.cuda_runtime_version);
+    out_ += ",\n  "; key(schema::key_cuda_driver_version); append_int(out_, m.cuda_driver_version);
     out_ += ",\n  \"trace_id\":\"";
     append_int(out_, m.pid);
     out_ += '-';
     append_int(out_, m.window_start_ns);
-    out_ += "\",\n  \"host_name\":\""; append_json_escaped(out_, m.host_name);
+    out_ += "\",\n  "; key(schema::key_host_name); out_ += '"'; append_json_escaped(out_, m.host_name);
     // HTA finds the rank with a regex that wants the space after the colon,
     // and stops reading metadata at traceEvents: keep this before them.
-    out_ += "\",\n  \"distributedInfo\":{\"backend\":\"none\",\"rank\": "; append_int(out_, m.rank);
-    out_ += ",\"world_size\":"; append_int(out_, m.world_size);
-    out_ += "},\n  \"cuprof\":{\"version\":\"" CUPROF_VERSION_STRING "\",\"dropped_gpu_records\":";
-    append_int(out_, m.dropped_gpu_records);
-    out_ += ",\"dropped_cpu_events\":"; append_int(out_, m.dropped_cpu_events);
+    out_ += "\",\n  "; key(schema::key_distributed_info); out_ += "{\"backend\":\"none\",";
+    key(schema::key_rank); out_ += ' '; append_int(out_, m.rank);
+    next_key(schema::key_world_size); append_int(out_, m.world_size);
+    out_ += "},\n  "; key(schema::key_cuprof); out_ += "{\"version\":\"" CUPROF_VERSION_STRING "\"";
+    next_key(schema::cuprof_dropped_gpu_records); append_int(out_, m.dropped_gpu_records);
+    next_key(schema::cuprof_dropped_cpu_events); append_int(out_, m.dropped_cpu_events);
     out_ += ",\"unmatched_gpu_records\":"; append_int(out_, m.unmatched_gpu_records);
-    out_ += ",\"cuda_status\":\""; append_json_escaped(out_, m.cuda_status.empty() ? "on" : m.cuda_status);
-    out_ += "\",\"window_start_ns\":"; append_int(out_, m.window_start_ns);
-    out_ += ",\"window_end_ns\":"; append_int(out_, m.window_end_ns);
-    out_ += "},\n  \"displayTimeUnit\":\"ms\",\n  \"baseTimeNanoseconds\":";
-    append_int(out_, base_ns_);
-    out_ += ",\n  \"traceEvents\":[";
+    next_key(schema::cuprof_cuda_status);
+    out_ += '"'; append_json_escaped(out_, m.cuda_status.empty() ? schema::cuda_status_on : m.cuda_status); out_ += '"';
+    next_key(schema::cuprof_window_start_ns); append_int(out_, m.window_start_ns);
+    next_key(schema::cuprof_window_end_ns); append_int(out_, m.window_end_ns);
+    out_ += "},\n  \"displayTimeUnit\":\"ms\",\n  ";
+    key(schema::key_base_time); append_int(out_, base_ns_);
+    out_ += ",\n  "; key(schema::key_trace_events); out_ += '[';
     (void)trace_name;
   }
 
   void metadata_events() {
     const trace_metadata& m = t_.meta;
     const std::string pid_str = std::to_string(m.pid);
-    meta_event("process_name", m.pid, 0, "name", m.process_name, true);
+    meta_event(schema::meta_process_name, m.pid, 0, schema::meta_name, m.process_name, true);
     meta_event("process_labels", m.pid, 0, "labels", "CPU", true);
     meta_event("process_sort_index", m.pid, 0, "sort_index", pid_str, false);
     for (const thread_info& th : m.threads) {
       std::string label = "thread " + std::to_string(th.tid) + " (" + (th.name.empty() ? m.process_name : th.name) + ")";
-      meta_event("thread_name", m.pid, th.tid, "name", label, true);
+      meta_event(schema::meta_thread_name, m.pid, th.tid, schema::meta_name, label, true);
       meta_event("thread_sort_index", m.pid, th.tid, "sort_index", std::to_string(th.tid), false);
     }
     std::set<std::uint32_t> devices;
@@ -235,33 +265,34 @@ class chrome_trace_writer {
       lanes.insert({g.device, g.kind == gpu_kind::sync ? sync_tid_offset + g.stream : g.stream});
     }
     for (std::uint32_t d : devices) {
-      meta_event("process_name", d, 0, "name", m.process_name, true);
+      meta_event(schema::meta_process_name, d, 0, schema::meta_name, m.process_name, true);
       meta_event("process_labels", d, 0, "labels", "GPU " + std::to_string(d), true);
       meta_event("process_sort_index", d, 0, "sort_index", std::to_string(5000000u + d), false);
     }
     for (const auto& lane : lanes) {
       const bool sync = lane.second >= sync_tid_offset;
       const std::uint32_t stream = sync ? lane.second - sync_tid_offset : lane.second;
-      meta_event("thread_name", lane.first, lane.second, "name",
+      meta_event(schema::meta_thread_name, lane.first, lane.second, schema::meta_name,
                  "stream " + std::to_string(stream) + (sync ? " (sync)" : ""), true);
       meta_event("thread_sort_index", lane.first, lane.second, "sort_index", std::to_string(lane.second), false);
     }
     if (!t_.overhead.empty()) {
-      meta_event("process_name", overhead_pid, 0, "name", "CUPTI Overhead", true);
+      meta_event(schema::meta_process_name, overhead_pid, 0, schema::meta_name, "CUPTI Overhead", true);
       meta_event("process_labels", overhead_pid, 0, "labels", "CUPTI Overhead", true);
       meta_event("process_sort_index", overhead_pid, 0, "sort_index", std::to_string(0x100000), false);
       const std::vector<std::uint32_t> lanes = overhead_lanes();
       const std::uint32_t count = lanes.empty() ? 0 : *std::max_element(lanes.begin(), lanes.end()) + 1;
       for (std::uint32_t l = 0; l < count; ++l)
-        meta_event("thread_name", overhead_pid, l, "name", "overhead " + std::to_string(l), true);
+        meta_event(schema::meta_thread_name, overhead_pid, l, schema::meta_name, "overhead " + std::to_string(l), true);
     }
   }
 
   void cpu_events() {
     const std::uint32_t pid = t_.meta.pid;
     for (const cpu_span& s : t_.spans) {
-      complete("user_annotation", t_.names.escaped(s.name), pid, s.tid, s.start_ns, s.end_ns);
-      out_ += ",\"args\":{\"External id\":";
+      complete(schema::cat_user_annotation, t_.names.escaped(s.name), pid, s.tid, s.start_ns, s.end_ns);
+      out_ += ",\"args\":{";
+      key(schema::arg_external_id);
       append_int(out_, s.id);
       out_ += "}}";
     }
@@ -272,17 +303,17 @@ class chrome_trace_writer {
       if (g.api != no_index) ++records_per_call[g.api];
     for (std::size_t i = 0; i < t_.api_calls.size(); ++i) {
       const api_call& a = t_.api_calls[i];
-      complete(a.domain == api_domain::driver ? "cuda_driver" : "cuda_runtime", t_.names.escaped(a.name), pid, a.tid,
-               a.start_ns, a.end_ns);
+      complete(a.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
+               t_.names.escaped(a.name), pid, a.tid, a.start_ns, a.end_ns);
       out_ += ",\"args\":{";
       if (a.parent != no_index) {
-        out_ += "\"External id\":";
+        key(schema::arg_external_id);
         append_int(out_, t_.spans[a.parent].id);
         out_ += ',';
       }
-      out_ += "\"cbid\":";
+      key(schema::arg_cbid);
       append_int(out_, a.cbid);
-      out_ += ",\"correlation\":";
+      next_key(schema::arg_correlation);
       append_int(out_, a.correlation);
       if (a.external_id) {
         out_ += ",\"external correlation\":";
@@ -308,23 +339,24 @@ class chrome_trace_writer {
     out_ += ",\"args\":{";
     const std::uint32_t span = launching_span(t_, g);
     if (span != no_index) {
-      out_ += "\"External id\":";
+      key(schema::arg_external_id);
       append_int(out_, t_.spans[span].id);
       out_ += ',';
     }
-    out_ += "\"device\":"; append_int(out_, g.device);
-    out_ += ",\"context\":"; append_int(out_, g.context);
-    out_ += ",\"stream\":"; append_int(out_, g.stream);
-    out_ += ",\"correlation\":"; append_int(out_, g.correlation);
+    key(schema::arg_device); append_int(out_, g.device);
+    next_key(schema::arg_context); append_int(out_, g.context);
+    next_key(schema::arg_stream); append_int(out_, g.stream);
+    next_key(schema::arg_correlation); append_int(out_, g.correlation);
   }
 
   void gpu_events() {
     for (const gpu_annotation& a : gpu_annotations(t_)) {
       // 1 ns earlier and 2 ns longer than what it covers, so viewers that
       // break ties by duration still draw it as the parent.
-      complete("gpu_user_annotation", t_.names.escaped(t_.spans[a.span].name), a.device, a.stream, a.start_ns - 1,
-               a.end_ns + 1);
-      out_ += ",\"args\":{\"External id\":";
+      complete(schema::cat_gpu_user_annotation, t_.names.escaped(t_.spans[a.span].name), a.device, a.stream,
+               a.start_ns - 1, a.end_ns + 1);
+      out_ += ",\"args\":{";
+      key(schema::arg_external_id);
       append_int(out_, t_.spans[a.span].id);
       out_ += "}}";
     }
@@ -333,23 +365,21 @@ class chrome_trace_writer {
       const std::uint32_t tid = g.kind == gpu_kind::sync ? sync_tid_offset + g.stream : g.stream;
       switch (g.kind) {
         case gpu_kind::kernel: {
-          complete("kernel", t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
+          complete(schema::cat_kernel, t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
           gpu_common_args(g);
           if (g.details != no_index) {
             const kernel_details& k = t_.kernels[g.details];
             const occupancy_estimate occ = estimate_occupancy(k, device(g.device));
-            out_ += ",\"registers per thread\":"; append_int(out_, k.registers_per_thread);
-            out_ += ",\"shared memory\":"; append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
+            next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
+            next_key(schema::arg_shared_memory); append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
             out_ += ",\"blocks per SM\":"; append_double(out_, occ.blocks_per_sm);
             out_ += ",\"warps per SM\":"; append_double(out_, occ.warps_per_sm);
-            out_ += ",\"grid\":["; append_int(out_, k.grid[0]); out_ += ','; append_int(out_, k.grid[1]);
-            out_ += ','; append_int(out_, k.grid[2]);
-            out_ += "],\"block\":["; append_int(out_, k.block[0]); out_ += ','; append_int(out_, k.block[1]);
-            out_ += ','; append_int(out_, k.block[2]);
-            out_ += "],\"est. achieved occupancy %\":"; append_int(out_, occ.percent);
+            dims3(schema::arg_grid, k.grid);
+            dims3(schema::arg_block, k.block);
+            out_ += ",\"est. achieved occupancy %\":"; append_int(out_, occ.percent);
             if (k.graph_id) {
-              out_ += ",\"graph id\":"; append_int(out_, k.graph_id);
-              out_ += ",\"graph node id\":"; append_int(out_, k.graph_node_id);
+              next_key(schema::arg_graph_id); append_int(out_, k.graph_id);
+              next_key(schema::arg_graph_node_id); append_int(out_, k.graph_node_id);
             }
           }
           out_ += "}}";
@@ -357,10 +387,10 @@ class chrome_trace_writer {
         }
         case gpu_kind::memcpy:
         case gpu_kind::memset: {
-          complete(g.kind == gpu_kind::memcpy ? "gpu_memcpy" : "gpu_memset", t_.names.escaped(g.name), g.device, tid,
-                   g.start_ns, g.end_ns);
+          complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset,
+                   t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
           gpu_common_args(g);
-          out_ += ",\"bytes\":";
+          next_key(schema::arg_bytes);
           append_int(out_, g.bytes);
           if (g.end_ns > g.start_ns) {
             out_ += ",\"memory bandwidth (GB/s)\":";
@@ -370,14 +400,14 @@ class chrome_trace_writer {
           break;
         }
         case gpu_kind::sync: {
-          complete("cuda_sync", t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
-          out_ += ",\"args\":{\"cuda_sync_kind\":\"";
-          out_ += sync_kind_name(g.subkind);
-          out_ += "\",\"device\":"; append_int(out_, g.device);
-          out_ += ",\"context\":"; append_int(out_, g.context);
-          out_ += ",\"stream\":";
+          complete(schema::cat_cuda_sync, t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
+          out_ += ",\"args\":{";
+          key(schema::arg_sync_kind); out_ += '"'; out_ += sync_kind_name(g.subkind); out_ += '"';
+          next_key(schema::arg_device); append_int(out_, g.device);
+          next_key(schema::arg_context); append_int(out_, g.context);
+          next_key(schema::arg_stream);
           if (g.subkind == 4) out_ += "-1"; else append_int(out_, g.stream);
-          out_ += ",\"correlation\":"; append_int(out_, g.correlation);
+          next_key(schema::arg_correlation); append_int(out_, g.correlation);
           out_ += "}}";
           break;
         }
@@ -410,7 +440,8 @@ class chrome_trace_writer {
     const std::vector<std::uint32_t> lane = overhead_lanes();
     for (std::size_t i = 0; i < t_.overhead.size(); ++i) {
       const overhead_span& o = t_.overhead[i];
-      complete("overhead", t_.names.escaped(o.name), overhead_pid, lane[i], std::max(o.start_ns, base_ns_), o.end_ns);
+      complete(schema::cat_overhead, t_.names.escaped(o.name), overhead_pid, lane[i], std::max(o.start_ns, base_ns_),
+               o.end_ns);
       out_ += "}";
     }
   }

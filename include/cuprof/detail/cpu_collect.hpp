@@ -5,6 +5,7 @@
 #include "clock.hpp"
 #include "nesting.hpp"
 #include "thread_buffer.hpp"
+#include "trace_schema.hpp"
 
 #include <pthread.h>
 
@@ -46,7 +47,7 @@ class span_builder {
                false);
           break;
         case slot_kind::enter_step:
-          open(cur, out_.names.intern("ProfilerStep#" + std::to_string(cur.payload)), true);
+          open(cur, out_.names.intern(std::string(schema::step_name_prefix) + std::to_string(cur.payload)), true);
           break;
         case slot_kind::exit:
           if (!stack_.empty()) close(ticks_of(cur));

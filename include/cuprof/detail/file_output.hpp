@@ -11,6 +11,7 @@
 #pragma once
 
 #include "../error.hpp"
+#include "text.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -28,10 +29,6 @@
 #include <string_view>
 
 namespace cuprof::detail {
-
-inline bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
 
 // The pid in a temporary file's name "<target name>.tmp.<pid>.<anything>"
 // when `name` is one of `target_name`'s, else 0.

@@ -1,5 +1,6 @@
 // Text for people: the one place where names are cut to a width and made safe
-// to print. Tables, insights, diffs and warnings all go through here.
+// to print. Tables, insights, diffs and warnings all go through here. Also the
+// prefix and suffix tests that std::string_view gains only in C++20.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,12 @@
 #include <string_view>
 
 namespace cuprof::detail {
+
+inline bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+inline bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
 
 // Widths and cuts count characters, as torch's (Python) layout does, and a cut
 // never splits a multi-byte UTF-8 character.

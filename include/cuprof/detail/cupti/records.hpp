@@ -7,6 +7,7 @@
 #pragma once
 
 #include "../../event.hpp"
+#include "../api_vocabulary.hpp"
 #include "../correlation_index.hpp"
 #include "../clock.hpp"
 
@@ -34,23 +35,6 @@ struct api_class {
   bool expects_gpu_record = false;     // a launch, copy or memset: the window waits for its record
 };
 
-inline bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
-
-// "cudaLaunchKernel_ptsz_v7000" -> "cudaLaunchKernel"; "___cudaLaunchKernel_v13000" (the
-// CUDA 13 <<<>>> path) -> "cudaLaunchKernel", the names HTA and users look for.
-inline std::string display_api_name(std::string_view raw) {
-  std::string name(raw);
-  const std::size_t v = name.rfind("_v");
-  if (v != std::string::npos && v + 2 < name.size() &&
-      name.find_first_not_of("0123456789", v + 2) == std::string::npos)
-    name.erase(v);
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, "_ptsz") == 0) name.erase(name.size() - 5);
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, "_ptds") == 0) name.erase(name.size() - 5);
-  const std::size_t first = name.find_first_not_of('_');
-  if (first != 0 && first != std::string::npos) name.erase(0, first);
-  return name;
-}
-
 // Mirrors what Kineto keeps: every runtime call but a few getters, and on the
 // driver side only launches, copies, memsets, syncs, occupancy queries and
 // virtual-memory calls (cuBLAS makes many other driver calls per GEMM).
@@ -59,27 +43,21 @@ inline api_class classify_api(api_domain domain, std::string_view name) {
   static constexpr const char* runtime_noise[] = {"cudaGetDevice",  "cudaSetDevice",           "cudaGetLastError",
                                                   "cudaPeekAtLastError", "cudaEventCreate", "cudaEventCreateWithFlags",
                                                   "cudaEventDestroy"};
-  static constexpr const char* driver_kept[] = {
-      "cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuOccupancy", "cuCtxSynchronize", "cuStreamSynchronize",
-      "cuEventSynchronize", "cuStreamWaitEvent", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
-      "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"};
-  static constexpr const char* work_prefixes[] = {"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset",
-                                                  "cuLaunch",   "cuGraphLaunch",   "cuMemcpy",   "cuMemset"};
-  static constexpr const char* sync_names[] = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-                                               "cudaStreamWaitEvent", "cuCtxSynchronize", "cuStreamSynchronize",
-                                               "cuEventSynchronize", "cuStreamWaitEvent"};
+  static constexpr const char* driver_virtual_memory[] = {"cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+                                                          "cuMemExportToShareableHandle",
+                                                          "cuMemImportFromShareableHandle"};
   bool keep = true;
   if (domain == api_domain::runtime) {
     for (const char* noise : runtime_noise) keep = keep && name != noise;
   } else {
-    keep = false;
-    for (const char* prefix : driver_kept) keep = keep || starts_with(name, prefix);
+    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) ||
+           is_occupancy_query(name);
+    for (const char* prefix : driver_virtual_memory) keep = keep || starts_with(name, prefix);
   }
   if (!keep) return c;
   c.display_name = "";  // set by the caller, which owns the string
-  for (const char* prefix : work_prefixes) c.expects_gpu_record = c.expects_gpu_record || starts_with(name, prefix);
-  c.has_flow = c.expects_gpu_record;
-  for (const char* sync : sync_names) c.has_flow = c.has_flow || name == sync;
+  c.expects_gpu_record = enqueues_gpu_work(name);
+  c.has_flow = draws_flow(name);
   return c;
 }
 
@@ -362,8 +340,9 @@ class record_store {
     if (cbid >= cache.size()) cache.resize(std::size_t(cbid) + 1);
     cached_api& entry = cache[cbid];
     if (!entry.known) {
-      const std::string raw = lookup_ ? lookup_(domain, cbid) : std::string();
-      const std::string shown = display_api_name(raw.empty() ? "cbid " + std::to_string(cbid) : raw);
+      std::string raw = lookup_ ? lookup_(domain, cbid) : std::string();
+      if (raw.empty()) raw = "cbid " + std::to_string(cbid);
+      const std::string_view shown = api_base_name(raw);
       const api_class c = classify_api(domain, shown);
       if (c.display_name) {
         entry.name = intern(shown);

@@ -387,10 +387,10 @@ class tracer {
   void keep_only_shown_calls() {
     if (!shown_calls_known_) {
       for (std::uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid)
-        if (!classify_api(api_domain::driver, display_api_name(callback_name(api_domain::driver, cbid))).display_name)
+        if (!classify_api(api_domain::driver, api_base_name(callback_name(api_domain::driver, cbid))).display_name)
           hidden_driver_calls_.push_back(cbid);
       for (std::uint32_t cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid)
-        if (!classify_api(api_domain::runtime, display_api_name(callback_name(api_domain::runtime, cbid))).display_name)
+        if (!classify_api(api_domain::runtime, api_base_name(callback_name(api_domain::runtime, cbid))).display_name)
           hidden_runtime_calls_.push_back(cbid);
       shown_calls_known_ = true;
     }

@@ -1,0 +1,82 @@
+// What a CUDA runtime or driver API call does, told by its name: launches,
+// copies and memsets, synchronizations, occupancy queries. The one place for
+// it, used by the CUPTI record converter (which calls to keep, which wait for
+// a GPU record, which draw a flow arrow) and by insights on traces read from
+// files, where the name is all there is.
+//
+// Every predicate takes a name as CUPTI reports it ("cudaLaunchKernel_ptsz_v7000")
+// or as a trace file shows it ("cudaLaunchKernel"), and judges api_base_name().
+#pragma once
+
+#include "text.hpp"
+
+#include <string_view>
+
+namespace cuprof::detail {
+
+// "cudaLaunchKernel_ptsz_v7000" -> "cudaLaunchKernel"; "___cudaLaunchKernel_v13000" (the
+// CUDA 13 <<<>>> path) -> "cudaLaunchKernel", the names HTA and users look for.
+inline std::string_view api_base_name(std::string_view name) {
+  const std::size_t v = name.rfind("_v");
+  if (v != std::string_view::npos && v + 2 < name.size() &&
+      name.find_first_not_of("0123456789", v + 2) == std::string_view::npos)
+    name = name.substr(0, v);
+  if (name.size() > 5 && ends_with(name, "_ptsz")) name.remove_suffix(5);
+  if (name.size() > 5 && ends_with(name, "_ptds")) name.remove_suffix(5);
+  const std::size_t first = name.find_first_not_of('_');
+  if (first != 0 && first != std::string_view::npos) name.remove_prefix(first);
+  return name;
+}
+
+// cudaLaunchHostFunc, cuLaunchHostFunc: a CPU callback in stream order. CUPTI
+// records no GPU activity for it, so nothing arrives to wait for or point at.
+inline bool is_host_function_launch(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return n == "cudaLaunchHostFunc" || n == "cuLaunchHostFunc";
+}
+
+// A kernel launch: cudaLaunchKernel(ExC), cudaLaunchCooperativeKernel(MultiDevice),
+// the legacy cudaLaunch; cuLaunchKernel(Ex), cuLaunchCooperativeKernel(MultiDevice),
+// cuLaunchGrid(Async). Not host functions, not graph launches (a graph is no
+// single kernel).
+inline bool is_kernel_launch(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return (starts_with(n, "cudaLaunch") || starts_with(n, "cuLaunch")) && !is_host_function_launch(n);
+}
+
+// Enqueues GPU work that CUPTI reports as kernel, memcpy or memset records
+// carrying the call's correlation id: kernel and graph launches, copies, memsets.
+inline bool enqueues_gpu_work(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return is_kernel_launch(n) || starts_with(n, "cudaGraphLaunch") || starts_with(n, "cuGraphLaunch") ||
+         starts_with(n, "cudaMemcpy") || starts_with(n, "cuMemcpy") || starts_with(n, "cudaMemset") ||
+         starts_with(n, "cuMemset");
+}
+
+// The calling CPU thread blocks until GPU work is done: cudaDeviceSynchronize,
+// cudaStreamSynchronize, cudaEventSynchronize, cudaThreadSynchronize,
+// cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize. This is the CPU
+// time insights calls waiting. (A synchronous cudaMemcpy blocks too, but is a copy.)
+inline bool is_cpu_blocking_synchronization(std::string_view name) {
+  return ends_with(api_base_name(name), "Synchronize");
+}
+
+// A synchronization, as CUPTI records one (a cuda_sync event) and as Kineto and
+// HTA class it: the CPU-blocking ones, and cudaStreamWaitEvent/cuStreamWaitEvent,
+// which make a stream wait on the GPU while the CPU thread returns at once.
+inline bool is_synchronization(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return is_cpu_blocking_synchronization(n) || n == "cudaStreamWaitEvent" || n == "cuStreamWaitEvent";
+}
+
+// Calls whose GPU records (the work, or the synchronization) are linked to
+// them by an ac2g flow arrow in the trace.
+inline bool draws_flow(std::string_view name) { return enqueues_gpu_work(name) || is_synchronization(name); }
+
+// cudaOccupancy*, cuOccupancy*: a launch sizing its grid to the device.
+inline bool is_occupancy_query(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return starts_with(n, "cudaOccupancy") || starts_with(n, "cuOccupancy");
+}
+
+}  // namespace cuprof::detail

@@ -1,0 +1,94 @@
+// The names of the trace format (docs/trace-format.md) that the writer
+// (chrome_trace_writer.hpp) emits and the reader (trace_reader.hpp) looks for,
+// each spelled once here. They are Kineto's, so that Perfetto, HTA and torch's
+// tools read cuprof traces as torch's. The Chrome trace event fields themselves
+// ("ph", "ts", "dur", "pid", "tid", "cat", "name", "args"), keys that only the
+// writer emits for viewers, and older spellings that only the reader accepts
+// stay where they are used.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace cuprof::detail::schema {
+
+// A stream's sync records go on lane (tid) sync_tid_offset + stream, as Kineto
+// puts them; public as cuprof::sync_tid_offset (chrome_trace.hpp).
+inline constexpr std::uint32_t sync_tid_offset = 1000000u;
+
+// Event categories ("cat").
+inline constexpr std::string_view cat_user_annotation = "user_annotation";  // a scope (record_function, NVTX, step)
+inline constexpr std::string_view cat_cpu_op = "cpu_op";                    // a torch operator (torch traces)
+inline constexpr std::string_view cat_torch_trace = "Trace";                // torch's own profiler span (torch traces)
+inline constexpr std::string_view cat_cuda_runtime = "cuda_runtime";
+inline constexpr std::string_view cat_cuda_driver = "cuda_driver";
+inline constexpr std::string_view cat_kernel = "kernel";
+inline constexpr std::string_view cat_gpu_memcpy = "gpu_memcpy";
+inline constexpr std::string_view cat_gpu_memset = "gpu_memset";
+inline constexpr std::string_view cat_cuda_sync = "cuda_sync";  // CUPTI's synchronization record, on the sync lane
+inline constexpr std::string_view cat_gpu_user_annotation = "gpu_user_annotation";  // a scope's extent on a GPU stream
+inline constexpr std::string_view cat_overhead = "overhead";                        // CUPTI's own work
+inline constexpr std::string_view cat_flow = "ac2g";  // the arrow from an API call to its GPU record (its name too)
+
+// Event args.
+inline constexpr std::string_view arg_external_id = "External id";  // the scope: a span's id, named by its work
+inline constexpr std::string_view arg_correlation = "correlation";  // CUPTI's id linking a call and its GPU records
+inline constexpr std::string_view arg_cbid = "cbid";                // CUPTI's callback id of an API call
+inline constexpr std::string_view arg_device = "device";
+inline constexpr std::string_view arg_context = "context";
+inline constexpr std::string_view arg_stream = "stream";
+inline constexpr std::string_view arg_bytes = "bytes";
+inline constexpr std::string_view arg_sync_kind = "cuda_sync_kind";  // sync_kind_name()
+inline constexpr std::string_view arg_registers_per_thread = "registers per thread";
+inline constexpr std::string_view arg_shared_memory = "shared memory";  // static and dynamic, per block
+inline constexpr std::string_view arg_grid = "grid";
+inline constexpr std::string_view arg_block = "block";
+inline constexpr std::string_view arg_graph_id = "graph id";
+inline constexpr std::string_view arg_graph_node_id = "graph node id";
+
+// Metadata events ("ph":"M") and the arg holding their value.
+inline constexpr std::string_view meta_process_name = "process_name";
+inline constexpr std::string_view meta_thread_name = "thread_name";
+inline constexpr std::string_view meta_name = "name";
+
+// Spans named ProfilerStep#N are a schedule's steps.
+inline constexpr std::string_view step_name_prefix = "ProfilerStep#";
+
+// Top-level keys.
+inline constexpr std::string_view key_trace_events = "traceEvents";
+inline constexpr std::string_view key_base_time = "baseTimeNanoseconds";  // every "ts" is microseconds after it
+inline constexpr std::string_view key_cupti_version = "cupti_version";
+inline constexpr std::string_view key_cuda_runtime_version = "cuda_runtime_version";
+inline constexpr std::string_view key_cuda_driver_version = "cuda_driver_version";
+inline constexpr std::string_view key_host_name = "host_name";
+inline constexpr std::string_view key_distributed_info = "distributedInfo";
+inline constexpr std::string_view key_rank = "rank";
+inline constexpr std::string_view key_world_size = "world_size";
+
+// deviceProperties: one object per device.
+inline constexpr std::string_view key_device_properties = "deviceProperties";
+inline constexpr std::string_view device_id = "id";
+inline constexpr std::string_view device_name = "name";
+inline constexpr std::string_view device_total_global_mem = "totalGlobalMem";
+inline constexpr std::string_view device_compute_major = "computeMajor";
+inline constexpr std::string_view device_compute_minor = "computeMinor";
+inline constexpr std::string_view device_max_threads_per_block = "maxThreadsPerBlock";
+inline constexpr std::string_view device_max_threads_per_multiprocessor = "maxThreadsPerMultiprocessor";
+inline constexpr std::string_view device_regs_per_block = "regsPerBlock";
+inline constexpr std::string_view device_regs_per_multiprocessor = "regsPerMultiprocessor";
+inline constexpr std::string_view device_warp_size = "warpSize";
+inline constexpr std::string_view device_num_sms = "numSms";
+inline constexpr std::string_view device_shared_mem_per_block = "sharedMemPerBlock";
+inline constexpr std::string_view device_shared_mem_per_block_optin = "sharedMemPerBlockOptin";
+inline constexpr std::string_view device_shared_mem_per_multiprocessor = "sharedMemPerMultiprocessor";
+
+// cuprof's own block: its presence marks a cuprof trace.
+inline constexpr std::string_view key_cuprof = "cuprof";
+inline constexpr std::string_view cuprof_dropped_gpu_records = "dropped_gpu_records";
+inline constexpr std::string_view cuprof_dropped_cpu_events = "dropped_cpu_events";
+inline constexpr std::string_view cuprof_cuda_status = "cuda_status";
+inline constexpr std::string_view cuda_status_on = "on";  // the cuda_status of a trace with CUDA tracing on
+inline constexpr std::string_view cuprof_window_start_ns = "window_start_ns";
+inline constexpr std::string_view cuprof_window_end_ns = "window_end_ns";
+
+}  // namespace cuprof::detail::schema
