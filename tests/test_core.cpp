@@ -339,7 +339,7 @@ std::vector<std::string> row_names(const std::string& table) {
 
 // The aten::matmul and aten::mm annotation rows are equal in every column
 // (same GPU extent): the golden puts the enclosing scope first, as
-// gpu_annotations() promises; this accepts either order so that the layout
+// derive_gpu_annotations() promises; this accepts either order so that the layout
 // checks do not hinge on that tie (a test of its own covers it).
 bool matches_golden(const std::string& table, const std::string& golden) {
   if (table == golden) return true;
@@ -824,7 +824,7 @@ TEST_CASE("nesting: span_builder makes the outer of two scopes with one extent t
   CHECK(parents(t) == "inner<outer outer<-");
 }
 
-TEST_CASE("gpu_annotations: one per (scope, stream), over nested scopes, steps and syncs excluded") {
+TEST_CASE("derive_gpu_annotations: one per (scope, stream), over nested scopes, steps and syncs excluded") {
   builder b;
   const std::uint32_t step = b.span("ProfilerStep#0", 0, 10000, no_index, 1, true);
   const std::uint32_t outer = b.span("outer", 100, 5000, step);
@@ -838,7 +838,7 @@ TEST_CASE("gpu_annotations: one per (scope, stream), over nested scopes, steps a
   b.gpu("k3", 7000, 7400, 3);
   b.gpu("Stream Sync", 3100, 3400, 4, cuprof::gpu_kind::sync);
   cuprof::attribute(b.t);
-  const std::vector<cuprof::gpu_annotation> a = cuprof::gpu_annotations(b.t);
+  const std::vector<cuprof::gpu_annotation> a = b.t.gpu_annotations;
   std::map<std::pair<std::uint32_t, std::uint32_t>, cuprof::gpu_annotation> by;
   for (const auto& x : a) {
     CHECK(x.span != step);
@@ -891,7 +891,7 @@ TEST_CASE("gpu_annotations: one per (scope, stream), over nested scopes, steps a
   CHECK(r_outer->self_cpu_ns == (5000 - 100) - (1000 - 200) - 10 - 500);  // minus inner, the launch, the sync
 }
 
-TEST_CASE("gpu_annotations: a scope whose GPU extent equals its child's still comes first") {
+TEST_CASE("derive_gpu_annotations: a scope whose GPU extent equals its child's still comes first") {
   // outer launches nothing itself: its extent on the stream is exactly inner's.
   // Viewers that break ties by file order (catapult) need the enclosing one first.
   builder b;
@@ -901,7 +901,7 @@ TEST_CASE("gpu_annotations: a scope whose GPU extent equals its child's still co
   b.call("cudaLaunchKernel", 300, 310, 1);
   b.gpu("k", 6000, 6100, 1);
   cuprof::attribute(b.t);
-  const std::vector<cuprof::gpu_annotation> a = cuprof::gpu_annotations(b.t);
+  const std::vector<cuprof::gpu_annotation> a = b.t.gpu_annotations;
   REQUIRE(a.size() == 3);
   for (const auto& x : a) {
     CHECK(x.start_ns == 6000);

@@ -9,7 +9,7 @@
 #include <cuprof/stats.hpp>
 #include <cuprof/trace_reader.hpp>
 
-#include "../tools/cli.hpp"
+#include "../tools/cli/cli.hpp"
 
 #include <doctest/doctest.h>
 
@@ -383,10 +383,9 @@ TEST_CASE("reader: cuprof traces; the file's GPU annotations equal the ones attr
     CHECK(lt.t.meta.unmatched_gpu_records == 0);
     for (const cuprof::gpu_activity& g : lt.t.gpu)
       if (g.kind != cuprof::gpu_kind::sync) CHECK(cuprof::launching_span(lt.t, g) == lt.t.api_calls[g.api].parent);
-    const std::vector<cuprof::gpu_annotation> from_file = cuprof::gpu_annotations(lt.t);
-    lt.t.gpu_annotations_from_file = false;
+    const std::vector<cuprof::gpu_annotation> from_file = lt.t.gpu_annotations;
     for (cuprof::gpu_activity& g : lt.t.gpu) g.span = cuprof::no_index;  // attribution by thread and time only
-    const std::vector<cuprof::gpu_annotation> derived = cuprof::gpu_annotations(lt.t);
+    const std::vector<cuprof::gpu_annotation> derived = cuprof::derive_gpu_annotations(lt.t);
     REQUIRE(from_file.size() == derived.size());
     for (std::size_t i = 0; i < derived.size(); ++i) {
       CHECK(from_file[i].span == derived[i].span);
@@ -452,20 +451,20 @@ TEST_CASE("reader: gzip-compressed traces, and the JSON Array Format") {
 
 TEST_CASE("reader: timestamps convert from their decimal text without rounding error") {
   std::int64_t ns = 0;
-  CHECK(cuprof::detail::reader::us_to_ns("4448316261137.712", ns));
+  CHECK(cuprof::detail::us_to_ns("4448316261137.712", ns));
   CHECK(ns == 4448316261137712ll);
-  CHECK(cuprof::detail::reader::us_to_ns("1.5", ns));
+  CHECK(cuprof::detail::us_to_ns("1.5", ns));
   CHECK(ns == 1500);
-  CHECK(cuprof::detail::reader::us_to_ns("0.0004", ns));
+  CHECK(cuprof::detail::us_to_ns("0.0004", ns));
   CHECK(ns == 0);
-  CHECK(cuprof::detail::reader::us_to_ns("0.0005", ns));
+  CHECK(cuprof::detail::us_to_ns("0.0005", ns));
   CHECK(ns == 1);
-  CHECK(cuprof::detail::reader::us_to_ns("-2", ns));
+  CHECK(cuprof::detail::us_to_ns("-2", ns));
   CHECK(ns == -2000);
-  CHECK(cuprof::detail::reader::us_to_ns("1.5e3", ns));
+  CHECK(cuprof::detail::us_to_ns("1.5e3", ns));
   CHECK(ns == 1500000);
-  CHECK_FALSE(cuprof::detail::reader::us_to_ns("1e300", ns));
-  CHECK_FALSE(cuprof::detail::reader::us_to_ns("99999999999999999999", ns));
+  CHECK_FALSE(cuprof::detail::us_to_ns("1e300", ns));
+  CHECK_FALSE(cuprof::detail::us_to_ns("99999999999999999999", ns));
 }
 
 TEST_CASE("reader: malformed input throws cuprof::error with the place; nothing else escapes") {

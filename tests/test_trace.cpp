@@ -718,7 +718,7 @@ TEST_CASE("chrome_trace_json: header, metadata and every event of a hand-made tr
 
 TEST_CASE("chrome_trace_json: every category the writer emits is one the reader reads back") {
   namespace schema = cuprof::detail::schema;
-  using cuprof::detail::reader::category;
+  using cuprof::detail::event_category;
   fixture f;
   const std::string text = cuprof::chrome_trace_json(f.t);
   const json doc = json::parse(text);
@@ -738,7 +738,7 @@ TEST_CASE("chrome_trace_json: every category the writer emits is one the reader 
   for (const std::string& cat : written) {
     CAPTURE(cat);
     // Flow arrows are "s"/"f" events: the reader links work to calls by correlation instead.
-    if (cat != schema::cat_flow) CHECK(cuprof::detail::reader::classify(cat) != category::skip);
+    if (cat != schema::cat_flow) CHECK(cuprof::detail::category_of(cat) != event_category::skip);
   }
   const cuprof::loaded_trace back = cuprof::parse_trace(text, "fixture");
   CHECK(back.used == complete);  // no complete event skipped

@@ -12,13 +12,13 @@
 #else
 #include "config.hpp"
 #include "error.hpp"
+#include "model/attribution.hpp"
+#include "model/event.hpp"
+#include "output/chrome_trace.hpp"
+#include "output/table.hpp"
+#include "profile.hpp"
 #include "record_function.hpp"
 #include "schedule.hpp"
-#include "event.hpp"
-#include "trace.hpp"
-#include "chrome_trace.hpp"
-#include "table.hpp"
-#include "profile.hpp"
 #include "trace_handler.hpp"
 // CUPROF_TRACE's profile starts during static initialisation of the TU that
 // asks for it (CUPROF_IMPLEMENTATION, header-only) or of the cuprof::runtime

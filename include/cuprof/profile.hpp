@@ -22,13 +22,13 @@
 #include "detail/disabled_api.hpp"
 #else
 #include "activity.hpp"
-#include "chrome_trace.hpp"
 #include "config.hpp"
-#include "detail/clock.hpp"
+#include "detail/collect/clock.hpp"
 #include "error.hpp"
-#include "event.hpp"
+#include "model/event.hpp"
+#include "output/chrome_trace.hpp"
+#include "output/table.hpp"
 #include "schedule.hpp"
-#include "table.hpp"
 
 #include <cstdint>
 #include <deque>

@@ -14,7 +14,7 @@
 
 #include <cstddef>
 #ifndef CUPROF_DISABLE
-#include "detail/scope_buffer.hpp"
+#include "detail/collect/scope_buffer.hpp"
 
 #include <cstdint>
 #include <string_view>

@@ -36,18 +36,16 @@ namespace cuprof_fuzz {
 
 // From the earliest to the latest time in a trace (ns), window included.
 inline std::uint64_t time_extent_ns(const cuprof::trace& t) {
-  std::uint64_t lo = UINT64_MAX, hi = 0;
-  const auto add = [&](std::uint64_t a, std::uint64_t b) {
-    lo = std::min({lo, a, b});
-    hi = std::max({hi, a, b});
-  };
+  cuprof::time_extent e;
+  // Each interval both ways: a hostile file may end an event before it starts.
+  const auto add = [&](std::uint64_t a, std::uint64_t b) { e.add(std::min(a, b), std::max(a, b)); };
   if (t.meta.window_start_ns || t.meta.window_end_ns) add(t.meta.window_start_ns, t.meta.window_end_ns);
   for (const auto& x : t.spans) add(x.start_ns, x.end_ns);
   for (const auto& x : t.api_calls) add(x.start_ns, x.end_ns);
   for (const auto& x : t.gpu) add(x.start_ns, x.end_ns);
   for (const auto& x : t.overhead) add(x.start_ns, x.end_ns);
-  for (const auto& x : t.file_gpu_annotations) add(x.start_ns, x.end_ns);
-  return hi >= lo ? hi - lo : 0;
+  for (const auto& x : t.gpu_annotations) add(x.start_ns, x.end_ns);
+  return e.end_ns >= e.start_ns ? e.end_ns - e.start_ns : 0;
 }
 // 1e15 us less the writer's rounding of its base down to a whole second.
 constexpr std::uint64_t max_round_trip_extent_ns = 1000000000000000000ull - 2000000000ull;

@@ -13,11 +13,11 @@
 //   CUPROF_DURATION=S      stop after S seconds of recording and write the trace then
 #pragma once
 
-#include "../profile.hpp"
 #include "abnormal_exit.hpp"
 #include "env.hpp"
 #include "log.hpp"
 #include "process_info.hpp"
+#include "../profile.hpp"
 
 #include <unistd.h>
 

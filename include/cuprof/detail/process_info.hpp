@@ -2,8 +2,8 @@
 // MPI or Slurm (so multi-rank tools can load one file per rank).
 #pragma once
 
-#include "../event.hpp"
 #include "env.hpp"
+#include "../model/event.hpp"
 
 #include <unistd.h>
 

@@ -3,12 +3,12 @@
 // target (CUPROF_COMPILED_RUNTIME), where CUPROF_RUNTIME_INLINE is empty.
 #pragma once
 
-#include "../profile.hpp"
-#include "../trace.hpp"
-#include "cpu_collect.hpp"
+#include "collect/cpu_collect.hpp"
 #include "cupti/tracer.hpp"
 #include "log.hpp"
 #include "process_info.hpp"
+#include "../model/attribution.hpp"
+#include "../profile.hpp"
 
 #include <malloc.h>
 

@@ -1,9 +1,9 @@
 // The code of trace_handler.hpp's handlers, where the runtime is compiled.
 #pragma once
 
+#include "process_info.hpp"
 #include "../error.hpp"
 #include "../trace_handler.hpp"
-#include "process_info.hpp"
 
 #include <unistd.h>
 

@@ -6,10 +6,10 @@
 // are moved into the trace and converted to epoch nanoseconds.
 #pragma once
 
-#include "../../event.hpp"
-#include "../api_vocabulary.hpp"
-#include "../correlation_index.hpp"
-#include "../clock.hpp"
+#include "../collect/clock.hpp"
+#include "../../model/api_vocabulary.hpp"
+#include "../../model/correlation_index.hpp"
+#include "../../model/event.hpp"
 
 #include <cupti_activity.h>
 #include <cxxabi.h>

@@ -19,13 +19,13 @@
 // thread, or the caller of flush(), parses them into the record_store.
 #pragma once
 
-#include "../../event.hpp"
-#include "../clock.hpp"
+#include "libraries.hpp"
+#include "records.hpp"
+#include "../collect/clock.hpp"
 #include "../crash_guard.hpp"
 #include "../env.hpp"
 #include "../log.hpp"
-#include "libraries.hpp"
-#include "records.hpp"
+#include "../../model/event.hpp"
 
 #include <pthread.h>
 #include <semaphore.h>

@@ -7,9 +7,9 @@
 // two (ticks, CLOCK_MONOTONIC) pairs, so the hot path never converts.
 #pragma once
 
-#include "../config.hpp"
-#include "log.hpp"
 #include "process_state.hpp"
+#include "../log.hpp"
+#include "../../config.hpp"
 
 #include <atomic>
 #include <cstdint>

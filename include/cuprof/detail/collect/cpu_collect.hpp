@@ -1,11 +1,10 @@
 // Turns the slots that scopes wrote into cpu_spans of a trace.
 #pragma once
 
-#include "../event.hpp"
 #include "clock.hpp"
-#include "nesting.hpp"
 #include "thread_buffer.hpp"
-#include "trace_schema.hpp"
+#include "../../model/event.hpp"
+#include "../../model/nesting.hpp"
 
 #include <pthread.h>
 
@@ -47,7 +46,7 @@ class span_builder {
                false);
           break;
         case slot_kind::enter_step:
-          open(cur, out_.names.intern(std::string(schema::step_name_prefix) + std::to_string(cur.payload)), true);
+          open(cur, out_.names.intern(std::string(step_name_prefix) + std::to_string(cur.payload)), true);
           break;
         case slot_kind::exit:
           if (!stack_.empty()) close(ticks_of(cur));

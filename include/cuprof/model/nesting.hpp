@@ -1,7 +1,7 @@
 // Parent linking by interval nesting: the one rule for CPU spans and API calls.
 #pragma once
 
-#include "../event.hpp"
+#include "event.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -9,8 +9,8 @@
 // a file that only annotates compiles none of the runtime.
 #pragma once
 
-#include "../config.hpp"
 #include "process_state.hpp"
+#include "../../config.hpp"
 
 #include <pthread.h>
 

@@ -5,10 +5,10 @@
 // copies use those, so that one session sees every copy's scopes.
 #pragma once
 
-#include "../config.hpp"
-#include "env.hpp"
-#include "log.hpp"
 #include "scope_buffer.hpp"
+#include "../env.hpp"
+#include "../log.hpp"
+#include "../../config.hpp"
 
 #include <pthread.h>
 #include <sched.h>

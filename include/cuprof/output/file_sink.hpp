@@ -10,8 +10,8 @@
 // fopen would give a new one (0666 less the umask).
 #pragma once
 
+#include "../detail/text.hpp"
 #include "../error.hpp"
-#include "text.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 // Correlation id -> index lookups for collection and attribution.
 #pragma once
 
-#include "../event.hpp"
+#include "event.hpp"
 
 #include <algorithm>
 #include <cstdint>

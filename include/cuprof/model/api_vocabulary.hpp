@@ -8,7 +8,7 @@
 // or as a trace file shows it ("cudaLaunchKernel"), and judges api_base_name().
 #pragma once
 
-#include "text.hpp"
+#include "../detail/text.hpp"
 
 #include <string_view>
 

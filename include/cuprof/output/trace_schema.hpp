@@ -51,9 +51,6 @@ inline constexpr std::string_view meta_process_name = "process_name";
 inline constexpr std::string_view meta_thread_name = "thread_name";
 inline constexpr std::string_view meta_name = "name";
 
-// Spans named ProfilerStep#N are a schedule's steps.
-inline constexpr std::string_view step_name_prefix = "ProfilerStep#";
-
 // Top-level keys.
 inline constexpr std::string_view key_trace_events = "traceEvents";
 inline constexpr std::string_view key_base_time = "baseTimeNanoseconds";  // every "ts" is microseconds after it

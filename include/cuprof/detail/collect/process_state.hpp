@@ -18,7 +18,7 @@
 // copies never create the state at once.
 #pragma once
 
-#include "../config.hpp"
+#include "../../config.hpp"
 
 #include <dlfcn.h>
 #include <sched.h>

@@ -3,12 +3,12 @@
 // is compiled (chrome_trace.hpp includes it then).
 #pragma once
 
-#include "../chrome_trace.hpp"
-#include "../trace.hpp"
-#include "file_output.hpp"
-#include "json.hpp"
-#include "log.hpp"
+#include "chrome_trace.hpp"
+#include "file_sink.hpp"
+#include "json_text.hpp"
 #include "trace_schema.hpp"
+#include "../detail/log.hpp"
+#include "../model/attribution.hpp"
 
 #include <sys/stat.h>
 
@@ -73,6 +73,9 @@ class chrome_trace_writer {
   // Writes the whole document; returns the number of trace events written.
   std::size_t write(const std::string& trace_name) {
     base_ns_ = base_time();
+    escaped_names_.reserve(t_.names.size());
+    for (std::size_t i = escaped_names_.size(); i < t_.names.size(); ++i)
+      escaped_names_.push_back(json_escaped(t_.names.str(name_id(i))));
     header(trace_name);
     const std::size_t before = events_;
     metadata_events();
@@ -290,7 +293,7 @@ class chrome_trace_writer {
   void cpu_events() {
     const std::uint32_t pid = t_.meta.pid;
     for (const cpu_span& s : t_.spans) {
-      complete(schema::cat_user_annotation, t_.names.escaped(s.name), pid, s.tid, s.start_ns, s.end_ns);
+      complete(schema::cat_user_annotation, escaped_name(s.name), pid, s.tid, s.start_ns, s.end_ns);
       out_ += ",\"args\":{";
       key(schema::arg_external_id);
       append_int(out_, s.id);
@@ -304,7 +307,7 @@ class chrome_trace_writer {
     for (std::size_t i = 0; i < t_.api_calls.size(); ++i) {
       const api_call& a = t_.api_calls[i];
       complete(a.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
-               t_.names.escaped(a.name), pid, a.tid, a.start_ns, a.end_ns);
+               escaped_name(a.name), pid, a.tid, a.start_ns, a.end_ns);
       out_ += ",\"args\":{";
       if (a.parent != no_index) {
         key(schema::arg_external_id);
@@ -350,10 +353,10 @@ class chrome_trace_writer {
   }
 
   void gpu_events() {
-    for (const gpu_annotation& a : gpu_annotations(t_)) {
+    for (const gpu_annotation& a : t_.gpu_annotations) {
       // 1 ns earlier and 2 ns longer than what it covers, so viewers that
       // break ties by duration still draw it as the parent.
-      complete(schema::cat_gpu_user_annotation, t_.names.escaped(t_.spans[a.span].name), a.device, a.stream,
+      complete(schema::cat_gpu_user_annotation, escaped_name(t_.spans[a.span].name), a.device, a.stream,
                a.start_ns - 1, a.end_ns + 1);
       out_ += ",\"args\":{";
       key(schema::arg_external_id);
@@ -365,7 +368,7 @@ class chrome_trace_writer {
       const std::uint32_t tid = g.kind == gpu_kind::sync ? sync_tid_offset + g.stream : g.stream;
       switch (g.kind) {
         case gpu_kind::kernel: {
-          complete(schema::cat_kernel, t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
+          complete(schema::cat_kernel, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
           gpu_common_args(g);
           if (g.details != no_index) {
             const kernel_details& k = t_.kernels[g.details];
@@ -388,7 +391,7 @@ class chrome_trace_writer {
         case gpu_kind::memcpy:
         case gpu_kind::memset: {
           complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset,
-                   t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
+                   escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
           gpu_common_args(g);
           next_key(schema::arg_bytes);
           append_int(out_, g.bytes);
@@ -400,7 +403,7 @@ class chrome_trace_writer {
           break;
         }
         case gpu_kind::sync: {
-          complete(schema::cat_cuda_sync, t_.names.escaped(g.name), g.device, tid, g.start_ns, g.end_ns);
+          complete(schema::cat_cuda_sync, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
           out_ += ",\"args\":{";
           key(schema::arg_sync_kind); out_ += '"'; out_ += sync_kind_name(g.subkind); out_ += '"';
           next_key(schema::arg_device); append_int(out_, g.device);
@@ -440,17 +443,20 @@ class chrome_trace_writer {
     const std::vector<std::uint32_t> lane = overhead_lanes();
     for (std::size_t i = 0; i < t_.overhead.size(); ++i) {
       const overhead_span& o = t_.overhead[i];
-      complete(schema::cat_overhead, t_.names.escaped(o.name), overhead_pid, lane[i], std::max(o.start_ns, base_ns_),
+      complete(schema::cat_overhead, escaped_name(o.name), overhead_pid, lane[i], std::max(o.start_ns, base_ns_),
                o.end_ns);
       out_ += "}";
     }
   }
+
+  const std::string& escaped_name(name_id id) const { return escaped_names_[id]; }
 
   const trace& t_;
   std::function<void(text_buffer&)> flush_;
   text_buffer out_;
   std::uint64_t base_ns_ = 0;
   std::size_t events_ = 0;
+  std::vector<std::string> escaped_names_;  // each name escaped once per document
 };
 
 }  // namespace detail

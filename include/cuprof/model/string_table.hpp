@@ -1,8 +1,6 @@
-// Interned names. Each distinct name is stored once, with its JSON-escaped
-// form computed once, and events refer to it by a 32-bit id.
+// Interned names. Each distinct name is stored once, as recorded (escaping
+// is the writer's business), and events refer to it by a 32-bit id.
 #pragma once
-
-#include "json.hpp"
 
 #include <cstdint>
 #include <deque>
@@ -20,13 +18,12 @@ class string_table {
   // The index views the strings it indexes: a copy indexes its own copies
   // (a copied index would point into the original's storage).
   string_table(const string_table& other)
-      : strings_(other.strings_), escaped_(other.escaped_), by_address_(other.by_address_) {
+      : strings_(other.strings_), by_address_(other.by_address_) {
     reindex();
   }
   string_table& operator=(const string_table& other) {
     if (this != &other) {
       strings_ = other.strings_;
-      escaped_ = other.escaped_;
       by_address_ = other.by_address_;
       reindex();
     }
@@ -40,7 +37,6 @@ class string_table {
     if (it != index_.end()) return it->second;
     const name_id id = name_id(strings_.size());
     strings_.emplace_back(s);
-    escaped_.push_back(detail::json_escaped(strings_.back()));
     index_.emplace(std::string_view(strings_.back()), id);
     return id;
   }
@@ -54,7 +50,6 @@ class string_table {
     return id;
   }
   const std::string& str(name_id id) const { return strings_[id]; }
-  const std::string& escaped(name_id id) const { return escaped_[id]; }
   std::size_t size() const noexcept { return strings_.size(); }
 
  private:
@@ -65,7 +60,6 @@ class string_table {
   }
 
   std::deque<std::string> strings_;  // deque: references stay valid as it grows
-  std::deque<std::string> escaped_;
   std::unordered_map<std::string_view, name_id> index_;
   std::unordered_map<const char*, name_id> by_address_;
 };

@@ -1,0 +1,774 @@
+// Insights: what the PyTorch profiling articles teach a reader to look for,
+// computed from a trace. Each finding carries its numbers and where in the
+// trace it is (step, scope, lane, ts as the trace file writes it):
+//
+// - overhead-bound vs compute-bound: Self CPU vs Self CUDA totals, and how much
+//   of the active window the GPU sat idle;
+// - a cold first step (or first call): how much wider, and where the time went;
+// - launch-to-start latency per kernel name;
+// - a memset or memcpy right before a GEMM (cuBLAS's flag clear, addmm's bias copy);
+// - occupancy queries before launches (adaptively sized kernels);
+// - outlier kernels: more than 1.5x their median, with the step they fell in;
+// - synchronizations that take a large share of CPU time;
+// - profiler overhead and dropped records.
+#pragma once
+
+#ifdef CUPROF_DISABLE
+#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
+#endif
+
+#include "kernel_names.hpp"
+#include "text_format.hpp"
+#include "../model/api_vocabulary.hpp"
+#include "../model/attribution.hpp"
+#include "../model/event.hpp"
+#include "../model/stats.hpp"
+#include "../output/table.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace cuprof {
+
+struct insights_options {
+  // The time base that "ts" values are shown against: a trace file's
+  // baseTimeNanoseconds. 0: whole seconds below the first event, as cuprof's
+  // writer chooses it, so ts values match cuprof's trace files.
+  std::uint64_t base_ns = 0;
+  double cold_factor = 1.5;        // first step at least this many times the median of the others
+  double outlier_factor = 1.5;     // a kernel this many times its name's median
+  double sync_share = 0.25;        // synchronizations taking at least this share of Self CPU time
+  double idle_share = 0.5;         // the GPU idle at least this share of the active window
+  std::size_t max_items = 8;       // per finding list
+};
+
+enum class bound_verdict : std::uint8_t { no_gpu_work, overhead_bound, compute_bound, mixed };
+
+inline const char* verdict_name(bound_verdict v) {
+  switch (v) {
+    case bound_verdict::overhead_bound: return "overhead-bound";
+    case bound_verdict::compute_bound: return "compute-bound";
+    case bound_verdict::mixed: return "mixed";
+    default: return "no GPU work";
+  }
+}
+
+struct finding {
+  std::string kind;                  // "cold start", "memset before GEMM", ...
+  std::string headline;              // one line, with the numbers
+  std::vector<std::string> details;  // further lines
+  std::string where;                 // where in the trace
+};
+
+// One row per GPU kernel, memcpy or memset name.
+struct kernel_summary {
+  std::string name;
+  gpu_kind kind = gpu_kind::kernel;
+  distribution duration;
+  distribution launch_to_start;  // launching call's start to the GPU start; count 0 if no call is known
+  kernel_name_info decoded;
+  std::uint64_t first_start_ns = 0;
+};
+
+struct insights {
+  bound_verdict verdict = bound_verdict::no_gpu_work;
+  std::string verdict_reason;
+  std::uint64_t self_cpu_ns = 0;   // Self CPU time total
+  std::uint64_t sync_cpu_ns = 0;   // of it, in synchronize calls (the CPU waiting)
+  std::uint64_t self_cuda_ns = 0;  // Self CUDA time total
+  std::uint64_t window_start_ns = 0, window_end_ns = 0;  // first to last event, CPU and GPU
+  std::uint64_t gpu_busy_ns = 0;   // union of GPU work inside the window
+  double gpu_idle_share = 0;
+  std::size_t steps = 0;
+  std::uint64_t base_ns = 0;
+  std::vector<finding> findings;
+  std::vector<kernel_summary> kernels;
+
+  double ts_us(std::uint64_t ns) const { return ns >= base_ns ? double(ns - base_ns) / 1000.0 : 0.0; }
+};
+
+namespace detail {
+
+inline std::string ts_text(const insights& in, std::uint64_t ns) { return "ts " + fixed_text(in.ts_us(ns), 3) + "us"; }
+
+class analyzer {
+ public:
+  analyzer(const trace& t, const insights_options& o) : t_(t), o_(o) {}
+
+  insights run() {
+    in_.base_ns = o_.base_ns ? o_.base_ns : default_base();
+    index();
+    verdict();
+    cold_start();
+    copies_before_gemms();
+    occupancy_queries();
+    outliers();
+    launch_latency();
+    synchronizations();
+    profiler_notes();
+    return std::move(in_);
+  }
+
+ private:
+  std::uint64_t default_base() const {
+    std::uint64_t lo = std::numeric_limits<std::uint64_t>::max();
+    for (const cpu_span& s : t_.spans) lo = std::min(lo, s.start_ns);
+    for (const api_call& a : t_.api_calls) lo = std::min(lo, a.start_ns);
+    for (const gpu_activity& g : t_.gpu) lo = std::min(lo, g.start_ns);
+    if (t_.meta.window_start_ns) lo = std::min(lo, t_.meta.window_start_ns);
+    if (lo == std::numeric_limits<std::uint64_t>::max()) return 0;
+    if (lo > 0) lo -= 1;
+    return lo - lo % 1000000000ull;
+  }
+
+  void index() {
+    for (std::uint32_t i = 0; i < t_.spans.size(); ++i)
+      if (t_.spans[i].is_step) steps_.push_back(i);
+    std::sort(steps_.begin(), steps_.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return t_.spans[a].start_ns < t_.spans[b].start_ns; });
+    in_.steps = steps_.size();
+    first_child_.assign(t_.spans.size(), std::numeric_limits<std::uint64_t>::max());
+    first_child_name_.assign(t_.spans.size(), 0);
+    const auto child = [&](std::uint32_t parent, std::uint64_t start, name_id name) {
+      if (parent == no_index || start >= first_child_[parent]) return;
+      first_child_[parent] = start;
+      first_child_name_[parent] = name;
+    };
+    for (const cpu_span& s : t_.spans) child(s.parent, s.start_ns, s.name);
+    for (const api_call& a : t_.api_calls) child(a.parent, a.start_ns, a.name);
+
+    // Kernels by name, in first-start order.
+    std::unordered_map<std::string, std::size_t> by_name;
+    std::vector<std::vector<std::uint64_t>> dur, lat;
+    for (std::uint32_t i = 0; i < t_.gpu.size(); ++i) {
+      const gpu_activity& g = t_.gpu[i];
+      if (g.kind == gpu_kind::sync) continue;
+      const std::string& name = t_.names.str(g.name);
+      auto [it, inserted] = by_name.try_emplace(name, in_.kernels.size());
+      if (inserted) {
+        kernel_summary k;
+        k.name = name;
+        k.kind = g.kind;
+        k.first_start_ns = g.start_ns;
+        if (g.kind == gpu_kind::kernel) k.decoded = decode_kernel_name(name);
+        in_.kernels.push_back(std::move(k));
+        dur.emplace_back();
+        lat.emplace_back();
+        instances_.emplace_back();
+      }
+      kernel_summary& k = in_.kernels[it->second];
+      k.first_start_ns = std::min(k.first_start_ns, g.start_ns);
+      dur[it->second].push_back(g.end_ns - g.start_ns);
+      if (g.api != no_index && g.start_ns >= t_.api_calls[g.api].start_ns)
+        lat[it->second].push_back(g.start_ns - t_.api_calls[g.api].start_ns);
+      instances_[it->second].push_back(i);
+    }
+    for (std::size_t i = 0; i < in_.kernels.size(); ++i) {
+      in_.kernels[i].duration = summarize(dur[i]);
+      in_.kernels[i].launch_to_start = summarize(lat[i]);
+    }
+  }
+
+  // The ProfilerStep containing a scope, or no_index.
+  std::uint32_t step_of_span(std::uint32_t s) const {
+    for (; s != no_index; s = t_.spans[s].parent)
+      if (t_.spans[s].is_step) return s;
+    return no_index;
+  }
+
+  // The step a GPU activity belongs to: by its launching scope, else by its call's time.
+  std::uint32_t step_of(const gpu_activity& g) const {
+    std::uint32_t s = step_of_span(launching_span(t_, g));
+    if (s != no_index || g.api == no_index) return s;
+    const api_call& a = t_.api_calls[g.api];
+    for (std::uint32_t st : steps_)
+      if (t_.spans[st].tid == a.tid && t_.spans[st].start_ns <= a.start_ns && a.start_ns < t_.spans[st].end_ns) return st;
+    return no_index;
+  }
+
+  std::string step_name(std::uint32_t step) const { return step == no_index ? std::string() : t_.names.str(t_.spans[step].name); }
+
+  // "ProfilerStep#2 > matmul_add > matmul"
+  std::string scope_path(std::uint32_t s) const {
+    std::vector<std::string> parts;
+    for (; s != no_index && parts.size() < 6; s = t_.spans[s].parent) parts.push_back(t_.names.str(t_.spans[s].name));
+    std::string out;
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) out += (out.empty() ? "" : " > ") + *it;
+    return out;
+  }
+
+  std::string where_gpu(const gpu_activity& g) const {
+    std::string path = scope_path(launching_span(t_, g));
+    if (path.empty()) path = step_name(step_of(g));
+    std::string s = path.empty() ? std::string() : path + ", ";
+    s += "GPU " + std::to_string(g.device) + " stream " + std::to_string(g.stream) + " at " + ts_text(in_, g.start_ns);
+    return s;
+  }
+
+  std::string where_call(const api_call& a) const {
+    std::string path = scope_path(a.parent);
+    return (path.empty() ? std::string() : path + ", ") + "thread " + std::to_string(a.tid) + " at " + ts_text(in_, a.start_ns);
+  }
+
+  void add(finding f) { in_.findings.push_back(std::move(f)); }
+
+  void verdict() {
+    const event_averages avg = key_averages(t_);
+    in_.self_cpu_ns = avg.self_cpu_time_total_ns();
+    in_.self_cuda_ns = avg.self_cuda_time_total_ns();
+    for (const api_call& a : t_.api_calls)
+      if (is_cpu_blocking_synchronization(t_.names.str(a.name))) in_.sync_cpu_ns += a.end_ns - a.start_ns;
+
+    time_extent window;
+    for (const cpu_span& s : t_.spans) window.add(s.start_ns, s.end_ns);
+    for (const api_call& a : t_.api_calls) window.add(a.start_ns, a.end_ns);
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
+    for (const gpu_activity& g : t_.gpu) {
+      if (g.kind == gpu_kind::sync) continue;
+      window.add(g.start_ns, g.end_ns);
+      busy.emplace_back(g.start_ns, g.end_ns);
+    }
+    if (window.empty()) {
+      in_.verdict_reason = "the trace has no events";
+      return;
+    }
+    in_.window_start_ns = window.start_ns;
+    in_.window_end_ns = window.end_ns;
+    std::sort(busy.begin(), busy.end());
+    std::uint64_t cur_s = 0, cur_e = 0;
+    bool open = false;
+    for (const auto& b : busy) {
+      if (!open || b.first > cur_e) {
+        if (open) in_.gpu_busy_ns += cur_e - cur_s;
+        cur_s = b.first;
+        cur_e = b.second;
+        open = true;
+      } else {
+        cur_e = std::max(cur_e, b.second);
+      }
+    }
+    if (open) in_.gpu_busy_ns += cur_e - cur_s;
+    // The union as intervals, for the overlap of synchronizations with GPU work.
+    open = false;
+    for (const auto& b : busy) {
+      if (!open || b.first > busy_union_.back().second) {
+        busy_union_.push_back(b);
+        open = true;
+      } else {
+        busy_union_.back().second = std::max(busy_union_.back().second, b.second);
+      }
+    }
+    const std::uint64_t window_ns = window.end_ns - window.start_ns;
+    in_.gpu_idle_share = window_ns ? 1.0 - double(in_.gpu_busy_ns) / double(window_ns) : 0.0;
+
+    if (busy.empty()) {
+      in_.verdict = bound_verdict::no_gpu_work;
+      in_.verdict_reason = t_.meta.cuda_status.empty()
+                               ? "no GPU work in the trace: CPU time only"
+                               : "no GPU work in the trace: CUDA was not traced (" + t_.meta.cuda_status + ")";
+      return;
+    }
+    const std::uint64_t cpu_busy = in_.self_cpu_ns > in_.sync_cpu_ns ? in_.self_cpu_ns - in_.sync_cpu_ns : 0;
+    const double r = in_.self_cuda_ns ? double(cpu_busy) / double(in_.self_cuda_ns) : 0.0;
+    const bool idle = in_.gpu_idle_share >= o_.idle_share;
+    const std::string totals = "Self CPU " + us_text(cpu_busy) + (in_.sync_cpu_ns ? " (not counting " + us_text(in_.sync_cpu_ns) + " in synchronize calls)" : "") +
+                               " vs Self CUDA " + us_text(in_.self_cuda_ns);
+    const std::string idle_text = "the GPU was idle " + percent_text(in_.gpu_idle_share) + " of the active window (" +
+                                  us_text(window_ns) + ")";
+    if (idle && cpu_busy > in_.self_cuda_ns) {
+      in_.verdict = bound_verdict::overhead_bound;
+      in_.verdict_reason = totals + ": the CPU spent " + ratio_text(r) + " the GPU's time, and " + idle_text +
+                           ". Make the work per launch bigger, batch or fuse launches, or capture a CUDA graph.";
+    } else if (!idle) {
+      in_.verdict = bound_verdict::compute_bound;
+      in_.verdict_reason = totals + (cpu_busy <= in_.self_cuda_ns ? " (the GPU's work is " + ratio_text(r ? 1.0 / r : 0) + " the CPU's)" : "") +
+                           ", and the GPU was busy " + percent_text(1.0 - in_.gpu_idle_share) +
+                           " of the active window. The GPU kernels are where the time goes.";
+    } else {
+      in_.verdict = bound_verdict::mixed;
+      in_.verdict_reason = totals + ", yet " + idle_text +
+                           ": the GPU waits on something other than launches in these scopes (synchronizations, "
+                           "host work outside them, or a short trace).";
+    }
+  }
+
+  // The first of a series of repeated scopes (steps, or a top-level scope called
+  // at least three times) much wider than the others.
+  void cold_start() {
+    std::vector<std::vector<std::uint32_t>> series;
+    if (steps_.size() >= 3) {
+      series.push_back(steps_);
+    } else {
+      std::map<name_id, std::vector<std::uint32_t>> top;
+      for (std::uint32_t i = 0; i < t_.spans.size(); ++i)
+        if (t_.spans[i].parent == no_index) top[t_.spans[i].name].push_back(i);
+      for (auto& entry : top) {
+        if (entry.second.size() < 3) continue;
+        std::sort(entry.second.begin(), entry.second.end(),
+                  [&](std::uint32_t a, std::uint32_t b) { return t_.spans[a].start_ns < t_.spans[b].start_ns; });
+        series.push_back(entry.second);
+      }
+    }
+    std::size_t reported = 0;
+    for (const std::vector<std::uint32_t>& s : series) {
+      if (reported >= o_.max_items) break;
+      const cpu_span& first = t_.spans[s[0]];
+      std::vector<std::uint64_t> rest;
+      for (std::size_t i = 1; i < s.size(); ++i) rest.push_back(t_.spans[s[i]].end_ns - t_.spans[s[i]].start_ns);
+      const std::uint64_t median = median_of(rest);
+      const std::uint64_t dur = first.end_ns - first.start_ns;
+      if (median == 0 || double(dur) < o_.cold_factor * double(median) || dur - median < 5000) continue;
+      finding f;
+      f.kind = "cold start";
+      const std::string name = t_.names.str(first.name);
+      const std::string others = first.is_step ? "the other steps" : "the other calls";
+      f.headline = name + " took " + us_text(dur) + ", " + ratio_text(double(dur) / double(median)) + " the median of " + others +
+                   " (" + us_text(median) + ")";
+      f.where = (first.is_step ? name : scope_path(s[0])) + " at " + ts_text(in_, first.start_ns);
+
+      // Where the extra time went: the longest wait from entering a scope to its first child.
+      std::vector<std::uint32_t> inside;
+      for (std::uint32_t i = 0; i < t_.spans.size(); ++i)
+        for (std::uint32_t p = i; p != no_index; p = t_.spans[p].parent)
+          if (p == s[0]) {
+            inside.push_back(i);
+            break;
+          }
+      std::uint32_t worst = no_index;
+      std::uint64_t worst_gap = 0;
+      for (std::uint32_t i : inside) {
+        if (first_child_[i] == std::numeric_limits<std::uint64_t>::max()) continue;
+        const std::uint64_t gap = first_child_[i] - t_.spans[i].start_ns;
+        if (gap > worst_gap) worst_gap = gap, worst = i;
+      }
+      if (worst != no_index) {
+        std::vector<std::uint64_t> gaps;
+        for (std::uint32_t i = 0; i < t_.spans.size(); ++i) {
+          if (t_.spans[i].name != t_.spans[worst].name || first_child_[i] == std::numeric_limits<std::uint64_t>::max()) continue;
+          bool in_first = false;
+          for (std::uint32_t p = i; p != no_index; p = t_.spans[p].parent) in_first |= p == s[0];
+          if (!in_first) gaps.push_back(first_child_[i] - t_.spans[i].start_ns);
+        }
+        std::string line = t_.names.str(t_.spans[worst].name) + ": " + us_text(worst_gap) +
+                           " from entering the scope to its first " +
+                           (first_child_name_[worst] < t_.names.size() ? t_.names.str(first_child_name_[worst]) : "event");
+        if (!gaps.empty()) line += " (median " + us_text(median_of(gaps)) + " in " + others + ")";
+        f.details.push_back(line);
+      }
+      // The call that cost the most over its usual time.
+      std::uint32_t slow = no_index;
+      std::uint64_t slow_excess = 0, slow_median = 0;
+      std::unordered_map<name_id, std::vector<std::uint64_t>> elsewhere;
+      std::vector<std::uint32_t> calls_inside;
+      for (std::uint32_t i = 0; i < t_.api_calls.size(); ++i) {
+        const api_call& a = t_.api_calls[i];
+        const bool in_first = a.tid == first.tid && a.start_ns >= first.start_ns && a.end_ns <= first.end_ns;
+        if (in_first) calls_inside.push_back(i);
+        else elsewhere[a.name].push_back(a.end_ns - a.start_ns);
+      }
+      for (std::uint32_t i : calls_inside) {
+        const api_call& a = t_.api_calls[i];
+        auto it = elsewhere.find(a.name);
+        if (it == elsewhere.end()) continue;
+        const std::uint64_t m = median_of(it->second), d = a.end_ns - a.start_ns;
+        if (d > m && d - m > slow_excess) slow_excess = d - m, slow = i, slow_median = m;
+      }
+      if (slow != no_index && slow_excess >= 2000)
+        f.details.push_back("slowest call over its usual time: " + t_.names.str(t_.api_calls[slow].name) + " " +
+                            us_text(t_.api_calls[slow].end_ns - t_.api_calls[slow].start_ns) + " (median " + us_text(slow_median) +
+                            " elsewhere)");
+      std::map<std::string, std::uint64_t> overhead;
+      for (const overhead_span& o : t_.overhead)
+        if (o.start_ns < first.end_ns && o.end_ns > first.start_ns) overhead[t_.names.str(o.name)] += o.end_ns - o.start_ns;
+      std::vector<std::pair<std::string, std::uint64_t>> by_time(overhead.begin(), overhead.end());
+      std::stable_sort(by_time.begin(), by_time.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+      std::string list;
+      for (const auto& o : by_time) list += (list.empty() ? "" : ", ") + o.first + " " + us_text(o.second);
+      if (!list.empty()) f.details.push_back("CUPTI overhead inside it: " + list);
+      f.details.push_back(
+          "usual causes: cuBLAS heuristics and workspace allocation, lazy module loading, first-touch allocations; "
+          "warm up before profiling (or use the schedule's warmup)");
+      add(std::move(f));
+      ++reported;
+    }
+  }
+
+  // A memset or memcpy on a stream immediately followed by a GEMM on that stream.
+  void copies_before_gemms() {
+    std::vector<std::uint32_t> order;
+    for (std::uint32_t i = 0; i < t_.gpu.size(); ++i)
+      if (t_.gpu[i].kind != gpu_kind::sync) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const gpu_activity& x = t_.gpu[a];
+      const gpu_activity& y = t_.gpu[b];
+      if (x.device != y.device) return x.device < y.device;
+      if (x.stream != y.stream) return x.stream < y.stream;
+      return x.start_ns < y.start_ns;
+    });
+    struct group {
+      std::vector<std::uint32_t> copies;
+      std::vector<std::uint64_t> gaps;
+      std::uint32_t gemm;
+    };
+    std::map<std::tuple<std::string, std::uint64_t, std::string, std::string>, group> groups;
+    std::vector<std::tuple<std::string, std::uint64_t, std::string, std::string>> keys;
+    for (std::size_t k = 0; k + 1 < order.size(); ++k) {
+      const gpu_activity& c = t_.gpu[order[k]];
+      const gpu_activity& n = t_.gpu[order[k + 1]];
+      if ((c.kind != gpu_kind::memcpy && c.kind != gpu_kind::memset) || n.kind != gpu_kind::kernel) continue;
+      if (c.device != n.device || c.stream != n.stream) continue;
+      if (!gemm_name(n.name)) continue;
+      const std::string call = c.api != no_index ? t_.names.str(t_.api_calls[c.api].name) : std::string();
+      auto key = std::make_tuple(t_.names.str(c.name), c.bytes, t_.names.str(n.name), call);
+      auto [it, inserted] = groups.try_emplace(key, group{{}, {}, order[k + 1]});
+      if (inserted) keys.push_back(key);
+      it->second.copies.push_back(order[k]);
+      it->second.gaps.push_back(n.start_ns > c.end_ns ? n.start_ns - c.end_ns : 0);
+    }
+    for (const auto& key : keys) {
+      const group& gr = groups[key];
+      const gpu_activity& c = t_.gpu[gr.copies[0]];
+      const std::string& copy_name = std::get<0>(key);
+      const std::string& gemm_name = std::get<2>(key);
+      const std::string& call = std::get<3>(key);
+      const kernel_name_info gemm = decode_kernel_name(gemm_name);
+      finding f;
+      f.kind = c.kind == gpu_kind::memset ? "memset before GEMM" : "memcpy before GEMM";
+      std::vector<std::uint64_t> durs, call_durs;
+      std::vector<std::string> steps;
+      for (std::uint32_t i : gr.copies) {
+        const gpu_activity& g = t_.gpu[i];
+        durs.push_back(g.end_ns - g.start_ns);
+        if (g.api != no_index) call_durs.push_back(t_.api_calls[g.api].end_ns - t_.api_calls[g.api].start_ns);
+        const std::string st = step_name(step_of(g));
+        if (!st.empty() && (steps.empty() || steps.back() != st)) steps.push_back(st);
+      }
+      f.headline = copy_name + " of " + bytes_text(std::get<1>(key)) + " right before the GEMM " + shorten(gemm_name, 90) + ", " +
+                   std::to_string(gr.copies.size()) + (gr.copies.size() == 1 ? " time" : " times");
+      std::string launched = call.empty() ? std::string("its launching call is not in the trace")
+                                          : "launched by " + call + " (median " + us_text(median_of(call_durs)) + " on the CPU)";
+      std::vector<std::string> scopes;  // the scopes that launched them, in first-seen order
+      for (std::uint32_t i : gr.copies) {
+        const std::uint32_t scope = launching_span(t_, t_.gpu[i]);
+        if (scope == no_index) continue;
+        const std::string& n = t_.names.str(t_.spans[scope].name);
+        if (std::find(scopes.begin(), scopes.end(), n) == scopes.end()) scopes.push_back(n);
+      }
+      for (std::size_t i = 0; i < scopes.size() && i < o_.max_items; ++i) launched += (i ? ", " : " in ") + scopes[i];
+      f.details.push_back(us_text(median_of(durs)) + " median on the GPU, " + us_text(median_of(gr.gaps)) +
+                          " median gap to the GEMM; " + launched);
+      if (c.kind == gpu_kind::memset && c.bytes <= 64)
+        f.details.push_back("cuBLAS clears a small flag or counter before this GEMM (" +
+                            (gemm.schedule.empty() ? std::string("its kernel") : gemm.schedule) +
+                            "): one more launch per GEMM, not your code");
+      else if (c.kind == gpu_kind::memcpy && c.subkind == 8)
+        f.details.push_back(gemm.epilogue.rfind("beta=1", 0) == 0
+                                ? "the output seeded with C (the bias) before a beta=1 GEMM, as torch's addmm does: one more "
+                                  "launch and one more pass over the output"
+                                : "a device-to-device copy before the GEMM: often the bias or C copied into the output");
+      else
+        f.details.push_back("work of its own before every such GEMM");
+      if (gemm.recognised()) f.details.push_back("GEMM: " + gemm.summary());
+      if (!steps.empty()) {
+        std::string list;
+        for (std::size_t i = 0; i < steps.size() && i < o_.max_items; ++i) list += (i ? ", " : "") + steps[i];
+        if (steps.size() > o_.max_items) list += ", ...";
+        f.details.push_back("in " + list);
+      }
+      f.where = where_gpu(c);
+      add(std::move(f));
+    }
+  }
+
+  static std::string bytes_text(std::uint64_t b) {
+    if (b >= (1ull << 30) && b % (1ull << 30) == 0) return std::to_string(b >> 30) + " GiB";
+    if (b >= (1ull << 20) && b % (1ull << 20) == 0) return std::to_string(b >> 20) + " MiB";
+    if (b >= (1ull << 10) && b % (1ull << 10) == 0) return std::to_string(b >> 10) + " KiB";
+    return std::to_string(b) + (b == 1 ? " byte" : " bytes");
+  }
+
+  // cudaOccupancy* calls on a thread before a launch: the launched kernel sizes
+  // its grid to the SM at run time.
+  void occupancy_queries() {
+    std::vector<std::uint32_t> calls(t_.api_calls.size());
+    for (std::uint32_t i = 0; i < calls.size(); ++i) calls[i] = i;
+    std::stable_sort(calls.begin(), calls.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const api_call& x = t_.api_calls[a];
+      const api_call& y = t_.api_calls[b];
+      return x.tid != y.tid ? x.tid < y.tid : x.start_ns < y.start_ns;
+    });
+    std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> launched;  // call -> GPU records
+    for (std::uint32_t i = 0; i < t_.gpu.size(); ++i)
+      if (t_.gpu[i].api != no_index) launched[t_.gpu[i].api].push_back(i);
+    struct group {
+      std::size_t launches = 0, queried = 0;
+      std::map<std::string, std::size_t> queries;
+      std::vector<std::uint64_t> query_durs;
+      std::uint32_t first_query = no_index;
+    };
+    std::map<std::string, group> groups;
+    std::vector<std::string> names;
+    std::vector<std::uint32_t> pending;
+    std::uint32_t tid = 0;
+    for (std::uint32_t i : calls) {
+      const api_call& a = t_.api_calls[i];
+      if (a.tid != tid) pending.clear(), tid = a.tid;
+      const std::string& name = t_.names.str(a.name);
+      if (is_occupancy_query(name)) {
+        pending.push_back(i);
+        continue;
+      }
+      if (!is_kernel_launch(name)) continue;
+      std::string kernel = name;
+      if (auto it = launched.find(i); it != launched.end()) kernel = t_.names.str(t_.gpu[it->second[0]].name);
+      auto [it, inserted] = groups.try_emplace(kernel);
+      if (inserted) names.push_back(kernel);
+      group& g = it->second;
+      ++g.launches;
+      if (!pending.empty()) {
+        ++g.queried;
+        for (std::uint32_t q : pending) {
+          ++g.queries[t_.names.str(t_.api_calls[q].name)];
+          g.query_durs.push_back(t_.api_calls[q].end_ns - t_.api_calls[q].start_ns);
+          if (g.first_query == no_index) g.first_query = q;
+        }
+      }
+      pending.clear();
+    }
+    for (const std::string& kernel : names) {
+      const group& g = groups[kernel];
+      if (!g.queried) continue;
+      finding f;
+      f.kind = "occupancy query";
+      std::string queries;
+      for (const auto& q : g.queries) {
+        const double per = double(q.second) / double(g.queried);
+        queries += (queries.empty() ? "" : " and ") + q.first + (per > 1.0 ? " x" + fixed_text(per, per == double(int(per)) ? 0 : 1) : "");
+      }
+      f.headline = shorten(kernel, 90) + ": " + queries + " before " + std::to_string(g.queried) + " of " +
+                   std::to_string(g.launches) + " launches";
+      f.details.push_back(us_text(median_of(g.query_durs)) +
+                          " median per query: an adaptively launched kernel (a GEMM, conv or tuned kernel) sizing its "
+                          "grid to the SM; kernels launched without one have a fixed footprint");
+      const kernel_name_info k = decode_kernel_name(kernel);
+      if (k.recognised()) f.details.push_back("kernel: " + k.summary());
+      f.where = where_call(t_.api_calls[g.first_query]);
+      add(std::move(f));
+    }
+  }
+
+  void outliers() {
+    std::size_t shown = 0;
+    for (std::size_t k = 0; k < in_.kernels.size(); ++k) {
+      const kernel_summary& ks = in_.kernels[k];
+      if (ks.kind != gpu_kind::kernel || ks.duration.count < 3 || ks.duration.median_ns == 0) continue;
+      for (std::uint32_t i : instances_[k]) {
+        const gpu_activity& g = t_.gpu[i];
+        const std::uint64_t d = g.end_ns - g.start_ns;
+        if (double(d) <= o_.outlier_factor * double(ks.duration.median_ns) || d - ks.duration.median_ns < 1000) continue;
+        if (shown++ >= o_.max_items) return;
+        finding f;
+        f.kind = "outlier kernel";
+        const std::string step = step_name(step_of(g));
+        f.headline = shorten(ks.name, 90) + (step.empty() ? "" : " in " + step) + " took " + us_text(d) + ", " +
+                     ratio_text(double(d) / double(ks.duration.median_ns)) + " its median " + us_text(ks.duration.median_ns) + " (" +
+                     std::to_string(ks.duration.count) + " calls)";
+        f.details.push_back(
+            "the same kernel timing differently: clocks, power, contention or a profiler buffer request; read the "
+            "trace, not the mean");
+        f.where = where_gpu(g);
+        add(std::move(f));
+      }
+    }
+  }
+
+  void launch_latency() {
+    std::vector<const kernel_summary*> ks;
+    for (const kernel_summary& k : in_.kernels)
+      if (k.launch_to_start.count) ks.push_back(&k);
+    if (ks.empty()) return;
+    std::stable_sort(ks.begin(), ks.end(), [](const kernel_summary* a, const kernel_summary* b) {
+      return a->launch_to_start.median_ns > b->launch_to_start.median_ns;
+    });
+    finding f;
+    f.kind = "launch to start";
+    std::vector<std::uint64_t> all;
+    for (const gpu_activity& g : t_.gpu)
+      if (g.kind != gpu_kind::sync && g.api != no_index && g.start_ns >= t_.api_calls[g.api].start_ns)
+        all.push_back(g.start_ns - t_.api_calls[g.api].start_ns);
+    const distribution d = summarize(all);
+    f.headline = "from the launching call to the start on the GPU: median " + us_text(d.median_ns) + ", max " + us_text(d.max_ns) +
+                 " over " + std::to_string(d.count) + " records";
+    for (std::size_t i = 0; i < ks.size() && i < o_.max_items; ++i)
+      f.details.push_back(shorten(ks[i]->name, 70) + ": median " + us_text(ks[i]->launch_to_start.median_ns) + ", max " +
+                          us_text(ks[i]->launch_to_start.max_ns) + " (" + std::to_string(ks[i]->launch_to_start.count) + ")");
+    std::vector<std::uint64_t> launch_calls;
+    for (const gpu_activity& g : t_.gpu)
+      if (g.kind != gpu_kind::sync && g.api != no_index)
+        launch_calls.push_back(t_.api_calls[g.api].end_ns - t_.api_calls[g.api].start_ns);
+    const std::uint64_t call_median = median_of(launch_calls);
+    f.details.push_back(d.median_ns > 3 * call_median && d.median_ns > 20000
+                            ? "work queues behind earlier work on its stream (launch calls take " + us_text(call_median) +
+                                  " median): the CPU runs ahead of the GPU"
+                            : "work starts soon after its launch call returns (launch calls take " + us_text(call_median) +
+                                  " median): the GPU waits for the CPU");
+    // Where: the record that waited longest.
+    const gpu_activity* worst = nullptr;
+    for (const gpu_activity& g : t_.gpu)
+      if (g.kind != gpu_kind::sync && g.api != no_index && g.start_ns >= t_.api_calls[g.api].start_ns &&
+          (!worst || g.start_ns - t_.api_calls[g.api].start_ns > worst->start_ns - t_.api_calls[worst->api].start_ns))
+        worst = &g;
+    if (worst) f.where = "longest: " + shorten(t_.names.str(worst->name), 60) + ", " + where_gpu(*worst);
+    add(std::move(f));
+  }
+
+  void synchronizations() {
+    if (!in_.self_cpu_ns) return;
+    std::map<std::string, std::pair<std::uint64_t, std::vector<std::uint32_t>>> by_name;
+    for (std::uint32_t i = 0; i < t_.api_calls.size(); ++i) {
+      const api_call& a = t_.api_calls[i];
+      const std::string& name = t_.names.str(a.name);
+      if (!is_cpu_blocking_synchronization(name)) continue;
+      by_name[name].first += a.end_ns - a.start_ns;
+      by_name[name].second.push_back(i);
+    }
+    for (const auto& entry : by_name) {
+      const double share = double(entry.second.first) / double(in_.self_cpu_ns);
+      if (share < o_.sync_share) continue;
+      finding f;
+      f.kind = "synchronization";
+      f.headline = entry.first + ": " + us_text(entry.second.first) + " in " + std::to_string(entry.second.second.size()) +
+                   (entry.second.second.size() == 1 ? " call, " : " calls, ") + percent_text(share) + " of Self CPU time";
+      // How much GPU work ran while the CPU waited (overlap with the busy union).
+      std::uint64_t covered = 0, waited = 0;
+      for (std::uint32_t i : entry.second.second) {
+        const api_call& a = t_.api_calls[i];
+        waited += a.end_ns - a.start_ns;
+        auto it = std::lower_bound(busy_union_.begin(), busy_union_.end(), a.start_ns,
+                                   [](const std::pair<std::uint64_t, std::uint64_t>& x, std::uint64_t v) {
+                                     return x.second <= v;
+                                   });
+        for (; it != busy_union_.end() && it->first < a.end_ns; ++it)
+          covered += std::min(it->second, a.end_ns) - std::max(it->first, a.start_ns);
+      }
+      const double busy = waited ? double(covered) / double(waited) : 0.0;
+      f.details.push_back("the GPU was busy " + percent_text(busy) + " of that wait (" + us_text(covered) + " of work)" +
+                          (busy >= 0.5 ? ": the CPU waits for GPU work, its duration is the GPU's, not a CPU cost"
+                                       : ": a long wait covering little GPU work, the GPU idles before or during it"));
+      f.where = where_call(t_.api_calls[entry.second.second[0]]);
+      add(std::move(f));
+    }
+  }
+
+  void profiler_notes() {
+    std::map<std::string, std::pair<std::size_t, std::uint64_t>> overhead;
+    std::uint64_t first = std::numeric_limits<std::uint64_t>::max();
+    for (const overhead_span& o : t_.overhead) {
+      auto& e = overhead[t_.names.str(o.name)];
+      ++e.first;
+      e.second += o.end_ns - o.start_ns;
+      first = std::min(first, o.start_ns);
+    }
+    if (!overhead.empty()) {
+      finding f;
+      f.kind = "profiler overhead";
+      std::string list;
+      for (const auto& o : overhead)
+        list += (list.empty() ? "" : ", ") + o.first + " " + us_text(o.second.second) +
+                (o.second.first > 1 ? " (" + std::to_string(o.second.first) + ")" : "");
+      f.headline = "CUPTI's own work in the window: " + list;
+      f.details.push_back("gaps it causes are the profiler's, not your code's; a schedule with warmup steps moves the "
+                          "first buffer request out of the recorded window");
+      f.where = "CUPTI Overhead lane, first at " + ts_text(in_, first);
+      add(std::move(f));
+    }
+    if (t_.meta.dropped_gpu_records || t_.meta.dropped_cpu_events || t_.meta.unmatched_gpu_records) {
+      finding f;
+      f.kind = "incomplete trace";
+      f.headline = std::to_string(t_.meta.dropped_gpu_records) + " GPU records dropped, " +
+                   std::to_string(t_.meta.dropped_cpu_events) + " CPU events dropped, " +
+                   std::to_string(t_.meta.unmatched_gpu_records) + " GPU records without their launching call";
+      f.details.push_back("totals above undercount what ran");
+      f.where = "the whole trace";
+      add(std::move(f));
+    }
+  }
+
+  const trace& t_;
+  const insights_options& o_;
+  insights in_;
+  std::vector<std::uint32_t> steps_;
+  std::vector<std::uint64_t> first_child_;
+  std::vector<name_id> first_child_name_;
+  std::vector<std::vector<std::uint32_t>> instances_;  // per kernels[] entry: indices into trace::gpu
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> busy_union_;  // GPU work, merged, in time order
+  std::unordered_map<name_id, bool> is_gemm_;
+
+  bool gemm_name(name_id n) {
+    auto it = is_gemm_.find(n);
+    if (it == is_gemm_.end()) it = is_gemm_.emplace(n, decode_kernel_name(t_.names.str(n)).is_gemm()).first;
+    return it->second;
+  }
+};
+
+}  // namespace detail
+
+inline insights analyze(const trace& t, const insights_options& options = {}) {
+  return detail::analyzer(t, options).run();
+}
+
+// The report as text: the verdict, the findings, then the GPU kernels.
+inline std::string format_insights(const insights& in, std::size_t kernel_rows = 15) {
+  using namespace detail;
+  std::string out;
+  out += "Verdict: ";
+  out += verdict_name(in.verdict);
+  out += "\n  " + detail::terminal_safe(in.verdict_reason) + "\n";
+  if (in.window_end_ns > in.window_start_ns)
+    out += "  active window " + ts_text(in, in.window_start_ns) + " .. " + ts_text(in, in.window_end_ns) + " (" +
+           us_text(in.window_end_ns - in.window_start_ns) + "), GPU busy " + us_text(in.gpu_busy_ns) + "; Self CPU time total " +
+           us_text(in.self_cpu_ns) + ", Self CUDA time total " + us_text(in.self_cuda_ns) + "\n";
+  out += "\nFindings";
+  if (in.findings.empty()) out += ": none\n";
+  else out += "\n";
+  for (std::size_t i = 0; i < in.findings.size(); ++i) {
+    const finding& f = in.findings[i];
+    // Headlines, details and places quote names from the trace: printed terminal-safe.
+    out += "  " + std::to_string(i + 1) + ". [" + f.kind + "] " + detail::terminal_safe(f.headline) + "\n";
+    for (const std::string& d : f.details) out += "       " + detail::terminal_safe(d) + "\n";
+    if (!f.where.empty()) out += "       where: " + detail::terminal_safe(f.where) + "\n";
+  }
+  if (!in.kernels.empty()) {
+    std::vector<const kernel_summary*> ks;
+    for (const kernel_summary& k : in.kernels) ks.push_back(&k);
+    std::stable_sort(ks.begin(), ks.end(), [](const kernel_summary* a, const kernel_summary* b) {
+      return a->duration.total_ns > b->duration.total_ns;
+    });
+    out += "\nGPU work by name\n";
+    char line[200];
+    std::snprintf(line, sizeof line, "  %12s %6s %12s %12s %12s  %s\n", "total", "calls", "median", "max",
+                  "launch>start", "name (and what it says)");
+    out += line;
+    for (std::size_t i = 0; i < ks.size() && i < kernel_rows; ++i) {
+      const kernel_summary& k = *ks[i];
+      std::snprintf(line, sizeof line, "  %12s %6llu %12s %12s %12s  ", us_text(k.duration.total_ns).c_str(),
+                    static_cast<unsigned long long>(k.duration.count), us_text(k.duration.median_ns).c_str(),
+                    us_text(k.duration.max_ns).c_str(),
+                    k.launch_to_start.count ? us_text(k.launch_to_start.median_ns).c_str() : "-");
+      out += line + detail::display_name(k.name, 100) + "\n";
+      if (k.decoded.recognised()) out += std::string(62, ' ') + "= " + detail::terminal_safe(k.decoded.summary()) + "\n";
+    }
+    if (ks.size() > kernel_rows) out += "  ... " + std::to_string(ks.size() - kernel_rows) + " more\n";
+  }
+  return out;
+}
+
+}  // namespace cuprof

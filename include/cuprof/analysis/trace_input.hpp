@@ -1,0 +1,134 @@
+// The byte stage of reading a trace: what a file or buffer holds before it is
+// parsed as JSON: gzip data inflated in bounded memory, and JSON text checked
+// as it arrives, so that binary or zero-filled input is refused early.
+#pragma once
+
+#include "../error.hpp"
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace cuprof::detail {
+
+// Checks text as it arrives, before it is parsed or even held whole. A trace
+// is JSON text: it never holds a NUL or another control byte but tab, line
+// feed and carriage return (JSON escapes them inside strings), and no trace
+// writer puts a megabyte of whitespace in a row (indentation is a few bytes a
+// line). So a zero-filled or sparse file, binary data, or a gzip bomb of
+// zeros or blanks is refused after its first bytes, in constant memory.
+class json_text_check {
+ public:
+  static constexpr std::size_t max_blank_run = 1u << 20;
+
+  // `source`: the file; `where`: "" for its own bytes, or " of its decompressed data".
+  json_text_check(const std::string& source, const char* where) : source_(source), where_(where) {}
+
+  void feed(const char* data, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned char c = static_cast<unsigned char>(data[i]);
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+        if (++blank_run_ > max_blank_run)
+          refuse(offset_ + i, "more than 1 MiB of whitespace in a row: not a trace (no trace writer emits that)");
+      } else {
+        blank_run_ = 0;
+        if (c == 0) refuse(offset_ + i, "a NUL byte: not JSON text (a zero-filled or sparse file, or binary data)");
+        if (c < 0x20) {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "0x%02x", c);
+          refuse(offset_ + i, std::string("a control byte (") + hex + "): not JSON text (binary data?)");
+        }
+      }
+    }
+    offset_ += n;
+  }
+
+ private:
+  [[noreturn]] void refuse(std::uint64_t at, const std::string& what) const {
+    throw error("'" + source_ + "': byte " + std::to_string(at) + where_ + " is " + what);
+  }
+
+  const std::string& source_;
+  const char* where_;
+  std::uint64_t offset_ = 0;
+  std::size_t blank_run_ = 0;
+};
+
+// Beyond what json_text_check sees, a bomb of valid-looking JSON is bounded
+// by size. Real traces are large, and gzip 15-25x (cuprof writes level 1,
+// less): a million kernel launches make about 680 MB of JSON, and cuprof's
+// default record cap (16 Mi records) about 4 GB in one window. So 8 GiB is
+// twice the largest trace cuprof writes by default, and past 256 MiB a ratio
+// above 100x (4-7 times the usual) is not a trace anyone wrote. The output
+// never grows past the cap by capacity doubling. A real trace beyond these
+// reads once decompressed (gunzip): plain JSON has no cap but its size.
+constexpr std::uint64_t max_decompressed = 8ull << 30;
+constexpr std::uint64_t ratio_checked_from = 256ull << 20;
+constexpr std::uint64_t max_ratio = 100;
+
+// The bytes of a gzip (or zlib) stream, all members; throws on damage.
+inline std::string gunzip(const std::string& in, const std::string& source) {
+  const auto refuse = [&](const std::string& why) {
+    throw error("'" + source + "' " + why + ": refused as a decompression bomb (gunzip it to read it anyway)");
+  };
+  json_text_check check(source, " of its decompressed data");
+  std::string out;
+  z_stream z;
+  std::memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, 15 + 32) != Z_OK) throw error(source + ": cannot initialise zlib");
+  struct inflate_end {
+    z_stream& z;
+    ~inflate_end() { inflateEnd(&z); }
+  } end{z};
+  std::size_t consumed = 0;
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (true) {
+    const std::size_t left = in.size() - consumed;
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + consumed));
+    z.avail_in = uInt(std::min<std::size_t>(left, 1u << 30));
+    const uInt given = z.avail_in;
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    consumed += given - z.avail_in;
+    const std::size_t produced = sizeof buf - z.avail_out;
+    check.feed(buf, produced);
+    const std::uint64_t total = std::uint64_t(out.size()) + produced;
+    if (total > max_decompressed) refuse("decompresses to more than " + std::to_string(max_decompressed >> 30) + " GiB");
+    if (total > ratio_checked_from && total > max_ratio * std::uint64_t(consumed))
+      refuse("decompresses to more than " + std::to_string(max_ratio) + " times its compressed size");
+    if (total > out.capacity()) out.reserve(std::size_t(std::min(max_decompressed, std::max<std::uint64_t>(total, 2 * out.capacity()))));
+    out.append(buf, produced);
+    const bool progress = given != z.avail_in || z.avail_out != sizeof buf;
+    if (rc == Z_STREAM_END) {
+      // Another member may follow (concatenated gzip files); trailing zeros are padding.
+      std::size_t rest = consumed;
+      while (rest < in.size() && in[rest] == '\0') ++rest;
+      if (rest >= in.size()) break;
+      if (inflateReset(&z) != Z_OK) break;
+      consumed = rest;
+      continue;
+    }
+    if ((rc == Z_OK || rc == Z_BUF_ERROR) && consumed >= in.size() && z.avail_out != 0)
+      throw error(source + ": truncated gzip data");
+    if ((rc == Z_OK || rc == Z_BUF_ERROR) && progress) continue;
+    if (rc == Z_OK || rc == Z_BUF_ERROR)  // no progress with input and room left: stop rather than spin
+      throw error(source + ": not valid gzip data");
+    throw error(source + ": not valid gzip data (" + (z.msg ? z.msg : "invalid data") + ")");
+  }
+  return out;
+}
+
+inline bool is_gzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+inline bool ends_with_gz(const std::string& path) {
+  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+
+}  // namespace cuprof::detail

@@ -1,0 +1,352 @@
+// Reads a Chrome trace back into a cuprof::trace: cuprof's own traces and
+// torch.profiler (Kineto) traces, plain or gzip-compressed. key_averages(),
+// insights and diffs then work on either.
+//
+// Attribution is taken from the file, not re-derived, so that a torch trace
+// gives torch's own table: GPU work is charged to the op whose "External id"
+// it carries, scope extents on the GPU are the file's gpu_user_annotation
+// events, and CPU parents are found by interval nesting per thread, as
+// torch's key_averages() does. Timestamps convert to integer nanoseconds from
+// their decimal text, without floating-point rounding.
+//
+// Three stages: bytes (trace_input.hpp: gzip, text checks), JSON values
+// (json_reader.hpp) read against the schema into raw events (trace_events.hpp),
+// and the model built from them (build_trace, here).
+//
+// Not included by cuprof.hpp. Throws cuprof::error, with the file name and
+// the place, for anything it cannot read: missing or non-regular files, bad
+// gzip data, invalid JSON, fields of the wrong type.
+#pragma once
+
+#ifdef CUPROF_DISABLE
+#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
+#endif
+
+#include "json_reader.hpp"
+#include "trace_events.hpp"
+#include "trace_input.hpp"
+#include "../detail/text.hpp"
+#include "../error.hpp"
+#include "../model/attribution.hpp"
+#include "../model/event.hpp"
+#include "../model/nesting.hpp"
+#include "../output/trace_schema.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace cuprof {
+
+enum class trace_format : std::uint8_t {
+  cuprof,  // written by cuprof (has the "cuprof" metadata block)
+  torch,   // written by torch.profiler / Kineto
+  chrome,  // another Chrome trace with Kineto's categories
+};
+
+inline const char* trace_format_name(trace_format f) {
+  switch (f) {
+    case trace_format::cuprof: return "cuprof trace";
+    case trace_format::torch: return "torch.profiler trace";
+    default: return "Chrome trace";
+  }
+}
+
+struct loaded_trace {
+  trace t;
+  trace_format format = trace_format::chrome;
+  std::uint64_t base_ns = 0;  // baseTimeNanoseconds: the file's ts are microseconds after it
+  std::string source;         // the path, or the name given to parse_trace()
+  std::size_t events = 0;     // entries of traceEvents
+  std::size_t used = 0;       // of them, turned into spans, calls, GPU work, annotations, overhead
+  std::size_t unmatched_annotations = 0;  // gpu_user_annotation events naming no known scope
+
+  // A time of the model as the file writes it: microseconds after base_ns.
+  double file_us(std::uint64_t ns) const { return ns >= base_ns ? double(ns - base_ns) / 1000.0 : 0.0; }
+};
+
+namespace detail {
+
+// The build stage: raw events to the model, times made absolute, parents
+// linked by nesting, GPU work attributed as the file says.
+inline void build_trace(raw_trace& raw, loaded_trace& out) {
+  out.base_ns = raw.base_ns;
+  out.events = raw.events;
+  out.used = raw.used;
+  trace& t = out.t;
+  t.meta = std::move(raw.meta);
+  std::map<std::uint32_t, std::string> thread_names;
+  // Times become Unix-epoch nanoseconds now that the base is known.
+  const std::int64_t base = std::int64_t(out.base_ns);
+  const auto absolute = [&](std::int64_t& x) {
+    if (__builtin_add_overflow(x, base, &x))
+      throw error(out.source + ": an event lies beyond what 64-bit nanoseconds hold (\"baseTimeNanoseconds\" + \"ts\")");
+    if (x < 0) throw error(out.source + ": an event lies before the epoch (negative \"ts\")");
+  };
+  for (raw_span& x : raw.spans) absolute(x.start), absolute(x.end);
+  for (raw_span& x : raw.overhead) absolute(x.start), absolute(x.end);
+  for (raw_call& x : raw.calls) absolute(x.start), absolute(x.end);
+  for (raw_gpu& x : raw.gpu) absolute(x.start), absolute(x.end);
+  for (raw_annotation& x : raw.annotations) absolute(x.start), absolute(x.end);
+  for (const raw_span& r : raw.overhead) {
+    overhead_span o;
+    o.start_ns = std::uint64_t(r.start);
+    o.end_ns = std::uint64_t(r.end);
+    o.name = t.names.intern(r.name);
+    t.overhead.push_back(o);
+  }
+  for (const auto& c : raw.thread_candidates)
+    if (c.pid == raw.cpu_pid && !thread_names.count(std::uint32_t(c.tid))) thread_names.emplace(std::uint32_t(c.tid), c.name);
+  out.format = raw.is_cuprof ? trace_format::cuprof : raw.is_torch ? trace_format::torch : trace_format::chrome;
+  t.meta.pid = raw.cpu_pid >= 0 ? std::uint32_t(raw.cpu_pid) : 0;
+  if (auto it = raw.process_names.find(raw.cpu_pid); it != raw.process_names.end()) t.meta.process_name = it->second;
+
+  // Spans in nesting order (nests_before, file order on identical extents): parents precede children.
+  std::vector<std::size_t> order(raw.spans.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const raw_span& x = raw.spans[a];
+    const raw_span& y = raw.spans[b];
+    if (x.tid != y.tid) return x.tid < y.tid;
+    if (x.start != y.start) return x.start < y.start;
+    if (x.end != y.end) return x.end > y.end;
+    return x.order < y.order;
+  });
+  std::unordered_map<std::int64_t, std::uint32_t> span_by_ext;
+  std::int64_t max_ext = 0;
+  for (const raw_span& s : raw.spans) max_ext = std::max(max_ext, s.ext);
+  std::uint32_t next_id = std::uint32_t(std::min<std::int64_t>(max_ext, 0x7FFFFFFF)) + 1;
+  t.spans.reserve(raw.spans.size());
+  for (std::size_t i : order) {
+    const raw_span& r = raw.spans[i];
+    cpu_span s;
+    s.start_ns = std::uint64_t(r.start);
+    s.end_ns = std::uint64_t(r.end);
+    s.name = t.names.intern(r.name);
+    s.tid = r.tid;
+    s.is_step = starts_with(r.name, step_name_prefix);
+    const bool usable_id = r.ext >= 0 && r.ext <= 0xFFFFFFFFll && !span_by_ext.count(r.ext);
+    s.id = usable_id ? std::uint32_t(r.ext) : next_id++;
+    if (usable_id) span_by_ext.emplace(r.ext, std::uint32_t(t.spans.size()));
+    t.spans.push_back(s);
+  }
+
+  // Calls in start order per thread.
+  std::sort(raw.calls.begin(), raw.calls.end(), [](const raw_call& a, const raw_call& b) {
+    return a.tid != b.tid ? a.tid < b.tid : a.start != b.start ? a.start < b.start : a.end > b.end;
+  });
+  t.api_calls.reserve(raw.calls.size());
+  std::unordered_map<std::int64_t, std::uint32_t> call_by_correlation;
+  for (const raw_call& r : raw.calls) {
+    api_call a;
+    a.start_ns = std::uint64_t(r.start);
+    a.end_ns = std::uint64_t(r.end);
+    a.name = t.names.intern(r.name);
+    a.tid = r.tid;
+    a.cbid = std::uint32_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFFFFFFll)));
+    a.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
+    a.domain = r.domain;
+    if (r.correlation >= 0) call_by_correlation.emplace(r.correlation, std::uint32_t(t.api_calls.size()));
+    t.api_calls.push_back(a);
+  }
+  link_parents(t, parents_of::spans_and_calls);
+
+  // GPU work: the launching call by correlation, the scope by External id.
+  std::stable_sort(raw.gpu.begin(), raw.gpu.end(), [](const raw_gpu& a, const raw_gpu& b) { return a.start < b.start; });
+  t.meta.unmatched_gpu_records = 0;
+  for (const raw_gpu& r : raw.gpu) {
+    gpu_activity g;
+    g.start_ns = std::uint64_t(r.start);
+    g.end_ns = std::uint64_t(r.end);
+    g.bytes = r.bytes;
+    g.name = t.names.intern(r.name);
+    g.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
+    g.device = r.device;
+    g.context = r.context;
+    g.stream = r.stream;
+    g.kind = r.kind;
+    g.subkind = r.subkind;
+    if (r.correlation >= 0)
+      if (auto it = call_by_correlation.find(r.correlation); it != call_by_correlation.end()) g.api = it->second;
+    if (r.ext >= 0)
+      if (auto it = span_by_ext.find(r.ext); it != span_by_ext.end()) g.span = it->second;
+    if (r.kind != gpu_kind::sync && g.api == no_index && g.span == no_index) ++t.meta.unmatched_gpu_records;
+    if (g.api != no_index && r.kind != gpu_kind::sync) t.api_calls[g.api].has_flow = true;
+    if (r.has_details) {
+      g.details = std::uint32_t(t.kernels.size());
+      t.kernels.push_back(r.details);
+    }
+    t.gpu.push_back(g);
+  }
+
+  // The file's scope extents on the GPU. Kineto (and cuprof) draw them 1 ns
+  // wider on each side than the work they cover; the table uses the work's extent.
+  for (const raw_annotation& r : raw.annotations) {
+    auto it = r.ext >= 0 ? span_by_ext.find(r.ext) : span_by_ext.end();
+    if (it == span_by_ext.end() || t.names.str(t.spans[it->second].name) != r.name) {
+      ++out.unmatched_annotations;
+      continue;
+    }
+    gpu_annotation a;
+    a.span = it->second;
+    a.device = r.device;
+    a.stream = r.stream;
+    a.start_ns = std::uint64_t(r.start);
+    a.end_ns = std::uint64_t(r.end);
+    if (a.end_ns - a.start_ns >= 2) {
+      ++a.start_ns;
+      --a.end_ns;
+    }
+    t.gpu_annotations.push_back(a);
+  }
+  // The order derive_gpu_annotations() gives: per lane by start, enclosing ones first,
+  // the shallower first when two cover the same work.
+  const auto depth = [&](std::uint32_t s) {
+    int d = 0;
+    for (; t.spans[s].parent != no_index; s = t.spans[s].parent) ++d;
+    return d;
+  };
+  std::stable_sort(t.gpu_annotations.begin(), t.gpu_annotations.end(),
+                   [&](const gpu_annotation& a, const gpu_annotation& b) {
+                     if (a.device != b.device) return a.device < b.device;
+                     if (a.stream != b.stream) return a.stream < b.stream;
+                     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+                     if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+                     return depth(a.span) < depth(b.span);
+                   });
+
+  // Threads and the window.
+  for (const auto& th : thread_names) t.meta.threads.push_back({th.first, th.second});
+  time_extent events;
+  for (const cpu_span& s : t.spans) events.add(s.start_ns, s.end_ns);
+  for (const api_call& a : t.api_calls) events.add(a.start_ns, a.end_ns);
+  for (const gpu_activity& g : t.gpu) events.add(g.start_ns, g.end_ns);
+  if (raw.window_start > 0 && raw.window_end >= raw.window_start) {
+    t.meta.window_start_ns = std::uint64_t(raw.window_start);
+    t.meta.window_end_ns = std::uint64_t(raw.window_end);
+  } else if (!events.empty()) {
+    t.meta.window_start_ns = events.start_ns;
+    t.meta.window_end_ns = events.end_ns;
+  }
+}
+
+}  // namespace detail
+
+// Parses trace JSON (already decompressed). `source` names it in messages.
+inline loaded_trace parse_trace(std::string_view json, const std::string& source) {
+  loaded_trace out;
+  out.source = source;
+  detail::trace_event_reader b;
+  detail::json_reader r(json, source);
+  const char first = r.peek();
+  bool saw_events = false;
+  // The events array, in either format: {"traceEvents": [...]} or a bare [...].
+  const auto read_events = [&] {
+    saw_events = true;
+    r.expect('[');
+    if (!r.empty_container(']')) {
+      std::size_t i = 0;
+      do {
+        const detail::json_value e = r.read_value();
+        b.event(e, i++, r);
+      } while (r.next_in(']'));
+    }
+  };
+  if (first == '{') {
+    r.expect('{');
+    if (!r.empty_container('}')) {
+      do {
+        const std::string key = r.read_string();
+        r.expect(':');
+        if (key == detail::schema::key_trace_events) {
+          if (r.peek() != '[') {
+            const detail::json_value v = r.read_value();
+            r.fail(std::string("\"traceEvents\" is ") + detail::json_type_name(v.type) + ", expected an array");
+          }
+          read_events();
+        } else {
+          const detail::json_value v = r.read_value();
+          b.top_level(key, v, r);
+        }
+      } while (r.next_in('}'));
+    }
+  } else if (first == '[') {  // the JSON Array Format: events only
+    read_events();
+  } else if (r.at_end()) {
+    throw error(source + ": empty input, expected a JSON trace");
+  } else {
+    r.fail("expected a JSON object with \"traceEvents\"");
+  }
+  if (!r.at_end()) r.fail("unexpected data after the end of the JSON document");
+  if (!saw_events) throw error(source + ": no \"traceEvents\" array: not a Chrome/Kineto trace");
+  detail::build_trace(b.result(), out);
+  return out;
+}
+
+namespace detail {
+
+// A file's bytes to a trace; `checked`: a plain file's bytes went through
+// json_text_check as they were read.
+inline loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool checked) {
+  if (bytes.empty()) throw error("'" + source + "' is empty, expected a JSON trace");
+  if (is_gzip(bytes)) {
+    bytes = gunzip(bytes, source);
+    if (bytes.empty()) throw error("'" + source + "' decompresses to nothing, expected a JSON trace");
+  } else if (!checked) {
+    json_text_check(source, "").feed(bytes.data(), bytes.size());
+  }
+  return parse_trace(bytes, source);
+}
+
+}  // namespace detail
+
+// Reads a trace from its bytes: JSON, or gzip-compressed JSON (recognised by
+// its magic bytes). `source` names it in messages.
+inline loaded_trace read_trace_bytes(std::string bytes, const std::string& source) {
+  return detail::trace_of_bytes(std::move(bytes), source, false);
+}
+
+// Reads a trace file: .json, or gzip-compressed (.json.gz, or any file that
+// starts with the gzip magic bytes). JSON is checked as it is read, so a
+// zero-filled or sparse file is refused at its first bytes, not held whole.
+inline loaded_trace read_trace_file(const std::string& path) {
+  struct stat st;
+  if (path.empty()) throw error("no trace file given");
+  if (::stat(path.c_str(), &st) != 0) throw error("cannot read '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw error("cannot read '" + path + "': it is a directory, expected a trace file");
+  if (!S_ISREG(st.st_mode)) throw error("cannot read '" + path + "': not a regular file");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw error("cannot read '" + path + "': " + std::strerror(errno));
+  struct closer {
+    std::FILE* f;
+    ~closer() { std::fclose(f); }
+  } close_at_end{f};
+  std::string bytes;
+  detail::json_text_check check(path, "");
+  bool gzip = false;
+  char buf[1 << 16];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    const bool first = bytes.empty();
+    if (first) {
+      gzip = detail::is_gzip(std::string_view(buf, n));
+      if (!gzip && detail::ends_with_gz(path)) throw error("'" + path + "' ends in .gz but is not gzip data");
+    }
+    if (!gzip) check.feed(buf, n);
+    if (first) bytes.reserve(std::size_t(st.st_size));  // once the start looked like a trace
+    bytes.append(buf, n);
+  }
+  if (std::ferror(f)) throw error("cannot read '" + path + "': " + std::strerror(errno));
+  return detail::trace_of_bytes(std::move(bytes), path, true);
+}
+
+}  // namespace cuprof

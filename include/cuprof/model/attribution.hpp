@@ -1,0 +1,94 @@
+// Attribution: which scope launched each API call and each piece of GPU work.
+//
+// A GPU record names its launching API call by CUPTI correlation id; the API
+// call is charged to the innermost scope open on its thread when it started.
+// Matching by thread and time keeps CUPTI out of the scope hot path.
+#pragma once
+
+#include "correlation_index.hpp"
+#include "event.hpp"
+#include "nesting.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace cuprof {
+
+// Orders spans per thread by start (enclosing first) and links each to its
+// parent, after spans from several sources (scopes, NVTX ranges) were merged.
+inline void link_spans(trace& t) {
+  std::stable_sort(t.spans.begin(), t.spans.end(), detail::nests_before);
+  detail::link_parents(t, detail::parents_of::spans);
+  for (std::uint32_t i = 0; i < t.spans.size(); ++i) t.spans[i].id = i + 1;
+}
+
+// The scope that launched a GPU activity, or no_index. A trace read from a
+// file may name it explicitly (torch's "External id"); that wins.
+inline std::uint32_t launching_span(const trace& t, const gpu_activity& g) {
+  if (g.span != no_index) return g.span;
+  return g.api == no_index ? no_index : t.api_calls[g.api].parent;
+}
+
+// Every scope's extent on each GPU stream (gpu_annotation, event.hpp), from the
+// work it launched.
+inline std::vector<gpu_annotation> derive_gpu_annotations(const trace& t) {
+  struct key_hash {
+    std::size_t operator()(const std::pair<std::uint32_t, std::uint64_t>& k) const noexcept {
+      return std::hash<std::uint64_t>()(k.second * 1000003u ^ k.first);
+    }
+  };
+  std::unordered_map<std::pair<std::uint32_t, std::uint64_t>, std::size_t, key_hash> index;
+  std::vector<gpu_annotation> out;
+  for (const gpu_activity& g : t.gpu) {
+    if (g.kind == gpu_kind::sync) continue;
+    const std::uint64_t lane = (std::uint64_t(g.device) << 32) | g.stream;
+    for (std::uint32_t s = launching_span(t, g); s != no_index; s = t.spans[s].parent) {
+      if (t.spans[s].is_step) continue;  // as torch: no GPU lane entry for steps
+      auto [it, inserted] = index.try_emplace({s, lane}, out.size());
+      if (inserted) {
+        out.push_back({s, g.device, g.stream, g.start_ns, g.end_ns});
+      } else {
+        gpu_annotation& a = out[it->second];
+        a.start_ns = std::min(a.start_ns, g.start_ns);
+        a.end_ns = std::max(a.end_ns, g.end_ns);
+      }
+    }
+  }
+  // Per lane in start order, enclosing annotations before the ones they
+  // contain, also when both cover the same GPU work (then the shallower first).
+  const auto depth = [&](std::uint32_t s) {
+    int d = 0;
+    for (; t.spans[s].parent != no_index; s = t.spans[s].parent) ++d;
+    return d;
+  };
+  std::sort(out.begin(), out.end(), [&](const gpu_annotation& a, const gpu_annotation& b) {
+    if (a.device != b.device) return a.device < b.device;
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+    return depth(a.span) < depth(b.span);
+  });
+  return out;
+}
+
+// Links every API call to its scope, every GPU record to its call (by
+// correlation id), and derives the scopes' extents on the GPU lanes.
+inline void attribute(trace& t) {
+  detail::link_parents(t, detail::parents_of::calls);
+
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> correlations;
+  correlations.reserve(t.api_calls.size());
+  for (std::uint32_t i = 0; i < t.api_calls.size(); ++i) correlations.emplace_back(t.api_calls[i].correlation, i);
+  detail::correlation_index call_by_correlation;
+  call_by_correlation.build(correlations);
+  t.meta.unmatched_gpu_records = 0;
+  for (gpu_activity& g : t.gpu) {
+    g.api = call_by_correlation.find(g.correlation);
+    if (g.api == no_index) ++t.meta.unmatched_gpu_records;
+  }
+  t.gpu_annotations = derive_gpu_annotations(t);
+}
+
+}  // namespace cuprof

@@ -1,0 +1,185 @@
+// The event model: what one profiling cycle collected, CPU and GPU, on one
+// clock (Unix-epoch nanoseconds). Pure data; knows nothing of CUPTI.
+#pragma once
+
+#include "string_table.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cuprof {
+
+// Spans named ProfilerStep#N are a schedule's steps, as torch names them.
+inline constexpr std::string_view step_name_prefix = "ProfilerStep#";
+
+constexpr std::uint32_t no_index = std::numeric_limits<std::uint32_t>::max();
+
+// The time some events cover: the earliest start to the latest end (ns).
+struct time_extent {
+  std::uint64_t start_ns = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t end_ns = 0;
+  void add(std::uint64_t start, std::uint64_t end) noexcept {
+    start_ns = start < start_ns ? start : start_ns;
+    end_ns = end > end_ns ? end : end_ns;
+  }
+  bool empty() const noexcept { return end_ns == 0; }
+};
+
+// A record_function scope (or a ProfilerStep#N) on a CPU thread.
+struct cpu_span {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  name_id name = 0;
+  std::uint32_t tid = 0;
+  std::uint32_t parent = no_index;  // enclosing span on the same thread
+  std::uint32_t id = 0;             // "External id" in the trace
+  bool is_step = false;             // ProfilerStep#N
+};
+
+enum class api_domain : std::uint8_t { runtime, driver };
+
+// A CUDA runtime or driver API call made by the application.
+struct api_call {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  name_id name = 0;
+  std::uint32_t tid = 0;
+  std::uint32_t cbid = 0;
+  std::uint32_t correlation = 0;
+  std::uint32_t parent = no_index;  // innermost cpu_span open at the call (attribution)
+  std::int32_t return_value = 0;
+  std::uint64_t external_id = 0;    // pushed by other code via CUPTI external correlation, 0 if none
+  api_domain domain = api_domain::runtime;
+  bool has_flow = false;  // launches, copies, memsets, syncs: drawn with an ac2g arrow
+};
+
+enum class gpu_kind : std::uint8_t { kernel, memcpy, memset, sync };
+
+// Launch parameters of a kernel, kept beside the kernel record.
+struct kernel_details {
+  std::uint32_t grid[3] = {0, 0, 0};
+  std::uint32_t block[3] = {0, 0, 0};
+  std::uint32_t registers_per_thread = 0;
+  std::uint32_t static_shared_memory = 0;
+  std::uint32_t dynamic_shared_memory = 0;
+  std::uint32_t graph_id = 0;
+  std::uint64_t graph_node_id = 0;
+};
+
+// Work the GPU did: a kernel, a copy, a memset, or a synchronization.
+struct gpu_activity {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  std::uint64_t bytes = 0;           // memcpy / memset
+  name_id name = 0;
+  std::uint32_t correlation = 0;
+  std::uint32_t device = 0;
+  std::uint32_t context = 0;
+  std::uint32_t stream = 0;
+  std::uint32_t api = no_index;      // launching api_call (attribution)
+  std::uint32_t details = no_index;  // index into trace::kernels for kernels
+  gpu_kind kind = gpu_kind::kernel;
+  std::uint8_t subkind = 0;          // memcpy kind, or sync type
+  std::uint32_t span = no_index;     // launching scope as a trace file names it ("External id"); when set,
+                                     // attribution uses it instead of api's scope (trace_reader.hpp)
+};
+
+// CUPTI's own work, shown rather than hidden.
+struct overhead_span {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  name_id name = 0;
+};
+
+struct device_info {
+  int id = 0;
+  std::string name;
+  std::uint64_t total_global_mem = 0;
+  int compute_major = 0, compute_minor = 0;
+  int max_threads_per_block = 0, max_threads_per_multiprocessor = 0;
+  int regs_per_block = 0, regs_per_multiprocessor = 0;
+  int warp_size = 32, num_sms = 0;
+  int shared_mem_per_block = 0, shared_mem_per_block_optin = 0, shared_mem_per_multiprocessor = 0;
+  int max_blocks_per_multiprocessor = 0;
+};
+
+struct thread_info {
+  std::uint32_t tid = 0;
+  std::string name;
+};
+
+struct trace_metadata {
+  std::uint32_t pid = 0;
+  std::string process_name;
+  std::string host_name;
+  std::uint64_t window_start_ns = 0;  // the recorded window, epoch ns
+  std::uint64_t window_end_ns = 0;
+  int rank = 0;
+  int world_size = 1;
+  std::vector<device_info> devices;
+  std::vector<thread_info> threads;
+  int cuda_runtime_version = 0;
+  int cuda_driver_version = 0;
+  int cupti_version = 0;
+  std::uint64_t dropped_gpu_records = 0;   // CUPTI reported them lost
+  std::string dropped_gpu_detail;          // why, for the message (not written to the trace)
+  std::uint64_t dropped_cpu_events = 0;    // scopes lost when memory ran out
+  std::uint64_t unmatched_gpu_records = 0; // GPU work whose launch was not found
+  std::string cuda_status;                 // why CUDA tracing is off, empty when on
+};
+
+// CUPTI's copy kinds and sync types by their numeric values, named as Kineto names them.
+inline const char* memcpy_kind_name(std::uint8_t kind) {
+  switch (kind) {
+    case 1: return "HtoD";
+    case 2: return "DtoH";
+    case 3: return "HtoA";
+    case 4: return "AtoH";
+    case 5: return "AtoA";
+    case 6: return "AtoD";
+    case 7: return "DtoA";
+    case 8: return "DtoD";
+    case 9: return "HtoH";
+    case 10: return "PtoP";
+    default: return "Unknown";
+  }
+}
+
+inline const char* sync_kind_name(std::uint8_t type) {
+  switch (type) {
+    case 1: return "Event Sync";
+    case 2: return "Stream Wait Event";
+    case 3: return "Stream Sync";
+    case 4: return "Context Sync";
+    default: return "Unknown Sync";
+  }
+}
+
+// A scope's extent on one GPU stream: from the first to the last GPU activity
+// launched inside it (its nested scopes included). Drawn as gpu_user_annotation.
+struct gpu_annotation {
+  std::uint32_t span = no_index;
+  std::uint32_t device = 0;
+  std::uint32_t stream = 0;
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+};
+
+// One collected cycle. Spans, calls and GPU work refer to each other by index.
+struct trace {
+  string_table names;
+  std::vector<cpu_span> spans;
+  std::vector<api_call> api_calls;
+  std::vector<gpu_activity> gpu;
+  std::vector<kernel_details> kernels;
+  std::vector<overhead_span> overhead;
+  trace_metadata meta;
+  // Each scope's extent per GPU stream, parents first: derived by attribute()
+  // for a recorded trace, as the file has them (torch.profiler's own) for one read back.
+  std::vector<gpu_annotation> gpu_annotations;
+};
+
+}  // namespace cuprof

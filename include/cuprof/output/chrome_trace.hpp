@@ -1,0 +1,37 @@
+// Chrome trace JSON in the flavour torch.profiler (Kineto) writes, so Perfetto,
+// chrome://tracing and HolisticTraceAnalysis open cuprof traces as they open
+// torch's. The contract is docs/trace-format.md. Streaming: no DOM is built.
+#pragma once
+
+#include "trace_schema.hpp"
+#include "../config.hpp"
+#include "../model/event.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cuprof {
+
+// Lanes that are not a CPU process or a GPU device.
+constexpr std::uint32_t overhead_pid = 0x40000000u;  // above any Linux pid_max
+using detail::schema::sync_tid_offset;               // overlapping sync records, as Kineto
+
+struct export_result {
+  std::string path;
+  std::size_t events = 0;
+  std::uint64_t bytes = 0;  // on disk (compressed for .gz)
+};
+
+// Writes `t` to `path` atomically (".gz" compresses). Throws cuprof::error.
+export_result export_chrome_trace(const trace& t, const std::string& path);
+
+// The same document as a string, for tests and tools.
+std::string chrome_trace_json(const trace& t, const std::string& trace_name = "cuprof");
+
+}  // namespace cuprof
+
+// The writer's code, where the runtime is compiled (see config.hpp).
+#if !defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION)
+#include "chrome_trace_writer.hpp"
+#endif

@@ -1,0 +1,362 @@
+// key_averages() and table(): torch.profiler's summary table, same layout,
+// columns, units, sort keys and footer, so a torch user reads it at a glance.
+#pragma once
+
+#include "../detail/text.hpp"
+#include "../error.hpp"
+#include "../model/attribution.hpp"
+#include "../model/event.hpp"
+#include "../model/stats.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace cuprof {
+
+// What a row stands for; torch keys rows by name and device type alike.
+enum class row_kind : std::uint8_t {
+  cpu_scope,       // record_function scopes and ProfilerStep*
+  cuda_api,        // runtime / driver calls
+  gpu_work,        // kernels, memcpys, memsets
+  gpu_annotation,  // a scope's extent on a GPU stream
+};
+
+struct event_average {
+  std::string key;
+  row_kind kind = row_kind::cpu_scope;
+  std::uint64_t count = 0;
+  std::uint64_t self_cpu_ns = 0;
+  std::uint64_t cpu_total_ns = 0;
+  std::uint64_t self_cuda_ns = 0;
+  std::uint64_t cuda_total_ns = 0;
+  std::uint64_t first_ns = 0;  // first occurrence: the order rows keep when unsorted or tied
+  // Per occurrence: its CPU total and its CUDA total (the distribution columns).
+  std::vector<std::uint64_t> cpu_samples_ns;
+  std::vector<std::uint64_t> cuda_samples_ns;
+
+  double cpu_time_avg_ns() const { return count ? double(cpu_total_ns) / double(count) : 0.0; }
+  double cuda_time_avg_ns() const { return count ? double(cuda_total_ns) / double(count) : 0.0; }
+  distribution cpu_distribution() const { return summarize(cpu_samples_ns); }
+  distribution cuda_distribution() const { return summarize(cuda_samples_ns); }
+};
+
+struct table_options {
+  std::string sort_by;   // empty: first-occurrence order
+  int row_limit = 100;   // -1: all rows
+  std::string header;    // written above a line of '=' when not empty
+  int max_name_column_width = 55;
+  // Opt-in columns after torch's: per-call CPU and CUDA min, median, p95 and max
+  // ("-" where a row has no such time).
+  bool stats = false;
+  // When set, a last column says what each kernel's name means, as this hook
+  // tells: cuprof::compact_kernel_name (kernel_names.hpp) or your own. The
+  // table itself decodes nothing, so the profiler's runtime carries no decoder.
+  std::string (*describe_kernel)(std::string_view kernel_name) = nullptr;
+};
+
+class event_averages {
+ public:
+  event_averages() = default;
+  explicit event_averages(std::vector<event_average> rows) : rows_(std::move(rows)) {}
+
+  const std::vector<event_average>& rows() const noexcept { return rows_; }
+  const event_average* find(std::string_view key, row_kind kind) const {
+    for (const auto& r : rows_)
+      if (r.key == key && r.kind == kind) return &r;
+    return nullptr;
+  }
+  std::uint64_t self_cpu_time_total_ns() const {
+    std::uint64_t sum = 0;
+    for (const auto& r : rows_) sum += r.self_cpu_ns;
+    return sum;
+  }
+  // As torch: GPU work only; scope extents on the GPU lanes are not work.
+  std::uint64_t self_cuda_time_total_ns() const {
+    std::uint64_t sum = 0;
+    for (const auto& r : rows_)
+      if (r.kind == row_kind::gpu_work) sum += r.self_cuda_ns;
+    return sum;
+  }
+
+  std::string table(const table_options& options = {}) const;
+  std::string table(std::string_view sort_by, int row_limit = 100) const {
+    table_options o;
+    o.sort_by = std::string(sort_by);
+    o.row_limit = row_limit;
+    return table(o);
+  }
+
+ private:
+  std::vector<event_average> rows_;
+};
+
+namespace detail {
+
+inline std::string format_time_us(double us) {
+  char buf[48];
+  if (us >= 1e6) std::snprintf(buf, sizeof buf, "%.3fs", us / 1e6);
+  else if (us >= 1e3) std::snprintf(buf, sizeof buf, "%.3fms", us / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3fus", us);
+  return buf;
+}
+
+inline std::string format_share(double part, double total) {
+  if (total == 0) return "NaN";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f%%", part * 100.0 / total);
+  return buf;
+}
+
+using sort_value = double (*)(const event_average&);
+
+struct sort_key {
+  const char* name;
+  sort_value value;
+};
+
+inline double no_memory_profiled(const event_average&) { return 0; }
+
+// torch's keys ("cuda" and "device" spellings alike). Memory keys are valid
+// in torch; cuprof records no memory, so they keep the original order.
+// A constant array: tables are also printed from exit handlers, after
+// function-local statics with destructors may be gone.
+inline constexpr sort_key sort_keys[] = {
+    {"cpu_time", [](const event_average& r) { return r.cpu_time_avg_ns(); }},
+    {"cuda_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
+    {"device_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
+    {"cpu_time_total", [](const event_average& r) { return double(r.cpu_total_ns); }},
+    {"cuda_time_total", [](const event_average& r) { return double(r.cuda_total_ns); }},
+    {"device_time_total", [](const event_average& r) { return double(r.cuda_total_ns); }},
+    {"self_cpu_time_total", [](const event_average& r) { return double(r.self_cpu_ns); }},
+    {"self_cuda_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
+    {"self_device_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
+    {"count", [](const event_average& r) { return double(r.count); }},
+    {"cpu_memory_usage", no_memory_profiled},
+    {"cuda_memory_usage", no_memory_profiled},
+    {"device_memory_usage", no_memory_profiled},
+    {"self_cpu_memory_usage", no_memory_profiled},
+    {"self_cuda_memory_usage", no_memory_profiled},
+    {"self_device_memory_usage", no_memory_profiled},
+};
+
+inline sort_value find_sort_key(const std::string& key) {
+  for (const sort_key& k : sort_keys)
+    if (key == k.name) return k.value;
+  std::string valid;
+  for (const sort_key& k : sort_keys) valid += std::string(valid.empty() ? "" : ", ") + k.name;
+  throw error("unknown sort key '" + key + "'; valid keys: " + valid);
+}
+
+}  // namespace detail
+
+inline std::string event_averages::table(const table_options& options) const {
+  if (rows_.empty()) return {};  // as torch
+  std::vector<const event_average*> rows;
+  for (const auto& r : rows_) rows.push_back(&r);
+  std::stable_sort(rows.begin(), rows.end(), [](const event_average* a, const event_average* b) {
+    return a->first_ns < b->first_ns;
+  });
+  if (!options.sort_by.empty()) {
+    const detail::sort_value value = detail::find_sort_key(options.sort_by);
+    std::stable_sort(rows.begin(), rows.end(),
+                     [&](const event_average* a, const event_average* b) { return value(*a) > value(*b); });
+  }
+  if (options.row_limit >= 0 && rows.size() > std::size_t(options.row_limit)) rows.resize(std::size_t(options.row_limit));
+
+  const bool has_cuda = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
+  const int max_name = options.max_name_column_width;
+  std::size_t longest = 0;
+  for (const auto& r : rows_) longest = std::max(longest, detail::utf8_length(detail::terminal_safe(r.key)));
+  const int name_width = std::min(int(longest) + 4, max_name);
+
+  std::vector<int> widths = {name_width, 12, 12, 12, 12, 12};
+  std::vector<std::string> headers = {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
+  if (has_cuda) {
+    for (const char* h : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"}) {
+      headers.emplace_back(h);
+      widths.push_back(12);
+    }
+  }
+  headers.emplace_back("# of Calls");
+  widths.push_back(12);
+  if (options.stats) {
+    for (const char* h : {"CPU min", "CPU median", "CPU p95", "CPU max"}) {
+      headers.emplace_back(h);
+      widths.push_back(12);
+    }
+    if (has_cuda) {
+      for (const char* h : {"CUDA min", "CUDA median", "CUDA p95", "CUDA max"}) {
+        headers.emplace_back(h);
+        widths.push_back(12);
+      }
+    }
+  }
+  std::vector<std::string> kernel_fields;  // per printed row
+  std::size_t kernel_width = 0;
+  if (options.describe_kernel) {
+    for (const event_average* r : rows) {
+      kernel_fields.push_back(r->kind == row_kind::gpu_work ? detail::terminal_safe(options.describe_kernel(r->key))
+                                                             : std::string());
+      kernel_width = std::max(kernel_width, kernel_fields.back().size());
+    }
+    kernel_width = std::max<std::size_t>(kernel_width, 6);
+  }
+
+  std::string out;
+  // The kernel column is left-aligned, like torch's Source Location.
+  const auto row_line = [&](const std::vector<std::string>& cells, const std::string* kernel) {
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      const std::size_t shown = detail::utf8_length(cells[i]);
+      if (int(shown) < widths[i]) out.append(std::size_t(widths[i]) - shown, ' ');
+      out += cells[i];
+      out += "  ";
+    }
+    if (kernel) {
+      out += *kernel;
+      out.append(kernel_width - std::min(kernel_width, kernel->size()), ' ');
+      out += "  ";
+    }
+    out += '\n';
+  };
+  std::string separator;
+  int line_length = -2;
+  for (int w : widths) {
+    separator.append(std::size_t(w), '-');
+    separator += "  ";
+    line_length += w + 2;
+  }
+  if (options.describe_kernel) {
+    separator.append(kernel_width, '-');
+    separator += "  ";
+    line_length += int(kernel_width) + 2;
+  }
+  separator += '\n';
+  const std::string kernel_header = "Kernel";
+
+  if (!options.header.empty()) {
+    out.append(std::size_t(line_length), '=');
+    out += '\n' + options.header + '\n';
+  }
+  out += separator;
+  row_line(headers, options.describe_kernel ? &kernel_header : nullptr);
+  out += separator;
+
+  const double total_cpu = double(self_cpu_time_total_ns()) / 1000.0;
+  const double total_cuda = double(self_cuda_time_total_ns()) / 1000.0;
+  for (std::size_t row = 0; row < rows.size(); ++row) {
+    const event_average* r = rows[row];
+    // torch's own cut (not detail::shorten's): from max_name - 3 characters on,
+    // the first max_name - 3 and "...", even when nothing was cut.
+    std::string name = detail::terminal_safe(r->key);
+    if (max_name > 3 && detail::utf8_length(name) >= std::size_t(max_name - 3))
+      name = detail::utf8_prefix(name, std::size_t(max_name - 3)) + "...";
+    const double self_cpu = double(r->self_cpu_ns) / 1000.0, cpu_total = double(r->cpu_total_ns) / 1000.0;
+    std::vector<std::string> cells = {name,
+                                      detail::format_share(self_cpu, total_cpu),
+                                      detail::format_time_us(self_cpu),
+                                      detail::format_share(cpu_total, total_cpu),
+                                      detail::format_time_us(cpu_total),
+                                      detail::format_time_us(r->cpu_time_avg_ns() / 1000.0)};
+    if (has_cuda) {
+      const double self_cuda = double(r->self_cuda_ns) / 1000.0;
+      cells.push_back(detail::format_time_us(self_cuda));
+      cells.push_back(detail::format_share(self_cuda, total_cuda));
+      cells.push_back(detail::format_time_us(double(r->cuda_total_ns) / 1000.0));
+      cells.push_back(detail::format_time_us(r->cuda_time_avg_ns() / 1000.0));
+    }
+    cells.push_back(std::to_string(r->count));
+    if (options.stats) {
+      const auto add_distribution = [&](const distribution& d, bool any) {
+        for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns})
+          cells.push_back(any ? detail::format_time_us(double(v) / 1000.0) : std::string("-"));
+      };
+      add_distribution(r->cpu_distribution(), r->cpu_total_ns > 0);
+      if (has_cuda) add_distribution(r->cuda_distribution(), r->cuda_total_ns > 0);
+    }
+    row_line(cells, options.describe_kernel ? &kernel_fields[row] : nullptr);
+  }
+  out += separator;
+  out += "Self CPU time total: " + detail::format_time_us(total_cpu) + "\n";
+  if (has_cuda) out += "Self CUDA time total: " + detail::format_time_us(total_cuda) + "\n";
+  return out;
+}
+
+// Groups a trace's events into rows with self and total CPU and CUDA time.
+// CUDA time is charged to the innermost scope open on the thread that
+// launched the work (see attribute()); scopes add their children's totals.
+inline event_averages key_averages(const trace& t) {
+  const std::size_t n = t.spans.size();
+  std::vector<std::uint64_t> child_cpu(n, 0), self_cuda(n, 0), cuda_total(n, 0);
+  for (const cpu_span& s : t.spans)
+    if (s.parent != no_index) child_cpu[s.parent] += s.end_ns - s.start_ns;
+  for (const api_call& a : t.api_calls)
+    if (a.parent != no_index) child_cpu[a.parent] += a.end_ns - a.start_ns;
+  for (const gpu_activity& g : t.gpu) {
+    if (g.kind == gpu_kind::sync) continue;
+    const std::uint32_t s = launching_span(t, g);
+    if (s != no_index) self_cuda[s] += g.end_ns - g.start_ns;
+  }
+  // Children follow their parents in `spans`, so a reverse pass sums subtrees.
+  for (std::size_t i = n; i-- > 0;) {
+    cuda_total[i] += self_cuda[i];
+    if (t.spans[i].parent != no_index) cuda_total[t.spans[i].parent] += cuda_total[i];
+  }
+
+  std::vector<event_average> rows;
+  std::unordered_map<std::string, std::size_t> index[4];
+  const auto row = [&](const std::string& key, row_kind kind, std::uint64_t first) -> event_average& {
+    auto [it, inserted] = index[int(kind)].try_emplace(key, rows.size());
+    if (inserted) {
+      event_average r;
+      r.key = key;
+      r.kind = kind;
+      r.first_ns = first;
+      rows.push_back(std::move(r));
+    }
+    event_average& r = rows[it->second];
+    r.first_ns = std::min(r.first_ns, first);
+    ++r.count;
+    return r;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const cpu_span& s = t.spans[i];
+    const std::uint64_t dur = s.end_ns - s.start_ns;
+    event_average& r = row(s.is_step ? std::string("ProfilerStep*") : t.names.str(s.name), row_kind::cpu_scope, s.start_ns);
+    r.cpu_total_ns += dur;
+    r.self_cpu_ns += dur > child_cpu[i] ? dur - child_cpu[i] : 0;
+    r.self_cuda_ns += self_cuda[i];
+    r.cuda_total_ns += cuda_total[i];
+    r.cpu_samples_ns.push_back(dur);
+    r.cuda_samples_ns.push_back(cuda_total[i]);
+  }
+  for (const api_call& a : t.api_calls) {
+    event_average& r = row(t.names.str(a.name), row_kind::cuda_api, a.start_ns);
+    r.cpu_total_ns += a.end_ns - a.start_ns;
+    r.self_cpu_ns += a.end_ns - a.start_ns;
+    r.cpu_samples_ns.push_back(a.end_ns - a.start_ns);
+    r.cuda_samples_ns.push_back(0);
+  }
+  for (const gpu_activity& g : t.gpu) {
+    if (g.kind == gpu_kind::sync) continue;
+    event_average& r = row(t.names.str(g.name), row_kind::gpu_work, g.start_ns);
+    r.self_cuda_ns += g.end_ns - g.start_ns;
+    r.cuda_total_ns += g.end_ns - g.start_ns;
+    r.cpu_samples_ns.push_back(0);
+    r.cuda_samples_ns.push_back(g.end_ns - g.start_ns);
+  }
+  for (const gpu_annotation& a : t.gpu_annotations) {
+    event_average& r = row(t.names.str(t.spans[a.span].name), row_kind::gpu_annotation, a.start_ns);
+    r.self_cuda_ns += a.end_ns - a.start_ns;
+    r.cuda_total_ns += a.end_ns - a.start_ns;
+    r.cpu_samples_ns.push_back(0);
+    r.cuda_samples_ns.push_back(a.end_ns - a.start_ns);
+  }
+  return event_averages(std::move(rows));
+}
+
+}  // namespace cuprof
