@@ -395,8 +395,17 @@ TEST_CASE("reader: cuprof traces; the file's GPU annotations equal the ones attr
   }
 }
 
-TEST_CASE("reader: a trace read, written again and read back gives the same table") {
+TEST_CASE("reader: a trace read, written again and read back gives the same table and the same flow arrows") {
   temp_dir dir;
+  // Flow starts in a cuprof trace: one per GPU record a call launched or waited on, syncs included.
+  const auto flow_starts = [](const std::string& text) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find("\"ph\":"); at != std::string::npos; at = text.find("\"ph\":", at + 1)) {
+      const std::size_t value = text.find_first_not_of(' ', at + 5);
+      n += text.compare(value, 3, "\"s\"") == 0;
+    }
+    return n;
+  };
   for (const std::string name : {"matmul_add_4096.json", "occupancy.json"}) {
     CAPTURE(name);
     const cuprof::loaded_trace first = cuprof::read_trace_file(fixture(name));
@@ -406,6 +415,7 @@ TEST_CASE("reader: a trace read, written again and read back gives the same tabl
     CHECK(cuprof::key_averages(second.t).table("cuda_time_total", -1) ==
           cuprof::key_averages(first.t).table("cuda_time_total", -1));
     CHECK(second.t.overhead.size() == first.t.overhead.size());
+    CHECK(flow_starts(cuprof::chrome_trace_json(first.t)) == flow_starts(slurp(fixture(name))));
   }
 }
 

@@ -302,7 +302,7 @@ class json_reader {
     if (pos_ >= s_.size()) return "the end of input";
     const unsigned char c = static_cast<unsigned char>(s_[pos_]);
     if (c >= 0x20 && c < 0x7F) return std::string("'") + char(c) + "'";
-    char buf[16];
+    char buf[16] = {};  // initialised: GCC 12 -O1 with ASan warns otherwise
     static const char hex[] = "0123456789abcdef";
     buf[0] = 'b'; buf[1] = 'y'; buf[2] = 't'; buf[3] = 'e'; buf[4] = ' '; buf[5] = '0'; buf[6] = 'x';
     buf[7] = hex[c >> 4];

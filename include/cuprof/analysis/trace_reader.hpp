@@ -180,7 +180,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     if (r.ext >= 0)
       if (auto it = span_by_ext.find(r.ext); it != span_by_ext.end()) g.span = it->second;
     if (r.kind != gpu_kind::sync && g.api == no_index && g.span == no_index) ++t.meta.unmatched_gpu_records;
-    if (g.api != no_index && r.kind != gpu_kind::sync) t.api_calls[g.api].has_flow = true;
+    if (g.api != no_index) t.api_calls[g.api].has_flow = true;  // as the writer drew it: syncs too
     if (r.has_details) {
       g.details = std::uint32_t(t.kernels.size());
       t.kernels.push_back(r.details);
