@@ -1,19 +1,16 @@
 """What including cuprof costs a build: compile time (CPU seconds of the
 compiler, median of --reps, interleaved) and object size, for g++ and nvcc,
-of four translation units that differ only in what they take from cuprof:
+of translation units that differ only in what they take from cuprof:
 
-  bare          the TU without cuprof
-  annotating    + <cuprof/record_function.hpp> and two scopes (a file that only annotates)
-  umbrella      + <cuprof/cuprof.hpp> and the same scopes, header-only (declarations and
-                inline definitions it does not call: no code forced into the object)
-  implementation the umbrella TU with CUPROF_IMPLEMENTATION: CUPROF_TRACE's autostart and,
-                with it, the whole runtime compiled here (header-only, once per program)
-  profiling     + <cuprof/cuprof.hpp>, a profile started, stopped and exported, header-only
-                (the runtime code that the profile calls is compiled in this TU)
-  prof-compiled the profiling TU with the runtime compiled apart (-DCUPROF_COMPILED_RUNTIME,
-                as the cuprof::runtime target sets; its one TU, src/runtime.cpp, is `runtime`)
-  runtime       src/runtime.cpp: what the cuprof::runtime target compiles once per program
-  disabled      the profiling TU with -DCUPROF_DISABLE
+  bare           the TU without cuprof
+  annotating     + <cuprof/record_function.hpp> and two scopes (a file that only annotates)
+  umbrella       + <cuprof/cuprof.hpp> and the same scopes (declarations only)
+  profiling      + <cuprof/cuprof.hpp>, a profile started, stopped and exported: the TU
+                 that starts the profiler (declarations; the runtime is compiled apart)
+  implementation the one TU per program that compiles the runtime: a file defining
+                 CUPROF_IMPLEMENTATION (header-only use), which is what the
+                 cuprof::runtime target compiles (src/runtime.cpp)
+  disabled       the profiling TU with -DCUPROF_DISABLE
 
   python3 bench/compile_cost.py [--reps 5] [--compilers g++,nvcc] [--opt -O0]
 
@@ -60,19 +57,14 @@ UNITS = {
     "bare": ("", "#define SCOPE(name)\n" + BODY),
     "annotating": ("", "#include <cuprof/record_function.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY),
     "umbrella": ("", "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY),
-    "implementation": ("-DCUPROF_IMPLEMENTATION",
-                       "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY),
     "profiling": ("", "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY + PROFILE),
-    "prof-compiled": ("-DCUPROF_COMPILED_RUNTIME",
-                      "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY + PROFILE),
-    "runtime": ("", open(os.path.join(HERE, "..", "src", "runtime.cpp")).read()),
+    "implementation": ("", open(os.path.join(HERE, "..", "src", "runtime.cpp")).read()),
     "disabled": ("-DCUPROF_DISABLE",
                  "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY + PROFILE),
 }
 
 # Seconds and bytes over `bare` (g++ -O0), as issue 13 sets them.
-GOALS = {"annotating": (0.3, 20 * 1024), "profiling": (2.5, None), "prof-compiled": (2.5, None),
-         "disabled": (0.1, None)}
+GOALS = {"annotating": (0.3, 20 * 1024), "profiling": (2.5, None), "disabled": (0.1, None)}
 
 
 def compile_once(compiler, source, obj, extra, opt):

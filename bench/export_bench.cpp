@@ -1,6 +1,7 @@
 // Target 4 of docs/performance.md: Chrome trace export speed, bytes per event
 // and gzip ratio, on the CPU machine. Prints one line per measurement.
 //   export_bench [steps]   (default 100000 steps = 1.9 M events)
+#define CUPROF_IMPLEMENTATION  // the writer is compiled here
 #include "synthetic_trace.hpp"
 
 #include <cuprof/chrome_trace.hpp>

@@ -20,6 +20,7 @@
 // to a stopped profiler whose trace is ready), events, rss_*_kb.
 #include "minimal_cupti_tracer.hpp"
 
+#define CUPROF_IMPLEMENTATION  // one-file program: cuprof's runtime is compiled here
 #include <cuprof/cuprof.hpp>
 
 #include <cuda_runtime.h>

@@ -3,7 +3,8 @@
 // Per-thread CPU time (CLOCK_THREAD_CPUTIME_ID), so 8 threads on 2 cores
 // still measure the cost of one scope, not the wait for a core.
 //   scope_bench [scopes per thread]
-#include <cuprof/profile.hpp>
+#define CUPROF_IMPLEMENTATION  // one-file program: cuprof's runtime is compiled here
+#include <cuprof/cuprof.hpp>
 #include <cuprof/record_function.hpp>
 
 #include <algorithm>

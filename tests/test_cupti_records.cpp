@@ -2,6 +2,7 @@
 // filtering, folding of nested driver calls, windowing, then attribution,
 // key_averages() and the Chrome trace. No GPU, no libcupti: plain structs.
 #include <cuprof/cuprof.hpp>
+#include <cuprof/detail/cupti/records.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,8 @@
 // The Chrome trace writer against the contract of docs/trace-format.md, the
 // JSON helpers, and file output (atomic, gzip, failures).
 #include <cuprof/cuprof.hpp>
+#include <cuprof/model/occupancy.hpp>
+#include <cuprof/output/json_text.hpp>
 #include <cuprof/trace_reader.hpp>
 
 #include "child_process.hpp"

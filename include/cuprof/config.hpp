@@ -29,17 +29,16 @@
 // Define CUPROF_DISABLE before including cuprof to compile every scope and
 // profiler call down to nothing (the API stays, the work goes).
 
-// The runtime (the session, the CUPTI backend, the writer) is header-only by
-// default: its functions are inline and compiled in each TU that uses them.
-// CUPROF_TRACE's autostart (trace at exit without code) is compiled into the
-// one TU that defines CUPROF_IMPLEMENTATION before including cuprof.hpp, as
-// stb's and doctest's implementations are, so that including cuprof forces no
-// code into every object file.
-// The cuprof::runtime target compiles it once instead: it defines
-// CUPROF_COMPILED_RUNTIME for its users, whose TUs then see declarations only,
-// and CUPROF_RUNTIME_IMPLEMENTATION in its own TU (src/runtime.cpp).
-#if defined(CUPROF_COMPILED_RUNTIME) && defined(CUPROF_RUNTIME_IMPLEMENTATION)
-#define CUPROF_RUNTIME_INLINE
-#else
-#define CUPROF_RUNTIME_INLINE inline
+// The runtime (the session, the CUPTI backend, the writer and CUPROF_TRACE's
+// trace at exit) is compiled once per program, in the one TU that defines
+// CUPROF_IMPLEMENTATION before including cuprof.hpp, as doctest's and stb's
+// implementations are; every other TU sees declarations only, so including
+// cuprof forces no code into its object file. The cuprof::runtime target is
+// that TU compiled for you (src/runtime.cpp): it defines
+// CUPROF_COMPILED_RUNTIME for its users, who must not define
+// CUPROF_IMPLEMENTATION as well. CUPROF_NO_AUTOSTART keeps CUPROF_TRACE's
+// start at load out of the implementation (the injection library starts it
+// itself).
+#if defined(CUPROF_IMPLEMENTATION) && defined(CUPROF_COMPILED_RUNTIME)
+#error "cuprof: CUPROF_IMPLEMENTATION with the cuprof::runtime target, which already compiles the runtime; drop the define"
 #endif

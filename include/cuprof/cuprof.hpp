@@ -21,9 +21,8 @@
 #include "schedule.hpp"
 #include "trace_handler.hpp"
 // CUPROF_TRACE's profile starts during static initialisation of the TU that
-// asks for it (CUPROF_IMPLEMENTATION, header-only) or of the cuprof::runtime
-// target's TU; other TUs carry no runtime code they do not call.
-#if defined(CUPROF_RUNTIME_IMPLEMENTATION) || (defined(CUPROF_IMPLEMENTATION) && !defined(CUPROF_COMPILED_RUNTIME))
+// compiles the runtime (config.hpp).
+#if defined(CUPROF_IMPLEMENTATION) && !defined(CUPROF_NO_AUTOSTART)
 #include "detail/autostart.hpp"
 namespace cuprof::detail {
 inline const bool environment_profile_started = start_environment_profile();

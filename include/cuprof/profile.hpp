@@ -43,6 +43,11 @@ class profile;
 namespace detail::cupti {
 class tracer;
 }
+namespace detail {
+// Defined where the runtime is compiled (config.hpp). A program that makes a
+// profile without it fails to link, and the linker names this symbol.
+extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
+}
 
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
@@ -60,6 +65,9 @@ inline constexpr start_now_t start_now{};
 class profile {
  public:
   explicit profile(profile_options options = {}) : options_(std::move(options)) {
+    // A volatile read: kept at every optimisation level, so the link error comes first.
+    static_cast<void>(*static_cast<const volatile bool*>(
+        &detail::runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime));
     if (options_.schedule) options_.schedule->validate();
   }
   //   { cuprof::profile prof(opts, cuprof::start_now); work(); }   // stopped here
@@ -161,9 +169,8 @@ class profile {
 
 }  // namespace cuprof
 
-// The session's code: in this TU for header-only use; once, in the
-// cuprof::runtime target's TU, with CUPROF_COMPILED_RUNTIME.
-#if !defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION)
+// The session's code, in the one TU that compiles the runtime (config.hpp).
+#ifdef CUPROF_IMPLEMENTATION
 #include "detail/profile_impl.hpp"
 #endif
 #endif  // CUPROF_DISABLE

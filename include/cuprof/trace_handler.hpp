@@ -21,7 +21,7 @@ std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::st
 }  // namespace cuprof
 
 // The handlers' code, where the runtime is compiled (see config.hpp).
-#if !defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION)
+#ifdef CUPROF_IMPLEMENTATION
 #include "detail/trace_handler_impl.hpp"
 #endif
 #endif  // CUPROF_DISABLE

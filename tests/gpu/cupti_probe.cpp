@@ -9,7 +9,9 @@
 // {"cuda_status": "...", "spans": N, "gpu_records": N, "api_calls": N}
 // cuda_status is empty when cuprof traces CUDA, else why not (who holds CUPTI).
 // Plain C++: it needs the CUDA headers cuprof includes, nothing CUDA-compiled.
+#define CUPROF_IMPLEMENTATION  // the library is cuprof's runtime
 #include <cuprof/cuprof.hpp>
+#include <cuprof/output/json_text.hpp>
 
 #include <string>
 

@@ -10,9 +10,12 @@
 //       first range; it is handed to the libcupti cuprof traces with;
 //   LD_PRELOAD  so that a program that never initialises CUDA, or runs where
 //       there is no driver, still gets a trace and a line saying why.
-// It is the header compiled once, nothing more.
+// It is the runtime compiled once, nothing more; the environment's profile is
+// started from the entry points above, not by the implementation at load time.
+#define CUPROF_IMPLEMENTATION
+#define CUPROF_NO_AUTOSTART
 #include <cuprof/cuprof.hpp>
-#include <cuprof/detail/autostart.hpp>  // started from InitializeInjection, not at load time
+#include <cuprof/detail/autostart.hpp>
 
 #include <dlfcn.h>
 

@@ -1,6 +1,5 @@
-// The profiler session's code (profile.hpp declares the class). Included by
-// profile.hpp in header-only use, or compiled once in the cuprof::runtime
-// target (CUPROF_COMPILED_RUNTIME), where CUPROF_RUNTIME_INLINE is empty.
+// The profiler session's code (profile.hpp declares the class), compiled in
+// the one TU that defines CUPROF_IMPLEMENTATION (config.hpp).
 #pragma once
 
 #include "collect/cpu_collect.hpp"
@@ -19,6 +18,8 @@ namespace cuprof {
 
 namespace detail {
 
+const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime = true;
+
 inline bool records(profiler_action a) noexcept { return a != profiler_action::none; }
 inline bool is_active(profiler_action a) noexcept {
   return a == profiler_action::record || a == profiler_action::record_and_save;
@@ -34,7 +35,7 @@ inline void return_free_memory() {
 
 }  // namespace detail
 
-CUPROF_RUNTIME_INLINE profile::~profile() {
+profile::~profile() {
   try {
     stop();
   } catch (const std::exception& e) {
@@ -42,7 +43,7 @@ CUPROF_RUNTIME_INLINE profile::~profile() {
   }
 }
 
-CUPROF_RUNTIME_INLINE void profile::start() {
+void profile::start() {
   if (running_) return detail::log_line("start() called on a running profiler; ignored");
   const void* expected = nullptr;
   if (!detail::process().running_profile.compare_exchange_strong(expected, this)) {
@@ -63,7 +64,7 @@ CUPROF_RUNTIME_INLINE void profile::start() {
   open_step_scope();
 }
 
-CUPROF_RUNTIME_INLINE void profile::stop() {
+void profile::stop() {
   if (!running_ || refused_in_handler("stop()")) return;
   close_step_scope();
   transition(action_, profiler_action::none, detail::now_ticks());
@@ -78,7 +79,7 @@ CUPROF_RUNTIME_INLINE void profile::stop() {
   finalize_ready(true);
 }
 
-CUPROF_RUNTIME_INLINE void profile::step() {
+void profile::step() {
   if (!running_) {
     if (!refused_) detail::log_line("step() called on a profiler that is not running; ignored");  // else said at start()
     return;
@@ -99,7 +100,7 @@ CUPROF_RUNTIME_INLINE void profile::step() {
   }
 }
 
-CUPROF_RUNTIME_INLINE export_result profile::export_chrome_trace(const std::string& path) const {
+export_result profile::export_chrome_trace(const std::string& path) const {
   if (refused_ && !last_) {
     detail::log_line("this profile recorded nothing (another profiler was running): '" + path + "' left as it was");
     return export_result{path, 0, 0};
@@ -107,7 +108,7 @@ CUPROF_RUNTIME_INLINE export_result profile::export_chrome_trace(const std::stri
   return cuprof::export_chrome_trace(last_trace(), path);
 }
 
-CUPROF_RUNTIME_INLINE void profile::release() noexcept {
+void profile::release() noexcept {
   pending_.clear();
   if (tracer_) {
     tracer_->disable();
@@ -120,7 +121,7 @@ CUPROF_RUNTIME_INLINE void profile::release() noexcept {
   detail::process().running_profile.store(nullptr);
 }
 
-CUPROF_RUNTIME_INLINE void profile::open_cuda() {
+void profile::open_cuda() {
   std::string why;
   tracer_ = detail::cupti::tracer::instance(why);
   if (!tracer_) cuda_status_ = why;
@@ -131,12 +132,12 @@ CUPROF_RUNTIME_INLINE void profile::open_cuda() {
     detail::log_info("tracing CUDA: " + tracer_->describe());
 }
 
-CUPROF_RUNTIME_INLINE bool profile::refused_in_handler(const char* call) const {
+bool profile::refused_in_handler(const char* call) const {
   if (in_on_trace_ready_) detail::log_line(std::string(call) + " called from on_trace_ready; ignored");
   return in_on_trace_ready_;
 }
 
-CUPROF_RUNTIME_INLINE void profile::enable_cuda() {
+void profile::enable_cuda() {
   const std::string why = tracer_->enable();
   if (why.empty()) return;
   cuda_status_ = why;
@@ -144,18 +145,18 @@ CUPROF_RUNTIME_INLINE void profile::enable_cuda() {
   detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
 }
 
-CUPROF_RUNTIME_INLINE std::string profile::what_is_recorded_without_cuda() const {
+std::string profile::what_is_recorded_without_cuda() const {
   return cpu() ? "recording the CPU side only" : "nothing is recorded (CPU activity was not asked for)";
 }
 
-CUPROF_RUNTIME_INLINE void profile::open_step_scope() {
+void profile::open_step_scope() {
   if (!options_.schedule || !cpu() || !detail::records(action_)) return;
   detail::thread_buffer* b = detail::current_thread_buffer();
   step_scope_open_ =
       b && b->push({detail::make_head(detail::slot_kind::enter_step, detail::now_ticks()), std::uint64_t(step_num_)});
 }
 
-CUPROF_RUNTIME_INLINE std::uint64_t profile::close_step_scope() {
+std::uint64_t profile::close_step_scope() {
   const std::uint64_t now = detail::now_ticks();
   if (step_scope_open_) {
     if (detail::thread_buffer* b = detail::current_thread_buffer())
@@ -165,7 +166,7 @@ CUPROF_RUNTIME_INLINE std::uint64_t profile::close_step_scope() {
   return now;
 }
 
-CUPROF_RUNTIME_INLINE void profile::transition(profiler_action from, profiler_action to, std::uint64_t now) {
+void profile::transition(profiler_action from, profiler_action to, std::uint64_t now) {
   const bool recording_stops = detail::records(from) && !detail::records(to);
   if (recording_stops) detail::process().cpu_recording.store(false, std::memory_order_relaxed);
   if (from == profiler_action::record_and_save || (detail::is_active(from) && to == profiler_action::none)) end_window(now);
@@ -183,7 +184,7 @@ CUPROF_RUNTIME_INLINE void profile::transition(profiler_action from, profiler_ac
   if (!detail::records(to) && pending_.empty() && tracer_) tracer_->disable();
 }
 
-CUPROF_RUNTIME_INLINE void profile::end_window(std::uint64_t now) {
+void profile::end_window(std::uint64_t now) {
   pending_window w;
   w.collected = std::make_unique<trace>();
   w.start_ticks = window_start_;
@@ -200,7 +201,7 @@ CUPROF_RUNTIME_INLINE void profile::end_window(std::uint64_t now) {
   pending_.push_back(std::move(w));
 }
 
-CUPROF_RUNTIME_INLINE void profile::finalize_ready(bool at_stop) {
+void profile::finalize_ready(bool at_stop) {
   while (!pending_.empty()) {
     pending_window& w = pending_.front();
     if (tracer_) {
@@ -236,14 +237,14 @@ CUPROF_RUNTIME_INLINE void profile::finalize_ready(bool at_stop) {
   if (!detail::records(action_) && tracer_) tracer_->disable();
 }
 
-CUPROF_RUNTIME_INLINE void profile::name_api_threads(trace& t) {
+void profile::name_api_threads(trace& t) {
   std::set<std::uint32_t> named;
   for (const thread_info& th : t.meta.threads) named.insert(th.tid);
   for (const api_call& c : t.api_calls)
     if (named.insert(c.tid).second) t.meta.threads.push_back({c.tid, detail::thread_name_of_tid(c.tid)});
 }
 
-CUPROF_RUNTIME_INLINE void profile::report_drops(const trace& t) {
+void profile::report_drops(const trace& t) {
   const trace_metadata& m = t.meta;
   if (m.dropped_gpu_records || m.dropped_cpu_events)
     detail::log_line("this window lost " + std::to_string(m.dropped_gpu_records) + " GPU records" +

@@ -14,7 +14,7 @@
 
 namespace cuprof {
 
-CUPROF_RUNTIME_INLINE std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::string worker_name,
+std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::string worker_name,
                                                                               bool use_gzip) {
   return [dir = std::move(dir), worker_name = std::move(worker_name), use_gzip](profile& p) {
     std::error_code ec;

@@ -32,6 +32,6 @@ std::string chrome_trace_json(const trace& t, const std::string& trace_name = "c
 }  // namespace cuprof
 
 // The writer's code, where the runtime is compiled (see config.hpp).
-#if !defined(CUPROF_COMPILED_RUNTIME) || defined(CUPROF_RUNTIME_IMPLEMENTATION)
+#ifdef CUPROF_IMPLEMENTATION
 #include "chrome_trace_writer.hpp"
 #endif

@@ -1,4 +1,6 @@
-// A downstream program: include the umbrella header, record one scope.
+// A downstream program: include the umbrella header, record one scope. One
+// file, so it is also the one that compiles cuprof's runtime.
+#define CUPROF_IMPLEMENTATION
 #include <cuprof/cuprof.hpp>
 
 #include <cstdio>
