@@ -17,7 +17,8 @@
 //                 children_hung=; --trace PATH writes the parent's trace
 // Prints key=value lines: loop_ns (the launch loop, batch syncs included),
 // launch_ns (host time in the launch calls only), collect_ns (profiler start
-// to a stopped profiler whose trace is ready), events, rss_*_kb.
+// to a stopped profiler whose trace is ready), events, rss_*_kb (burst also
+// prints the peak before stop() and after it: rss_peak_recording_kb, rss_peak_stopped_kb).
 #include "minimal_cupti_tracer.hpp"
 
 #define CUPROF_IMPLEMENTATION  // one-file program: cuprof's runtime is compiled here
@@ -213,8 +214,12 @@ int main(int argc, char** argv) {
       for (long i = 0; i < launches; ++i) empty_kernel<<<1, 32>>>();
     }
     t.launch_ns = t.loop_ns = now_ns() - l0;
+    // Where the peak is reached: while recording (CUPTI's buffers, the staged
+    // records) or while stop() builds the trace.
+    std::printf("rss_peak_recording_kb=%ld\n", status_kb("VmHWM:"));
     prof.stop();
     collect_ns = now_ns() - c0;
+    std::printf("rss_peak_stopped_kb=%ld\n", status_kb("VmHWM:"));
     const cuprof::trace& tr = prof.last_trace();
     events = tr.api_calls.size() + tr.gpu.size() + tr.spans.size();
     dropped = tr.meta.dropped_gpu_records;
