@@ -2,6 +2,8 @@
 // converting CUPTI records, selecting the window, attribution. Fed with
 // synthetic records shaped like an empty-kernel launch loop (a runtime call,
 // the driver call it makes, the kernel), so it runs on the CPU machine.
+// Also the memory this takes at its peak, staged records and the trace built
+// from them together (CUPTI's buffers are not part of it), per launch.
 //   collect_bench [launches]
 #include <cuprof/detail/cupti/records.hpp>
 #include <cuprof/trace.hpp>
@@ -14,6 +16,19 @@
 #include <vector>
 
 namespace {
+
+// A /proc/self/status field in kB (VmRSS, VmHWM).
+long status_kb(const char* key) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  const std::size_t n = std::strlen(key);
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, key, n) == 0) kb = std::atol(line + n);
+  std::fclose(f);
+  return kb;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -52,6 +67,7 @@ int main(int argc, char** argv) {
     k.name = "_Z12empty_kernelv";
     kernels.push_back(k);
   }
+  const long rss_inputs_kb = status_kb("VmRSS:");  // the synthetic records stay resident throughout
   cuprof::detail::cupti::record_store store(raw_name);
   auto c0 = std::chrono::steady_clock::now();
   for (std::uint32_t i = 0; i < launches; ++i) {
@@ -80,4 +96,5 @@ int main(int argc, char** argv) {
   std::printf("collect_take_ns_per_launch=%.1f\n", take * 1e9 / launches);
   std::printf("collect_attribute_ns_per_launch=%.1f\n", attribute * 1e9 / launches);
   std::printf("collect_total_ns_per_launch=%.1f\n", (convert + check + take + attribute) * 1e9 / launches);
+  std::printf("collect_peak_bytes_per_launch=%.0f\n", double(status_kb("VmHWM:") - rss_inputs_kb) * 1024.0 / launches);
 }
