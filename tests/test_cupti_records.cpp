@@ -358,6 +358,31 @@ TEST_CASE("record kinds' names: memory kinds, copy kinds, sync types, overhead k
   CHECK(std::string(overhead_kind_name(CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE)) == "Resource");
 }
 
+TEST_CASE("a driver call inside a runtime call is folded on arrival, in either record order") {
+  record_store store{raw_name};
+  driver(store, 307, 3500, 7500, 11);   // CUPTI writes an API record at the call's exit: the inner one first
+  runtime(store, 211, 3000, 8000, 10);
+  runtime(store, 211, 9000, 12000, 13);
+  driver(store, 307, 9500, 11000, 14);  // and the other order
+  kernel(store, "first", 20000, 21000, 11);  // carries the driver call's id
+  kernel(store, "second", 22000, 23000, 13);
+  CHECK(store.staged() == 4);  // two calls, two kernels: the driver calls are not kept
+  // Another thread's record between the two: folded when the window is taken.
+  api(store, api_domain::driver, 307, 30500, 31000, 21);
+  api(store, api_domain::runtime, 211, 40000, 41000, 30, tid + 1);
+  api(store, api_domain::runtime, 211, 30000, 32000, 20);
+  kernel(store, "third", 50000, 51000, 21);
+  cuprof::trace t;
+  store.take(t, 1000, 100000, cuprof::detail::tick_converter{});
+  CHECK(calls_named(t, "cuLaunchKernel") == 0);
+  CHECK(calls_named(t, "cudaLaunchKernel") == 4);
+  REQUIRE(gpu_named(t, "first"));
+  CHECK(gpu_named(t, "first")->correlation == 10);
+  CHECK(gpu_named(t, "second")->correlation == 13);
+  CHECK(gpu_named(t, "third")->correlation == 20);
+  CHECK(store.staged() == 0);
+}
+
 TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, window respected") {
   scenario sc;
   const cuprof::trace t = sc.full();

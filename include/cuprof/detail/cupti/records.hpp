@@ -261,6 +261,10 @@ class record_store {
     for (const auto& external : external_ids_)
       if (external.first > newest_taken) later_external.insert(external);
     external_ids_.swap(later_external);
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> later_folded;
+    for (const auto& f : folded_)
+      if (f.second > newest_taken) later_folded.push_back(f);
+    folded_.swap(later_folded);
 
     out.meta.dropped_gpu_records += dropped_ + lost_timestamps_ + over_cap_;
     if (dropped_ + lost_timestamps_ + over_cap_)
@@ -282,6 +286,7 @@ class record_store {
     std::vector<cpu_span>().swap(nvtx_ranges_);
     open_ranges_.clear();
     external_ids_.clear();
+    std::vector<std::pair<std::uint32_t, std::uint32_t>>().swap(folded_);
     dropped_ = lost_timestamps_ = over_cap_ = 0;  // after the last window: not the next one's
   }
 
@@ -331,6 +336,15 @@ class record_store {
       w.kept.push_back(i);
     }
     w.owner.build(owners);
+    if (!folded_.empty()) {  // calls folded on arrival map to their outer call's position
+      const std::size_t own = owners.size();
+      for (const auto& [inner, outer] : folded_) {
+        const std::uint32_t pos = w.owner.find(outer);
+        if (pos != no_index) owners.emplace_back(inner, pos);
+        else if (outer <= w.newest_before) w.newest_before = std::max(w.newest_before, inner);
+      }
+      if (owners.size() != own) w.owner.build(owners);
+    }
     return w;
   }
 
@@ -418,7 +432,24 @@ class record_store {
     c.return_value = std::int32_t(r.returnValue);
     c.domain = domain;
     c.has_flow = has_flow;
+    // A driver call made inside a runtime call (cudaLaunchKernel -> cuLaunchKernel)
+    // is folded into it on arrival, whichever of the two records comes first:
+    // one staged call per launch instead of two. select() folds what this misses
+    // (records of other threads in between).
+    if (!api_.empty() && folds_into(api_.back(), c)) {
+      folded_.emplace_back(c.correlation, api_.back().correlation);
+      return;
+    }
+    while (!api_.empty() && folds_into(c, api_.back())) {
+      folded_.emplace_back(api_.back().correlation, c.correlation);
+      api_.pop_back();
+    }
     api_.push_back(c);
+  }
+
+  static bool folds_into(const api_call& outer, const api_call& inner) {
+    return outer.domain == api_domain::runtime && inner.domain == api_domain::driver && outer.tid == inner.tid &&
+           inner.start_ns >= outer.start_ns && inner.end_ns <= outer.end_ns;
   }
 
   // NVTX ranges pushed by any code in the process (libraries, existing
@@ -542,6 +573,7 @@ class record_store {
   std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
   std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start
   std::unordered_map<std::uint32_t, std::uint64_t> external_ids_;  // correlation -> external id
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside)
   std::uint64_t dropped_ = 0;
   std::uint64_t lost_timestamps_ = 0;
   std::uint64_t over_cap_ = 0;
