@@ -6,6 +6,7 @@
 // are moved into the trace and converted to epoch nanoseconds.
 #pragma once
 
+#include "../chunked_vector.hpp"
 #include "../collect/clock.hpp"
 #include "../../model/api_vocabulary.hpp"
 #include "../../model/correlation_index.hpp"
@@ -153,10 +154,10 @@ class record_store {
   bool window_complete(std::uint64_t start, std::uint64_t end) const {
     const window_calls w = select(start, end);
     std::vector<char> has_record(w.kept.size(), 0);
-    for (const gpu_activity& g : gpu_) {
+    gpu_.for_each([&](const gpu_activity& g) {
       const std::uint32_t pos = w.owner.find(g.correlation);
       if (pos != no_index) has_record[pos] = 1;
-    }
+    });
     for (std::size_t pos = 0; pos < w.kept.size(); ++pos) {
       const api_call& c = api_[w.kept[pos]];
       if (!has_record[pos] && expects_gpu_record_[c.name] && c.return_value == 0) return false;
@@ -186,13 +187,24 @@ class record_store {
       }
       out.api_calls.push_back(c);
     }
+    // The calls staged for later windows, before the GPU records are taken:
+    // the staged calls' memory is given back first.
+    chunked_vector<api_call> later_api;
+    std::unordered_map<std::uint32_t, std::uint64_t> later_external;
+    api_.consume([&](const api_call& a) {
+      if (a.start_ns <= end) return;
+      later_api.push_back(a);
+      auto external = external_ids_.find(a.correlation);
+      if (external != external_ids_.end()) later_external.insert(*external);
+    });
+    api_ = std::move(later_api);
 
     std::vector<std::uint32_t> configs(kernel_configs_.size(), no_index);
-    std::vector<gpu_activity> later;
+    chunked_vector<gpu_activity> later;
     std::size_t in_window = 0;
-    for (const gpu_activity& staged : gpu_) in_window += w.owner.find(staged.correlation) != no_index;
-    out.gpu.reserve(out.gpu.size() + in_window);
-    for (const gpu_activity& staged : gpu_) {
+    gpu_.for_each([&](const gpu_activity& staged) { in_window += w.owner.find(staged.correlation) != no_index; });
+    out.gpu.reserve(out.gpu.size() + in_window);  // pages are touched as records are written, chunks freed as read
+    gpu_.consume([&](const gpu_activity& staged) {
       const std::uint32_t pos = w.owner.find(staged.correlation);
       const bool launched_before = staged.correlation != 0 && (staged.correlation <= w.newest_before ||
                                                                (!w.owner.empty() && staged.correlation < w.owner.lowest()));
@@ -215,8 +227,8 @@ class record_store {
       } else if (!launched_before && !(staged.correlation == 0 && staged.start_ns < start)) {
         later.push_back(staged);
       }
-    }
-    gpu_.swap(later);
+    });
+    gpu_ = std::move(later);
 
     std::vector<cpu_span> later_ranges;
     for (const cpu_span& r : nvtx_ranges_) {
@@ -247,15 +259,6 @@ class record_store {
     }
     overhead_.swap(later_overhead);
 
-    std::vector<api_call> later_api;
-    std::unordered_map<std::uint32_t, std::uint64_t> later_external;
-    for (const api_call& a : api_) {
-      if (a.start_ns <= end) continue;
-      later_api.push_back(a);
-      auto external = external_ids_.find(a.correlation);
-      if (external != external_ids_.end()) later_external.insert(*external);
-    }
-    api_.swap(later_api);
     // Ids of calls whose API record has not arrived yet are newer than any taken call.
     const std::uint32_t newest_taken = w.owner.empty() ? 0 : w.owner.highest();
     for (const auto& external : external_ids_)
@@ -280,8 +283,8 @@ class record_store {
   }
 
   void clear() {
-    std::vector<api_call>().swap(api_);
-    std::vector<gpu_activity>().swap(gpu_);
+    api_.clear();
+    gpu_.clear();
     std::vector<overhead_span>().swap(overhead_);
     std::vector<cpu_span>().swap(nvtx_ranges_);
     open_ranges_.clear();
@@ -567,8 +570,8 @@ class record_store {
   std::vector<kernel_details> kernel_configs_;
   std::vector<cached_api> runtime_names_, driver_names_;  // by callback id
   std::unordered_map<std::uint32_t, std::uint32_t> device_by_context_;
-  std::vector<api_call> api_;
-  std::vector<gpu_activity> gpu_;
+  chunked_vector<api_call> api_;
+  chunked_vector<gpu_activity> gpu_;
   std::vector<overhead_span> overhead_;
   std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
   std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start

@@ -434,8 +434,10 @@ class tracer {
         if (!*buffer) t->buffers_refused_.fetch_add(1, std::memory_order_relaxed);
       }
     } refusal{t, buffer};
-    for (std::size_t n = 0; n < max_buffers; ++n) {
-      const std::size_t i = (t->next_slot_.fetch_add(1, std::memory_order_relaxed)) % max_buffers;
+    // The lowest free slot: slots whose memory was handed back are used again
+    // before a new one is allocated, so the memory held is that of the most
+    // buffers ever out at once, not one per buffer CUPTI ever asked for.
+    for (std::size_t i = 0; i < max_buffers; ++i) {
       buffer_slot& s = t->slots_[i];
       std::uint32_t expected = free_slot;
       if (!s.state.compare_exchange_strong(expected, with_cupti, std::memory_order_acq_rel)) continue;
@@ -526,7 +528,6 @@ class tracer {
   bool shown_calls_known_ = false;
   std::vector<std::uint32_t> hidden_driver_calls_, hidden_runtime_calls_;
   buffer_slot slots_[max_buffers];
-  std::atomic<std::size_t> next_slot_{0};
   std::atomic<std::uint64_t> buffers_refused_{0};
   sem_t work_ready_;
   std::mutex store_mutex_;
