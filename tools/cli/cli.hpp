@@ -594,7 +594,9 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
         out += text;
         return exit_ok;
       }
-      throw usage_error("unknown command '" + which + "'", "");
+      out += main_help;
+      err += "cuprof: unknown command '" + detail::terminal_safe(which) + "'\n";
+      return exit_usage;
     }
     if (const char* text = help_of(command); text && asks_for_help(args)) {
       out += text;

@@ -234,7 +234,8 @@ inline std::string event_averages::table(const table_options& options) const {
   int max_name = options.max_name_column_width;
   if (options.line_width > 0) {
     std::size_t others = options.describe_kernel ? kernel_width + 2 : 0;
-    for (std::size_t i = 1; i < widths.size(); ++i) others += std::size_t(widths[i]) + 2;
+    for (std::size_t i = 1; i < widths.size(); ++i)  // a header may be wider than its column ("CUDA time avg")
+      others += std::max(std::size_t(widths[i]), detail::utf8_length(headers[i])) + 2;
     const std::size_t room = options.line_width > others + 2 ? options.line_width - others - 2 : 0;
     max_name = std::min(max_name, int(std::max<std::size_t>(room, 12)));
   }
