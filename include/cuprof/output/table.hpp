@@ -64,7 +64,8 @@ struct table_options {
   std::string header;    // written above a line of '=' when not empty
   int max_name_column_width = 55;
   // > 0: lines (with their trailing blanks) fit this many characters, a
-  // terminal's width, by narrowing the Name column, down to 12 characters.
+  // terminal's width, by narrowing the Name column, down to 12 characters;
+  // where even that cannot fit them, the lines wrap and Name keeps its width.
   std::size_t line_width = 0;
   // Opt-in columns after torch's: per-call CPU and CUDA min, median, p95 and max
   // ("-" where a row has no such time).
@@ -237,7 +238,7 @@ inline std::string event_averages::table(const table_options& options) const {
     for (std::size_t i = 1; i < widths.size(); ++i)  // a header may be wider than its column ("CUDA time avg")
       others += std::max(std::size_t(widths[i]), detail::utf8_length(headers[i])) + 2;
     const std::size_t room = options.line_width > others + 2 ? options.line_width - others - 2 : 0;
-    max_name = std::min(max_name, int(std::max<std::size_t>(room, 12)));
+    if (room >= 12) max_name = std::min(max_name, int(room));
   }
   std::size_t longest = 0;
   for (const auto& r : rows_) longest = std::max(longest, detail::utf8_length(detail::terminal_safe(r.key)));
