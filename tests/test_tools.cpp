@@ -12,8 +12,11 @@
 #include "../tools/cli/cli.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1171,4 +1174,401 @@ TEST_CASE("cli: malformed input exits 1 with one error line, for every command")
     }
   }
   CHECK(cli({"table", dir.file("types.json")}).err.find("\"tid\" is not an integer") != std::string::npos);
+}
+
+// ---- issue 15: report formats, standard input, help, terminal, the gate ---------------
+
+namespace {
+
+using json = nlohmann::json;
+
+// RFC 4180 records: a quoted field may hold commas and doubled quotes.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> records(1, std::vector<std::string>(1));
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    std::string& field = records.back().back();
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') field += text[++i];
+      else if (c == '"') quoted = false;
+      else field += c;
+    } else if (c == '"' && field.empty()) {
+      quoted = true;
+    } else if (c == ',') {
+      records.back().emplace_back();
+    } else if (c == '\n') {
+      records.emplace_back(1);
+    } else {
+      field += c;
+    }
+  }
+  REQUIRE_FALSE(quoted);
+  REQUIRE(records.back() == std::vector<std::string>(1));  // the last record ends with a line break
+  records.pop_back();
+  return records;
+}
+
+cli_run cli_on(const cuprof::cli::terminal& term, std::vector<std::string> args) {
+  args.insert(args.begin(), "cuprof");
+  cli_run r;
+  r.rc = cuprof::cli::run(args, r.out, r.err, term);
+  return r;
+}
+
+std::int64_t ns_of(const json& us) { return std::llround(us.get<double>() * 1000.0); }
+
+}  // namespace
+
+TEST_CASE("cli: --format text is the default byte for byte; csv is a header and a row per item; json parses") {
+  for (const char* f : fixtures) {
+    CAPTURE(f);
+    const std::string path = fixture(f);
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"table", path, "--stats", "--kernels"},
+                                                 std::vector<std::string>{"insights", path},
+                                                 std::vector<std::string>{"diff", fixture("mlp_fused.json"), path}}) {
+      CAPTURE(args[0]);
+      const cli_run text = cli(args);
+      std::vector<std::string> with = args;
+      with.insert(with.end(), {"--format", "text"});
+      CHECK(cli(with).out == text.out);
+      with.back() = "csv";
+      const cli_run csv = cli(with);
+      with.back() = "json";
+      const cli_run js = cli(with);
+      REQUIRE(csv.rc == 0);
+      REQUIRE(js.rc == 0);
+      const auto records = parse_csv(csv.out);
+      REQUIRE(records.size() >= 1);
+      for (const auto& r : records) CHECK(r.size() == records[0].size());
+      json doc;
+      REQUIRE_NOTHROW(doc = json::parse(js.out));
+      // CSV gives the JSON's main list: the table's rows, the verdict and the findings, the GPU work.
+      if (args[0] == "table") {
+        CHECK(records.size() - 1 == doc["rows"].size());
+        CHECK(lines(text.out) == records.size() - 1 + 6);  // rows + 3 separators, the header, 2 footer lines
+        CHECK(records[1][0] == doc["rows"][0]["name"]);
+      } else if (args[0] == "insights") {
+        CHECK(records.size() - 1 == doc["findings"].size() + 1);
+        CHECK(records[1][0] == "verdict");
+        CHECK(records[1][1] == doc["verdict"]);
+      } else {
+        CHECK(records.size() - 1 == doc["gpu"].size());
+      }
+    }
+  }
+  // A kernel name with commas is one quoted CSV field; JSON carries it as it is.
+  const cli_run csv = cli({"table", fixture("matmul_add_64.json"), "--format", "csv"});
+  const std::string kernel = "void ex::map_kernel<add_op>(add_op, __nv_bfloat16*, __nv_bfloat16 const*, __nv_bfloat16 const*, unsigned long)";
+  CHECK(csv.out.find("\n\"" + kernel + "\",gpu_work,3,") != std::string::npos);
+  CHECK(cuprof::cli::csv_field(cuprof::cli::str("say \"hi\", twice")) == "\"say \"\"hi\"\", twice\"");
+  CHECK(cuprof::cli::csv_field(cuprof::cli::str(" padded")) == "\" padded\"");
+  CHECK(cuprof::cli::csv_field(cuprof::cli::str("line\nbreak")) == "line\\x0abreak");
+  const json doc = json::parse(cli({"table", fixture("matmul_add_64.json"), "--format", "json", "--rows", "all"}).out);
+  bool found = false;
+  for (const json& row : doc["rows"]) found |= row["name"] == kernel && row["kind"] == "gpu_work" && row["calls"] == 3;
+  CHECK(found);
+  CHECK(cli({"table", fixture("matmul_add_64.json"), "--format", "yaml"}).rc == 2);
+
+  // Names with escape sequences: JSON escapes them (the trace writer's escaping) and reads back the same.
+  temp_dir dir;
+  std::string hostile = slurp(fixture("matmul_add_4096.json"));
+  const std::string from = "\"matmul_add\"";
+  for (std::size_t at = 0; (at = hostile.find(from, at)) != std::string::npos; at += 20)
+    hostile.replace(at, from.size(), "\"m\\u001b[31m,\\\"x\\\"\"");
+  write_file(dir.file("hostile.json"), hostile);
+  for (const char* cmd : {"table", "insights"}) {
+    const cli_run r = cli({cmd, dir.file("hostile.json"), "--format", "json"});
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find('\x1b') == std::string::npos);
+    CHECK(json::accept(r.out));
+  }
+  const json hostile_doc = json::parse(cli({"table", dir.file("hostile.json"), "--format", "json"}).out);
+  found = false;
+  for (const json& row : hostile_doc["rows"]) found |= row["name"] == "m\x1b[31m,\"x\"";
+  CHECK(found);
+  const cli_run hostile_csv = cli({"table", dir.file("hostile.json"), "--format", "csv"});
+  CHECK(hostile_csv.out.find("\n\"m\\x1b[31m,\"\"x\"\"\",cpu_scope,") != std::string::npos);
+}
+
+TEST_CASE("cli: table, insights and diff agree on CPU, sync and GPU time (one definition: time_totals)") {
+  for (const std::string& path :
+       {fixture("matmul_add_4096.json"), fixture("occupancy.json"), kineto("torch_matmul_add_4096.json")}) {
+    CAPTURE(path);
+    const json table = json::parse(cli({"table", path, "--format", "json"}).out)["totals"];
+    const json insights = json::parse(cli({"insights", path, "--format", "json"}).out)["totals"];
+    const json diff = json::parse(cli({"diff", path, path, "--format", "json"}).out);
+    CHECK(table == insights);
+    CHECK(table == diff["a"]["totals"]);
+    CHECK(table == diff["b"]["totals"]);
+    CHECK(ns_of(table["cpu_us"]) + ns_of(table["sync_us"]) == ns_of(table["self_cpu_us"]));
+    const cuprof::time_totals t = cuprof::key_averages(cuprof::read_trace_file(path).t).totals();
+    CHECK(ns_of(table["sync_us"]) == std::int64_t(t.sync_ns));
+    CHECK(ns_of(table["self_cuda_us"]) == std::int64_t(t.self_cuda_ns));
+  }
+  // torch's 4096 trace ends in a 397us cudaDeviceSynchronize: CPU time without it, sync time apart, in all three.
+  const std::string path = kineto("torch_matmul_add_4096.json");
+  CHECK(cli({"table", path}).out.find("Self CPU time total: 630.329us") != std::string::npos);  // torch's footer
+  const std::string insights = cli({"insights", path}).out;
+  CHECK(insights.find("Self CPU 232.967us (not counting 397.362us in synchronize calls)") != std::string::npos);
+  const std::string diff = cli({"diff", path, path}).out;
+  CHECK(diff.find("CPU time (Self CPU time total without synchronize calls): 232.967us -> 232.967us") != std::string::npos);
+  CHECK(diff.find("Sync time (in synchronize calls: the CPU waiting for the GPU): 397.362us -> 397.362us") != std::string::npos);
+}
+
+TEST_CASE("cli: help, help COMMAND, help --help, and --help anywhere among a command's arguments exit 0") {
+  const std::string main_help = cli({"--help"}).out;
+  REQUIRE(main_help.rfind("usage: cuprof <command>", 0) == 0);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"help"}, {"help", "--help"}, {"help", "-h"},
+                                               {"help", "help"}, {"-h"}}) {
+    const cli_run r = cli(args);
+    CHECK(r.rc == 0);
+    CHECK(r.out == main_help);
+    CHECK(r.err.empty());
+  }
+  for (const char* cmd : {"table", "insights", "diff", "run"}) {
+    CAPTURE(cmd);
+    const cli_run help = cli({"help", cmd});
+    CHECK(help.rc == 0);
+    CHECK(help.out.rfind(std::string("usage: cuprof ") + cmd, 0) == 0);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{cmd, "--help"}, {cmd, "-h"}, {cmd, "--bogus", "--help"}, {cmd, "x.json", "--rows", "--help"}}) {
+      const cli_run r = cli(args);
+      CHECK(r.rc == 0);
+      CHECK(r.out == help.out);
+    }
+  }
+  // After "--", --help is the traced program's.
+  CHECK(cli({"run", "--dry-run", "--inject", "/nonexistent.so", "--", "prog", "--help"}).out.empty());
+  CHECK(cli({"help", "frobnicate"}).rc == 2);
+  // The documented exit status of the gate is in the help texts.
+  CHECK(main_help.find("3 diff --fail-above") != std::string::npos);
+  CHECK(cli({"help", "diff"}).out.find("exit 3") != std::string::npos);
+}
+
+TEST_CASE("cli: torch's memory sort keys are refused: traces carry no memory figures") {
+  for (const char* key : {"self_cpu_memory_usage", "cpu_memory_usage", "cuda_memory_usage", "self_cuda_memory_usage",
+                          "device_memory_usage", "self_device_memory_usage"}) {
+    CAPTURE(key);
+    const cli_run r = cli({"table", fixture("matmul_add_64.json"), "--sort", key});
+    CHECK(r.rc == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.rfind("cuprof: cannot sort by '" + std::string(key) + "': traces carry no memory figures", 0) == 0);
+    CHECK(r.err.find("valid keys: cpu_time, cuda_time, ") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: on a terminal the table fits its width by narrowing Name; --wide and pipes keep torch's layout") {
+  const std::string path = kineto("torch_matmul_add_4096.json");
+  const std::string torch = slurp(kineto("torch_matmul_add_4096.txt"));
+  cuprof::cli::terminal term;
+  CHECK(cli_on(term, {"table", path}).out == torch);  // no terminal: as torch prints it
+  term.stdout_columns = 170;
+  const cli_run fitted = cli_on(term, {"table", path});
+  CHECK(fitted.out != torch);
+  std::istringstream in(fitted.out);
+  std::size_t widest = 0;
+  for (std::string line; std::getline(in, line);) widest = std::max(widest, cuprof::detail::utf8_length(line));
+  CHECK(widest == 170);  // narrowed just enough: the Name column is all that changed
+  CHECK(fitted.out.find("Self CPU time total: 630.329us") != std::string::npos);
+  CHECK(cli_on(term, {"table", path, "--wide"}).out == torch);
+  CHECK(cli_on(term, {"table", path, "--format", "csv"}).out == cli({"table", path, "--format", "csv"}).out);
+  term.stdout_columns = 500;  // wide enough: torch's own layout
+  CHECK(cli_on(term, {"table", path}).out == torch);
+  term.stdout_columns = 155;  // Name at its narrowest: 12 characters
+  CHECK(cli_on(term, {"table", path}).out.rfind(std::string(12, '-') + "  -", 0) == 0);
+  term.stdout_columns = 120;  // too narrow for the numbers: the lines wrap anyway, Name is not cut for nothing
+  CHECK(cli_on(term, {"table", path}).out == torch);
+
+  // The cut is the table's own, UTF-8 safe: whole characters and "...".
+  cuprof::trace t;
+  cuprof::cpu_span s;
+  s.start_ns = 1000;
+  s.end_ns = 5000;
+  std::string accents;
+  for (int i = 0; i < 50; ++i) accents += "\xc3\xa9";
+  s.name = t.names.intern(accents);
+  t.spans.push_back(s);
+  cuprof::table_options o;
+  o.line_width = 100;
+  const std::string table = cuprof::key_averages(t).table(o);
+  std::istringstream lines_in(table);
+  for (std::string line; std::getline(lines_in, line);) {
+    CAPTURE(line);
+    CHECK(cuprof::detail::utf8_length(line) <= 100);
+    for (std::size_t i = 0; i < line.size(); i += cuprof::detail::utf8_sequence_length(line, i))
+      REQUIRE(cuprof::detail::utf8_sequence_length(line, i) > 0);
+  }
+  CHECK(table.find(cuprof::detail::utf8_prefix(accents, 11) + "...  ") != std::string::npos);  // 100 - 6 * 14 - 2 - 3
+}
+
+TEST_CASE("terminal_columns: a terminal's size, else $COLUMNS; 0 for what is no terminal") {
+  const char* saved = std::getenv("COLUMNS");
+  const std::string saved_value = saved ? saved : "";
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  ::setenv("COLUMNS", "88", 1);
+  CHECK(cuprof::cli::terminal_columns(fds[1]) == 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
+    MESSAGE("no pseudo-terminal here: the terminal half is not checked");
+  } else {
+    const int tty = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
+    REQUIRE(tty >= 0);
+    winsize ws{};
+    ws.ws_row = 30;
+    ws.ws_col = 97;
+    REQUIRE(::ioctl(master, TIOCSWINSZ, &ws) == 0);
+    CHECK(cuprof::cli::terminal_columns(tty) == 97);
+    ws.ws_col = 0;  // a terminal that does not say: $COLUMNS
+    REQUIRE(::ioctl(master, TIOCSWINSZ, &ws) == 0);
+    CHECK(cuprof::cli::terminal_columns(tty) == 88);
+    ::unsetenv("COLUMNS");
+    CHECK(cuprof::cli::terminal_columns(tty) == 0);
+    ::close(tty);
+  }
+  if (master >= 0) ::close(master);
+  if (saved) ::setenv("COLUMNS", saved_value.c_str(), 1);
+  else ::unsetenv("COLUMNS");
+}
+
+TEST_CASE("progress line: only for reads past one second, at most ten times a second, erased when done") {
+  using cuprof::read_stage;
+  using clock = cuprof::cli::progress_line::clock;
+  using std::chrono::milliseconds;
+  const auto drain = [](int fd) {
+    std::string s;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, std::size_t(n));
+    return s;
+  };
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_NONBLOCK) == 0);
+  const clock::time_point t0 = clock::now();
+  {
+    cuprof::cli::progress_line quick(fds[1], "small.json", t0);
+    quick.update(read_stage::reading, 1 << 20, 2 << 20, t0 + milliseconds(900));
+  }
+  CHECK(drain(fds[0]).empty());  // under a second: nothing shown, nothing erased
+  {
+    cuprof::cli::progress_line slow(fds[1], "big.json", t0);
+    slow.update(read_stage::reading, 1 << 20, 3 << 20, t0 + milliseconds(500));
+    slow.update(read_stage::reading, 1 << 20, 3 << 20, t0 + milliseconds(1500));
+    slow.update(read_stage::parsing, 2 << 20, 3 << 20, t0 + milliseconds(1550));  // too soon after the last
+    slow.update(read_stage::decompressing, 2 << 20, 3 << 20, t0 + milliseconds(1700));
+    slow.update(read_stage::reading, 5 << 20, 0, t0 + milliseconds(2000));  // a pipe: no total
+  }
+  CHECK(drain(fds[0]) ==
+        "\rcuprof: reading big.json: 1 of 3 MB\x1b[K\rcuprof: decompressing big.json: 2 of 3 MB\x1b[K"
+        "\rcuprof: reading big.json: 5 MB\x1b[K\r\x1b[K");
+  {
+    // The reader's hook: a read that began two seconds ago shows its parse, then erases it.
+    cuprof::cli::progress_line line(fds[1], "t.json", clock::now() - std::chrono::seconds(2));
+    (void)cuprof::read_trace_file(fixture("matmul_add_4096.json"), line.hook());
+  }
+  const std::string shown = drain(fds[0]);
+  CHECK(shown.rfind("\rcuprof: reading t.json: ", 0) == 0);
+  CHECK(cuprof::detail::ends_with(shown, "\r\x1b[K"));
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_CASE("reader: JSON errors give the line and column, at a truncated end too; the command prints one line") {
+  const auto message = [](const std::string& text) {
+    try {
+      (void)cuprof::parse_trace(text, "x.json");
+    } catch (const cuprof::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": 01}\n  ]\n}") ==
+        "cuprof: x.json: line 3, column 13: expected ',' or '}', found '1'");
+  CHECK(message("{\"traceEvents\": [\n") == "cuprof: x.json: line 2, column 1: unexpected end of input (truncated?): expected a value");
+  // A name from the trace in the message holds a line break and an escape: still one line on stderr.
+  temp_dir dir;
+  write_file(dir.file("bad.json"),
+             R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "a\nb\u001b[2J", "ts": "1", "dur": 1, "pid": 0, "tid": 7}]})");
+  const cli_run r = cli({"table", dir.file("bad.json")});
+  CHECK(r.rc == 1);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("(\"a\\x0ab\\x1b[2J\"): \"ts\" is a string, expected a number") != std::string::npos);
+  CHECK(r.err.find("line 1, column ") != std::string::npos);
+}
+
+TEST_CASE("diff --fail-above: exit 3 when B's time per step grew by more than PCT, naming what grew most") {
+  const auto kernels = [](std::uint64_t ns, int steps) {
+    cuprof::trace t;
+    for (int i = 0; i < steps; ++i) {
+      cuprof::cpu_span s;
+      s.start_ns = 1000000 * std::uint64_t(i + 1);
+      s.end_ns = s.start_ns + 500000;
+      s.name = t.names.intern("ProfilerStep#" + std::to_string(i));
+      s.is_step = true;
+      t.spans.push_back(s);
+    }
+    cuprof::gpu_activity g;
+    g.start_ns = 1000;
+    g.end_ns = 1000 + ns;
+    g.name = t.names.intern("gemm");
+    t.gpu.push_back(g);
+    return t;
+  };
+  // Without steps in both: totals. Growth equal to the threshold passes; more fails.
+  const cuprof::trace_diff ten = cuprof::diff_traces(kernels(1000, 0), kernels(1100, 0));
+  CHECK_FALSE(ten.per_step());
+  CHECK_FALSE(cuprof::check_growth(ten, cuprof::diff_metric::gpu, 10).failed);
+  const cuprof::diff_gate tight = cuprof::check_growth(ten, cuprof::diff_metric::gpu, 9.99);
+  CHECK(tight.failed);
+  REQUIRE(tight.grew_most.size() == 1);
+  CHECK(tight.grew_most[0].name == "gemm");
+  CHECK(tight.grew_most[0].b_ns - tight.grew_most[0].a_ns == 100);
+  // Per step when both have steps: 1000ns in 1 step vs 1800ns in 2 steps is less per step.
+  const cuprof::trace_diff steps = cuprof::diff_traces(kernels(1000, 1), kernels(1800, 2));
+  CHECK(steps.per_step());
+  const cuprof::diff_gate per_step = cuprof::check_growth(steps, cuprof::diff_metric::gpu, 0);
+  CHECK(per_step.a_ns == 1000);
+  CHECK(per_step.b_ns == 900);
+  CHECK_FALSE(per_step.failed);
+  CHECK(per_step.grew_most.empty());
+  // Nothing in A, something in B: infinite growth fails any threshold.
+  const cuprof::diff_gate from_nothing =
+      cuprof::check_growth(cuprof::diff_traces(cuprof::trace{}, kernels(5, 0)), cuprof::diff_metric::gpu, 1e6);
+  CHECK(from_nothing.failed);
+
+  // The command: exit 3, one line on stderr, the gate in every format.
+  const std::string a = fixture("mlp_unfused.json"), b = fixture("mlp_fused.json");
+  const cli_run gpu = cli({"diff", a, b, "--fail-above", "0"});
+  CHECK(gpu.rc == 0);  // fusion made GPU time per step smaller
+  CHECK(gpu.out.find("Gate: GPU time per step 231.668us -> 202.516us (-12.6%): passed, within 0%") != std::string::npos);
+  const cli_run cpu = cli({"diff", a, b, "--fail-above", "25", "--metric", "cpu"});
+  CHECK(cpu.rc == 3);
+  CHECK(cpu.err == "cuprof: CPU time per step grew by more than --fail-above 25% from A to B (+28.2%)\n");
+  CHECK(cpu.out.find("Gate: CPU time per step 51.148us -> 65.571us (+28.2%): FAILED, it grew by more than 25%") !=
+        std::string::npos);
+  CHECK(cli({"diff", a, b, "--fail-above", "30", "--metric", "cpu"}).rc == 0);
+  const cli_run js = cli({"diff", a, b, "--fail-above=25%", "--metric=cpu", "--format", "json"});
+  CHECK(js.rc == 3);
+  const json gate = json::parse(js.out)["gate"];
+  CHECK(gate["metric"] == "cpu");
+  CHECK(gate["failed"] == true);
+  CHECK(gate["threshold_pct"] == 25.0);
+  CHECK(ns_of(gate["a_us"]) == 51148);
+  CHECK_FALSE(gate["grew_most"].empty());
+  // The CPU metric leaves synchronize calls out, and names no synchronize call.
+  const cuprof::trace_diff occ = cuprof::diff_traces(cuprof::read_trace_file(fixture("matmul_add_64.json")).t,
+                                                     cuprof::read_trace_file(fixture("occupancy.json")).t);
+  for (const cuprof::growth& g : cuprof::check_growth(occ, cuprof::diff_metric::cpu, 0, 100).grew_most)
+    CHECK_FALSE(cuprof::detail::is_cpu_blocking_synchronization(g.name));
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"diff", a, b, "--metric", "cpu"}, {"diff", a, b, "--fail-above", "-1"},
+        {"diff", a, b, "--fail-above", "nan"}, {"diff", a, b, "--fail-above", "5", "--metric", "mem"},
+        {"diff", "-", "-"}}) {
+    const cli_run r = cli(bad);
+    CHECK(r.rc == 2);
+    CHECK(r.out.empty());
+  }
 }

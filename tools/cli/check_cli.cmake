@@ -1,8 +1,9 @@
 # Runs the cuprof executable once and checks its exit status, stdout and stderr.
 # cmake -DEXE=... -DARGS=a;b;c -DEXPECT_RC=N [-DSTDOUT=regex] [-DSTDERR=regex]
-#       [-DSAME_AS=file] -DWORK=dir -P check_cli.cmake
-# An argument "BAD:<kind>" is replaced by a malformed input made here, and
-# "GZIP:<file>" by a gzip-compressed copy of <file>.
+#       [-DSAME_AS=file] [-DSTDIN=file] -DWORK=dir -P check_cli.cmake
+# An argument (or STDIN) "BAD:<kind>" is replaced by a malformed input made
+# here, and "GZIP:<file>" by a gzip-compressed copy of <file>. Without STDIN
+# the standard input is empty.
 
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -49,23 +50,32 @@ function(make_bad kind out_var)
   set(${out_var} "${p}" PARENT_SCOPE)
 endfunction()
 
-set(args "")
-foreach(a IN LISTS ARGS)
+function(input a out_var)
   if(a MATCHES "^BAD:(.*)$")
     make_bad("${CMAKE_MATCH_1}" p)
-    list(APPEND args "${p}")
   elseif(a MATCHES "^GZIP:(.*)$")
     get_filename_component(name "${CMAKE_MATCH_1}" NAME)
-    file(ARCHIVE_CREATE OUTPUT "${WORK}/${name}.gz" PATHS "${CMAKE_MATCH_1}" FORMAT raw COMPRESSION GZip)
-    list(APPEND args "${WORK}/${name}.gz")
+    set(p "${WORK}/${name}.gz")
+    file(ARCHIVE_CREATE OUTPUT "${p}" PATHS "${CMAKE_MATCH_1}" FORMAT raw COMPRESSION GZip)
   else()
-    list(APPEND args "${a}")
+    set(p "${a}")
   endif()
-endforeach()
+  set(${out_var} "${p}" PARENT_SCOPE)
+endfunction()
 
-execute_process(COMMAND "${EXE}" ${args}
+set(args "")
+foreach(a IN LISTS ARGS)
+  input("${a}" p)
+  list(APPEND args "${p}")
+endforeach()
+set(stdin /dev/null)
+if(STDIN)
+  input("${STDIN}" stdin)
+endif()
+
+execute_process(COMMAND "${EXE}" ${args} INPUT_FILE "${stdin}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 50)
-set(shown "cuprof ${args}\n--- exit: ${rc}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+set(shown "cuprof ${args} < ${stdin}\n--- exit: ${rc}\n--- stdout:\n${out}\n--- stderr:\n${err}")
 if(NOT rc STREQUAL "${EXPECT_RC}")
   message(FATAL_ERROR "expected exit status ${EXPECT_RC}\n${shown}")
 endif()

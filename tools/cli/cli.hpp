@@ -1,6 +1,7 @@
 // The `cuprof` command: table, insights and diff for cuprof and torch.profiler
 // traces. Everything but main() lives here so the test suite can run it in
-// process. Exit status: 0 success, 1 unreadable or malformed input, 2 bad usage.
+// process. Exit status: 0 success, 1 unreadable or malformed input, 2 bad
+// usage, 3 `diff --fail-above`: B grew by more than allowed.
 #pragma once
 
 #include <cuprof/config.hpp>
@@ -11,14 +12,22 @@
 #include <cuprof/table.hpp>
 #include <cuprof/trace_reader.hpp>
 
+#include "report.hpp"
 #include "run_command.hpp"
+#include "terminal.hpp"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace cuprof::cli {
@@ -26,42 +35,60 @@ namespace cuprof::cli {
 constexpr int exit_ok = 0;
 constexpr int exit_input = 1;
 constexpr int exit_usage = 2;
+constexpr int exit_grew = 3;
+
+// What main() knows of where the output goes. The tests' in-process runs,
+// like pipes and files, have no terminal: their output is the same on every machine.
+struct terminal {
+  std::size_t stdout_columns = 0;  // stdout's width when it is a terminal: tables fit it (0: torch's width)
+  int progress_fd = -1;            // stderr when it is a terminal: the progress of reads over a second
+};
 
 inline const char* main_help =
     "usage: cuprof <command> [options]\n"
     "\n"
-    "Reads Chrome traces written by cuprof or by torch.profiler (.json or .json.gz).\n"
+    "Reads Chrome traces written by cuprof or by torch.profiler (.json or .json.gz;\n"
+    "- reads standard input).\n"
     "\n"
     "commands:\n"
-    "  table TRACE [--sort KEY] [--rows N] [--stats] [--kernels]\n"
+    "  table TRACE [--sort KEY] [--rows N] [--stats] [--kernels] [--wide]\n"
     "                      the key_averages().table() of the trace, in torch's layout\n"
     "  insights TRACE      overhead- vs compute-bound, cold start, copies before GEMMs,\n"
     "                      occupancy queries, outliers, syncs, launch latency, kernel names\n"
-    "  diff A B            same/removed/added kernels, per-kernel time change, CPU overhead change\n"
+    "  diff A B [--fail-above PCT [--metric gpu|cpu]]\n"
+    "                      same/removed/added kernels, per-kernel time change, CPU and sync\n"
+    "                      time change; a CI gate on GPU or CPU time per step\n"
     "  run [OPTIONS] -- PROGRAM [ARGS...]\n"
     "                      trace an unmodified CUDA program (trace and table at its exit)\n"
     "  help [COMMAND]      this text, or a command's\n"
     "\n"
-    "options: --help on every command; --version\n"
-    "exit status: 0 ok, 1 unreadable or malformed trace, 2 bad usage\n";
+    "options: --help on every command; --format text|csv|json for table, insights, diff;\n"
+    "--version\n"
+    "exit status: 0 ok, 1 unreadable or malformed trace, 2 bad usage,\n"
+    "3 diff --fail-above: B grew by more than PCT\n";
 
 inline const char* table_help =
-    "usage: cuprof table TRACE [--sort KEY] [--rows N] [--stats] [--kernels]\n"
+    "usage: cuprof table TRACE [--sort KEY] [--rows N] [--stats] [--kernels] [--wide]\n"
+    "                          [--format text|csv|json]\n"
     "\n"
     "Prints the trace's table as torch.profiler's key_averages().table() prints it:\n"
     "scopes and ops, CUDA runtime/driver calls, kernels/memcpys/memsets, and each\n"
     "scope's extent on the GPU, with Self/total CPU and CUDA time and # of Calls.\n"
+    "TRACE - reads standard input.\n"
     "\n"
     "  --sort KEY   cpu_time, cuda_time, cpu_time_total, cuda_time_total,\n"
     "               self_cpu_time_total, self_cuda_time_total (device_ spellings too),\n"
-    "               count, the memory keys, or none (first-occurrence order).\n"
+    "               count, or none (first-occurrence order). torch's memory keys are\n"
+    "               refused: traces carry no memory figures.\n"
     "               Default: cuda_time_total, or cpu_time_total without GPU time.\n"
     "  --rows N     at most N rows (default 100, torch's); -1 or all: every row\n"
     "  --stats      add per-call CPU and CUDA min, median, p95 and max columns\n"
-    "  --kernels    add a column with what each kernel's name says (GEMM tile, dtype, layout...)\n";
+    "  --kernels    add a column with what each kernel's name says (GEMM tile, dtype, layout...)\n"
+    "  --wide       on a terminal, do not narrow the Name column to the window's width\n"
+    "  --format F   text (default), csv (the rows) or json (rows and totals; times in us)\n";
 
 inline const char* insights_help =
-    "usage: cuprof insights TRACE [--kernels N]\n"
+    "usage: cuprof insights TRACE [--kernels N] [--format text|csv|json]\n"
     "\n"
     "Reads the trace the way the PyTorch profiling articles teach, and reports:\n"
     "  - the verdict: overhead-bound or compute-bound (Self CPU vs Self CUDA totals,\n"
@@ -72,18 +99,48 @@ inline const char* insights_help =
     "  - launch-to-start latency per kernel name, CUPTI overhead, dropped records\n"
     "  - the GPU kernels by time, with what their names say\n"
     "Each finding gives its numbers and where it is (step, scope, lane, ts in the file's us).\n"
+    "TRACE - reads standard input.\n"
     "\n"
-    "  --kernels N  list at most N kernel names (default 15)\n";
+    "  --kernels N  list at most N kernel names (default 15)\n"
+    "  --format F   text (default), csv (the verdict, then the findings) or json (verdict,\n"
+    "               totals, findings, kernels; times in us)\n";
 
 inline const char* diff_help =
-    "usage: cuprof diff A B [--rows N]\n"
+    "usage: cuprof diff A B [--rows N] [--fail-above PCT [--metric gpu|cpu]]\n"
+    "                       [--format text|csv|json]\n"
     "\n"
     "Compares two traces (say eager vs compiled, unfused vs fused): which GPU kernels\n"
     "are the same (same name: the same math), removed or added, each kernel's time per\n"
-    "call A -> B, what changed in a GEMM's name (tile, layout, dtype...), GPU and CPU\n"
-    "totals, CUDA API calls, and CPU scopes/ops present in only one.\n"
+    "call A -> B, what changed in a GEMM's name (tile, layout, dtype...), GPU time, CPU\n"
+    "time and sync time (in synchronize calls: the CPU waiting, not counted as CPU time),\n"
+    "CUDA API calls, and CPU scopes/ops present in only one. One of A and B may be -,\n"
+    "standard input.\n"
     "\n"
-    "  --rows N     at most N rows per list (default 30)\n";
+    "  --rows N          at most N rows per list (default 30)\n"
+    "  --fail-above PCT  a CI gate: exit 3 when B's GPU time per step grew by more than\n"
+    "                    PCT percent over A's, naming the kernels that grew most; exit 0\n"
+    "                    otherwise. Per step: divided by the ProfilerStep#N count of each\n"
+    "                    trace when both have steps, else the totals.\n"
+    "  --metric M        gpu (default: Self CUDA time) or cpu (Self CPU time without\n"
+    "                    synchronize calls; names the scopes, ops and calls that grew most)\n"
+    "  --format F        text (default), csv (the GPU work list) or json (everything)\n";
+
+inline const char* help_of(const std::string& command) {
+  if (command == "table") return table_help;
+  if (command == "insights") return insights_help;
+  if (command == "diff") return diff_help;
+  if (command == "run") return run_help;
+  return nullptr;
+}
+
+// --help or -h anywhere among a command's own arguments (before "--", after
+// which words are a program's, or files named so) wins over everything else
+// on the line, so that it works whatever else was typed.
+inline bool asks_for_help(const std::vector<std::string>& args) {
+  for (std::size_t i = 2; i < args.size() && args[i] != "--"; ++i)
+    if (args[i] == "--help" || args[i] == "-h") return true;
+  return false;
+}
 
 struct usage_error : std::exception {
   std::string message, command;
@@ -94,7 +151,6 @@ struct usage_error : std::exception {
 struct parsed {
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> options;  // name (without --), value ("" for flags)
-  bool help = false;
 };
 
 // `valued` lists the options that take a value (as "--name VALUE" or "--name=VALUE").
@@ -110,10 +166,6 @@ inline parsed parse(const std::vector<std::string>& args, std::size_t from, cons
     }
     if (a == "--") {
       options_done = true;
-      continue;
-    }
-    if (a == "--help" || a == "-h") {
-      p.help = true;
       continue;
     }
     std::string name = a.substr(a[1] == '-' ? 2 : 1), value;
@@ -155,9 +207,27 @@ inline long rows_value(const std::string& text, const std::string& command) {
   return v;
 }
 
+inline output_format format_of(const parsed& p, const std::string& command) {
+  const std::string* f = option(p, "format");
+  if (!f || *f == "text") return output_format::text;
+  if (*f == "csv") return output_format::csv;
+  if (*f == "json") return output_format::json;
+  throw usage_error("--format takes text, csv or json, not '" + *f + "'", command);
+}
+
+// A trace named on the command line; "-" is standard input (JSON or gzip, as a file).
+inline loaded_trace load(const std::string& path, const terminal& term, const std::string& command) {
+  const bool standard_input = path == "-";
+  if (standard_input && ::isatty(STDIN_FILENO))
+    throw usage_error("- reads the trace from standard input, which is a terminal: pipe a trace in", command);
+  std::optional<progress_line> progress;
+  if (term.progress_fd >= 0) progress.emplace(term.progress_fd, standard_input ? "standard input" : path);
+  const read_progress hook = progress ? progress->hook() : read_progress{};
+  return standard_input ? read_trace_stream(stdin, "<stdin>", hook) : read_trace_file(path, hook);
+}
+
 inline std::string describe(const loaded_trace& lt) {
-  std::size_t steps = 0;
-  for (const cpu_span& s : lt.t.spans) steps += s.is_step ? 1 : 0;
+  const std::size_t steps = detail::steps_in(lt.t);
   std::string s = lt.source + " (" + trace_format_name(lt.format) + ", " + std::to_string(lt.t.spans.size()) +
                   " scopes/ops, " + std::to_string(lt.t.api_calls.size()) + " CUDA calls, " +
                   std::to_string(lt.t.gpu.size()) + " GPU records";
@@ -165,14 +235,76 @@ inline std::string describe(const loaded_trace& lt) {
   return s + ")";
 }
 
-inline int table_command(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit"}, {"stats", "kernels"}, "table");
-  if (p.help) {
-    out += table_help;
-    return exit_ok;
+// What every JSON report says of a trace it read, and the time totals, alike
+// in table, insights and diff.
+inline void write_source(json_writer& j, const loaded_trace& lt) {
+  j.field("source", str(lt.source))
+      .field("format", str(trace_format_name(lt.format)))
+      .field("steps", num(detail::steps_in(lt.t)));
+}
+
+inline void write_totals(json_writer& j, const time_totals& t) {
+  j.open("totals")
+      .field("self_cpu_us", us(t.self_cpu_ns))
+      .field("cpu_us", us(t.cpu_ns()))
+      .field("sync_us", us(t.sync_ns))
+      .field("self_cuda_us", us(t.self_cuda_ns))
+      .close();
+}
+
+inline const char* row_kind_name(row_kind k) {
+  switch (k) {
+    case row_kind::cpu_scope: return "cpu_scope";
+    case row_kind::cuda_api: return "cuda_api";
+    case row_kind::gpu_work: return "gpu_work";
+    default: return "gpu_annotation";
   }
+}
+
+// The table's rows and columns, as table() prints them (percentages null where it prints NaN).
+inline record_table table_records(const event_averages& avg, const table_options& o) {
+  record_table t;
+  t.columns = {"name",         "kind",          "calls",         "self_cpu_us",   "self_cpu_pct",
+               "cpu_total_us", "cpu_total_pct", "cpu_avg_us",    "self_cuda_us",  "self_cuda_pct",
+               "cuda_total_us", "cuda_avg_us"};
+  if (o.stats)
+    for (const char* c : {"cpu_min_us", "cpu_median_us", "cpu_p95_us", "cpu_max_us", "cuda_min_us", "cuda_median_us",
+                          "cuda_p95_us", "cuda_max_us"})
+      t.columns.emplace_back(c);
+  if (o.describe_kernel) t.columns.emplace_back("kernel");
+  const double total_cpu = double(avg.self_cpu_time_total_ns()), total_cuda = double(avg.self_cuda_time_total_ns());
+  const auto pct = [](double part, double total) { return real(total ? part * 100.0 / total : NAN); };
+  for (const event_average* r : avg.sorted_rows(o.sort_by, o.row_limit)) {
+    std::vector<cell> row = {str(r->key),
+                             str(row_kind_name(r->kind)),
+                             num(r->count),
+                             us(r->self_cpu_ns),
+                             pct(double(r->self_cpu_ns), total_cpu),
+                             us(r->cpu_total_ns),
+                             pct(double(r->cpu_total_ns), total_cpu),
+                             real(r->cpu_time_avg_ns() / 1000.0),
+                             us(r->self_cuda_ns),
+                             pct(double(r->self_cuda_ns), total_cuda),
+                             us(r->cuda_total_ns),
+                             real(r->cuda_time_avg_ns() / 1000.0)};
+    if (o.stats) {
+      const auto add = [&](const distribution& d, bool any) {
+        for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns}) row.push_back(any ? us(v) : real(NAN));
+      };
+      add(r->cpu_distribution(), r->cpu_total_ns > 0);
+      add(r->cuda_distribution(), r->cuda_total_ns > 0);
+    }
+    if (o.describe_kernel) row.push_back(str(r->kind == row_kind::gpu_work ? o.describe_kernel(r->key) : ""));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+inline int table_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
+  const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format"}, {"stats", "kernels", "wide"}, "table");
   if (p.positional.size() != 1)
     throw usage_error(p.positional.empty() ? "missing the TRACE file" : "table takes one TRACE file", "table");
+  const output_format format = format_of(p, "table");
   table_options o;
   o.row_limit = 100;
   const std::string* sort = option(p, "sort");
@@ -189,55 +321,187 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
   }
   o.stats = option(p, "stats") != nullptr;
   if (option(p, "kernels")) o.describe_kernel = compact_kernel_name;
-  const loaded_trace lt = read_trace_file(p.positional[0]);
+  if (!option(p, "wide")) o.line_width = term.stdout_columns;
+  const loaded_trace lt = load(p.positional[0], term, "table");
   const event_averages avg = key_averages(lt.t);
   if (sort) o.sort_by = *sort == "none" ? std::string() : *sort;
   else o.sort_by = avg.self_cuda_time_total_ns() > 0 ? "cuda_time_total" : "cpu_time_total";
   if (avg.rows().empty()) err += "cuprof: " + lt.source + ": no scopes, CUDA calls or GPU work in the trace\n";
-  out += avg.table(o);
+  if (format == output_format::text) {
+    out += avg.table(o);
+  } else if (format == output_format::csv) {
+    out += to_csv(table_records(avg, o));
+  } else {
+    json_writer j;
+    write_source(j, lt);
+    j.field("sort", str(o.sort_by));
+    write_totals(j, avg.totals());
+    j.field("rows", table_records(avg, o));
+    out += j.text();
+  }
   return exit_ok;
 }
 
-inline int insights_command(const std::vector<std::string>& args, std::string& out, std::string&) {
-  const parsed p = parse(args, 2, {"kernels"}, {}, "insights");
-  if (p.help) {
-    out += insights_help;
-    return exit_ok;
-  }
+inline std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : "; ") + x;
+  return s;
+}
+
+inline int insights_command(const std::vector<std::string>& args, std::string& out, const terminal& term) {
+  const parsed p = parse(args, 2, {"kernels", "format"}, {}, "insights");
   if (p.positional.size() != 1)
     throw usage_error(p.positional.empty() ? "missing the TRACE file" : "insights takes one TRACE file", "insights");
+  const output_format format = format_of(p, "insights");
   std::size_t kernel_rows = 15;
   if (const std::string* k = option(p, "kernels")) {
     const long v = rows_value(*k, "insights");
     kernel_rows = v < 0 ? std::size_t(-1) : std::size_t(v);
   }
-  const loaded_trace lt = read_trace_file(p.positional[0]);
+  const loaded_trace lt = load(p.positional[0], term, "insights");
   insights_options o;
   o.base_ns = lt.base_ns;
-  out += "cuprof insights: " + describe(lt) + "\n\n";
-  out += format_insights(analyze(lt.t, o), kernel_rows);
+  const insights in = analyze(lt.t, o);
+  if (format == output_format::text) {
+    out += "cuprof insights: " + describe(lt) + "\n\n";
+    out += format_insights(in, kernel_rows);
+    return exit_ok;
+  }
+  record_table findings;
+  findings.columns = {"kind", "headline", "details", "where"};
+  if (format == output_format::csv)  // the verdict is the CSV's first line item
+    findings.rows.push_back({str("verdict"), str(verdict_name(in.verdict)), str(in.verdict_reason), str("")});
+  for (const finding& f : in.findings) findings.rows.push_back({str(f.kind), str(f.headline), str(joined(f.details)), str(f.where)});
+  if (format == output_format::csv) {
+    out += to_csv(findings);
+    return exit_ok;
+  }
+  std::vector<const kernel_summary*> ks;
+  for (const kernel_summary& k : in.kernels) ks.push_back(&k);
+  std::stable_sort(ks.begin(), ks.end(), [](const kernel_summary* a, const kernel_summary* b) {
+    return a->duration.total_ns > b->duration.total_ns;
+  });
+  if (ks.size() > kernel_rows) ks.resize(kernel_rows);
+  record_table kernels;
+  kernels.columns = {"name", "calls", "total_us", "median_us", "max_us", "launch_to_start_median_us", "what_it_says"};
+  for (const kernel_summary* k : ks)
+    kernels.rows.push_back({str(k->name), num(k->duration.count), us(k->duration.total_ns), us(k->duration.median_ns),
+                            us(k->duration.max_ns), k->launch_to_start.count ? us(k->launch_to_start.median_ns) : real(NAN),
+                            str(k->decoded.recognised() ? k->decoded.summary() : "")});
+  json_writer j;
+  write_source(j, lt);
+  j.field("verdict", str(verdict_name(in.verdict)))
+      .field("reason", str(in.verdict_reason))
+      .field("window_us", us(in.window_end_ns - in.window_start_ns))
+      .field("gpu_busy_us", us(in.gpu_busy_ns))
+      .field("gpu_idle_pct", real(in.gpu_idle_share * 100.0));
+  write_totals(j, in.totals());
+  j.field("findings", findings).field("kernels", kernels);
+  out += j.text();
   return exit_ok;
 }
 
-inline int diff_command(const std::vector<std::string>& args, std::string& out, std::string&) {
-  const parsed p = parse(args, 2, {"rows"}, {}, "diff");
-  if (p.help) {
-    out += diff_help;
-    return exit_ok;
-  }
+// --fail-above's percentage: a number from 0 up, "5" or "5%".
+inline double percent_value(std::string text) {
+  if (!text.empty() && text.back() == '%') text.pop_back();
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || text.find_first_not_of("0123456789.") != std::string::npos || *end != '\0' || v > 1e6)
+    throw usage_error("--fail-above wants a percentage from 0 up (5 or 5%), not '" + text + "'", "diff");
+  return v;
+}
+
+inline int diff_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
+  const parsed p = parse(args, 2, {"rows", "format", "fail-above", "metric"}, {}, "diff");
   if (p.positional.size() != 2)
     throw usage_error(p.positional.size() < 2 ? "diff needs two trace files, A and B" : "diff takes two trace files",
                       "diff");
+  if (p.positional[0] == "-" && p.positional[1] == "-")
+    throw usage_error("standard input (-) can be only one of A and B", "diff");
+  const output_format format = format_of(p, "diff");
   std::size_t rows = 30;
   if (const std::string* r = option(p, "rows")) {
     const long v = rows_value(*r, "diff");
     rows = v < 0 ? std::size_t(-1) : std::size_t(v);
   }
-  const loaded_trace a = read_trace_file(p.positional[0]);
-  const loaded_trace b = read_trace_file(p.positional[1]);
-  out += "A: " + describe(a) + "\nB: " + describe(b) + "\n\n";
-  out += format_diff(diff_traces(a.t, b.t), rows);
-  return exit_ok;
+  const std::string* fail_above = option(p, "fail-above");
+  const std::string* metric_name = option(p, "metric");
+  if (metric_name && !fail_above) throw usage_error("--metric chooses what --fail-above compares: give both", "diff");
+  if (metric_name && *metric_name != "gpu" && *metric_name != "cpu")
+    throw usage_error("--metric takes gpu or cpu, not '" + *metric_name + "'", "diff");
+  const double threshold = fail_above ? percent_value(*fail_above) : 0.0;
+  const diff_metric metric = metric_name && *metric_name == "cpu" ? diff_metric::cpu : diff_metric::gpu;
+
+  const loaded_trace a = load(p.positional[0], term, "diff");
+  const loaded_trace b = load(p.positional[1], term, "diff");
+  const trace_diff d = diff_traces(a.t, b.t);
+  std::optional<diff_gate> gate;
+  if (fail_above) gate = check_growth(d, metric, threshold);
+  if (gate && gate->failed) {
+    char line[160];
+    std::snprintf(line, sizeof line, "cuprof: %s%s grew by more than --fail-above %g%% from A to B (%s)\n",
+                  metric == diff_metric::gpu ? "GPU time" : "CPU time", d.per_step() ? " per step" : "", threshold,
+                  detail::signed_percent_text(gate->a_ns, gate->b_ns).c_str());
+    err += line;
+  }
+  const int rc = gate && gate->failed ? exit_grew : exit_ok;
+  if (format == output_format::text) {
+    out += "A: " + describe(a) + "\nB: " + describe(b) + "\n\n";
+    out += format_diff(d, rows);
+    if (gate) out += format_gate(d, *gate);
+    return rc;
+  }
+
+  record_table gpu;
+  gpu.columns = {"status", "name", "calls_a", "calls_b", "total_a_us", "total_b_us", "avg_a_us", "avg_b_us",
+                 "avg_change_pct", "what_it_says"};
+  for (std::size_t i = 0; i < d.gpu.size() && i < rows; ++i) {
+    const gpu_work_change& c = d.gpu[i];
+    const bool same = c.status == change_status::same;
+    gpu.rows.push_back({str(same ? "same" : c.status == change_status::removed ? "removed" : "added"), str(c.name),
+                        num(c.calls_a), num(c.calls_b), us(c.total_a_ns), us(c.total_b_ns), real(c.avg_a_ns() / 1000.0),
+                        real(c.avg_b_ns() / 1000.0),
+                        real(same && c.avg_a_ns() > 0 ? (c.avg_b_ns() - c.avg_a_ns()) * 100.0 / c.avg_a_ns() : NAN),
+                        str(c.decoded.recognised() ? c.decoded.summary() : "")});
+  }
+  if (format == output_format::csv) {
+    out += to_csv(gpu);
+    return rc;
+  }
+  json_writer j;
+  for (const auto& [key, lt, totals] : {std::tuple{"a", &a, &d.totals_a}, std::tuple{"b", &b, &d.totals_b}}) {
+    j.open(key);
+    write_source(j, *lt);
+    write_totals(j, *totals);
+    j.close();
+  }
+  j.field("per_step", flag(d.per_step())).field("gpu", gpu);
+  record_table swaps;
+  swaps.columns = {"from", "to", "differences"};
+  for (const kernel_swap& s : d.swaps) swaps.rows.push_back({str(s.from), str(s.to), str(joined(s.differences))});
+  record_table api;
+  api.columns = {"name", "calls_a", "calls_b", "total_a_us", "total_b_us"};
+  for (std::size_t i = 0; i < d.api.size() && i < rows; ++i) {
+    const count_change& c = d.api[i];
+    api.rows.push_back({str(c.name), num(c.calls_a), num(c.calls_b), us(c.total_a_ns), us(c.total_b_ns)});
+  }
+  j.field("swaps", swaps).field("api", api).field("scopes_only_a", d.scopes_only_a).field("scopes_only_b", d.scopes_only_b);
+  if (gate) {
+    record_table grew;
+    grew.columns = {"name", "a_us", "b_us"};
+    for (const growth& g : gate->grew_most) grew.rows.push_back({str(g.name), real(g.a_ns / 1000.0), real(g.b_ns / 1000.0)});
+    j.open("gate")
+        .field("metric", str(metric == diff_metric::gpu ? "gpu" : "cpu"))
+        .field("threshold_pct", real(threshold))
+        .field("a_us", real(gate->a_ns / 1000.0))
+        .field("b_us", real(gate->b_ns / 1000.0))
+        .field("growth_pct", real(gate->growth_pct()))
+        .field("failed", flag(gate->failed))
+        .field("grew_most", grew)
+        .close();
+  }
+  out += j.text();
+  return rc;
 }
 
 inline int run_command(const std::vector<std::string>& args, std::string& out, launch_plan& plan) {
@@ -250,10 +514,6 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   };
   for (; i < args.size() && args[i] != "--"; ++i) {
     const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      out += run_help;
-      return exit_ok;
-    }
     if (a == "--output") output = value(a);
     else if (a == "--inject") inject = value(a);
     else if (a == "--activities") activities = value(a);
@@ -307,7 +567,8 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
 // Runs the command line `args` (args[0] is the program name). Appends what it
 // prints to `out` (stdout) and `err` (stderr); returns the exit status. Never
 // throws. `cuprof run` fills `plan` for the caller to exec.
-inline int run(const std::vector<std::string>& args, std::string& out, std::string& err, launch_plan& plan) {
+inline int run(const std::vector<std::string>& args, std::string& out, std::string& err, launch_plan& plan,
+               const terminal& term = {}) {
   std::string command;
   try {
     if (args.size() < 2) {
@@ -325,26 +586,35 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
     }
     if (command == "help") {
       const std::string which = args.size() > 2 ? args[2] : "";
-      out += which == "table" ? table_help : which == "insights" ? insights_help : which == "diff" ? diff_help
-             : which == "run" ? run_help : main_help;
-      if (!which.empty() && which != "table" && which != "insights" && which != "diff" && which != "run") {
-        err += "cuprof: unknown command '" + which + "'\n";
-        return exit_usage;
+      if (which.empty() || which == "help" || which == "--help" || which == "-h") {
+        out += main_help;
+        return exit_ok;
       }
+      if (const char* text = help_of(which)) {
+        out += text;
+        return exit_ok;
+      }
+      out += main_help;
+      err += "cuprof: unknown command '" + detail::terminal_safe(which) + "'\n";
+      return exit_usage;
+    }
+    if (const char* text = help_of(command); text && asks_for_help(args)) {
+      out += text;
       return exit_ok;
     }
-    if (command == "table") return table_command(args, out, err);
-    if (command == "insights") return insights_command(args, out, err);
-    if (command == "diff") return diff_command(args, out, err);
+    if (command == "table") return table_command(args, out, err, term);
+    if (command == "insights") return insights_command(args, out, term);
+    if (command == "diff") return diff_command(args, out, err, term);
     if (command == "run") return run_command(args, out, plan);
     command.clear();
     throw usage_error("unknown command '" + args[1] + "'", "");
   } catch (const usage_error& e) {
-    err += "cuprof: " + e.message + "\n";
+    // Messages quote what was typed and what traces hold: one line, no escape sequence acting.
+    err += "cuprof: " + detail::terminal_safe(e.message) + "\n";
     err += e.command.empty() ? "Try 'cuprof --help'.\n" : "Try 'cuprof " + e.command + " --help'.\n";
     return exit_usage;
   } catch (const error& e) {
-    err += std::string(e.what()) + "\n";
+    err += detail::terminal_safe(e.what()) + "\n";
     return exit_input;
   } catch (const std::bad_alloc&) {
     err += "cuprof: out of memory reading the trace\n";
@@ -356,9 +626,9 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
 }
 
 // The same, for commands that never exec (all but run).
-inline int run(const std::vector<std::string>& args, std::string& out, std::string& err) {
+inline int run(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term = {}) {
   launch_plan unused;
-  return run(args, out, err, unused);
+  return run(args, out, err, unused, term);
 }
 
 }  // namespace cuprof::cli

@@ -10,12 +10,14 @@
 
 #include "kernel_names.hpp"
 #include "text_format.hpp"
+#include "../model/api_vocabulary.hpp"
 #include "../model/event.hpp"
 #include "../output/table.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,15 +54,47 @@ struct trace_diff {
   std::vector<kernel_swap> swaps;
   std::vector<count_change> api;     // runtime and driver calls by name
   std::vector<std::string> scopes_only_a, scopes_only_b;
-  std::uint64_t self_cpu_a_ns = 0, self_cpu_b_ns = 0;
-  std::uint64_t self_cuda_a_ns = 0, self_cuda_b_ns = 0;
-  std::size_t steps_a = 0, steps_b = 0;
+  std::vector<count_change> cpu;     // CPU scopes/ops and CUDA calls but synchronize calls, by Self CPU time
+  time_totals totals_a, totals_b;    // as the table and insights give them
+  std::size_t steps_a = 0, steps_b = 0;  // ProfilerStep#N scopes
+
+  // Per step: divided by each trace's steps when both have steps, else the
+  // totals, so that A and B are always divided alike.
+  bool per_step() const { return steps_a && steps_b; }
+  double per_step_a(std::uint64_t ns) const { return per_step() ? double(ns) / double(steps_a) : double(ns); }
+  double per_step_b(std::uint64_t ns) const { return per_step() ? double(ns) / double(steps_b) : double(ns); }
 
   std::size_t count(change_status s, bool gemms_only = false) const {
     std::size_t n = 0;
     for (const gpu_work_change& c : gpu)
       if (c.status == s && (!gemms_only || c.decoded.is_gemm())) ++n;
     return n;
+  }
+};
+
+// What `cuprof diff --fail-above` compares: GPU work, or the CPU's own work
+// (time_totals::cpu_ns: synchronize calls, the CPU waiting, left out).
+enum class diff_metric : std::uint8_t { gpu, cpu };
+
+// A kernel (gpu) or a CPU scope, op or CUDA call (cpu), and its time per step in A and B.
+struct growth {
+  std::string name;
+  double a_ns = 0, b_ns = 0;
+};
+
+// Did the metric's time per step grow by more than threshold_pct percent from
+// A to B, and what grew most.
+struct diff_gate {
+  diff_metric metric = diff_metric::gpu;
+  double threshold_pct = 0;
+  double a_ns = 0, b_ns = 0;  // per step
+  bool failed = false;
+  std::vector<growth> grew_most;  // most first
+
+  // B against A in percent; infinite when A had none and B has some.
+  double growth_pct() const {
+    if (a_ns == 0) return b_ns == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+    return (b_ns - a_ns) * 100.0 / a_ns;
   }
 };
 
@@ -102,10 +136,8 @@ inline trace_diff diff_traces(const trace& a, const trace& b) {
   using namespace detail;
   trace_diff d;
   const event_averages ka = key_averages(a), kb = key_averages(b);
-  d.self_cpu_a_ns = ka.self_cpu_time_total_ns();
-  d.self_cpu_b_ns = kb.self_cpu_time_total_ns();
-  d.self_cuda_a_ns = ka.self_cuda_time_total_ns();
-  d.self_cuda_b_ns = kb.self_cuda_time_total_ns();
+  d.totals_a = ka.totals();
+  d.totals_b = kb.totals();
   d.steps_a = steps_in(a);
   d.steps_b = steps_in(b);
 
@@ -159,25 +191,35 @@ inline trace_diff diff_traces(const trace& a, const trace& b) {
     }
   }
 
-  std::map<std::string, count_change> api;
-  std::vector<std::string> api_order;
-  const auto collect = [&](const event_averages& k, bool is_a) {
-    for (const event_average& r : k.rows()) {
-      if (r.kind == row_kind::cuda_api) {
-        auto [it, inserted] = api.try_emplace(r.key);
-        if (inserted) api_order.push_back(r.key);
-        it->second.name = r.key;
-        (is_a ? it->second.calls_a : it->second.calls_b) = r.count;
-        (is_a ? it->second.total_a_ns : it->second.total_b_ns) = r.cpu_total_ns;
+  // By name in first-occurrence order, A's first; then by the larger time.
+  const auto changes = [&](auto selects, std::uint64_t event_average::*time) {
+    std::map<std::string, count_change> by_name;
+    std::vector<std::string> order;
+    for (const event_averages* k : {&ka, &kb}) {
+      for (const event_average& r : k->rows()) {
+        if (!selects(r)) continue;
+        auto [it, inserted] = by_name.try_emplace(r.key);
+        if (inserted) order.push_back(r.key);
+        count_change& c = it->second;
+        c.name = r.key;
+        (k == &ka ? c.calls_a : c.calls_b) += r.count;
+        (k == &ka ? c.total_a_ns : c.total_b_ns) += r.*time;
       }
     }
+    std::vector<count_change> v;
+    for (const std::string& n : order) v.push_back(by_name[n]);
+    std::stable_sort(v.begin(), v.end(), [](const count_change& x, const count_change& y) {
+      return std::max(x.total_a_ns, x.total_b_ns) > std::max(y.total_a_ns, y.total_b_ns);
+    });
+    return v;
   };
-  collect(ka, true);
-  collect(kb, false);
-  for (const std::string& n : api_order) d.api.push_back(api[n]);
-  std::stable_sort(d.api.begin(), d.api.end(), [](const count_change& x, const count_change& y) {
-    return std::max(x.total_a_ns, x.total_b_ns) > std::max(y.total_a_ns, y.total_b_ns);
-  });
+  d.api = changes([](const event_average& r) { return r.kind == row_kind::cuda_api; }, &event_average::cpu_total_ns);
+  d.cpu = changes(
+      [](const event_average& r) {
+        return r.kind == row_kind::cpu_scope ||
+               (r.kind == row_kind::cuda_api && !is_cpu_blocking_synchronization(r.key));
+      },
+      &event_average::self_cpu_ns);
   for (const event_average& r : ka.rows())
     if (r.kind == row_kind::cpu_scope && !kb.find(r.key, row_kind::cpu_scope)) d.scopes_only_a.push_back(r.key);
   for (const event_average& r : kb.rows())
@@ -223,15 +265,17 @@ inline std::string format_diff(const trace_diff& d, std::size_t max_rows = 30) {
     out += "    " + (diffs.empty() ? std::string("same decoded fields, different name") : diffs) + "\n";
   }
 
-  out += "\nGPU time (Self CUDA time total): " + us_text(double(d.self_cuda_a_ns)) + " -> " + us_text(double(d.self_cuda_b_ns)) +
-         " (" + signed_percent_text(double(d.self_cuda_a_ns), double(d.self_cuda_b_ns)) + ")\n";
-  out += "CPU time (Self CPU time total): " + us_text(double(d.self_cpu_a_ns)) + " -> " + us_text(double(d.self_cpu_b_ns)) + " (" +
-         signed_percent_text(double(d.self_cpu_a_ns), double(d.self_cpu_b_ns)) + ")";
-  if (d.steps_a && d.steps_b)
-    out += "; per step " + us_text(double(d.self_cpu_a_ns) / double(d.steps_a)) + " -> " +
-           us_text(double(d.self_cpu_b_ns) / double(d.steps_b)) + " (" + std::to_string(d.steps_a) + " and " +
-           std::to_string(d.steps_b) + " steps)";
   out += "\n";
+  const auto total_line = [&](const std::string& what, std::uint64_t a, std::uint64_t b) {
+    out += what + ": " + us_text(double(a)) + " -> " + us_text(double(b)) + " (" + signed_percent_text(double(a), double(b)) + ")";
+    if (d.per_step()) out += "; per step " + us_text(d.per_step_a(a)) + " -> " + us_text(d.per_step_b(b));
+    out += "\n";
+  };
+  const time_totals &ta = d.totals_a, &tb = d.totals_b;
+  total_line("GPU time (Self CUDA time total)", ta.self_cuda_ns, tb.self_cuda_ns);
+  total_line("CPU time (Self CPU time total without synchronize calls)", ta.cpu_ns(), tb.cpu_ns());
+  total_line("Sync time (in synchronize calls: the CPU waiting for the GPU)", ta.sync_ns, tb.sync_ns);
+  if (d.per_step()) out += "(" + std::to_string(d.steps_a) + " and " + std::to_string(d.steps_b) + " steps)\n";
   if (!d.api.empty()) {
     std::uint64_t ca = 0, cb = 0, ta = 0, tb = 0;
     for (const count_change& c : d.api) ca += c.calls_a, cb += c.calls_b, ta += c.total_a_ns, tb += c.total_b_ns;
@@ -276,9 +320,56 @@ inline std::string format_diff(const trace_diff& d, std::size_t max_rows = 30) {
     if (other_removed > other_added) s += " (fewer launches: fusion)";
   }
   if (s.empty()) s = same ? "the same GPU work in both" : "no GPU work to compare";
-  s += ". GPU time " + signed_percent_text(double(d.self_cuda_a_ns), double(d.self_cuda_b_ns)) + ", CPU time " +
-       signed_percent_text(double(d.self_cpu_a_ns), double(d.self_cpu_b_ns)) + ".";
+  s += ". GPU time " + signed_percent_text(double(ta.self_cuda_ns), double(tb.self_cuda_ns)) + ", CPU time " +
+       signed_percent_text(double(ta.cpu_ns()), double(tb.cpu_ns())) + ", sync time " +
+       signed_percent_text(double(ta.sync_ns), double(tb.sync_ns)) + ".";
   out += s + "\n";
+  return out;
+}
+
+// The gate of `cuprof diff --fail-above`: the metric per step (totals without
+// steps in both), failed when B grew by more than threshold_pct percent over
+// A; the `max_items` kernels (gpu) or CPU scopes, ops and calls (cpu) that
+// grew most per step.
+inline diff_gate check_growth(const trace_diff& d, diff_metric metric, double threshold_pct, std::size_t max_items = 5) {
+  diff_gate g;
+  g.metric = metric;
+  g.threshold_pct = threshold_pct;
+  const bool gpu = metric == diff_metric::gpu;
+  g.a_ns = d.per_step_a(gpu ? d.totals_a.self_cuda_ns : d.totals_a.cpu_ns());
+  g.b_ns = d.per_step_b(gpu ? d.totals_b.self_cuda_ns : d.totals_b.cpu_ns());
+  g.failed = g.growth_pct() > threshold_pct;
+  const auto consider = [&](const std::string& name, std::uint64_t a, std::uint64_t b) {
+    const double pa = d.per_step_a(a), pb = d.per_step_b(b);
+    if (pb > pa) g.grew_most.push_back({name, pa, pb});
+  };
+  if (gpu) {
+    for (const gpu_work_change& c : d.gpu) consider(c.name, c.total_a_ns, c.total_b_ns);
+  } else {
+    for (const count_change& c : d.cpu) consider(c.name, c.total_a_ns, c.total_b_ns);
+  }
+  std::stable_sort(g.grew_most.begin(), g.grew_most.end(),
+                   [](const growth& x, const growth& y) { return x.b_ns - x.a_ns > y.b_ns - y.a_ns; });
+  if (g.grew_most.size() > max_items) g.grew_most.resize(max_items);
+  return g;
+}
+
+inline std::string format_gate(const trace_diff& d, const diff_gate& g) {
+  using namespace detail;
+  const std::string what = g.metric == diff_metric::gpu ? "GPU time" : "CPU time";
+  const std::string per = d.per_step() ? " per step" : " (totals: not both traces have steps)";
+  char threshold[32];
+  std::snprintf(threshold, sizeof threshold, "%g%%", g.threshold_pct);
+  std::string out = "\nGate: " + what + per + " " + us_text(g.a_ns) + " -> " + us_text(g.b_ns) + " (" +
+                    signed_percent_text(g.a_ns, g.b_ns) + "): " +
+                    (g.failed ? "FAILED, it grew by more than " : "passed, within ") + threshold + "\n";
+  if (g.grew_most.empty()) return out;
+  out += std::string("  grew most (") + (g.metric == diff_metric::gpu ? "GPU work" : "CPU scopes, ops and CUDA calls") + "):\n";
+  for (const growth& x : g.grew_most) {
+    std::string text = "  +" + us_text(x.b_ns - x.a_ns) + " (" + us_text(x.a_ns) + " -> " + us_text(x.b_ns) + ")";
+    text.append(text.size() < 44 ? 44 - text.size() : 2, ' ');
+    out += text + display_name(x.name, 100) + "\n";
+  }
   return out;
 }
 

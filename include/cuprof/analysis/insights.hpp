@@ -81,9 +81,11 @@ struct kernel_summary {
 struct insights {
   bound_verdict verdict = bound_verdict::no_gpu_work;
   std::string verdict_reason;
+  // The table's time_totals (Self CPU, of it in synchronize calls, Self CUDA).
   std::uint64_t self_cpu_ns = 0;   // Self CPU time total
   std::uint64_t sync_cpu_ns = 0;   // of it, in synchronize calls (the CPU waiting)
   std::uint64_t self_cuda_ns = 0;  // Self CUDA time total
+  time_totals totals() const { return {self_cpu_ns, sync_cpu_ns, self_cuda_ns}; }
   std::uint64_t window_start_ns = 0, window_end_ns = 0;  // first to last event, CPU and GPU
   std::uint64_t gpu_busy_ns = 0;   // union of GPU work inside the window
   double gpu_idle_share = 0;
@@ -221,11 +223,10 @@ class analyzer {
   void add(finding f) { in_.findings.push_back(std::move(f)); }
 
   void verdict() {
-    const event_averages avg = key_averages(t_);
-    in_.self_cpu_ns = avg.self_cpu_time_total_ns();
-    in_.self_cuda_ns = avg.self_cuda_time_total_ns();
-    for (const api_call& a : t_.api_calls)
-      if (is_cpu_blocking_synchronization(t_.names.str(a.name))) in_.sync_cpu_ns += a.end_ns - a.start_ns;
+    const time_totals time = key_averages(t_).totals();
+    in_.self_cpu_ns = time.self_cpu_ns;
+    in_.sync_cpu_ns = time.sync_ns;
+    in_.self_cuda_ns = time.self_cuda_ns;
 
     time_extent window;
     for (const cpu_span& s : t_.spans) window.add(s.start_ns, s.end_ns);
@@ -276,7 +277,7 @@ class analyzer {
                                : "no GPU work in the trace: CUDA was not traced (" + t_.meta.cuda_status + ")";
       return;
     }
-    const std::uint64_t cpu_busy = in_.self_cpu_ns > in_.sync_cpu_ns ? in_.self_cpu_ns - in_.sync_cpu_ns : 0;
+    const std::uint64_t cpu_busy = time.cpu_ns();
     const double r = in_.self_cuda_ns ? double(cpu_busy) / double(in_.self_cuda_ns) : 0.0;
     const bool idle = in_.gpu_idle_share >= o_.idle_share;
     const std::string totals = "Self CPU " + us_text(cpu_busy) + (in_.sync_cpu_ns ? " (not counting " + us_text(in_.sync_cpu_ns) + " in synchronize calls)" : "") +

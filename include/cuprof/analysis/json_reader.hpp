@@ -68,9 +68,8 @@ class json_reader {
         ++column;
       }
     }
-    std::string msg = source_ + ": ";
-    if (at >= s_.size()) msg += "unexpected end of input (truncated?)";
-    else msg += "line " + std::to_string(line) + ", column " + std::to_string(column);
+    std::string msg = source_ + ": line " + std::to_string(line) + ", column " + std::to_string(column);
+    if (at >= s_.size()) msg += ": unexpected end of input (truncated?)";
     throw error(msg + ": " + what);
   }
 

@@ -12,6 +12,25 @@
 #include <string>
 #include <string_view>
 
+namespace cuprof {
+
+// How far a read has come, for a progress display: called often (each 64 KiB
+// read or decompressed, each MiB parsed), cheap when `report` is null.
+// `done` and `total` count bytes of that stage's input; `total` is 0 when
+// unknown (a pipe).
+enum class read_stage : std::uint8_t { reading, decompressing, parsing };
+
+struct read_progress {
+  void (*report)(void* context, read_stage stage, std::uint64_t done, std::uint64_t total) = nullptr;
+  void* context = nullptr;
+
+  void operator()(read_stage stage, std::uint64_t done, std::uint64_t total) const {
+    if (report) report(context, stage, done, total);
+  }
+};
+
+}  // namespace cuprof
+
 namespace cuprof::detail {
 
 // Checks text as it arrives, before it is parsed or even held whole. A trace
@@ -70,7 +89,7 @@ constexpr std::uint64_t ratio_checked_from = 256ull << 20;
 constexpr std::uint64_t max_ratio = 100;
 
 // The bytes of a gzip (or zlib) stream, all members; throws on damage.
-inline std::string gunzip(const std::string& in, const std::string& source) {
+inline std::string gunzip(const std::string& in, const std::string& source, const read_progress& progress = {}) {
   const auto refuse = [&](const std::string& why) {
     throw error("'" + source + "' " + why + ": refused as a decompression bomb (gunzip it to read it anyway)");
   };
@@ -103,7 +122,8 @@ inline std::string gunzip(const std::string& in, const std::string& source) {
       refuse("decompresses to more than " + std::to_string(max_ratio) + " times its compressed size");
     if (total > out.capacity()) out.reserve(std::size_t(std::min(max_decompressed, std::max<std::uint64_t>(total, 2 * out.capacity()))));
     out.append(buf, produced);
-    const bool progress = given != z.avail_in || z.avail_out != sizeof buf;
+    progress(read_stage::decompressing, consumed, in.size());
+    const bool moved = given != z.avail_in || z.avail_out != sizeof buf;
     if (rc == Z_STREAM_END) {
       // Another member may follow (concatenated gzip files); trailing zeros are padding.
       std::size_t rest = consumed;
@@ -115,7 +135,7 @@ inline std::string gunzip(const std::string& in, const std::string& source) {
     }
     if ((rc == Z_OK || rc == Z_BUF_ERROR) && consumed >= in.size() && z.avail_out != 0)
       throw error(source + ": truncated gzip data");
-    if ((rc == Z_OK || rc == Z_BUF_ERROR) && progress) continue;
+    if ((rc == Z_OK || rc == Z_BUF_ERROR) && moved) continue;
     if (rc == Z_OK || rc == Z_BUF_ERROR)  // no progress with input and room left: stop rather than spin
       throw error(source + ": not valid gzip data");
     throw error(source + ": not valid gzip data (" + (z.msg ? z.msg : "invalid data") + ")");

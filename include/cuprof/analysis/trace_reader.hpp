@@ -242,7 +242,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
 }  // namespace detail
 
 // Parses trace JSON (already decompressed). `source` names it in messages.
-inline loaded_trace parse_trace(std::string_view json, const std::string& source) {
+inline loaded_trace parse_trace(std::string_view json, const std::string& source, const read_progress& progress = {}) {
   loaded_trace out;
   out.source = source;
   detail::trace_event_reader b;
@@ -254,10 +254,11 @@ inline loaded_trace parse_trace(std::string_view json, const std::string& source
     saw_events = true;
     r.expect('[');
     if (!r.empty_container(']')) {
-      std::size_t i = 0;
+      std::size_t i = 0, reported = 0;
       do {
         const detail::json_value e = r.read_value();
         b.event(e, i++, r);
+        if (r.position() - reported >= (1u << 20)) progress(read_stage::parsing, reported = r.position(), json.size());
       } while (r.next_in(']'));
     }
   };
@@ -296,15 +297,42 @@ namespace detail {
 
 // A file's bytes to a trace; `checked`: a plain file's bytes went through
 // json_text_check as they were read.
-inline loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool checked) {
+inline loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool checked,
+                                   const read_progress& progress = {}) {
   if (bytes.empty()) throw error("'" + source + "' is empty, expected a JSON trace");
   if (is_gzip(bytes)) {
-    bytes = gunzip(bytes, source);
+    bytes = gunzip(bytes, source, progress);
     if (bytes.empty()) throw error("'" + source + "' decompresses to nothing, expected a JSON trace");
   } else if (!checked) {
     json_text_check(source, "").feed(bytes.data(), bytes.size());
   }
-  return parse_trace(bytes, source);
+  return parse_trace(bytes, source, progress);
+}
+
+// An open stream's bytes to a trace. JSON is checked as it is read, so a
+// zero-filled or sparse file is refused at its first bytes, not held whole.
+// `size`: the file's size when known (reserved once the start looked like a
+// trace), else 0.
+inline loaded_trace read_stream(std::FILE* f, const std::string& source, std::uint64_t size,
+                                const read_progress& progress) {
+  std::string bytes;
+  json_text_check check(source, "");
+  bool gzip = false;
+  char buf[1 << 16];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    const bool first = bytes.empty();
+    if (first) {
+      gzip = is_gzip(std::string_view(buf, n));
+      if (!gzip && ends_with_gz(source)) throw error("'" + source + "' ends in .gz but is not gzip data");
+    }
+    if (!gzip) check.feed(buf, n);
+    if (first) bytes.reserve(std::size_t(size));
+    bytes.append(buf, n);
+    progress(read_stage::reading, bytes.size(), size);
+  }
+  if (std::ferror(f)) throw error("cannot read '" + source + "': " + std::strerror(errno));
+  return trace_of_bytes(std::move(bytes), source, true, progress);
 }
 
 }  // namespace detail
@@ -316,9 +344,8 @@ inline loaded_trace read_trace_bytes(std::string bytes, const std::string& sourc
 }
 
 // Reads a trace file: .json, or gzip-compressed (.json.gz, or any file that
-// starts with the gzip magic bytes). JSON is checked as it is read, so a
-// zero-filled or sparse file is refused at its first bytes, not held whole.
-inline loaded_trace read_trace_file(const std::string& path) {
+// starts with the gzip magic bytes).
+inline loaded_trace read_trace_file(const std::string& path, const read_progress& progress = {}) {
   struct stat st;
   if (path.empty()) throw error("no trace file given");
   if (::stat(path.c_str(), &st) != 0) throw error("cannot read '" + path + "': " + std::strerror(errno));
@@ -330,23 +357,15 @@ inline loaded_trace read_trace_file(const std::string& path) {
     std::FILE* f;
     ~closer() { std::fclose(f); }
   } close_at_end{f};
-  std::string bytes;
-  detail::json_text_check check(path, "");
-  bool gzip = false;
-  char buf[1 << 16];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    const bool first = bytes.empty();
-    if (first) {
-      gzip = detail::is_gzip(std::string_view(buf, n));
-      if (!gzip && detail::ends_with_gz(path)) throw error("'" + path + "' ends in .gz but is not gzip data");
-    }
-    if (!gzip) check.feed(buf, n);
-    if (first) bytes.reserve(std::size_t(st.st_size));  // once the start looked like a trace
-    bytes.append(buf, n);
-  }
-  if (std::ferror(f)) throw error("cannot read '" + path + "': " + std::strerror(errno));
-  return detail::trace_of_bytes(std::move(bytes), path, true);
+  return detail::read_stream(f, path, std::uint64_t(st.st_size), progress);
+}
+
+// Reads a trace from an open stream (standard input, a pipe): JSON, or gzip
+// recognised by its magic bytes, as a file. `source` names it in messages.
+inline loaded_trace read_trace_stream(std::FILE* f, const std::string& source, const read_progress& progress = {}) {
+  struct stat st;
+  const bool regular = ::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode);  // `< file`: its size is known
+  return detail::read_stream(f, source, regular ? std::uint64_t(st.st_size) : 0, progress);
 }
 
 }  // namespace cuprof

@@ -4,6 +4,7 @@
 
 #include "../detail/text.hpp"
 #include "../error.hpp"
+#include "../model/api_vocabulary.hpp"
 #include "../model/attribution.hpp"
 #include "../model/event.hpp"
 #include "../model/stats.hpp"
@@ -45,11 +46,27 @@ struct event_average {
   distribution cuda_distribution() const { return summarize(cuda_samples_ns); }
 };
 
+// The totals that the table, insights and diff report, defined here only.
+// Self CPU time total is torch's footer. Of it, time in calls that block the
+// CPU thread until the GPU is done (api_vocabulary.hpp) is the CPU waiting,
+// as long as the GPU's work: it is shown apart, and the CPU time compared
+// and judged is the rest, the CPU's own work.
+struct time_totals {
+  std::uint64_t self_cpu_ns = 0;   // Self CPU time total, as torch's footer gives it
+  std::uint64_t sync_ns = 0;       // of it, in synchronize calls
+  std::uint64_t self_cuda_ns = 0;  // Self CUDA time total: GPU work
+  std::uint64_t cpu_ns() const { return self_cpu_ns - sync_ns; }
+};
+
 struct table_options {
   std::string sort_by;   // empty: first-occurrence order
   int row_limit = 100;   // -1: all rows
   std::string header;    // written above a line of '=' when not empty
   int max_name_column_width = 55;
+  // > 0: lines (with their trailing blanks) fit this many characters, a
+  // terminal's width, by narrowing the Name column, down to 12 characters;
+  // where even that cannot fit them, the lines wrap and Name keeps its width.
+  std::size_t line_width = 0;
   // Opt-in columns after torch's: per-call CPU and CUDA min, median, p95 and max
   // ("-" where a row has no such time).
   bool stats = false;
@@ -82,6 +99,19 @@ class event_averages {
       if (r.kind == row_kind::gpu_work) sum += r.self_cuda_ns;
     return sum;
   }
+  time_totals totals() const {
+    time_totals t;
+    t.self_cpu_ns = self_cpu_time_total_ns();
+    t.self_cuda_ns = self_cuda_time_total_ns();
+    for (const auto& r : rows_)
+      if (r.kind == row_kind::cuda_api && detail::is_cpu_blocking_synchronization(r.key)) t.sync_ns += r.self_cpu_ns;
+    return t;
+  }
+
+  // The rows table() prints, in its order: sorted by `sort_by` (empty: first
+  // occurrence), at most `row_limit` (-1: all). Throws cuprof::error for a
+  // sort key it cannot honour.
+  std::vector<const event_average*> sorted_rows(const std::string& sort_by, int row_limit) const;
 
   std::string table(const table_options& options = {}) const;
   std::string table(std::string_view sort_by, int row_limit = 100) const {
@@ -119,11 +149,10 @@ struct sort_key {
   sort_value value;
 };
 
-inline double no_memory_profiled(const event_average&) { return 0; }
-
-// torch's keys ("cuda" and "device" spellings alike). Memory keys are valid
-// in torch; cuprof records no memory, so they keep the original order.
-// A constant array: tables are also printed from exit handlers, after
+// torch's keys ("cuda" and "device" spellings alike). torch's memory keys
+// (self_cpu_memory_usage, ...) are refused rather than ignored: traces carry
+// no memory figures, so they could only give an order that looks sorted and
+// is not. A constant array: tables are also printed from exit handlers, after
 // function-local statics with destructors may be gone.
 inline constexpr sort_key sort_keys[] = {
     {"cpu_time", [](const event_average& r) { return r.cpu_time_avg_ns(); }},
@@ -136,12 +165,6 @@ inline constexpr sort_key sort_keys[] = {
     {"self_cuda_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
     {"self_device_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
     {"count", [](const event_average& r) { return double(r.count); }},
-    {"cpu_memory_usage", no_memory_profiled},
-    {"cuda_memory_usage", no_memory_profiled},
-    {"device_memory_usage", no_memory_profiled},
-    {"self_cpu_memory_usage", no_memory_profiled},
-    {"self_cuda_memory_usage", no_memory_profiled},
-    {"self_device_memory_usage", no_memory_profiled},
 };
 
 inline sort_value find_sort_key(const std::string& key) {
@@ -149,32 +172,35 @@ inline sort_value find_sort_key(const std::string& key) {
     if (key == k.name) return k.value;
   std::string valid;
   for (const sort_key& k : sort_keys) valid += std::string(valid.empty() ? "" : ", ") + k.name;
+  if (ends_with(key, "_memory_usage"))
+    throw error("cannot sort by '" + key + "': traces carry no memory figures (cuprof records no memory); valid keys: " +
+                valid);
   throw error("unknown sort key '" + key + "'; valid keys: " + valid);
 }
 
 }  // namespace detail
 
-inline std::string event_averages::table(const table_options& options) const {
-  if (rows_.empty()) return {};  // as torch
+inline std::vector<const event_average*> event_averages::sorted_rows(const std::string& sort_by, int row_limit) const {
   std::vector<const event_average*> rows;
   for (const auto& r : rows_) rows.push_back(&r);
   std::stable_sort(rows.begin(), rows.end(), [](const event_average* a, const event_average* b) {
     return a->first_ns < b->first_ns;
   });
-  if (!options.sort_by.empty()) {
-    const detail::sort_value value = detail::find_sort_key(options.sort_by);
+  if (!sort_by.empty()) {
+    const detail::sort_value value = detail::find_sort_key(sort_by);
     std::stable_sort(rows.begin(), rows.end(),
                      [&](const event_average* a, const event_average* b) { return value(*a) > value(*b); });
   }
-  if (options.row_limit >= 0 && rows.size() > std::size_t(options.row_limit)) rows.resize(std::size_t(options.row_limit));
+  if (row_limit >= 0 && rows.size() > std::size_t(row_limit)) rows.resize(std::size_t(row_limit));
+  return rows;
+}
+
+inline std::string event_averages::table(const table_options& options) const {
+  if (rows_.empty()) return {};  // as torch
+  const std::vector<const event_average*> rows = sorted_rows(options.sort_by, options.row_limit);
 
   const bool has_cuda = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
-  const int max_name = options.max_name_column_width;
-  std::size_t longest = 0;
-  for (const auto& r : rows_) longest = std::max(longest, detail::utf8_length(detail::terminal_safe(r.key)));
-  const int name_width = std::min(int(longest) + 4, max_name);
-
-  std::vector<int> widths = {name_width, 12, 12, 12, 12, 12};
+  std::vector<int> widths = {0, 12, 12, 12, 12, 12};  // the Name column's width follows the others'
   std::vector<std::string> headers = {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
   if (has_cuda) {
     for (const char* h : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"}) {
@@ -206,6 +232,17 @@ inline std::string event_averages::table(const table_options& options) const {
     }
     kernel_width = std::max<std::size_t>(kernel_width, 6);
   }
+  int max_name = options.max_name_column_width;
+  if (options.line_width > 0) {
+    std::size_t others = options.describe_kernel ? kernel_width + 2 : 0;
+    for (std::size_t i = 1; i < widths.size(); ++i)  // a header may be wider than its column ("CUDA time avg")
+      others += std::max(std::size_t(widths[i]), detail::utf8_length(headers[i])) + 2;
+    const std::size_t room = options.line_width > others + 2 ? options.line_width - others - 2 : 0;
+    if (room >= 12) max_name = std::min(max_name, int(room));
+  }
+  std::size_t longest = 0;
+  for (const auto& r : rows_) longest = std::max(longest, detail::utf8_length(detail::terminal_safe(r.key)));
+  widths[0] = std::min(int(longest) + 4, max_name);
 
   std::string out;
   // The kernel column is left-aligned, like torch's Source Location.
