@@ -328,8 +328,7 @@ class record_store {
     std::uint32_t outer_pos = 0;
     for (std::size_t i : in_window) {
       const api_call& c = api_[i];
-      if (outer && outer->tid == c.tid && c.domain == api_domain::driver && c.start_ns >= outer->start_ns &&
-          c.end_ns <= outer->end_ns) {
+      if (outer && folds_into(*outer, c)) {
         owners.emplace_back(c.correlation, outer_pos);
         continue;
       }
