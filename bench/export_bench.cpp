@@ -1,6 +1,10 @@
-// Target 4 of docs/performance.md: Chrome trace export speed, bytes per event
-// and gzip ratio, on the CPU machine. Prints one line per measurement.
-//   export_bench [steps]   (default 100000 steps = 1.9 M events)
+// Target 4 of docs/performance.md and issue 14's output targets: Chrome trace
+// export speed, bytes per event and per launch, plain and gzip, on the CPU
+// machine. Prints one key=value line per measurement.
+//   export_bench [--shape launch|matmul] [--count N] [--dir DIR] [--keep]
+// launch (default): launch_bench's loop, N launches (default 1 M);
+// matmul: the matmul_add-shaped trace, N steps (default 100000 = 1.9 M events).
+// --keep leaves DIR/cuprof_export_bench.json and .json.gz for bench/trace_bytes.py.
 #define CUPROF_IMPLEMENTATION  // the writer is compiled here
 #include "synthetic_trace.hpp"
 
@@ -12,49 +16,76 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
-
-static double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 static long file_size(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 ? long(st.st_size) : -1;
 }
 
+// Median seconds of `reps` runs of `f`.
+static double median_seconds(int reps, const std::function<void()>& f) {
+  std::vector<double> s;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
+}
+
 int main(int argc, char** argv) {
-  const std::size_t steps = argc > 1 ? std::size_t(std::atol(argv[1])) : 100000;
-  const cuprof::trace t = bench::synthetic_trace(steps);
-  const std::string dir = argc > 2 ? argv[2] : "/tmp";
+  std::string shape = "launch", dir = "/tmp";
+  long count = 0;
+  bool keep = false;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--shape") && has_value) shape = argv[++i];
+    else if (!std::strcmp(argv[i], "--count") && has_value) count = std::atol(argv[++i]);
+    else if (!std::strcmp(argv[i], "--dir") && has_value) dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--keep")) keep = true;
+    else {
+      std::fprintf(stderr, "usage: export_bench [--shape launch|matmul] [--count N] [--dir DIR] [--keep]\n");
+      return 2;
+    }
+  }
+  const bool launch_shape = shape == "launch";
+  if (!launch_shape && shape != "matmul") {
+    std::fprintf(stderr, "export_bench: unknown shape '%s'\n", shape.c_str());
+    return 2;
+  }
+  const cuprof::trace t = launch_shape ? bench::launch_loop_trace(std::size_t(count > 0 ? count : 1000000))
+                                       : bench::synthetic_trace(std::size_t(count > 0 ? count : 100000));
+  std::size_t launches = 0;  // kernel launches: the unit of issue 14's per-launch figures
+  for (const cuprof::gpu_activity& g : t.gpu) launches += g.kind != cuprof::gpu_kind::sync;
   const std::string json = dir + "/cuprof_export_bench.json", gz = json + ".gz";
 
-  std::vector<double> in_memory, to_file;
   std::size_t events = 0, bytes = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
+  const double in_memory = median_seconds(5, [&] {
     std::size_t n = 0;
     cuprof::detail::chrome_trace_writer w(t, [&](cuprof::detail::text_buffer& chunk) { n += chunk.size(); chunk.clear(); });
     events = w.write("bench");
-    in_memory.push_back(seconds_since(t0));
     bytes = n;
-    t0 = std::chrono::steady_clock::now();
-    cuprof::export_chrome_trace(t, json);
-    to_file.push_back(seconds_since(t0));
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  cuprof::export_chrome_trace(t, gz);
-  const double gz_seconds = seconds_since(t0);
-  std::sort(in_memory.begin(), in_memory.end());
-  std::sort(to_file.begin(), to_file.end());
+  });
+  const double to_file = median_seconds(5, [&] { cuprof::export_chrome_trace(t, json); });
+  const double gzip = median_seconds(3, [&] { cuprof::export_chrome_trace(t, gz); });
   const double json_size = double(file_size(json)), gz_size = double(file_size(gz));
+  std::printf("export_shape=%s\n", shape.c_str());
   std::printf("export_events=%zu\n", events);
-  std::printf("export_events_per_s_in_memory=%.0f\n", double(events) / in_memory[2]);
-  std::printf("export_events_per_s_to_file=%.0f\n", double(events) / to_file[2]);
+  std::printf("export_launches=%zu\n", launches);
+  std::printf("export_events_per_s_in_memory=%.0f\n", double(events) / in_memory);
+  std::printf("export_events_per_s_to_file=%.0f\n", double(events) / to_file);
   std::printf("export_bytes_per_event=%.1f\n", double(bytes) / double(events));
+  std::printf("export_bytes_per_launch=%.1f\n", json_size / double(launches));
+  std::printf("export_gzip_bytes_per_launch=%.1f\n", gz_size / double(launches));
   std::printf("export_gzip_ratio=%.1f\n", json_size / gz_size);
-  std::printf("export_gzip_events_per_s=%.0f\n", double(events) / gz_seconds);
-  std::remove(json.c_str());
-  std::remove(gz.c_str());
+  std::printf("export_gzip_events_per_s=%.0f\n", double(events) / gzip);
+  if (!keep) {
+    std::remove(json.c_str());
+    std::remove(gz.c_str());
+  }
 }
