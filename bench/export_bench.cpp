@@ -5,6 +5,7 @@
 // launch (default): launch_bench's loop, N launches (default 1 M);
 // matmul: the matmul_add-shaped trace, N steps (default 100000 = 1.9 M events).
 // --keep leaves DIR/cuprof_export_bench.json and .json.gz for bench/trace_bytes.py.
+// Last, one core's gzip speed and size with each compressor (libdeflate where installed, zlib).
 #define CUPROF_IMPLEMENTATION  // the writer is compiled here
 #include "synthetic_trace.hpp"
 
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 static long file_size(const std::string& path) {
@@ -84,6 +86,28 @@ int main(int argc, char** argv) {
   std::printf("export_gzip_bytes_per_launch=%.1f\n", gz_size / double(launches));
   std::printf("export_gzip_ratio=%.1f\n", json_size / gz_size);
   std::printf("export_gzip_events_per_s=%.0f\n", double(events) / gzip);
+  std::printf("export_gzip_compressor=%s\n", cuprof::detail::libdeflate() ? "libdeflate" : "zlib");
+
+  // One core's gzip of the writer's own blocks, per compressor: what the .gz speed is made
+  // of, and what the zlib fallback costs where libdeflate is absent.
+  std::vector<std::string> blocks;
+  cuprof::detail::chrome_trace_writer all(t, [&](cuprof::detail::text_buffer& chunk) {
+    blocks.emplace_back(chunk.data(), chunk.size());
+    chunk.clear();
+  });
+  all.write("bench");
+  std::vector<std::pair<const char*, const cuprof::detail::libdeflate_library*>> compressors = {{"zlib", nullptr}};
+  if (cuprof::detail::libdeflate()) compressors.emplace_back("libdeflate", cuprof::detail::libdeflate());
+  for (const auto& [name, backend] : compressors) {
+    cuprof::detail::gzip_compressor compressor(backend);
+    std::size_t compressed = 0;
+    const double seconds = median_seconds(3, [&] {
+      compressed = 0;
+      for (const std::string& b : blocks) compressed += compressor.compress(b.data(), b.size()).size();
+    });
+    std::printf("export_gzip_one_core_mb_per_s_%s=%.0f\n", name, double(bytes) / seconds / 1e6);
+    std::printf("export_gzip_bytes_per_launch_%s=%.1f\n", name, double(compressed) / double(launches));
+  }
   if (!keep) {
     std::remove(json.c_str());
     std::remove(gz.c_str());

@@ -78,7 +78,7 @@ class json_text_check {
 
 // Beyond what json_text_check sees, a bomb of valid-looking JSON is bounded
 // by size. Real traces are large, and gzip 15-25x (cuprof writes level 1,
-// less): a million kernel launches make about 680 MB of JSON, and cuprof's
+// less): a million kernel launches make about 600 MB of JSON, and cuprof's
 // default record cap (16 Mi records) about 4 GB in one window. So 8 GiB is
 // twice the largest trace cuprof writes by default, and past 256 MiB a ratio
 // above 100x (4-7 times the usual) is not a trace anyone wrote. The output

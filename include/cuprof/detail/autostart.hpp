@@ -17,6 +17,8 @@
 #include "env.hpp"
 #include "log.hpp"
 #include "process_info.hpp"
+#include "text.hpp"
+#include "../output/file_sink.hpp"
 #include "../profile.hpp"
 
 #include <unistd.h>
@@ -198,6 +200,9 @@ inline bool start_environment_profile(bool injected = false) {
   const char* pattern = std::getenv("CUPROF_TRACE");
   s.config.trace_path = resolve_trace_path(s.config.trace_path, std::uint32_t(::getpid()), std::getenv("CUPROF_ROOT_PID"),
                                            pattern && std::strstr(pattern, "%p"));
+  // Loaded now rather than at the write: a signal's trace is written while the
+  // program is stopped wherever it was, perhaps inside the dynamic loader.
+  if (ends_with(s.config.trace_path, ".gz")) libdeflate();
   ::setenv("CUPROF_ROOT_PID", pid.c_str(), 0);     // the first traced process of a run
   ::setenv("CUPROF_STARTED_PID", pid.c_str(), 1);  // for good: the injection library's exit check
   profile_options options;

@@ -1,6 +1,6 @@
 // The Chrome trace writer: formats a trace as Kineto-flavoured JSON
-// (docs/trace-format.md) and writes it on a second thread. Where the runtime
-// is compiled (chrome_trace.hpp includes it then).
+// (docs/trace-format.md) and writes it on other threads, compressing a ".gz"
+// in parallel. Where the runtime is compiled (chrome_trace.hpp includes it then).
 #pragma once
 
 #include "chrome_trace.hpp"
@@ -22,10 +22,10 @@
 #include <thread>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -41,6 +41,7 @@ class chrome_trace_writer {
   // Writes the whole document; returns the number of trace events written.
   std::size_t write(const std::string& trace_name) {
     base_ns_ = base_time();
+    find_devices_with_several_contexts();
     escaped_names_.reserve(t_.names.size());
     for (std::size_t i = escaped_names_.size(); i < t_.names.size(); ++i)
       escaped_names_.push_back(json_escaped(t_.names.str(name_id(i))));
@@ -149,7 +150,7 @@ class chrome_trace_writer {
     begin_event();
     out_ += "{\"name\":\"";
     out_ += name;
-    out_ += "\",\"ph\":\"M\",\"ts\":0.000,\"pid\":";
+    out_ += "\",\"ph\":\"M\",\"ts\":0,\"pid\":";
     append_int(out_, pid);
     out_ += ",\"tid\":";
     append_int(out_, tid);
@@ -282,9 +283,7 @@ class chrome_trace_writer {
         append_int(out_, t_.spans[a.parent].id);
         out_ += ',';
       }
-      key(schema::arg_cbid);
-      append_int(out_, a.cbid);
-      next_key(schema::arg_correlation);
+      key(schema::arg_correlation);
       append_int(out_, a.correlation);
       if (a.external_id) {
         out_ += ",\"external correlation\":";
@@ -306,6 +305,32 @@ class chrome_trace_writer {
     return nullptr;
   }
 
+  // "context" only where it tells something: on a device with work in more
+  // than one context (most programs have one per device, the primary context).
+  void context(const gpu_activity& g) {
+    if (several_contexts_.empty() ||
+        std::find(several_contexts_.begin(), several_contexts_.end(), g.device) == several_contexts_.end())
+      return;
+    next_key(schema::arg_context);
+    append_int(out_, g.context);
+  }
+
+  void find_devices_with_several_contexts() {
+    struct contexts {
+      std::uint32_t device, first;
+      bool several;
+    };
+    std::vector<contexts> seen;  // a few devices: a linear search
+    for (const gpu_activity& g : t_.gpu) {
+      const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == g.device; });
+      if (d == seen.end()) seen.push_back({g.device, g.context, false});
+      else d->several |= d->first != g.context;
+    }
+    several_contexts_.clear();
+    for (const contexts& c : seen)
+      if (c.several) several_contexts_.push_back(c.device);
+  }
+
   void gpu_common_args(const gpu_activity& g) {
     out_ += ",\"args\":{";
     const std::uint32_t span = launching_span(t_, g);
@@ -315,7 +340,7 @@ class chrome_trace_writer {
       out_ += ',';
     }
     key(schema::arg_device); append_int(out_, g.device);
-    next_key(schema::arg_context); append_int(out_, g.context);
+    context(g);
     next_key(schema::arg_stream); append_int(out_, g.stream);
     next_key(schema::arg_correlation); append_int(out_, g.correlation);
   }
@@ -331,7 +356,10 @@ class chrome_trace_writer {
       append_int(out_, t_.spans[a.span].id);
       out_ += "}}";
     }
-    std::unordered_map<std::uint32_t, std::uint32_t> flows_done;
+    std::vector<std::uint32_t> flows_done(t_.api_calls.size(), 0);  // per call: an index, no hashing per record
+    // Launch configurations are shared by many launches: one occupancy estimate
+    // each, per device for mixed GPUs ({device, percent}; percent -1: not yet).
+    std::vector<std::pair<std::uint32_t, int>> occupancy(t_.kernels.size(), {0, -1});
     for (const gpu_activity& g : t_.gpu) {
       const std::uint32_t tid = g.kind == gpu_kind::sync ? sync_tid_offset + g.stream : g.stream;
       switch (g.kind) {
@@ -340,14 +368,17 @@ class chrome_trace_writer {
           gpu_common_args(g);
           if (g.details != no_index) {
             const kernel_details& k = t_.kernels[g.details];
-            const occupancy_estimate occ = estimate_occupancy(k, device(g.device));
             next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
-            next_key(schema::arg_shared_memory); append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
-            out_ += ",\"blocks per SM\":"; append_double(out_, occ.blocks_per_sm);
-            out_ += ",\"warps per SM\":"; append_double(out_, occ.warps_per_sm);
+            if (const std::uint32_t shared = k.static_shared_memory + k.dynamic_shared_memory) {
+              next_key(schema::arg_shared_memory);
+              append_int(out_, shared);
+            }
             dims3(schema::arg_grid, k.grid);
             dims3(schema::arg_block, k.block);
-            out_ += ",\"est. achieved occupancy %\":"; append_int(out_, occ.percent);
+            std::pair<std::uint32_t, int>& estimate = occupancy[g.details];
+            if (estimate.second < 0 || estimate.first != g.device)
+              estimate = {g.device, estimate_occupancy(k, device(g.device)).percent};
+            out_ += ",\"est. achieved occupancy %\":"; append_int(out_, estimate.second);
             if (k.graph_id) {
               next_key(schema::arg_graph_id); append_int(out_, k.graph_id);
               next_key(schema::arg_graph_node_id); append_int(out_, k.graph_node_id);
@@ -375,7 +406,7 @@ class chrome_trace_writer {
           out_ += ",\"args\":{";
           key(schema::arg_sync_kind); out_ += '"'; out_ += sync_kind_name(g.subkind); out_ += '"';
           next_key(schema::arg_device); append_int(out_, g.device);
-          next_key(schema::arg_context); append_int(out_, g.context);
+          context(g);
           next_key(schema::arg_stream);
           if (g.subkind == 4) out_ += "-1"; else append_int(out_, g.stream);
           next_key(schema::arg_correlation); append_int(out_, g.correlation);
@@ -425,6 +456,7 @@ class chrome_trace_writer {
   std::uint64_t base_ns_ = 0;
   std::size_t events_ = 0;
   std::vector<std::string> escaped_names_;  // each name escaped once per document
+  std::vector<std::uint32_t> several_contexts_;  // devices with work in more than one context
 };
 
 }  // namespace detail
@@ -432,36 +464,56 @@ class chrome_trace_writer {
 
 namespace detail {
 
-// Hands filled buffers to a second thread that writes them, so formatting the
-// next megabyte overlaps writing (or compressing) the last one.
+// Hands filled buffers to other threads that write them, so formatting the
+// next megabyte overlaps writing the last ones. For a ".gz" path each buffer
+// becomes one gzip member, compressed on one worker per core (compression is
+// the slow part); members are written in the order the buffers came.
 class background_writer {
  public:
-  explicit background_writer(atomic_file& file) : file_(file), thread_([this] { run(); }) {}
+  explicit background_writer(atomic_file& file) : file_(file), libdeflate_(file.gzip() ? libdeflate() : nullptr) {
+    // At most 8 compressors: one formatting thread does not feed more
+    // (docs/performance.md), and each holds a block and its member in memory.
+    const unsigned workers = file.gzip() ? std::min(8u, std::max(1u, std::thread::hardware_concurrency())) : 1;
+    slot_count_ = workers + 1;  // one more block waiting, so no worker idles between blocks
+    slots_.reset(new text_buffer[slot_count_]);
+    // A member function, not a lambda: std::thread's code for a lambda type is
+    // shared by every copy of cuprof in the process (architecture.md).
+    for (unsigned i = 0; i < workers; ++i) threads_.emplace_back(&background_writer::run, this);
+  }
   background_writer(const background_writer&) = delete;
   background_writer& operator=(const background_writer&) = delete;
-  ~background_writer() { finish(); }
+  ~background_writer() {
+    try {
+      finish();
+    } catch (...) {  // the error was the caller's to see through finish(); here only the threads must end
+    }
+  }
 
-  // Takes `chunk`'s bytes (leaving it empty, capacity kept for reuse); blocks
-  // while the previous chunk is still being written.
+  // Takes `chunk`'s bytes, leaving it empty with a buffer of at least its
+  // capacity (the one a block written earlier used); blocks while every slot
+  // holds a block not yet written.
   void write(text_buffer& chunk) {
     std::unique_lock<std::mutex> lock(mutex_);
-    idle_.wait(lock, [&] { return !has_work_; });
+    idle_.wait(lock, [&] { return next_queued_ - next_written_ < slot_count_; });
     rethrow_locked();
-    pending_.swap(chunk);
+    text_buffer& slot = slots_[next_queued_ % slot_count_];  // free: blocks are written in order
+    if (slot.capacity() < chunk.capacity()) text_buffer(chunk.capacity()).swap(slot);
+    slot.swap(chunk);
     chunk.clear();
-    has_work_ = true;
+    ++next_queued_;
     ready_.notify_one();
   }
 
-  // Waits for everything to be written; rethrows the writer's error, if any.
+  // Waits for everything to be written; rethrows the first error, if any.
   void finish() {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (thread_.joinable()) {
-      idle_.wait(lock, [&] { return !has_work_; });
+    if (!threads_.empty()) {
+      idle_.wait(lock, [&] { return next_written_ == next_queued_; });
       done_ = true;
-      ready_.notify_one();
+      ready_.notify_all();
       lock.unlock();
-      thread_.join();
+      for (std::thread& t : threads_) t.join();
+      threads_.clear();
       lock.lock();
     }
     rethrow_locked();
@@ -471,33 +523,60 @@ class background_writer {
   void rethrow_locked() {
     if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
   }
+
+  // A worker: takes the next block, compresses it (".gz") unlocked, then
+  // writes it when every block before it was written.
   void run() {
+    std::unique_ptr<gzip_compressor> gzip;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      ready_.wait(lock, [&] { return has_work_ || done_; });
-      if (!has_work_) return;
+      ready_.wait(lock, [&] { return next_taken_ < next_queued_ || done_; });
+      if (next_taken_ == next_queued_) return;
+      const std::uint64_t order = next_taken_++;
+      const text_buffer& block = slots_[order % slot_count_];
+      const bool skip = failed_;
       lock.unlock();
+      std::exception_ptr error;
+      std::string_view out(block.data(), block.size());
       try {
-        if (!failed_) file_.write(pending_.data(), pending_.size());
+        if (!skip && file_.gzip()) {
+          if (!gzip) gzip.reset(new gzip_compressor(libdeflate_));
+          out = gzip->compress(block.data(), block.size());
+        }
       } catch (...) {
-        lock.lock();
-        failure_ = std::current_exception();
-        failed_ = true;
-        lock.unlock();
+        error = std::current_exception();
       }
       lock.lock();
-      has_work_ = false;
-      idle_.notify_one();
+      turn_.wait(lock, [&] { return next_written_ == order; });
+      if (!error && !failed_) {
+        lock.unlock();  // only the block whose turn it is writes
+        try {
+          file_.write(out.data(), out.size());
+        } catch (...) {
+          error = std::current_exception();
+        }
+        lock.lock();
+      }
+      if (error && !failed_) {
+        failure_ = error;
+        failed_ = true;
+      }
+      ++next_written_;
+      turn_.notify_all();
+      idle_.notify_all();
     }
   }
 
   atomic_file& file_;
+  const libdeflate_library* libdeflate_;  // null: zlib's gzip
   std::mutex mutex_;
-  std::condition_variable ready_, idle_;
-  text_buffer pending_;
-  bool has_work_ = false, done_ = false, failed_ = false;
+  std::condition_variable ready_, idle_, turn_;
+  // Block k is in slot k % slot_count_ from write() until it is written.
+  std::unique_ptr<text_buffer[]> slots_;
+  std::uint64_t slot_count_ = 1, next_queued_ = 0, next_taken_ = 0, next_written_ = 0;
+  bool done_ = false, failed_ = false;
   std::exception_ptr failure_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace detail

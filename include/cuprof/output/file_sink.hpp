@@ -1,7 +1,10 @@
 // Atomic file output: bytes go to a temporary file beside the target, which is
 // renamed over the target only once everything was written and flushed. A
 // failure at any point removes the temporary file and leaves an existing
-// target as it was. Paths ending in ".gz" are gzip-compressed.
+// target as it was. Paths ending in ".gz" are for gzip data: the writer
+// compresses it in independent blocks (gzip_compressor), each a complete gzip
+// member; members concatenated are one valid gzip file (RFC 1952), which
+// gzip, zlib's gzread, Python's gzip module and cuprof's reader read whole.
 //
 // The temporary file is created, never opened: O_CREAT|O_EXCL|O_NOFOLLOW with
 // an unpredictable name, so a symlink or FIFO planted beside the target (say
@@ -10,10 +13,12 @@
 // fopen would give a new one (0666 less the umask).
 #pragma once
 
+#include "../detail/dynamic_library.hpp"
 #include "../detail/text.hpp"
 #include "../error.hpp"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -23,7 +28,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <climits>
 #include <ctime>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -75,9 +82,8 @@ class atomic_file {
                               std::string_view(path_).substr(slash == std::string::npos ? 0 : slash + 1));
     const int fd = create_temporary_file(replacing ? &target : nullptr);
     errno = 0;
-    if (gzip_) gz_ = gzdopen(fd, "wb1");
-    else file_ = ::fdopen(fd, "wb");
-    if (!gz_ && !file_) {
+    file_ = ::fdopen(fd, "wb");
+    if (!file_) {
       const int saved = errno;
       ::close(fd);
       errno = saved;
@@ -88,36 +94,29 @@ class atomic_file {
   atomic_file& operator=(const atomic_file&) = delete;
   ~atomic_file() { discard(); }
 
+  // Writes bytes as they are: gzip members for a ".gz" path (gzip()).
   void write(const char* data, std::size_t n) {
     if (n == 0) return;
     errno = 0;
-    if (gzip_) {
-      if (gzwrite(gz_, data, unsigned(n)) != int(n)) fail("cannot write");
-    } else if (std::fwrite(data, 1, n, file_) != n) {
-      fail("cannot write");
-    }
+    if (std::fwrite(data, 1, n, file_) != n) fail("cannot write");
   }
 
   // Flushes, closes and renames into place. Throws, leaving the target intact, on failure.
   void commit() {
     errno = 0;
-    if (gzip_) {
-      const int rc = gzclose(gz_);
-      gz_ = nullptr;
-      if (rc != Z_OK) fail("cannot write");
-    } else {
-      const bool ok = std::fflush(file_) == 0;
-      const int saved = errno;
-      const bool closed = std::fclose(file_) == 0;
-      file_ = nullptr;
-      errno = saved ? saved : errno;
-      if (!ok || !closed) fail("cannot write");
-    }
+    const bool ok = std::fflush(file_) == 0;
+    const int saved = errno;
+    const bool closed = std::fclose(file_) == 0;
+    file_ = nullptr;
+    errno = saved ? saved : errno;
+    if (!ok || !closed) fail("cannot write");
     if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) fail("cannot rename the temporary file onto");
     tmp_path_.clear();
   }
 
   const std::string& path() const noexcept { return path_; }
+  // Whether the path asks for gzip data (".gz").
+  bool gzip() const noexcept { return gzip_; }
 
  private:
   // "<path>.tmp.<pid>.<16 random hex digits>", created with the mode of the
@@ -159,9 +158,7 @@ class atomic_file {
     throw error(msg);
   }
   void discard() noexcept {
-    if (gz_) gzclose(gz_);
     if (file_) std::fclose(file_);
-    gz_ = nullptr;
     file_ = nullptr;
     if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
     tmp_path_.clear();
@@ -171,7 +168,83 @@ class atomic_file {
   std::string tmp_path_;
   bool gzip_;
   std::FILE* file_ = nullptr;
-  gzFile gz_ = nullptr;
+};
+
+// The four functions of libdeflate's whole-buffer API (libdeflate.h) that
+// gzip needs, loaded at run time as libcupti is: a program that includes cuprof does not
+// link it and runs where it is absent, with zlib's gzip instead.
+struct libdeflate_library {
+  struct compressor;  // libdeflate_compressor
+  compressor* (*alloc_compressor)(int level) = nullptr;
+  std::size_t (*gzip_compress_bound)(compressor*, std::size_t in_bytes) = nullptr;
+  std::size_t (*gzip_compress)(compressor*, const void* in, std::size_t in_bytes, void* out, std::size_t room) = nullptr;
+  void (*free_compressor)(compressor*) = nullptr;
+};
+
+inline libdeflate_library load_libdeflate() {
+  libdeflate_library lib;
+  void* handle = ::dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return {};
+  if (bind(handle, lib.alloc_compressor, "libdeflate_alloc_compressor") &&
+      bind(handle, lib.gzip_compress_bound, "libdeflate_gzip_compress_bound") &&
+      bind(handle, lib.gzip_compress, "libdeflate_gzip_compress") &&
+      bind(handle, lib.free_compressor, "libdeflate_free_compressor"))
+    return lib;  // kept loaded for the process
+  ::dlclose(handle);
+  return {};
+}
+
+// libdeflate, loaded at the first call; null where libdeflate.so.0 is absent.
+inline const libdeflate_library* libdeflate() {
+  static const libdeflate_library lib = load_libdeflate();
+  return lib.alloc_compressor ? &lib : nullptr;
+}
+
+// Compresses one block into one complete gzip member at level 1: with
+// libdeflate when given (faster than zlib's level 1, and smaller:
+// docs/performance.md), with zlib otherwise. One per thread; the member stays
+// valid until the next compress().
+class gzip_compressor {
+ public:
+  explicit gzip_compressor(const libdeflate_library* libdeflate) : libdeflate_(libdeflate) {
+    if (libdeflate_ ? !(deflater_ = libdeflate_->alloc_compressor(1))
+                    : deflateInit2(&zlib_, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)  // +16: gzip
+      throw error("cannot allocate a gzip compressor");
+  }
+  gzip_compressor(const gzip_compressor&) = delete;
+  gzip_compressor& operator=(const gzip_compressor&) = delete;
+  ~gzip_compressor() {
+    if (libdeflate_) libdeflate_->free_compressor(deflater_);
+    else deflateEnd(&zlib_);
+  }
+
+  std::string_view compress(const char* data, std::size_t n) {
+    if (n > UINT_MAX / 2) throw error("gzip: a block over 2 GiB");  // zlib counts in 32 bits; blocks are ~1 MiB
+    const std::size_t bound = libdeflate_ ? libdeflate_->gzip_compress_bound(deflater_, n) : deflateBound(&zlib_, uLong(n));
+    if (bound > capacity_) {
+      member_.reset(new char[bound]);
+      capacity_ = bound;
+    }
+    std::size_t size = 0;
+    if (libdeflate_) {
+      size = libdeflate_->gzip_compress(deflater_, data, n, member_.get(), capacity_);
+    } else if (deflateReset(&zlib_) == Z_OK) {
+      zlib_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+      zlib_.avail_in = uInt(n);
+      zlib_.next_out = reinterpret_cast<Bytef*>(member_.get());
+      zlib_.avail_out = uInt(bound);
+      if (deflate(&zlib_, Z_FINISH) == Z_STREAM_END) size = bound - zlib_.avail_out;
+    }
+    if (size == 0) throw error("gzip compression failed");  // cannot happen with the bound's room
+    return {member_.get(), size};
+  }
+
+ private:
+  const libdeflate_library* libdeflate_;
+  libdeflate_library::compressor* deflater_ = nullptr;
+  z_stream zlib_{};
+  std::unique_ptr<char[]> member_;
+  std::size_t capacity_ = 0;
 };
 
 }  // namespace cuprof::detail

@@ -33,14 +33,15 @@ inline constexpr std::string_view cat_flow = "ac2g";  // the arrow from an API c
 // Event args.
 inline constexpr std::string_view arg_external_id = "External id";  // the scope: a span's id, named by its work
 inline constexpr std::string_view arg_correlation = "correlation";  // CUPTI's id linking a call and its GPU records
-inline constexpr std::string_view arg_cbid = "cbid";                // CUPTI's callback id of an API call
+// CUPTI's callback id of an API call: read (Kineto's traces, older cuprof ones), not written (the name says it).
+inline constexpr std::string_view arg_cbid = "cbid";
 inline constexpr std::string_view arg_device = "device";
-inline constexpr std::string_view arg_context = "context";
+inline constexpr std::string_view arg_context = "context";  // written on a device with several contexts; absent: 0
 inline constexpr std::string_view arg_stream = "stream";
 inline constexpr std::string_view arg_bytes = "bytes";
 inline constexpr std::string_view arg_sync_kind = "cuda_sync_kind";  // sync_kind_name()
 inline constexpr std::string_view arg_registers_per_thread = "registers per thread";
-inline constexpr std::string_view arg_shared_memory = "shared memory";  // static and dynamic, per block
+inline constexpr std::string_view arg_shared_memory = "shared memory";  // static and dynamic, per block; absent: 0
 inline constexpr std::string_view arg_grid = "grid";
 inline constexpr std::string_view arg_block = "block";
 inline constexpr std::string_view arg_graph_id = "graph id";

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include "../dynamic_library.hpp"
 #include "../env.hpp"
 
 #include <cstdlib>
@@ -15,20 +16,6 @@
 #include <vector>
 
 namespace cuprof::detail::cupti {
-
-inline void* open_first(const std::vector<std::string>& candidates) {
-  for (const std::string& path : candidates) {
-    if (path.empty()) continue;
-    if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-  }
-  return nullptr;
-}
-
-template <class Fn>
-bool bind(void* lib, Fn& fn, const char* symbol) {
-  fn = reinterpret_cast<Fn>(::dlsym(lib, symbol));
-  return fn != nullptr;
-}
 
 // The libcupti cuprof uses. Tracing and NVTX capture open it through this
 // one function so that they reach the same instance: the same candidates in
