@@ -329,6 +329,7 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
   if (avg.rows().empty()) err += "cuprof: " + lt.source + ": no scopes, CUDA calls or GPU work in the trace\n";
   if (format == output_format::text) {
     out += avg.table(o);
+    if (is_cpu_only(lt.t)) out += std::string("Note: ") + cpu_only_note + "\n";
   } else if (format == output_format::csv) {
     out += to_csv(table_records(avg, o));
   } else {
@@ -368,10 +369,14 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
     return exit_ok;
   }
   record_table findings;
-  findings.columns = {"kind", "headline", "details", "where"};
-  if (format == output_format::csv)  // the verdict is the CSV's first line item
-    findings.rows.push_back({str("verdict"), str(verdict_name(in.verdict)), str(in.verdict_reason), str("")});
-  for (const finding& f : in.findings) findings.rows.push_back({str(f.kind), str(f.headline), str(joined(f.details)), str(f.where)});
+  findings.columns = {"kind",    "headline", "details",   "where",    "cause",
+                      "cost_us", "cost_of",  "cost_pct", "saving_us", "estimate"};
+  if (format == output_format::csv)  // the verdict is the CSV's first line item: its signals as details, its rule as estimate
+    findings.rows.push_back({str("verdict"), str(verdict_name(in.verdict)), str(in.verdict_signals), str(""), str(in.verdict_reason),
+                             real(NAN), str(""), real(NAN), real(NAN), str(in.verdict_rule)});
+  for (const finding& f : in.findings)
+    findings.rows.push_back({str(f.kind), str(f.headline), str(joined(f.details)), str(f.where), str(f.cause), us(f.cost_ns),
+                             str(cost_base_name(f.cost_of)), real(f.cost_share * 100.0), us(f.saving_ns), str(f.estimate)});
   if (format == output_format::csv) {
     out += to_csv(findings);
     return exit_ok;
@@ -392,11 +397,16 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
   write_source(j, lt);
   j.field("verdict", str(verdict_name(in.verdict)))
       .field("reason", str(in.verdict_reason))
+      .field("rule", str(in.verdict_rule))
+      .field("signals", str(in.verdict_signals))
+      .field("cpu_only", flag(in.cpu_only))
       .field("window_us", us(in.window_end_ns - in.window_start_ns))
       .field("gpu_busy_us", us(in.gpu_busy_ns))
-      .field("gpu_idle_pct", real(in.gpu_idle_share * 100.0));
+      .field("gpu_idle_pct", real(in.gpu_idle_share * 100.0))
+      .field("launch_to_start_median_us", in.launch_to_start.count ? us(in.launch_to_start.median_ns) : real(NAN))
+      .field("launch_call_median_us", in.launch_to_start.count ? us(in.launch_call_median_ns) : real(NAN));
   write_totals(j, in.totals());
-  j.field("findings", findings).field("kernels", kernels);
+  j.field("summary", in.summary).field("findings", findings).field("kernels", kernels);
   out += j.text();
   return exit_ok;
 }
