@@ -36,7 +36,6 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
-#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -547,16 +546,15 @@ class analyzer {
       std::vector<std::uint64_t> gaps;
       std::uint32_t gemm;
     };
-    std::map<std::tuple<std::string, std::uint64_t, std::string, std::string>, group> groups;
-    std::vector<std::tuple<std::string, std::uint64_t, std::string, std::string>> keys;
+    std::map<std::tuple<std::string, std::uint64_t, std::string>, group> groups;  // copy, bytes, GEMM: one cause
+    std::vector<std::tuple<std::string, std::uint64_t, std::string>> keys;
     for (std::size_t k = 0; k + 1 < order.size(); ++k) {
       const gpu_activity& c = t_.gpu[order[k]];
       const gpu_activity& n = t_.gpu[order[k + 1]];
       if ((c.kind != gpu_kind::memcpy && c.kind != gpu_kind::memset) || n.kind != gpu_kind::kernel) continue;
       if (c.device != n.device || c.stream != n.stream) continue;
       if (!gemm_name(n.name)) continue;
-      const std::string call = c.api != no_index ? t_.names.str(t_.api_calls[c.api].name) : std::string();
-      auto key = std::make_tuple(t_.names.str(c.name), c.bytes, t_.names.str(n.name), call);
+      auto key = std::make_tuple(t_.names.str(c.name), c.bytes, t_.names.str(n.name));
       auto [it, inserted] = groups.try_emplace(key, group{{}, {}, order[k + 1]});
       if (inserted) keys.push_back(key);
       it->second.copies.push_back(order[k]);
@@ -567,7 +565,7 @@ class analyzer {
       const gpu_activity& c = t_.gpu[gr.copies[0]];
       const std::string& copy_name = std::get<0>(key);
       const std::string& gemm_name = std::get<2>(key);
-      const std::string& call = std::get<3>(key);
+      const std::string call = c.api != no_index ? t_.names.str(t_.api_calls[c.api].name) : std::string();  // the first's
       const kernel_name_info gemm = decode_kernel_name(gemm_name);
       finding f;
       f.kind = c.kind == gpu_kind::memset ? "memset before GEMM" : "memcpy before GEMM";
@@ -604,7 +602,7 @@ class analyzer {
       f.cost_of = on_cpu ? cost_base::cpu_time : cost_base::gpu_time;
       const bool cublas_flag = c.kind == gpu_kind::memset && c.bytes <= 64;
       if (cublas_flag && !on_cpu) {
-        f.estimate = "nothing to save: cuBLAS's own flag clear, a fraction of a microsecond of GPU time a GEMM";
+        f.estimate = "cuBLAS's own flag clear, a fraction of a microsecond of GPU time a GEMM";
       } else if (cublas_flag) {
         f.saving_ns = f.cost_ns;
         f.estimate = "its launch calls' CPU time: a CUDA graph replays the memset without them";
@@ -716,7 +714,7 @@ class analyzer {
         f.saving_ns = f.cost_ns;
         f.estimate = "the queries' CPU time: a CUDA graph replays the launches without them";
       } else {
-        f.estimate = "nothing to save: the queries' CPU time is hidden behind the GPU's work";
+        f.estimate = "the queries' CPU time is hidden behind the GPU's work";
       }
       add(std::move(f));
     }
@@ -818,7 +816,7 @@ class analyzer {
       f.estimate = "up to the GPU's idle time: with launches that keep it fed (a CUDA graph, fewer and bigger launches) the "
                    "window shrinks towards the GPU's busy time";
     } else {
-      f.estimate = "none from launches: the queue was not empty";
+      f.estimate = "launches do not starve the GPU: the queue was not empty";
     }
     // Where: the record that waited longest.
     const gpu_activity* worst = nullptr;
@@ -1033,7 +1031,7 @@ class analyzer {
       f.where = "CUPTI Overhead lane, first at " + ts_text(in_, first);
       for (const auto& o : overhead) f.cost_ns += o.second.second;
       f.cost_of = cost_base::window;
-      f.estimate = "nothing to save in your code: the profiler's own work";
+      f.estimate = "the profiler's own work, not your code's";
       add(std::move(f));
     }
     if (t_.meta.dropped_gpu_records || t_.meta.dropped_cpu_events || t_.meta.unmatched_gpu_records) {
