@@ -896,6 +896,60 @@ TEST_CASE("insights: the unfused MLP's GeLU and mul are the top finding, with th
   CHECK(find_finding(torch, "cold start") == nullptr);
 }
 
+TEST_CASE("insights: the ranked findings and the verdicts' signals on the matmul_add traces, cuprof's and torch's") {
+  struct expected {
+    std::string path;
+    cuprof::bound_verdict verdict;
+    std::vector<std::string> kinds;
+  };
+  for (const expected& e :
+       {expected{fixture("matmul_add_64.json"), cuprof::bound_verdict::overhead_bound, {"launch to start"}},
+        expected{kineto("torch_matmul_add_64.json"), cuprof::bound_verdict::overhead_bound, {"launch to start"}},
+        expected{fixture("matmul_add_4096.json"), cuprof::bound_verdict::compute_bound, {"memset before GEMM"}},
+        expected{kineto("torch_matmul_add_4096.json"), cuprof::bound_verdict::compute_bound, {"synchronization", "memset before GEMM"}},
+        expected{fixture("linear_addmm.json"), cuprof::bound_verdict::overhead_bound, {"launch to start", "memcpy before GEMM"}}}) {
+    CAPTURE(e.path);
+    const cuprof::insights in = insights_of(e.path);
+    check_ranking(in);
+    CHECK(in.verdict == e.verdict);
+    CHECK(kinds_of(in) == e.kinds);
+    // The signals, recomputed from the trace: the launch-to-start median and the launch calls' median.
+    const cuprof::trace t = cuprof::read_trace_file(e.path).t;
+    std::vector<std::uint64_t> waits, calls;
+    for (const cuprof::gpu_activity& g : t.gpu) {
+      if (g.kind == cuprof::gpu_kind::sync || g.api == cuprof::no_index) continue;
+      waits.push_back(g.start_ns - t.api_calls[g.api].start_ns);
+      calls.push_back(t.api_calls[g.api].end_ns - t.api_calls[g.api].start_ns);
+    }
+    CHECK(in.launch_to_start.median_ns == cuprof::median_of(waits));
+    CHECK(in.launch_call_median_ns == cuprof::median_of(calls));
+    const bool cpu_heavy = in.cpu_work_ns() > in.self_cuda_ns, idle = in.gpu_idle_share >= 0.3,
+               short_queue = in.launch_to_start.median_ns < std::max<std::uint64_t>(20000, 3 * in.launch_call_median_ns);
+    CHECK((e.verdict == cuprof::bound_verdict::overhead_bound) == (cpu_heavy && idle && short_queue));
+    CHECK((e.verdict == cuprof::bound_verdict::compute_bound) == (!cpu_heavy && !idle && !short_queue));
+    // Compute-bound: launch-to-start is queue depth, not a finding.
+    if (e.verdict == cuprof::bound_verdict::compute_bound) CHECK(find_finding(in, "launch to start") == nullptr);
+  }
+  // torch's 4096 run ends in a 397us cudaDeviceSynchronize during which the GPU worked all but 13.152us.
+  const cuprof::finding* sync = find_finding(insights_of(kineto("torch_matmul_add_4096.json")), "synchronization");
+  REQUIRE(sync != nullptr);
+  CHECK(sync->cost_ns == 397362);
+  CHECK(sync->saving_ns == 13152);
+}
+
+TEST_CASE("docs: the insights output shown in docs/guide.md is the command's") {
+  const std::string guide = slurp(source_dir() + "/docs/guide.md");
+  const std::string intro = "(`cuprof insights tests/fixtures/gpu/mlp_unfused.json`):\n\n```\n";
+  const std::size_t from = guide.find(intro);
+  REQUIRE(from != std::string::npos);
+  const std::size_t begin = from + intro.size(), end = guide.find("\n```\n", begin);
+  REQUIRE(end != std::string::npos);
+  const std::string shown = guide.substr(begin, end - begin + 1);
+  const std::string out = cli({"insights", fixture("mlp_unfused.json")}).out;
+  // The first line names the file as given; the rest is the same.
+  CHECK(shown.substr(shown.find('\n')) == out.substr(out.find('\n')));
+}
+
 TEST_CASE("insights: a synthetic 1 M-event overhead-bound trace: the verdict, its rule and the ranked findings") {
   // Built as the model, not as JSON, to stay quick under the sanitizers: 10 steps of 33,334 ops each, an op
   // a scope around a 5us launch call whose 2us kernel starts 1us after the call returns; step 0 is cold.
@@ -1562,7 +1616,8 @@ TEST_CASE("cli: --format text is the default byte for byte; csv is a header and 
 
 TEST_CASE("cli: table, insights and diff agree on CPU, sync and GPU time (one definition: time_totals)") {
   for (const std::string& path :
-       {fixture("matmul_add_4096.json"), fixture("occupancy.json"), kineto("torch_matmul_add_4096.json")}) {
+       {fixture("matmul_add_4096.json"), fixture("occupancy.json"), kineto("torch_matmul_add_4096.json"),
+        kineto("torch_geglu_mlp.json")}) {
     CAPTURE(path);
     const json table = json::parse(cli({"table", path, "--format", "json"}).out)["totals"];
     const json insights = json::parse(cli({"insights", path, "--format", "json"}).out)["totals"];
