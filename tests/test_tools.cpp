@@ -937,6 +937,59 @@ TEST_CASE("insights: the ranked findings and the verdicts' signals on the matmul
   CHECK(sync->saving_ns == 13152);
 }
 
+TEST_CASE("insights: elementwise kernels of one scope call chain across one other kernel, not two") {
+  // One call of a scope "block" launches these kernels in order, each from an op scope of its own, on one stream.
+  const auto analyze_block = [](const std::vector<std::string>& kernels) {
+    cuprof::trace t;
+    const std::uint64_t t0 = 1700000000000000000ull;
+    cuprof::cpu_span block;
+    block.start_ns = t0;
+    block.end_ns = t0 + 1000000;
+    block.name = t.names.intern("block");
+    block.tid = 1;
+    block.id = 1;
+    t.spans.push_back(block);
+    for (std::uint32_t i = 0; i < kernels.size(); ++i) {
+      cuprof::cpu_span op;
+      op.start_ns = t0 + 1000 + i * 10000;
+      op.end_ns = op.start_ns + 5000;
+      op.name = t.names.intern("op" + std::to_string(i));
+      op.tid = 1;
+      op.parent = 0;
+      op.id = i + 2;
+      t.spans.push_back(op);
+      cuprof::api_call a;
+      a.start_ns = op.start_ns + 1000;
+      a.end_ns = a.start_ns + 2000;
+      a.name = t.names.intern("cudaLaunchKernel");
+      a.tid = 1;
+      a.correlation = i + 1;
+      a.has_flow = true;
+      t.api_calls.push_back(a);
+      cuprof::gpu_activity g;
+      g.start_ns = t0 + 500000 + i * 20000;
+      g.end_ns = g.start_ns + (i + 1) * 1000;
+      g.name = t.names.intern(kernels[i]);
+      g.correlation = i + 1;
+      g.stream = 7;
+      t.gpu.push_back(g);
+    }
+    cuprof::attribute(t);
+    return cuprof::analyze(t);
+  };
+  const std::string gelu = "void ex::map_kernel<gelu_op>(gelu_op)", mul = "void ex::map_kernel<mul_op>(mul_op)",
+                    gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT";
+  const cuprof::insights one = analyze_block({gelu, gemm, mul});
+  const cuprof::finding* chain = find_finding(one, "elementwise chain");
+  REQUIRE(chain != nullptr);
+  CHECK(chain->headline == "2 elementwise kernels, gelu_op -> mul_op, in one block call, 1 time: 4.000us");
+  CHECK(chain->cost_ns == 1000 + 3000);
+  CHECK(chain->saving_ns == 1000);
+  CHECK(find_finding(analyze_block({gelu, gemm, gemm, mul}), "elementwise chain") == nullptr);
+  CHECK(find_finding(analyze_block({gelu, mul}), "elementwise chain") != nullptr);
+  CHECK(find_finding(analyze_block({gelu, gemm}), "elementwise chain") == nullptr);
+}
+
 TEST_CASE("docs: the insights output shown in docs/guide.md is the command's") {
   const std::string guide = slurp(source_dir() + "/docs/guide.md");
   const std::string intro = "(`cuprof insights tests/fixtures/gpu/mlp_unfused.json`):\n\n```\n";

@@ -58,6 +58,10 @@ struct insights_options {
   // launched onto an idle stream starts within a launch call or two.
   double queue_factor = 3.0;
   std::uint64_t queue_min_ns = 20000;
+  // Elementwise kernels of one scope call chain across at most this many other kernels
+  // (torch's eager GeGLU runs up_proj's GEMM between the GeLU and its mul); more, and
+  // they are likely separate stages of the computation.
+  std::size_t chain_gap_kernels = 1;
   double cold_factor = 1.5;       // first step at least this many times the median of the others
   double variation_factor = 1.25; // a kernel's slowest step at least this many times its median step
   double sync_share = 0.25;       // synchronizations taking at least this share of Self CPU time
@@ -853,7 +857,8 @@ class analyzer {
   }
 
   // Elementwise kernels on one stream that one scope call launched (the innermost
-  // scope enclosing them, below the step), or back to back without a known scope:
+  // scope enclosing them, below the step; at most chain_gap_kernels other kernels
+  // between two of them), or back to back without a known scope:
   // each writes its result to memory and the next reads inputs back. Fused (as
   // torch.compile or a hand-written kernel does), memory-bound elementwise kernels
   // cost about as much as the longest of them: the intermediates stay in registers.
@@ -909,7 +914,8 @@ class analyzer {
       }
       if (!run.empty()) {
         const std::uint32_t scope = common_scope(launching_span(t_, t_.gpu[run.back()]), launching_span(t_, g));
-        const bool same_call = scope != no_index && (run.size() == 1 || scope == run_scope);
+        const bool same_call = scope != no_index && (run.size() == 1 || scope == run_scope) &&
+                               pending.size() <= o_.chain_gap_kernels;
         const bool back_to_back = pending.empty() && scope == no_index && run_scope == no_index;
         if (same_call || back_to_back) {
           if (run.size() == 1) run_scope = scope;
