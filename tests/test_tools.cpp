@@ -22,11 +22,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -760,6 +764,330 @@ TEST_CASE("insights: matmul_add 64 is overhead-bound, 4096 compute-bound") {
   CHECK(sync->headline.find("cudaDeviceSynchronize: 397.362us in 1 call, 63.0% of Self CPU time") != std::string::npos);
 }
 
+namespace {
+
+// The GPU time of each kernel name in a trace.
+std::map<std::string, std::uint64_t> gpu_time_by_name(const cuprof::trace& t) {
+  std::map<std::string, std::uint64_t> out;
+  for (const cuprof::gpu_activity& g : t.gpu)
+    if (g.kind != cuprof::gpu_kind::sync) out[t.names.str(g.name)] += g.end_ns - g.start_ns;
+  return out;
+}
+
+std::vector<std::string> kinds_of(const cuprof::insights& in) {
+  std::vector<std::string> kinds;
+  for (const cuprof::finding& f : in.findings) kinds.push_back(f.kind);
+  return kinds;
+}
+
+// Ranked by estimated saving, one finding per cause, the summary the top ones with a saving.
+void check_ranking(const cuprof::insights& in) {
+  std::set<std::string> causes;
+  for (std::size_t i = 0; i < in.findings.size(); ++i) {
+    CAPTURE(in.findings[i].cause);
+    CHECK(causes.insert(in.findings[i].cause).second);
+    if (i) CHECK(in.findings[i - 1].saving_ns >= in.findings[i].saving_ns);
+    CHECK(in.findings[i].saving_ns <= in.findings[i].cost_ns);
+  }
+  std::size_t with_saving = 0;
+  for (const cuprof::finding& f : in.findings) with_saving += f.saving_ns > 0;
+  REQUIRE(in.summary.size() == std::min<std::size_t>(3, with_saving));
+  for (std::size_t i = 0; i < in.summary.size(); ++i)
+    CHECK(in.summary[i].rfind("[" + in.findings[i].kind + "] " + in.findings[i].headline + "; ", 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("insights: the unfused MLP's GeLU and mul are the top finding, with their share; the fused MLP has none") {
+  for (const auto& [file, gelu, mul, scope] :
+       {std::make_tuple(fixture("mlp_unfused.json"), std::string("void ex::map_kernel<gelu_op>"), std::string("void ex::map_kernel<mul_op>"),
+                        std::string("mlp")),
+        std::make_tuple(kineto("torch_geglu_mlp.json"), std::string("void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl"),
+                        std::string("void at::native::vectorized_elementwise_kernel<8, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor"),
+                        std::string("mlp_fwd"))}) {
+    CAPTURE(file);
+    const cuprof::loaded_trace lt = cuprof::read_trace_file(file);
+    const cuprof::insights in = insights_of(file);
+    check_ranking(in);
+    REQUIRE_FALSE(in.findings.empty());
+    const cuprof::finding& chain = in.findings[0];
+    CHECK(chain.kind == "elementwise chain");
+    CHECK(chain.headline.find("2 elementwise kernels, ") == 0);
+    CHECK(chain.headline.find(", in one " + scope + " call, 3 times: ") != std::string::npos);
+    // Its cost: the two kernels' GPU time; its share: of Self CUDA; its saving: each step's pair less its longer kernel.
+    std::uint64_t gelu_ns = 0, mul_ns = 0, saving = 0;
+    for (const auto& [name, ns] : gpu_time_by_name(lt.t)) {
+      if (name.rfind(gelu, 0) == 0) gelu_ns += ns;
+      if (name.rfind(mul, 0) == 0) mul_ns += ns;
+    }
+    REQUIRE(gelu_ns > 0);
+    REQUIRE(mul_ns > 0);
+    std::map<std::uint64_t, std::vector<std::uint64_t>> per_step;  // step start -> the pair's durations
+    for (const cuprof::gpu_activity& g : lt.t.gpu) {
+      const std::string& name = lt.t.names.str(g.name);
+      if (name.rfind(gelu, 0) != 0 && name.rfind(mul, 0) != 0) continue;
+      for (const cuprof::cpu_span& st : lt.t.spans)
+        if (st.is_step && st.start_ns <= lt.t.api_calls[g.api].start_ns && lt.t.api_calls[g.api].start_ns < st.end_ns)
+          per_step[st.start_ns].push_back(g.end_ns - g.start_ns);
+    }
+    REQUIRE(per_step.size() == 3);
+    for (const auto& [step, durations] : per_step) {
+      REQUIRE(durations.size() == 2);
+      saving += std::min(durations[0], durations[1]);
+    }
+    CHECK(chain.cost_ns == gelu_ns + mul_ns);
+    CHECK(chain.cost_of == cuprof::cost_base::gpu_time);
+    CHECK(chain.cost_share == doctest::Approx(double(gelu_ns + mul_ns) / double(in.self_cuda_ns)));
+    CHECK(chain.saving_ns == saving);
+    CHECK(chain.estimate.find("the chain's time minus its longest kernel") != std::string::npos);
+    REQUIRE_FALSE(in.summary.empty());
+    CHECK(in.summary[0].find("elementwise chain") != std::string::npos);
+  }
+  // cuprof's MLP: 204.064us, 29.4% of GPU time; torch's (the seed's shapes on an H100): 257.252us, 33.8%.
+  const cuprof::insights unfused = insights_of(fixture("mlp_unfused.json"));
+  CHECK(unfused.verdict == cuprof::bound_verdict::compute_bound);
+  CHECK(kinds_of(unfused) == std::vector<std::string>{"elementwise chain", "memset before GEMM"});
+  CHECK(unfused.findings[0].cause == "elementwise chain: gelu_op -> mul_op");
+  CHECK(unfused.findings[0].cost_ns == 204064);
+  CHECK(unfused.findings[0].saving_ns == 94624);
+  CHECK(unfused.summary[0].find("; 29.4% of GPU time, could save ~94.624us") != std::string::npos);
+  // JSON and CSV carry the same figures.
+  const nlohmann::json doc = nlohmann::json::parse(cli({"insights", fixture("mlp_unfused.json"), "--format", "json"}).out);
+  CHECK(doc["verdict"] == "compute-bound");
+  CHECK(doc["rule"] == unfused.verdict_rule);
+  CHECK(doc["signals"] == unfused.verdict_signals);
+  CHECK(doc["summary"] == unfused.summary);
+  REQUIRE(doc["findings"].size() == 2);
+  CHECK(doc["findings"][0]["cause"] == "elementwise chain: gelu_op -> mul_op");
+  CHECK(doc["findings"][0]["cost_us"] == 204.064);
+  CHECK(doc["findings"][0]["cost_of"] == "GPU time");
+  CHECK(doc["findings"][0]["saving_us"] == 94.624);
+  CHECK(doc["findings"][0]["estimate"] == unfused.findings[0].estimate);
+  CHECK(doc["launch_to_start_median_us"] == 392.32);
+  const cuprof::insights torch = insights_of(kineto("torch_geglu_mlp.json"));
+  CHECK(torch.verdict == cuprof::bound_verdict::mixed);
+  CHECK(kinds_of(torch) == std::vector<std::string>{"elementwise chain", "memset before GEMM", "launch to start"});
+  CHECK(torch.findings[0].cause == "elementwise chain: Gelu -> Mul");
+  CHECK(torch.findings[0].cost_ns == 257252);
+  CHECK(torch.findings[0].saving_ns == 103650);
+  CHECK(torch.findings[0].details[2] == "other kernels between them: nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT");
+  // torch compiles in the GeLU and the mul into one Triton kernel: no chain left; the estimate was 103.650us,
+  // the measured saving 257.252us - 185.411us = 71.841us (the fused kernel is not as short as the longer one).
+  for (const char* fused : {"mlp_fused.json", "torch_geglu_mlp_compiled.json"}) {
+    CAPTURE(fused);
+    const cuprof::insights in = insights_of(std::string(fused).rfind("torch", 0) == 0 ? kineto(fused) : fixture(fused));
+    check_ranking(in);
+    CHECK(find_finding(in, "elementwise chain") == nullptr);
+  }
+  CHECK(gpu_time_by_name(cuprof::read_trace_file(kineto("torch_geglu_mlp_compiled.json")).t)["triton_poi_fused__unsafe_view_gelu_mul_0"] ==
+        185411);
+  CHECK(kinds_of(insights_of(fixture("mlp_fused.json"))) == std::vector<std::string>{"memset before GEMM"});
+  // In a compute-bound run the cuBLAS flag clear costs its GPU time and saves nothing; where CPU time matters, its launches.
+  CHECK(unfused.findings[1].cost_of == cuprof::cost_base::gpu_time);
+  CHECK(unfused.findings[1].saving_ns == 0);
+  CHECK(torch.findings[1].cost_of == cuprof::cost_base::cpu_time);
+  CHECK(torch.findings[1].saving_ns == torch.findings[1].cost_ns);
+  // Mixed because the launch queue is deep: launch-to-start is a finding, with nothing to save from launches.
+  CHECK(torch.verdict_reason.find("towards compute: work queues behind earlier work") != std::string::npos);
+  CHECK(torch.findings[2].saving_ns == 0);
+  CHECK(torch.findings[2].cost_ns == torch.window_ns() - torch.gpu_busy_ns);
+  // The warmup ran before ProfilerStep#2: no cold start, although the first step is 1.8x the others.
+  CHECK(torch.first_step == 2);
+  CHECK(find_finding(torch, "cold start") == nullptr);
+}
+
+TEST_CASE("insights: the ranked findings and the verdicts' signals on the matmul_add traces, cuprof's and torch's") {
+  struct expected {
+    std::string path;
+    cuprof::bound_verdict verdict;
+    std::vector<std::string> kinds;
+  };
+  for (const expected& e :
+       {expected{fixture("matmul_add_64.json"), cuprof::bound_verdict::overhead_bound, {"launch to start"}},
+        expected{kineto("torch_matmul_add_64.json"), cuprof::bound_verdict::overhead_bound, {"launch to start"}},
+        expected{fixture("matmul_add_4096.json"), cuprof::bound_verdict::compute_bound, {"memset before GEMM"}},
+        expected{kineto("torch_matmul_add_4096.json"), cuprof::bound_verdict::compute_bound, {"synchronization", "memset before GEMM"}},
+        expected{fixture("linear_addmm.json"), cuprof::bound_verdict::overhead_bound, {"launch to start", "memcpy before GEMM"}}}) {
+    CAPTURE(e.path);
+    const cuprof::insights in = insights_of(e.path);
+    check_ranking(in);
+    CHECK(in.verdict == e.verdict);
+    CHECK(kinds_of(in) == e.kinds);
+    // The signals, recomputed from the trace: the launch-to-start median and the launch calls' median.
+    const cuprof::trace t = cuprof::read_trace_file(e.path).t;
+    std::vector<std::uint64_t> waits, calls;
+    for (const cuprof::gpu_activity& g : t.gpu) {
+      if (g.kind == cuprof::gpu_kind::sync || g.api == cuprof::no_index) continue;
+      waits.push_back(g.start_ns - t.api_calls[g.api].start_ns);
+      calls.push_back(t.api_calls[g.api].end_ns - t.api_calls[g.api].start_ns);
+    }
+    CHECK(in.launch_to_start.median_ns == cuprof::median_of(waits));
+    CHECK(in.launch_call_median_ns == cuprof::median_of(calls));
+    const bool cpu_heavy = in.cpu_work_ns() > in.self_cuda_ns, idle = in.gpu_idle_share >= 0.3,
+               short_queue = in.launch_to_start.median_ns < std::max<std::uint64_t>(20000, 3 * in.launch_call_median_ns);
+    CHECK((e.verdict == cuprof::bound_verdict::overhead_bound) == (cpu_heavy && idle && short_queue));
+    CHECK((e.verdict == cuprof::bound_verdict::compute_bound) == (!cpu_heavy && !idle && !short_queue));
+    // Compute-bound: launch-to-start is queue depth, not a finding.
+    if (e.verdict == cuprof::bound_verdict::compute_bound) CHECK(find_finding(in, "launch to start") == nullptr);
+  }
+  // torch's 4096 run ends in a 397us cudaDeviceSynchronize during which the GPU worked all but 13.152us.
+  const cuprof::finding* sync = find_finding(insights_of(kineto("torch_matmul_add_4096.json")), "synchronization");
+  REQUIRE(sync != nullptr);
+  CHECK(sync->cost_ns == 397362);
+  CHECK(sync->saving_ns == 13152);
+}
+
+TEST_CASE("insights: elementwise kernels of one scope call chain across one other kernel, not two") {
+  // One call of a scope "block" launches these kernels in order, each from an op scope of its own, on one stream.
+  const auto analyze_block = [](const std::vector<std::string>& kernels) {
+    cuprof::trace t;
+    const std::uint64_t t0 = 1700000000000000000ull;
+    cuprof::cpu_span block;
+    block.start_ns = t0;
+    block.end_ns = t0 + 1000000;
+    block.name = t.names.intern("block");
+    block.tid = 1;
+    block.id = 1;
+    t.spans.push_back(block);
+    for (std::uint32_t i = 0; i < kernels.size(); ++i) {
+      cuprof::cpu_span op;
+      op.start_ns = t0 + 1000 + i * 10000;
+      op.end_ns = op.start_ns + 5000;
+      op.name = t.names.intern("op" + std::to_string(i));
+      op.tid = 1;
+      op.parent = 0;
+      op.id = i + 2;
+      t.spans.push_back(op);
+      cuprof::api_call a;
+      a.start_ns = op.start_ns + 1000;
+      a.end_ns = a.start_ns + 2000;
+      a.name = t.names.intern("cudaLaunchKernel");
+      a.tid = 1;
+      a.correlation = i + 1;
+      a.has_flow = true;
+      t.api_calls.push_back(a);
+      cuprof::gpu_activity g;
+      g.start_ns = t0 + 500000 + i * 20000;
+      g.end_ns = g.start_ns + (i + 1) * 1000;
+      g.name = t.names.intern(kernels[i]);
+      g.correlation = i + 1;
+      g.stream = 7;
+      t.gpu.push_back(g);
+    }
+    cuprof::attribute(t);
+    return cuprof::analyze(t);
+  };
+  const std::string gelu = "void ex::map_kernel<gelu_op>(gelu_op)", mul = "void ex::map_kernel<mul_op>(mul_op)",
+                    gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT";
+  const cuprof::insights one = analyze_block({gelu, gemm, mul});
+  const cuprof::finding* chain = find_finding(one, "elementwise chain");
+  REQUIRE(chain != nullptr);
+  CHECK(chain->headline == "2 elementwise kernels, gelu_op -> mul_op, in one block call, 1 time: 4.000us");
+  CHECK(chain->cost_ns == 1000 + 3000);
+  CHECK(chain->saving_ns == 1000);
+  CHECK(find_finding(analyze_block({gelu, gemm, gemm, mul}), "elementwise chain") == nullptr);
+  CHECK(find_finding(analyze_block({gelu, mul}), "elementwise chain") != nullptr);
+  CHECK(find_finding(analyze_block({gelu, gemm}), "elementwise chain") == nullptr);
+}
+
+TEST_CASE("docs: the insights output shown in docs/guide.md is the command's") {
+  const std::string guide = slurp(source_dir() + "/docs/guide.md");
+  const std::string intro = "(`cuprof insights tests/fixtures/gpu/mlp_unfused.json`):\n\n```\n";
+  const std::size_t from = guide.find(intro);
+  REQUIRE(from != std::string::npos);
+  const std::size_t begin = from + intro.size(), end = guide.find("\n```\n", begin);
+  REQUIRE(end != std::string::npos);
+  const std::string shown = guide.substr(begin, end - begin + 1);
+  const std::string out = cli({"insights", fixture("mlp_unfused.json")}).out;
+  // The first line names the file as given; the rest is the same.
+  CHECK(shown.substr(shown.find('\n')) == out.substr(out.find('\n')));
+}
+
+TEST_CASE("insights: a synthetic 1 M-event overhead-bound trace: the verdict, its rule and the ranked findings") {
+  // Built as the model, not as JSON, to stay quick under the sanitizers: 10 steps of 33,334 ops each, an op
+  // a scope around a 5us launch call whose 2us kernel starts 1us after the call returns; step 0 is cold.
+  cuprof::trace t;
+  const cuprof::name_id op = t.names.intern("aten::foo"), launch = t.names.intern("cudaLaunchKernel"),
+                        kernel = t.names.intern("foo_kernel");
+  const std::uint64_t origin = 1700000000000000000ull;
+  constexpr std::uint32_t steps = 10, ops = 33334;
+  std::uint64_t now = origin, kernel_ns = 0;
+  std::uint32_t correlation = 1;
+  t.spans.reserve(steps * (ops + 1));
+  t.api_calls.reserve(steps * ops);
+  t.gpu.reserve(steps * ops);
+  for (std::uint32_t s = 0; s < steps; ++s) {
+    const std::uint32_t step = std::uint32_t(t.spans.size());
+    cuprof::cpu_span st;
+    st.start_ns = now;
+    st.name = t.names.intern("ProfilerStep#" + std::to_string(s));
+    st.tid = 1;
+    st.id = step + 1;
+    st.is_step = true;
+    t.spans.push_back(st);
+    const std::uint64_t op_ns = s == 0 ? 20000 : 10000;  // the cold step's ops take twice as long
+    for (std::uint32_t i = 0; i < ops; ++i) {
+      cuprof::cpu_span o;
+      o.start_ns = now;
+      o.end_ns = now + op_ns;
+      o.name = op;
+      o.tid = 1;
+      o.parent = step;
+      o.id = std::uint32_t(t.spans.size()) + 1;
+      t.spans.push_back(o);
+      cuprof::api_call a;
+      a.start_ns = now + 2000;
+      a.end_ns = a.start_ns + 5000;
+      a.name = launch;
+      a.tid = 1;
+      a.correlation = correlation;
+      a.has_flow = true;
+      t.api_calls.push_back(a);
+      cuprof::gpu_activity g;
+      g.start_ns = a.end_ns + 1000;
+      g.end_ns = g.start_ns + 2000;
+      g.name = kernel;
+      g.correlation = correlation++;
+      g.stream = 7;
+      t.gpu.push_back(g);
+      kernel_ns += 2000;
+      now = o.end_ns;
+    }
+    t.spans[step].end_ns = now;
+  }
+  REQUIRE(t.spans.size() + t.api_calls.size() + t.gpu.size() >= 1000000);
+  cuprof::attribute(t);
+  const cuprof::insights in = cuprof::analyze(t);
+  CHECK(in.verdict == cuprof::bound_verdict::overhead_bound);
+  CHECK(in.self_cuda_ns == kernel_ns);
+  CHECK(in.gpu_busy_ns == kernel_ns);
+  CHECK(in.window_ns() == now - origin);
+  CHECK(in.launch_to_start.median_ns == 6000);
+  CHECK(in.launch_call_median_ns == 5000);
+  CHECK(in.verdict_rule ==
+        "overhead-bound when Self CPU (without synchronize calls) > Self CUDA, the GPU is idle >= 30.0% of the window and "
+        "the median launch-to-start is under 20.000us (3x the median launch call, at least 20.000us); compute-bound when "
+        "none of the three holds; mixed otherwise");
+  CHECK(in.verdict_signals.find("Self CPU " + cuprof::detail::us_text(double(in.self_cpu_ns)) + " vs Self CUDA " +
+                                cuprof::detail::us_text(double(kernel_ns))) == 0);
+  CHECK(in.verdict_signals.find("; launch-to-start median 6.000us (launch calls 5.000us median)") != std::string::npos);
+  check_ranking(in);
+  CHECK(kinds_of(in) == std::vector<std::string>{"launch to start", "cold start"});
+  const cuprof::finding& idle = in.findings[0];
+  CHECK(idle.cost_ns == now - origin - kernel_ns);
+  CHECK(idle.cost_of == cuprof::cost_base::window);
+  CHECK(idle.saving_ns == idle.cost_ns);
+  CHECK(idle.cost_share == doctest::Approx(in.gpu_idle_share));
+  // The first step: 33,334 ops of 20us against 10us: its extra time, paid once.
+  const cuprof::finding& cold = in.findings[1];
+  CHECK(cold.headline.find("ProfilerStep#0 took 666.680ms, 2.0x the median of the other steps (333.340ms)") == 0);
+  CHECK(cold.cost_ns == std::uint64_t(ops) * 10000);
+  const std::string text = cuprof::format_insights(in);
+  CHECK(text.find("Summary (the largest estimated savings)\n  1. [launch to start] ") == 0);
+  CHECK(text.find("\nVerdict: overhead-bound\n  signals: Self CPU ") != std::string::npos);
+  CHECK(text.find("\n  rule: overhead-bound when ") != std::string::npos);
+}
+
 TEST_CASE("insights: the memset before the 4096 GEMM and the DtoD copy before the addmm GEMM") {
   const cuprof::insights big = insights_of(fixture("matmul_add_4096.json"));
   const cuprof::finding* memset = find_finding(big, "memset before GEMM");
@@ -779,13 +1107,14 @@ TEST_CASE("insights: the memset before the 4096 GEMM and the DtoD copy before th
   CHECK(find_finding(insights_of(fixture("matmul_add_64.json")), "memset before GEMM") == nullptr);
 }
 
-TEST_CASE("insights: cold first step, occupancy queries, profiler overhead") {
+TEST_CASE("insights: cold start only where CPU time matters and warmup was not used; occupancy queries, profiler overhead") {
+  // Its first step is 2x the others, but the schedule's warmup ran before it (steps start at #2): no cold start.
   const cuprof::insights small = insights_of(fixture("matmul_add_64.json"));
-  const cuprof::finding* cold = find_finding(small, "cold start");
-  REQUIRE(cold != nullptr);
-  CHECK(cold->headline.find("ProfilerStep#2 took 31.122us, 2.0x the median of the other steps (15.875us)") == 0);
-  REQUIRE_FALSE(cold->details.empty());
-  CHECK(cold->details[0].find("matmul: 18.058us from entering the scope to its first cuLaunchKernelEx") == 0);
+  CHECK(small.first_step == 2);
+  CHECK(small.cpu_time_matters());
+  CHECK(find_finding(small, "cold start") == nullptr);
+  // Compute-bound: CPU time is hidden behind the GPU.
+  CHECK_FALSE(insights_of(fixture("matmul_add_4096.json")).cpu_time_matters());
   CHECK(find_finding(insights_of(fixture("matmul_add_4096.json")), "cold start") == nullptr);
 
   const cuprof::insights occ = insights_of(fixture("occupancy.json"));
@@ -794,15 +1123,40 @@ TEST_CASE("insights: cold first step, occupancy queries, profiler overhead") {
   CHECK(query->headline ==
         "axpy_kernel(float, float const*, float*, unsigned long): cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags x2 "
         "before 5 of 5 launches");
+  // No steps, CPU time over GPU time: the first call's extra time is the top finding.
+  CHECK(occ.verdict == cuprof::bound_verdict::mixed);
+  CHECK(occ.cpu_time_matters());
   const cuprof::finding* first_call = find_finding(occ, "cold start");
   REQUIRE(first_call != nullptr);
   CHECK(first_call->headline.find("plan_and_launch took 2.609ms") == 0);
+  CHECK(&occ.findings[0] == first_call);
+  // Its cost: the first call's time over the median of the others, recomputed from the trace.
+  const cuprof::loaded_trace occ_trace = cuprof::read_trace_file(fixture("occupancy.json"));
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;  // start, duration
+  for (const cuprof::cpu_span& sp : occ_trace.t.spans)
+    if (sp.parent == cuprof::no_index && occ_trace.t.names.str(sp.name) == "plan_and_launch")
+      calls.emplace_back(sp.start_ns, sp.end_ns - sp.start_ns);
+  std::sort(calls.begin(), calls.end());
+  REQUIRE(calls.size() >= 3);
+  std::vector<std::uint64_t> others;
+  for (std::size_t i = 1; i < calls.size(); ++i) others.push_back(calls[i].second);
+  CHECK(first_call->cost_ns == calls[0].second - cuprof::median_of(others));
+  CHECK(first_call->saving_ns == first_call->cost_ns);
+  CHECK(first_call->cost_of == cuprof::cost_base::window);
+  CHECK(first_call->cost_share == doctest::Approx(double(first_call->cost_ns) / double(occ.window_ns())));
+  // The queries' CPU time: the durations of the cudaOccupancy* calls before the launches.
+  std::uint64_t query_ns = 0;
+  for (const cuprof::api_call& a : occ_trace.t.api_calls)
+    if (cuprof::detail::is_occupancy_query(occ_trace.t.names.str(a.name))) query_ns += a.end_ns - a.start_ns;
+  CHECK(query->cost_ns == query_ns);
+  CHECK(query->cost_of == cuprof::cost_base::cpu_time);
+  CHECK(query->cost_share == doctest::Approx(double(query_ns) / double(occ.self_cpu_ns)));
   REQUIRE(find_finding(occ, "profiler overhead") != nullptr);
   CHECK(find_finding(occ, "profiler overhead")->headline.find("Activity Buffer Request 2.371ms") != std::string::npos);
   CHECK(find_finding(small, "occupancy query") == nullptr);
 }
 
-TEST_CASE("insights: an outlier kernel is named with its step; launch-to-start per kernel name") {
+TEST_CASE("insights: a kernel that varies step to step is one finding with its distribution; launch-to-start per kernel name") {
   cuprof::trace t;
   const cuprof::name_id step_names[4] = {t.names.intern("ProfilerStep#0"), t.names.intern("ProfilerStep#1"),
                                          t.names.intern("ProfilerStep#2"), t.names.intern("ProfilerStep#3")};
@@ -837,10 +1191,18 @@ TEST_CASE("insights: an outlier kernel is named with its step; launch-to-start p
   cuprof::attribute(t);
   const cuprof::insights in = cuprof::analyze(t);
   CHECK(in.base_ns == base);
-  const cuprof::finding* outlier = find_finding(in, "outlier kernel");
-  REQUIRE(outlier != nullptr);
-  CHECK(outlier->headline == "my_kernel in ProfilerStep#2 took 400.000us, 4.0x its median 100.000us (4 calls)");
-  CHECK(outlier->where == "ProfilerStep#2, GPU 0 stream 7 at ts 502011.000us");
+  // One finding for the kernel: its distribution over the steps, costed by the time above the median step.
+  const cuprof::finding* varies = find_finding(in, "varies step to step");
+  REQUIRE(varies != nullptr);
+  CHECK(varies->headline == "my_kernel per step: min 100.000us, median 100.000us, p95 400.000us, max 400.000us over 4 steps");
+  CHECK(varies->details[0] == "at least 1.25x the median: ProfilerStep#2 400.000us (4.0x)");
+  CHECK(varies->where == "slowest: ProfilerStep#2, GPU 0 stream 7 at ts 502011.000us");
+  CHECK(varies->cost_ns == 300000);
+  CHECK(varies->saving_ns == 300000);
+  CHECK(varies->cause == "varies step to step: my_kernel");
+  // The GPU waits (the queue is short) but does more than the CPU: mixed, and launch-to-start is a finding.
+  CHECK(in.verdict == cuprof::bound_verdict::mixed);
+  CHECK(in.verdict_reason.find("towards compute: the GPU's work exceeds the CPU's") != std::string::npos);
   REQUIRE(in.kernels.size() == 1);
   CHECK(in.kernels[0].launch_to_start.min_ns == 8000);
   CHECK(in.kernels[0].launch_to_start.max_ns == 11000);
@@ -856,8 +1218,22 @@ TEST_CASE("insights: a trace without GPU work, and an empty one") {
   s.end_ns = 5000;
   s.name = t.names.intern("work");
   t.spans.push_back(s);
-  CHECK(cuprof::analyze(t).verdict == cuprof::bound_verdict::no_gpu_work);
+  const cuprof::insights cpu = cuprof::analyze(t);
+  CHECK(cpu.verdict == cuprof::bound_verdict::no_gpu_work);
+  // A CPU-only trace says what its (tiny) figures are, in insights and under the table.
+  CHECK(cpu.cpu_only);
+  CHECK(cpu.verdict_reason == cuprof::cpu_only_note);
+  CHECK(cpu.findings.empty());
+  CHECK(cuprof::format_insights(cpu).find("Verdict: no GPU work\n  a CPU-only trace: no CUDA calls and no GPU work") != std::string::npos);
+  temp_dir dir;
+  write_file(dir.file("cpu.json"),
+             R"({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "work", "ts": 1.0, "dur": 0.05, "pid": 1, "tid": 1}]})");
+  const cli_run table = cli({"table", dir.file("cpu.json")});
+  CHECK(table.rc == 0);
+  CHECK(table.out.find(std::string("Self CPU time total: 0.050us\nNote: ") + cuprof::cpu_only_note + "\n") != std::string::npos);
+  CHECK(cli({"table", fixture("mlp_fused.json")}).out.find("Note: ") == std::string::npos);
   CHECK(cuprof::analyze(cuprof::trace{}).verdict == cuprof::bound_verdict::no_gpu_work);
+  CHECK_FALSE(cuprof::analyze(cuprof::trace{}).cpu_only);
   CHECK_FALSE(cuprof::format_insights(cuprof::analyze(cuprof::trace{})).empty());
 }
 
@@ -1293,7 +1669,8 @@ TEST_CASE("cli: --format text is the default byte for byte; csv is a header and 
 
 TEST_CASE("cli: table, insights and diff agree on CPU, sync and GPU time (one definition: time_totals)") {
   for (const std::string& path :
-       {fixture("matmul_add_4096.json"), fixture("occupancy.json"), kineto("torch_matmul_add_4096.json")}) {
+       {fixture("matmul_add_4096.json"), fixture("occupancy.json"), kineto("torch_matmul_add_4096.json"),
+        kineto("torch_geglu_mlp.json")}) {
     CAPTURE(path);
     const json table = json::parse(cli({"table", path, "--format", "json"}).out)["totals"];
     const json insights = json::parse(cli({"insights", path, "--format", "json"}).out)["totals"];

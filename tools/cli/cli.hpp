@@ -53,8 +53,9 @@ inline const char* main_help =
     "commands:\n"
     "  table TRACE [--sort KEY] [--rows N] [--stats] [--kernels] [--wide]\n"
     "                      the key_averages().table() of the trace, in torch's layout\n"
-    "  insights TRACE      overhead- vs compute-bound, cold start, copies before GEMMs,\n"
-    "                      occupancy queries, outliers, syncs, launch latency, kernel names\n"
+    "  insights TRACE      findings ranked by what they could save: the verdict (overhead-\n"
+    "                      or compute-bound), fusable elementwise chains, copies before\n"
+    "                      GEMMs, step-to-step variation, cold start, launches, syncs\n"
     "  diff A B [--fail-above PCT [--metric gpu|cpu]]\n"
     "                      same/removed/added kernels, per-kernel time change, CPU and sync\n"
     "                      time change; a CI gate on GPU or CPU time per step\n"
@@ -91,12 +92,15 @@ inline const char* insights_help =
     "usage: cuprof insights TRACE [--kernels N] [--format text|csv|json]\n"
     "\n"
     "Reads the trace the way the PyTorch profiling articles teach, and reports:\n"
-    "  - the verdict: overhead-bound or compute-bound (Self CPU vs Self CUDA totals,\n"
-    "    GPU idle share of the active window)\n"
-    "  - a cold first step (or first call), and where its extra time went\n"
-    "  - memsets/memcpys right before GEMMs, occupancy queries before launches\n"
-    "  - outlier kernels (> 1.5x their median) with their step, dominant synchronizations\n"
-    "  - launch-to-start latency per kernel name, CUPTI overhead, dropped records\n"
+    "  - a summary: the three findings that could save the most\n"
+    "  - the verdict: overhead-bound, compute-bound or mixed, from three signals (Self\n"
+    "    CPU vs Self CUDA, GPU idle share of the window, launch-to-start), with its rule\n"
+    "  - findings ranked by estimated saving, each with what it costs (a share of GPU\n"
+    "    time, CPU time or the window) and how the saving was estimated: chains of\n"
+    "    elementwise kernels worth fusing, memsets/memcpys right before GEMMs, kernels\n"
+    "    whose time varies step to step, a cold first step where CPU time matters,\n"
+    "    the GPU waiting for launches, occupancy queries, dominant synchronizations,\n"
+    "    CUPTI overhead, dropped records\n"
     "  - the GPU kernels by time, with what their names say\n"
     "Each finding gives its numbers and where it is (step, scope, lane, ts in the file's us).\n"
     "TRACE - reads standard input.\n"
@@ -329,6 +333,7 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
   if (avg.rows().empty()) err += "cuprof: " + lt.source + ": no scopes, CUDA calls or GPU work in the trace\n";
   if (format == output_format::text) {
     out += avg.table(o);
+    if (is_cpu_only(lt.t)) out += std::string("Note: ") + cpu_only_note + "\n";
   } else if (format == output_format::csv) {
     out += to_csv(table_records(avg, o));
   } else {
@@ -368,10 +373,14 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
     return exit_ok;
   }
   record_table findings;
-  findings.columns = {"kind", "headline", "details", "where"};
-  if (format == output_format::csv)  // the verdict is the CSV's first line item
-    findings.rows.push_back({str("verdict"), str(verdict_name(in.verdict)), str(in.verdict_reason), str("")});
-  for (const finding& f : in.findings) findings.rows.push_back({str(f.kind), str(f.headline), str(joined(f.details)), str(f.where)});
+  findings.columns = {"kind",    "headline", "details",   "where",    "cause",
+                      "cost_us", "cost_of",  "cost_pct", "saving_us", "estimate"};
+  if (format == output_format::csv)  // the verdict is the CSV's first line item: its signals as details, its rule as estimate
+    findings.rows.push_back({str("verdict"), str(verdict_name(in.verdict)), str(in.verdict_signals), str(""), str(in.verdict_reason),
+                             real(NAN), str(""), real(NAN), real(NAN), str(in.verdict_rule)});
+  for (const finding& f : in.findings)
+    findings.rows.push_back({str(f.kind), str(f.headline), str(joined(f.details)), str(f.where), str(f.cause), us(f.cost_ns),
+                             str(cost_base_name(f.cost_of)), real(f.cost_share * 100.0), us(f.saving_ns), str(f.estimate)});
   if (format == output_format::csv) {
     out += to_csv(findings);
     return exit_ok;
@@ -392,11 +401,16 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
   write_source(j, lt);
   j.field("verdict", str(verdict_name(in.verdict)))
       .field("reason", str(in.verdict_reason))
+      .field("rule", str(in.verdict_rule))
+      .field("signals", str(in.verdict_signals))
+      .field("cpu_only", flag(in.cpu_only))
       .field("window_us", us(in.window_end_ns - in.window_start_ns))
       .field("gpu_busy_us", us(in.gpu_busy_ns))
-      .field("gpu_idle_pct", real(in.gpu_idle_share * 100.0));
+      .field("gpu_idle_pct", real(in.gpu_idle_share * 100.0))
+      .field("launch_to_start_median_us", in.launch_to_start.count ? us(in.launch_to_start.median_ns) : real(NAN))
+      .field("launch_call_median_us", in.launch_to_start.count ? us(in.launch_call_median_ns) : real(NAN));
   write_totals(j, in.totals());
-  j.field("findings", findings).field("kernels", kernels);
+  j.field("summary", in.summary).field("findings", findings).field("kernels", kernels);
   out += j.text();
   return exit_ok;
 }

@@ -1,14 +1,19 @@
 // Insights: what the PyTorch profiling articles teach a reader to look for,
-// computed from a trace. Each finding carries its numbers and where in the
-// trace it is (step, scope, lane, ts as the trace file writes it):
+// computed from a trace, ranked by what each could save. Each finding carries
+// its numbers, what it costs (a share of GPU time, of CPU time or of the
+// window), what fixing it could save and how that was estimated, and where in
+// the trace it is (step, scope, lane, ts as the trace file writes it). One
+// function per rule:
 //
-// - overhead-bound vs compute-bound: Self CPU vs Self CUDA totals, and how much
-//   of the active window the GPU sat idle;
-// - a cold first step (or first call): how much wider, and where the time went;
-// - launch-to-start latency per kernel name;
+// - the verdict: overhead-bound, compute-bound or mixed, from three signals
+//   (Self CPU vs Self CUDA, GPU idle share of the window, launch-to-start);
+// - the GPU waiting for launches (not in a compute-bound run: there the
+//   launch-to-start gap is queue depth);
+// - chains of elementwise kernels worth fusing;
 // - a memset or memcpy right before a GEMM (cuBLAS's flag clear, addmm's bias copy);
+// - a kernel whose time varies step to step, as a distribution over steps;
+// - a cold first step or call, where CPU time matters and warmup was not used;
 // - occupancy queries before launches (adaptively sized kernels);
-// - outlier kernels: more than 1.5x their median, with the step they fell in;
 // - synchronizations that take a large share of CPU time;
 // - profiler overhead and dropped records.
 #pragma once
@@ -28,6 +33,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <string>
@@ -43,11 +49,24 @@ struct insights_options {
   // baseTimeNanoseconds. 0: whole seconds below the first event, as cuprof's
   // writer chooses it, so ts values match cuprof's trace files.
   std::uint64_t base_ns = 0;
-  double cold_factor = 1.5;        // first step at least this many times the median of the others
-  double outlier_factor = 1.5;     // a kernel this many times its name's median
-  double sync_share = 0.25;        // synchronizations taking at least this share of Self CPU time
-  double idle_share = 0.5;         // the GPU idle at least this share of the active window
-  std::size_t max_items = 8;       // per finding list
+  // The verdict's signals. The GPU idle this share of the window or more: removing
+  // the idle time would make the run at least 1.4x faster, more than step-to-step
+  // noise or the trace's ragged edges explain.
+  double idle_share = 0.3;
+  // Launch-to-start deeper than this many launch-call durations (and queue_min_ns):
+  // work waited behind earlier work on its stream, the CPU ran ahead. A kernel
+  // launched onto an idle stream starts within a launch call or two.
+  double queue_factor = 3.0;
+  std::uint64_t queue_min_ns = 20000;
+  // Elementwise kernels of one scope call chain across at most this many other kernels
+  // (torch's eager GeGLU runs up_proj's GEMM between the GeLU and its mul); more, and
+  // they are likely separate stages of the computation.
+  std::size_t chain_gap_kernels = 1;
+  double cold_factor = 1.5;       // first step at least this many times the median of the others
+  double variation_factor = 1.25; // a kernel's slowest step at least this many times its median step
+  double sync_share = 0.25;       // synchronizations taking at least this share of Self CPU time
+  std::size_t max_items = 8;      // per finding list
+  std::size_t summary_items = 3;  // findings in the summary
 };
 
 enum class bound_verdict : std::uint8_t { no_gpu_work, overhead_bound, compute_bound, mixed };
@@ -61,12 +80,38 @@ inline const char* verdict_name(bound_verdict v) {
   }
 }
 
+// What a finding's cost is a share of.
+enum class cost_base : std::uint8_t { none, gpu_time, cpu_time, window };
+
+inline const char* cost_base_name(cost_base b) {
+  switch (b) {
+    case cost_base::gpu_time: return "GPU time";
+    case cost_base::cpu_time: return "CPU time";
+    case cost_base::window: return "the window";
+    default: return "";
+  }
+}
+
 struct finding {
-  std::string kind;                  // "cold start", "memset before GEMM", ...
+  std::string kind;                  // "elementwise chain", "memset before GEMM", ...
+  std::string cause;                 // what it is about (kind and kernel or scope): one finding per cause
   std::string headline;              // one line, with the numbers
   std::vector<std::string> details;  // further lines
   std::string where;                 // where in the trace
+  std::uint64_t cost_ns = 0;         // what it costs now
+  cost_base cost_of = cost_base::none;
+  double cost_share = 0;             // cost_ns over Self CUDA, Self CPU or the window
+  std::uint64_t saving_ns = 0;       // what fixing it could save, estimated; findings are ranked by it
+  std::string estimate;              // how saving_ns was estimated
 };
+
+// A trace of host scopes only: no CUDA calls and no GPU work were recorded.
+inline bool is_cpu_only(const trace& t) { return t.gpu.empty() && t.api_calls.empty() && !t.spans.empty(); }
+
+// What a CPU-only trace's figures mean (insights, and the table's last line).
+inline constexpr const char* cpu_only_note =
+    "a CPU-only trace: no CUDA calls and no GPU work were recorded, so every figure is host time inside the scopes; "
+    "figures under a microsecond are scopes around very little work (recording a scope costs tens of nanoseconds)";
 
 // One row per GPU kernel, memcpy or memset name.
 struct kernel_summary {
@@ -80,7 +125,9 @@ struct kernel_summary {
 
 struct insights {
   bound_verdict verdict = bound_verdict::no_gpu_work;
-  std::string verdict_reason;
+  std::string verdict_rule;    // the rule that gave the verdict, with its thresholds
+  std::string verdict_signals; // the three signals as measured
+  std::string verdict_reason;  // what the verdict means here
   // The table's time_totals (Self CPU, of it in synchronize calls, Self CUDA).
   std::uint64_t self_cpu_ns = 0;   // Self CPU time total
   std::uint64_t sync_cpu_ns = 0;   // of it, in synchronize calls (the CPU waiting)
@@ -89,12 +136,25 @@ struct insights {
   std::uint64_t window_start_ns = 0, window_end_ns = 0;  // first to last event, CPU and GPU
   std::uint64_t gpu_busy_ns = 0;   // union of GPU work inside the window
   double gpu_idle_share = 0;
+  distribution launch_to_start;    // all GPU work with a known launching call
+  std::uint64_t launch_call_median_ns = 0;  // the launching calls' own duration
+  bool cpu_only = false;           // no CUDA calls and no GPU work: host scopes only
   std::size_t steps = 0;
+  long first_step = -1;            // N of the first ProfilerStep#N; -1 without steps
   std::uint64_t base_ns = 0;
-  std::vector<finding> findings;
+  std::vector<finding> findings;   // ranked: the largest estimated saving first
+  std::vector<std::string> summary;  // the top findings, one line each
   std::vector<kernel_summary> kernels;
 
+  std::uint64_t window_ns() const { return window_end_ns - window_start_ns; }
   double ts_us(std::uint64_t ns) const { return ns >= base_ns ? double(ns - base_ns) / 1000.0 : 0.0; }
+  // Self CPU time without synchronize calls: the CPU's own work.
+  std::uint64_t cpu_work_ns() const { return self_cpu_ns - sync_cpu_ns; }
+  // Where CPU time is worth spending effort on: the GPU is not what limits the run.
+  bool cpu_time_matters() const {
+    return verdict == bound_verdict::overhead_bound || verdict == bound_verdict::no_gpu_work ||
+           (verdict == bound_verdict::mixed && cpu_work_ns() > self_cuda_ns);
+  }
 };
 
 namespace detail {
@@ -109,13 +169,15 @@ class analyzer {
     in_.base_ns = o_.base_ns ? o_.base_ns : default_base();
     index();
     verdict();
-    cold_start();
-    copies_before_gemms();
-    occupancy_queries();
-    outliers();
     launch_latency();
+    elementwise_chains();
+    copies_before_gemms();
+    step_variation();
+    cold_start();
+    occupancy_queries();
     synchronizations();
     profiler_notes();
+    rank();
     return std::move(in_);
   }
 
@@ -137,6 +199,10 @@ class analyzer {
     std::sort(steps_.begin(), steps_.end(),
               [&](std::uint32_t a, std::uint32_t b) { return t_.spans[a].start_ns < t_.spans[b].start_ns; });
     in_.steps = steps_.size();
+    if (!steps_.empty()) {
+      const std::string& first = t_.names.str(t_.spans[steps_[0]].name);
+      if (first.size() > step_name_prefix.size()) in_.first_step = std::strtol(first.c_str() + step_name_prefix.size(), nullptr, 10);
+    }
     first_child_.assign(t_.spans.size(), std::numeric_limits<std::uint64_t>::max());
     first_child_name_.assign(t_.spans.size(), 0);
     const auto child = [&](std::uint32_t parent, std::uint64_t start, name_id name) {
@@ -220,7 +286,28 @@ class analyzer {
     return (path.empty() ? std::string() : path + ", ") + "thread " + std::to_string(a.tid) + " at " + ts_text(in_, a.start_ns);
   }
 
-  void add(finding f) { in_.findings.push_back(std::move(f)); }
+  // Sets the cost's share of its base; a finding's cause defaults to its kind.
+  void add(finding f) {
+    const std::uint64_t base = f.cost_of == cost_base::gpu_time  ? in_.self_cuda_ns
+                               : f.cost_of == cost_base::cpu_time ? in_.self_cpu_ns
+                               : f.cost_of == cost_base::window   ? in_.window_ns()
+                                                                  : 0;
+    f.cost_share = base ? double(f.cost_ns) / double(base) : 0.0;
+    if (f.cause.empty()) f.cause = f.kind;
+    in_.findings.push_back(std::move(f));
+  }
+
+  // The largest estimated saving first, then the largest cost; the top ones make the summary.
+  void rank() {
+    std::stable_sort(in_.findings.begin(), in_.findings.end(), [](const finding& a, const finding& b) {
+      return a.saving_ns != b.saving_ns ? a.saving_ns > b.saving_ns : a.cost_ns > b.cost_ns;
+    });
+    for (const finding& f : in_.findings) {
+      if (in_.summary.size() >= o_.summary_items || f.saving_ns == 0) break;
+      in_.summary.push_back("[" + f.kind + "] " + f.headline + "; " + percent_text(f.cost_share) + " of " +
+                            cost_base_name(f.cost_of) + ", could save ~" + us_text(f.saving_ns) + " (" + f.estimate + ")");
+    }
+  }
 
   void verdict() {
     const time_totals time = key_averages(t_).totals();
@@ -272,38 +359,84 @@ class analyzer {
 
     if (busy.empty()) {
       in_.verdict = bound_verdict::no_gpu_work;
-      in_.verdict_reason = t_.meta.cuda_status.empty()
-                               ? "no GPU work in the trace: CPU time only"
-                               : "no GPU work in the trace: CUDA was not traced (" + t_.meta.cuda_status + ")";
+      in_.cpu_only = is_cpu_only(t_);
+      in_.verdict_reason = !t_.meta.cuda_status.empty() ? "no GPU work in the trace: CUDA was not traced (" + t_.meta.cuda_status + ")"
+                           : in_.cpu_only               ? std::string(cpu_only_note)
+                                                        : "no GPU work in the trace: CPU time only";
       return;
     }
-    const std::uint64_t cpu_busy = time.cpu_ns();
-    const double r = in_.self_cuda_ns ? double(cpu_busy) / double(in_.self_cuda_ns) : 0.0;
+
+    // Launch-to-start: from each launching call's start to its work's start on the GPU.
+    std::vector<std::uint64_t> waits, calls;
+    for (const gpu_activity& g : t_.gpu) {
+      if (g.kind == gpu_kind::sync || g.api == no_index) continue;
+      const api_call& a = t_.api_calls[g.api];
+      calls.push_back(a.end_ns - a.start_ns);
+      if (g.start_ns >= a.start_ns) waits.push_back(g.start_ns - a.start_ns);
+    }
+    in_.launch_to_start = summarize(std::move(waits));
+    in_.launch_call_median_ns = median_of(std::move(calls));
+
+    // Three signals, each pointing to overhead or to compute.
+    const std::uint64_t cpu = in_.cpu_work_ns();
+    const double r = in_.self_cuda_ns ? double(cpu) / double(in_.self_cuda_ns) : 0.0;
+    const std::uint64_t queue_threshold = queue_threshold_ns();
+    const bool cpu_heavy = cpu > in_.self_cuda_ns;
     const bool idle = in_.gpu_idle_share >= o_.idle_share;
-    const std::string totals = "Self CPU " + us_text(cpu_busy) + (in_.sync_cpu_ns ? " (not counting " + us_text(in_.sync_cpu_ns) + " in synchronize calls)" : "") +
-                               " vs Self CUDA " + us_text(in_.self_cuda_ns);
-    const std::string idle_text = "the GPU was idle " + percent_text(in_.gpu_idle_share) + " of the active window (" +
-                                  us_text(window_ns) + ")";
-    if (idle && cpu_busy > in_.self_cuda_ns) {
+    const bool known_queue = in_.launch_to_start.count > 0;
+    const bool short_queue = in_.launch_to_start.median_ns < queue_threshold;
+    in_.verdict_rule = "overhead-bound when Self CPU (without synchronize calls) > Self CUDA, the GPU is idle >= " +
+                       percent_text(o_.idle_share) + " of the window and the median launch-to-start is under " +
+                       us_text(queue_threshold) + " (" + fixed_text(o_.queue_factor, 0) + "x the median launch call, at least " +
+                       us_text(o_.queue_min_ns) + "); compute-bound when none of the three holds; mixed otherwise";
+    const std::string cpu_signal = "Self CPU " + us_text(cpu) +
+                                   (in_.sync_cpu_ns ? " (not counting " + us_text(in_.sync_cpu_ns) + " in synchronize calls)" : "") +
+                                   " vs Self CUDA " + us_text(in_.self_cuda_ns) + " (" + ratio_text(r) + ")";
+    const std::string idle_signal = "GPU idle " + percent_text(in_.gpu_idle_share) + " of the " + us_text(window_ns) + " window";
+    const std::string queue_signal =
+        known_queue ? "launch-to-start median " + us_text(in_.launch_to_start.median_ns) + " (launch calls " +
+                          us_text(in_.launch_call_median_ns) + " median)"
+                    : "launch-to-start unknown (no launching calls in the trace)";
+    in_.verdict_signals = cpu_signal + "; " + idle_signal + "; " + queue_signal;
+
+    const int overhead_votes = int(cpu_heavy) + int(idle) + int(known_queue && short_queue);
+    const int votes = known_queue ? 3 : 2;
+    if (overhead_votes == votes) {
       in_.verdict = bound_verdict::overhead_bound;
-      in_.verdict_reason = totals + ": the CPU spent " + ratio_text(r) + " the GPU's time, and " + idle_text +
-                           ". Make the work per launch bigger, batch or fuse launches, or capture a CUDA graph.";
-    } else if (!idle) {
+      in_.verdict_reason = "the CPU's work outweighs the GPU's, the GPU sits idle and work starts as soon as it is launched: "
+                           "the GPU waits for the CPU. Make the work per launch bigger, batch or fuse launches, or capture a "
+                           "CUDA graph.";
+    } else if (overhead_votes == 0) {
       in_.verdict = bound_verdict::compute_bound;
-      in_.verdict_reason = totals + (cpu_busy <= in_.self_cuda_ns ? " (the GPU's work is " + ratio_text(r ? 1.0 / r : 0) + " the CPU's)" : "") +
-                           ", and the GPU was busy " + percent_text(1.0 - in_.gpu_idle_share) +
-                           " of the active window. The GPU kernels are where the time goes.";
+      in_.verdict_reason = std::string("the GPU is busy") +
+                           (known_queue ? " and work queues behind earlier work: the CPU runs ahead." : ".") +
+                           " The GPU kernels are where the time goes; CPU time is hidden behind them.";
     } else {
       in_.verdict = bound_verdict::mixed;
-      in_.verdict_reason = totals + ", yet " + idle_text +
-                           ": the GPU waits on something other than launches in these scopes (synchronizations, "
-                           "host work outside them, or a short trace).";
+      std::vector<std::string> to_overhead, to_compute;
+      (cpu_heavy ? to_overhead : to_compute).push_back(cpu_heavy ? "the CPU's work exceeds the GPU's" : "the GPU's work exceeds the CPU's");
+      (idle ? to_overhead : to_compute).push_back(idle ? "the GPU is idle " + percent_text(in_.gpu_idle_share) + " of the window"
+                                                       : "the GPU is busy " + percent_text(1.0 - in_.gpu_idle_share) + " of the window");
+      if (known_queue)
+        (short_queue ? to_overhead : to_compute)
+            .push_back(short_queue ? "work starts soon after its launch (the GPU waits for it)"
+                                   : "work queues behind earlier work (the CPU runs ahead)");
+      std::string o, c;
+      for (const std::string& x : to_overhead) o += (o.empty() ? "" : ", ") + x;
+      for (const std::string& x : to_compute) c += (c.empty() ? "" : ", ") + x;
+      in_.verdict_reason = "towards overhead: " + o + "; towards compute: " + c +
+                           ". Part of the window is one, part the other (a cold step, host work outside the traced "
+                           "scopes, synchronizations or a short trace): read the findings.";
     }
   }
 
   // The first of a series of repeated scopes (steps, or a top-level scope called
   // at least three times) much wider than the others.
+  // Only where CPU time matters (a compute-bound run hides it behind the GPU), and
+  // not when the schedule's warmup was used: torch numbers steps from 0 across
+  // wait and warmup, so a first recorded ProfilerStep#N with N > 0 came after them.
   void cold_start() {
+    if (!in_.cpu_time_matters() || in_.first_step > 0) return;
     std::vector<std::vector<std::uint32_t>> series;
     if (steps_.size() >= 3) {
       series.push_back(steps_);
@@ -334,6 +467,11 @@ class analyzer {
       f.headline = name + " took " + us_text(dur) + ", " + ratio_text(double(dur) / double(median)) + " the median of " + others +
                    " (" + us_text(median) + ")";
       f.where = (first.is_step ? name : scope_path(s[0])) + " at " + ts_text(in_, first.start_ns);
+      f.cause = f.kind + ": " + name;
+      f.cost_ns = dur - median;
+      f.cost_of = cost_base::window;
+      f.saving_ns = f.cost_ns;
+      f.estimate = "its time over the median of " + others + ", paid once per process";
 
       // Where the extra time went: the longest wait from entering a scope to its first child.
       std::vector<std::uint32_t> inside;
@@ -375,11 +513,13 @@ class analyzer {
         if (in_first) calls_inside.push_back(i);
         else elsewhere[a.name].push_back(a.end_ns - a.start_ns);
       }
+      std::unordered_map<name_id, std::uint64_t> median_elsewhere;  // once per name: a step may hold many calls
+      for (auto& entry : elsewhere) median_elsewhere.emplace(entry.first, median_of(std::move(entry.second)));
       for (std::uint32_t i : calls_inside) {
         const api_call& a = t_.api_calls[i];
-        auto it = elsewhere.find(a.name);
-        if (it == elsewhere.end()) continue;
-        const std::uint64_t m = median_of(it->second), d = a.end_ns - a.start_ns;
+        auto it = median_elsewhere.find(a.name);
+        if (it == median_elsewhere.end()) continue;
+        const std::uint64_t m = it->second, d = a.end_ns - a.start_ns;
         if (d > m && d - m > slow_excess) slow_excess = d - m, slow = i, slow_median = m;
       }
       if (slow != no_index && slow_excess >= 2000)
@@ -404,31 +544,21 @@ class analyzer {
 
   // A memset or memcpy on a stream immediately followed by a GEMM on that stream.
   void copies_before_gemms() {
-    std::vector<std::uint32_t> order;
-    for (std::uint32_t i = 0; i < t_.gpu.size(); ++i)
-      if (t_.gpu[i].kind != gpu_kind::sync) order.push_back(i);
-    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      const gpu_activity& x = t_.gpu[a];
-      const gpu_activity& y = t_.gpu[b];
-      if (x.device != y.device) return x.device < y.device;
-      if (x.stream != y.stream) return x.stream < y.stream;
-      return x.start_ns < y.start_ns;
-    });
+    const std::vector<std::uint32_t> order = stream_order();
     struct group {
       std::vector<std::uint32_t> copies;
       std::vector<std::uint64_t> gaps;
       std::uint32_t gemm;
     };
-    std::map<std::tuple<std::string, std::uint64_t, std::string, std::string>, group> groups;
-    std::vector<std::tuple<std::string, std::uint64_t, std::string, std::string>> keys;
+    std::map<std::tuple<std::string, std::uint64_t, std::string>, group> groups;  // copy, bytes, GEMM: one cause
+    std::vector<std::tuple<std::string, std::uint64_t, std::string>> keys;
     for (std::size_t k = 0; k + 1 < order.size(); ++k) {
       const gpu_activity& c = t_.gpu[order[k]];
       const gpu_activity& n = t_.gpu[order[k + 1]];
       if ((c.kind != gpu_kind::memcpy && c.kind != gpu_kind::memset) || n.kind != gpu_kind::kernel) continue;
       if (c.device != n.device || c.stream != n.stream) continue;
       if (!gemm_name(n.name)) continue;
-      const std::string call = c.api != no_index ? t_.names.str(t_.api_calls[c.api].name) : std::string();
-      auto key = std::make_tuple(t_.names.str(c.name), c.bytes, t_.names.str(n.name), call);
+      auto key = std::make_tuple(t_.names.str(c.name), c.bytes, t_.names.str(n.name));
       auto [it, inserted] = groups.try_emplace(key, group{{}, {}, order[k + 1]});
       if (inserted) keys.push_back(key);
       it->second.copies.push_back(order[k]);
@@ -439,16 +569,19 @@ class analyzer {
       const gpu_activity& c = t_.gpu[gr.copies[0]];
       const std::string& copy_name = std::get<0>(key);
       const std::string& gemm_name = std::get<2>(key);
-      const std::string& call = std::get<3>(key);
+      const std::string call = c.api != no_index ? t_.names.str(t_.api_calls[c.api].name) : std::string();  // the first's
       const kernel_name_info gemm = decode_kernel_name(gemm_name);
       finding f;
       f.kind = c.kind == gpu_kind::memset ? "memset before GEMM" : "memcpy before GEMM";
       std::vector<std::uint64_t> durs, call_durs;
       std::vector<std::string> steps;
+      std::uint64_t gpu_ns = 0, cpu_ns = 0;
       for (std::uint32_t i : gr.copies) {
         const gpu_activity& g = t_.gpu[i];
         durs.push_back(g.end_ns - g.start_ns);
+        gpu_ns += g.end_ns - g.start_ns;
         if (g.api != no_index) call_durs.push_back(t_.api_calls[g.api].end_ns - t_.api_calls[g.api].start_ns);
+        if (g.api != no_index) cpu_ns += t_.api_calls[g.api].end_ns - t_.api_calls[g.api].start_ns;
         const std::string st = step_name(step_of(g));
         if (!st.empty() && (steps.empty() || steps.back() != st)) steps.push_back(st);
       }
@@ -466,7 +599,23 @@ class analyzer {
       for (std::size_t i = 0; i < scopes.size() && i < o_.max_items; ++i) launched += (i ? ", " : " in ") + scopes[i];
       f.details.push_back(us_text(median_of(durs)) + " median on the GPU, " + us_text(median_of(gr.gaps)) +
                           " median gap to the GEMM; " + launched);
-      if (c.kind == gpu_kind::memset && c.bytes <= 64)
+      // What it costs: its launches' CPU time where CPU time matters, else its GPU time.
+      const bool on_cpu = in_.cpu_time_matters() && cpu_ns > 0;
+      f.cause = f.kind + ": " + copy_name + " of " + bytes_text(std::get<1>(key)) + " before " + gemm_name;
+      f.cost_ns = on_cpu ? cpu_ns : gpu_ns;
+      f.cost_of = on_cpu ? cost_base::cpu_time : cost_base::gpu_time;
+      const bool cublas_flag = c.kind == gpu_kind::memset && c.bytes <= 64;
+      if (cublas_flag && !on_cpu) {
+        f.estimate = "cuBLAS's own flag clear, a fraction of a microsecond of GPU time a GEMM";
+      } else if (cublas_flag) {
+        f.saving_ns = f.cost_ns;
+        f.estimate = "its launch calls' CPU time: a CUDA graph replays the memset without them";
+      } else {
+        f.saving_ns = f.cost_ns;
+        f.estimate = on_cpu ? "its launch calls' CPU time, if the GEMM did without it (the bias in the GEMM's epilogue)"
+                            : "its GPU time, if the GEMM did without it (the bias in the GEMM's epilogue)";
+      }
+      if (cublas_flag)
         f.details.push_back("cuBLAS clears a small flag or counter before this GEMM (" +
                             (gemm.schedule.empty() ? std::string("its kernel") : gemm.schedule) +
                             "): one more launch per GEMM, not your code");
@@ -562,65 +711,117 @@ class analyzer {
       const kernel_name_info k = decode_kernel_name(kernel);
       if (k.recognised()) f.details.push_back("kernel: " + k.summary());
       f.where = where_call(t_.api_calls[g.first_query]);
+      f.cause = f.kind + ": " + kernel;
+      for (std::uint64_t d : g.query_durs) f.cost_ns += d;
+      f.cost_of = cost_base::cpu_time;
+      if (in_.cpu_time_matters()) {
+        f.saving_ns = f.cost_ns;
+        f.estimate = "the queries' CPU time: a CUDA graph replays the launches without them";
+      } else {
+        f.estimate = "the queries' CPU time is hidden behind the GPU's work";
+      }
       add(std::move(f));
     }
   }
 
-  void outliers() {
-    std::size_t shown = 0;
+  // A kernel whose time differs from step to step (per call without steps): its
+  // distribution, the steps far above the median, and the time above the median.
+  void step_variation() {
+    const bool by_step = steps_.size() >= 3;
     for (std::size_t k = 0; k < in_.kernels.size(); ++k) {
       const kernel_summary& ks = in_.kernels[k];
-      if (ks.kind != gpu_kind::kernel || ks.duration.count < 3 || ks.duration.median_ns == 0) continue;
-      for (std::uint32_t i : instances_[k]) {
-        const gpu_activity& g = t_.gpu[i];
-        const std::uint64_t d = g.end_ns - g.start_ns;
-        if (double(d) <= o_.outlier_factor * double(ks.duration.median_ns) || d - ks.duration.median_ns < 1000) continue;
-        if (shown++ >= o_.max_items) return;
-        finding f;
-        f.kind = "outlier kernel";
-        const std::string step = step_name(step_of(g));
-        f.headline = shorten(ks.name, 90) + (step.empty() ? "" : " in " + step) + " took " + us_text(d) + ", " +
-                     ratio_text(double(d) / double(ks.duration.median_ns)) + " its median " + us_text(ks.duration.median_ns) + " (" +
-                     std::to_string(ks.duration.count) + " calls)";
-        f.details.push_back(
-            "the same kernel timing differently: clocks, power, contention or a profiler buffer request; read the "
-            "trace, not the mean");
-        f.where = where_gpu(g);
-        add(std::move(f));
+      if (ks.kind != gpu_kind::kernel || ks.duration.count < 3) continue;
+      // (step, or the record without steps; its time; its longest record)
+      std::vector<std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>> samples;
+      if (by_step) {
+        std::map<std::uint32_t, std::pair<std::uint64_t, std::uint32_t>> per_step;
+        for (std::uint32_t i : instances_[k]) {
+          const std::uint32_t st = step_of(t_.gpu[i]);
+          if (st == no_index) continue;
+          auto [it, inserted] = per_step.try_emplace(st, 0, i);
+          it->second.first += t_.gpu[i].end_ns - t_.gpu[i].start_ns;
+          const gpu_activity& longest = t_.gpu[it->second.second];
+          if (t_.gpu[i].end_ns - t_.gpu[i].start_ns > longest.end_ns - longest.start_ns) it->second.second = i;
+        }
+        for (std::uint32_t st : steps_)
+          if (auto it = per_step.find(st); it != per_step.end()) samples.emplace_back(st, it->second.first, it->second.second);
+      } else {
+        for (std::uint32_t i : instances_[k]) samples.emplace_back(i, t_.gpu[i].end_ns - t_.gpu[i].start_ns, i);
       }
+      if (samples.size() < 3) continue;
+      std::vector<std::uint64_t> times;
+      for (const auto& x : samples) times.push_back(std::get<1>(x));
+      const distribution d = summarize(times);
+      if (d.median_ns == 0 || double(d.max_ns) < o_.variation_factor * double(d.median_ns) || d.max_ns - d.median_ns < 1000) continue;
+      finding f;
+      f.kind = by_step ? "varies step to step" : "varies call to call";
+      f.cause = f.kind + ": " + ks.name;
+      const std::string unit = by_step ? " steps" : " calls";
+      f.headline = shorten(ks.name, 90) + (by_step ? " per step" : " per call") + ": min " + us_text(d.min_ns) + ", median " +
+                   us_text(d.median_ns) + ", p95 " + us_text(d.p95_ns) + ", max " + us_text(d.max_ns) + " over " +
+                   std::to_string(d.count) + unit;
+      std::string slow;
+      std::size_t listed = 0;
+      std::uint32_t slowest = no_index;
+      std::uint64_t slowest_time = 0;
+      for (const auto& [at, time, longest] : samples) {
+        if (time > d.median_ns) f.cost_ns += time - d.median_ns;
+        if (time > slowest_time) slowest_time = time, slowest = longest;
+        if (double(time) < o_.variation_factor * double(d.median_ns) || listed >= o_.max_items) continue;
+        ++listed;
+        slow += (slow.empty() ? "" : ", ") + (by_step ? step_name(at) + " " : std::string()) + us_text(time) + " (" +
+                ratio_text(double(time) / double(d.median_ns)) + ")";
+      }
+      f.details.push_back("at least " + fixed_text(o_.variation_factor, 2) + "x the median: " + slow);
+      f.details.push_back("the same kernel timing differently: clocks, power, contention, a cold cache or a profiler buffer "
+                          "request; read the distribution, not the mean");
+      f.where = "slowest: " + where_gpu(t_.gpu[slowest]);
+      f.cost_of = cost_base::gpu_time;
+      f.saving_ns = f.cost_ns;
+      f.estimate = std::string("the time above the median, if every") + (by_step ? " step" : " call") + " ran at the median";
+      add(std::move(f));
     }
   }
 
+  // Launch-to-start up to this: the work found its stream (nearly) empty.
+  std::uint64_t queue_threshold_ns() const {
+    return std::max<std::uint64_t>(o_.queue_min_ns, std::uint64_t(o_.queue_factor * double(in_.launch_call_median_ns)));
+  }
+
+  // The GPU idle while launches trickle in. Not in a compute-bound run: there the
+  // launch-to-start gap is the depth of the queue the CPU keeps ahead, no cost.
   void launch_latency() {
+    if (in_.verdict == bound_verdict::compute_bound || !in_.launch_to_start.count) return;
     std::vector<const kernel_summary*> ks;
     for (const kernel_summary& k : in_.kernels)
       if (k.launch_to_start.count) ks.push_back(&k);
-    if (ks.empty()) return;
     std::stable_sort(ks.begin(), ks.end(), [](const kernel_summary* a, const kernel_summary* b) {
       return a->launch_to_start.median_ns > b->launch_to_start.median_ns;
     });
+    const distribution& d = in_.launch_to_start;
+    const std::uint64_t queue_threshold = queue_threshold_ns();
+    const bool waits = d.median_ns < queue_threshold;
     finding f;
     f.kind = "launch to start";
-    std::vector<std::uint64_t> all;
-    for (const gpu_activity& g : t_.gpu)
-      if (g.kind != gpu_kind::sync && g.api != no_index && g.start_ns >= t_.api_calls[g.api].start_ns)
-        all.push_back(g.start_ns - t_.api_calls[g.api].start_ns);
-    const distribution d = summarize(all);
-    f.headline = "from the launching call to the start on the GPU: median " + us_text(d.median_ns) + ", max " + us_text(d.max_ns) +
-                 " over " + std::to_string(d.count) + " records";
+    f.headline = "the GPU was idle " + us_text(in_.window_ns() - in_.gpu_busy_ns) + " of the " + us_text(in_.window_ns()) +
+                 " window; launch to start on the GPU: median " + us_text(d.median_ns) + ", max " + us_text(d.max_ns) + " over " +
+                 std::to_string(d.count) + " records";
     for (std::size_t i = 0; i < ks.size() && i < o_.max_items; ++i)
       f.details.push_back(shorten(ks[i]->name, 70) + ": median " + us_text(ks[i]->launch_to_start.median_ns) + ", max " +
                           us_text(ks[i]->launch_to_start.max_ns) + " (" + std::to_string(ks[i]->launch_to_start.count) + ")");
-    std::vector<std::uint64_t> launch_calls;
-    for (const gpu_activity& g : t_.gpu)
-      if (g.kind != gpu_kind::sync && g.api != no_index)
-        launch_calls.push_back(t_.api_calls[g.api].end_ns - t_.api_calls[g.api].start_ns);
-    const std::uint64_t call_median = median_of(launch_calls);
-    f.details.push_back(d.median_ns > 3 * call_median && d.median_ns > 20000
-                            ? "work queues behind earlier work on its stream (launch calls take " + us_text(call_median) +
-                                  " median): the CPU runs ahead of the GPU"
-                            : "work starts soon after its launch call returns (launch calls take " + us_text(call_median) +
-                                  " median): the GPU waits for the CPU");
+    f.details.push_back(waits ? "work starts soon after its launch call (launch calls take " + us_text(in_.launch_call_median_ns) +
+                                    " median): the GPU waits for the CPU"
+                              : "work queues behind earlier work on its stream (launch calls take " +
+                                    us_text(in_.launch_call_median_ns) + " median): the CPU runs ahead; the idle time is elsewhere");
+    f.cost_ns = in_.window_ns() - in_.gpu_busy_ns;
+    f.cost_of = cost_base::window;
+    if (waits) {
+      f.saving_ns = f.cost_ns;
+      f.estimate = "up to the GPU's idle time: with launches that keep it fed (a CUDA graph, fewer and bigger launches) the "
+                   "window shrinks towards the GPU's busy time";
+    } else {
+      f.estimate = "launches do not starve the GPU: the queue was not empty";
+    }
     // Where: the record that waited longest.
     const gpu_activity* worst = nullptr;
     for (const gpu_activity& g : t_.gpu)
@@ -629,6 +830,146 @@ class analyzer {
         worst = &g;
     if (worst) f.where = "longest: " + shorten(t_.names.str(worst->name), 60) + ", " + where_gpu(*worst);
     add(std::move(f));
+  }
+
+  // GPU work in stream order: per (device, stream), by start.
+  std::vector<std::uint32_t> stream_order() const {
+    std::vector<std::uint32_t> order;
+    for (std::uint32_t i = 0; i < t_.gpu.size(); ++i)
+      if (t_.gpu[i].kind != gpu_kind::sync) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const gpu_activity& x = t_.gpu[a];
+      const gpu_activity& y = t_.gpu[b];
+      if (x.device != y.device) return x.device < y.device;
+      if (x.stream != y.stream) return x.stream < y.stream;
+      return x.start_ns < y.start_ns;
+    });
+    return order;
+  }
+
+  // The innermost scope enclosing both, below the steps; no_index when none (or a step).
+  std::uint32_t common_scope(std::uint32_t a, std::uint32_t b) const {
+    std::vector<std::uint32_t> up;
+    for (; a != no_index; a = t_.spans[a].parent) up.push_back(a);
+    for (; b != no_index; b = t_.spans[b].parent)
+      if (std::find(up.begin(), up.end(), b) != up.end()) return t_.spans[b].is_step ? no_index : b;
+    return no_index;
+  }
+
+  // Elementwise kernels on one stream that one scope call launched (the innermost
+  // scope enclosing them, below the step; at most chain_gap_kernels other kernels
+  // between two of them), or back to back without a known scope:
+  // each writes its result to memory and the next reads inputs back. Fused (as
+  // torch.compile or a hand-written kernel does), memory-bound elementwise kernels
+  // cost about as much as the longest of them: the intermediates stay in registers.
+  void elementwise_chains() {
+    const std::vector<std::uint32_t> order = stream_order();
+    struct group {
+      std::size_t count = 0;
+      std::uint64_t total = 0, saving = 0;
+      std::vector<std::uint64_t> per_member;  // total time per member position
+      std::uint32_t first = no_index, scope = no_index;
+      std::vector<name_id> between;  // other kernels between the members, first occurrence
+    };
+    std::map<std::vector<name_id>, group> groups;
+    std::vector<std::vector<name_id>> keys;  // in first-seen order
+    std::vector<std::uint32_t> run;
+    std::vector<name_id> between, pending;
+    std::uint32_t run_scope = no_index;
+    const auto flush = [&]() {
+      if (run.size() >= 2) {
+        std::vector<name_id> key;
+        std::uint64_t total = 0, longest = 0;
+        for (std::uint32_t i : run) {
+          const gpu_activity& g = t_.gpu[i];
+          key.push_back(g.name);
+          total += g.end_ns - g.start_ns;
+          longest = std::max(longest, g.end_ns - g.start_ns);
+        }
+        auto [it, inserted] = groups.try_emplace(key);
+        group& gr = it->second;
+        if (inserted) {
+          keys.push_back(key);
+          gr.first = run[0];
+          gr.scope = run_scope;
+          gr.per_member.assign(key.size(), 0);
+          gr.between = between;
+        }
+        ++gr.count;
+        gr.total += total;
+        gr.saving += total - longest;
+        for (std::size_t i = 0; i < run.size(); ++i) gr.per_member[i] += t_.gpu[run[i]].end_ns - t_.gpu[run[i]].start_ns;
+      }
+      run.clear();
+      between.clear();
+      pending.clear();
+      run_scope = no_index;
+    };
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const gpu_activity& g = t_.gpu[order[k]];
+      if (!run.empty() && (g.device != t_.gpu[run[0]].device || g.stream != t_.gpu[run[0]].stream)) flush();
+      if (g.kind != gpu_kind::kernel || category_of(g.name) != kernel_category::elementwise) {
+        if (!run.empty() && g.kind == gpu_kind::kernel) pending.push_back(g.name);
+        continue;
+      }
+      if (!run.empty()) {
+        const std::uint32_t scope = common_scope(launching_span(t_, t_.gpu[run.back()]), launching_span(t_, g));
+        const bool same_call = scope != no_index && (run.size() == 1 || scope == run_scope) &&
+                               pending.size() <= o_.chain_gap_kernels;
+        const bool back_to_back = pending.empty() && scope == no_index && run_scope == no_index;
+        if (same_call || back_to_back) {
+          if (run.size() == 1) run_scope = scope;
+          for (name_id n : pending)
+            if (std::find(between.begin(), between.end(), n) == between.end()) between.push_back(n);
+          pending.clear();
+          run.push_back(order[k]);
+          continue;
+        }
+        flush();
+      }
+      run.push_back(order[k]);
+    }
+    flush();
+    for (const std::vector<name_id>& key : keys) {
+      const group& gr = groups[key];
+      finding f;
+      f.kind = "elementwise chain";
+      std::string chain;
+      for (name_id n : key) chain += (chain.empty() ? "" : " -> ") + short_kernel(n);
+      f.cause = f.kind + ": " + chain;
+      f.headline = std::to_string(key.size()) + " elementwise kernels, " + chain + ", " +
+                   (gr.scope != no_index ? "in one " + t_.names.str(t_.spans[gr.scope].name) + " call" : std::string("back to back")) +
+                   ", " + std::to_string(gr.count) + (gr.count == 1 ? " time" : " times") + ": " + us_text(gr.total);
+      for (std::size_t i = 0; i < key.size(); ++i)
+        f.details.push_back(shorten(t_.names.str(key[i]), 90) + ": " + us_text(gr.per_member[i]));
+      std::string others;
+      for (name_id n : gr.between) others += (others.empty() ? "" : ", ") + short_kernel(n);
+      if (!others.empty()) f.details.push_back("other kernels between them: " + others);
+      f.details.push_back("each writes its result to memory and the next reads it back; fused (torch.compile, a hand-written "
+                          "kernel) the intermediates stay in registers, if one feeds the other (the trace shows no data "
+                          "flow, nor the bytes moved)");
+      f.where = where_gpu(t_.gpu[gr.first]);
+      f.cost_ns = gr.total;
+      f.cost_of = cost_base::gpu_time;
+      f.saving_ns = gr.saving;
+      f.estimate = "fused, memory-bound elementwise kernels cost about the longest of them: the chain's time minus its longest "
+                   "kernel, per occurrence";
+      add(std::move(f));
+    }
+  }
+
+  // A kernel's short name: what its decoded name says (its operation), else the name itself, cut.
+  std::string short_kernel(name_id n) const {
+    const std::string& name = t_.names.str(n);
+    const kernel_name_info k = decode_kernel_name(name);
+    if (k.category == kernel_category::elementwise && !k.op.empty()) return k.op;
+    return shorten(name, 60);
+  }
+
+  kernel_category category_of(name_id n) {
+    auto it = category_.find(n);
+    if (it == category_.end()) it = category_.emplace(n, decode_kernel_name(t_.names.str(n)).category).first;
+    return it->second;
   }
 
   void synchronizations() {
@@ -665,6 +1006,11 @@ class analyzer {
                           (busy >= 0.5 ? ": the CPU waits for GPU work, its duration is the GPU's, not a CPU cost"
                                        : ": a long wait covering little GPU work, the GPU idles before or during it"));
       f.where = where_call(t_.api_calls[entry.second.second[0]]);
+      f.cause = f.kind + ": " + entry.first;
+      f.cost_ns = waited;
+      f.cost_of = cost_base::cpu_time;
+      f.saving_ns = waited - covered;
+      f.estimate = "the wait while the GPU had no work: the wait minus the GPU work that ran during it";
       add(std::move(f));
     }
   }
@@ -689,6 +1035,9 @@ class analyzer {
       f.details.push_back("gaps it causes are the profiler's, not your code's; a schedule with warmup steps moves the "
                           "first buffer request out of the recorded window");
       f.where = "CUPTI Overhead lane, first at " + ts_text(in_, first);
+      for (const auto& o : overhead) f.cost_ns += o.second.second;
+      f.cost_of = cost_base::window;
+      f.estimate = "the profiler's own work, not your code's";
       add(std::move(f));
     }
     if (t_.meta.dropped_gpu_records || t_.meta.dropped_cpu_events || t_.meta.unmatched_gpu_records) {
@@ -698,6 +1047,7 @@ class analyzer {
                    std::to_string(t_.meta.dropped_cpu_events) + " CPU events dropped, " +
                    std::to_string(t_.meta.unmatched_gpu_records) + " GPU records without their launching call";
       f.details.push_back("totals above undercount what ran");
+      f.estimate = "no cost of its own: the figures undercount";
       f.where = "the whole trace";
       add(std::move(f));
     }
@@ -711,12 +1061,11 @@ class analyzer {
   std::vector<name_id> first_child_name_;
   std::vector<std::vector<std::uint32_t>> instances_;  // per kernels[] entry: indices into trace::gpu
   std::vector<std::pair<std::uint64_t, std::uint64_t>> busy_union_;  // GPU work, merged, in time order
-  std::unordered_map<name_id, bool> is_gemm_;
+  std::unordered_map<name_id, kernel_category> category_;
 
   bool gemm_name(name_id n) {
-    auto it = is_gemm_.find(n);
-    if (it == is_gemm_.end()) it = is_gemm_.emplace(n, decode_kernel_name(t_.names.str(n)).is_gemm()).first;
-    return it->second;
+    const kernel_category c = category_of(n);
+    return c == kernel_category::gemm || c == kernel_category::gemv;
   }
 };
 
@@ -726,24 +1075,36 @@ inline insights analyze(const trace& t, const insights_options& options = {}) {
   return detail::analyzer(t, options).run();
 }
 
-// The report as text: the verdict, the findings, then the GPU kernels.
+// The report as text: the summary, the verdict, the findings, then the GPU kernels.
 inline std::string format_insights(const insights& in, std::size_t kernel_rows = 15) {
   using namespace detail;
   std::string out;
+  // Headlines, details and places quote names from the trace: printed terminal-safe.
+  if (!in.summary.empty()) {
+    out += "Summary (the largest estimated savings)\n";
+    for (std::size_t i = 0; i < in.summary.size(); ++i)
+      out += "  " + std::to_string(i + 1) + ". " + detail::terminal_safe(in.summary[i]) + "\n";
+    out += "\n";
+  }
   out += "Verdict: ";
   out += verdict_name(in.verdict);
-  out += "\n  " + detail::terminal_safe(in.verdict_reason) + "\n";
+  out += "\n";
+  if (!in.verdict_signals.empty()) out += "  signals: " + detail::terminal_safe(in.verdict_signals) + "\n";
+  if (!in.verdict_rule.empty()) out += "  rule: " + in.verdict_rule + "\n";
+  out += "  " + detail::terminal_safe(in.verdict_reason) + "\n";
   if (in.window_end_ns > in.window_start_ns)
     out += "  active window " + ts_text(in, in.window_start_ns) + " .. " + ts_text(in, in.window_end_ns) + " (" +
-           us_text(in.window_end_ns - in.window_start_ns) + "), GPU busy " + us_text(in.gpu_busy_ns) + "; Self CPU time total " +
+           us_text(in.window_ns()) + "), GPU busy " + us_text(in.gpu_busy_ns) + "; Self CPU time total " +
            us_text(in.self_cpu_ns) + ", Self CUDA time total " + us_text(in.self_cuda_ns) + "\n";
   out += "\nFindings";
   if (in.findings.empty()) out += ": none\n";
-  else out += "\n";
+  else out += ", by estimated saving\n";
   for (std::size_t i = 0; i < in.findings.size(); ++i) {
     const finding& f = in.findings[i];
-    // Headlines, details and places quote names from the trace: printed terminal-safe.
     out += "  " + std::to_string(i + 1) + ". [" + f.kind + "] " + detail::terminal_safe(f.headline) + "\n";
+    if (f.cost_of != cost_base::none)
+      out += "       costs " + us_text(f.cost_ns) + " (" + percent_text(f.cost_share) + " of " + cost_base_name(f.cost_of) +
+             "); could save " + (f.saving_ns ? "~" + us_text(f.saving_ns) : std::string("nothing")) + ": " + f.estimate + "\n";
     for (const std::string& d : f.details) out += "       " + detail::terminal_safe(d) + "\n";
     if (!f.where.empty()) out += "       where: " + detail::terminal_safe(f.where) + "\n";
   }
