@@ -1491,6 +1491,12 @@ TEST_CASE("reader: JSON errors give the line and column, at a truncated end too;
   CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": \"X\",\n     \"cat\" 1}\n  ]\n}") ==
         "cuprof: x.json: line 4, column 12: expected a member (\"name\": value), ',' or '}', found '1'");
   CHECK(message("{\"traceEvents\": [\n") == "cuprof: x.json: line 2, column 1: unexpected end of input (truncated?): expected a value");
+  // Megabytes in, past text whose memory the reader has given back as it went: the place is still right.
+  std::string big = "{\"traceEvents\": [\n";
+  for (int i = 0; i < 40000; ++i)
+    big += "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1},\n";
+  CHECK(message(big + "{\"ph\": 01}]}") == "cuprof: x.json: line 40002, column 8: invalid number");
+  CHECK(cuprof::parse_trace(big + "{}]}", "big.json").t.spans.size() == 40000);
   // Raw tabs and line breaks inside strings are not JSON, but some torch traces have them: read as themselves.
   const cuprof::loaded_trace raw = cuprof::parse_trace(
       "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\tb\nc\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1}]}",

@@ -11,6 +11,8 @@
 #include "../error.hpp"
 
 #include <simdjson.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -145,7 +147,8 @@ class json_document {
   static constexpr int max_depth = 64;
 
   // `text` must be followed by simdjson::SIMDJSON_PADDING readable bytes
-  // (pad_for_json). `source` names it in messages.
+  // (pad_for_json); release_before() may give its pages back. `source`
+  // names it in messages.
   json_document(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
 
   // Where the document's value starts: past a UTF-8 byte order mark and
@@ -216,13 +219,36 @@ class json_document {
     return out.front();
   }
 
-  std::size_t offset_of(simdjson::ondemand::value& v) { return offset_of(v.raw_json_token().data()); }
+
+  // Gives the memory of the text before `at` back to the system (whole
+  // pages): what was read there is not needed again, and the parser's
+  // structural index already holds as many bytes as the text, so a large
+  // trace's peak stays under twice its size. Its lines are counted first,
+  // for fail_at(); its bytes read as zeros after. Not for a rewritten text
+  // (json_for_parser), whose copy is what the parser reads.
+  void release_before(std::size_t at) {
+    if (!rewrites_.empty() || at > text_.size()) return;
+    static const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+    const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(text_.data());
+    const std::uintptr_t from = (base + released_ + page - 1) / page * page, to = (base + at) / page * page;
+    if (to <= from) return;
+    const std::size_t upto = std::size_t(to - base);
+    const char* const counted = text_.data() + released_;
+    released_lines_ += std::size_t(std::count(counted, text_.data() + upto, '\n'));
+    for (const char* p = text_.data() + upto; p > counted;)
+      if (*--p == '\n') {
+        released_line_start_ = std::size_t(p + 1 - text_.data());
+        break;
+      }
+    released_ = upto;
+    ::madvise(reinterpret_cast<void*>(from), std::size_t(to - from), MADV_DONTNEED);
+  }
 
   [[noreturn]] void fail_at(std::size_t at, const std::string& what) const {
-    const std::size_t end = at < text_.size() ? at : text_.size();
-    std::size_t line = 1, line_start = 0;
+    const std::size_t end = std::max(released_, at < text_.size() ? at : text_.size());
+    std::size_t line = 1 + released_lines_, line_start = released_line_start_;
     const char* const stop = text_.data() + end;
-    for (const char* p = text_.data(); p < stop && (p = static_cast<const char*>(std::memchr(p, '\n', std::size_t(stop - p))));)
+    for (const char* p = text_.data() + released_; p < stop && (p = static_cast<const char*>(std::memchr(p, '\n', std::size_t(stop - p))));)
       ++line, line_start = std::size_t(++p - text_.data());
     const std::size_t column = end - line_start + 1;
     std::string msg = source_ + ": line " + std::to_string(line) + ", column " + std::to_string(column);
@@ -373,6 +399,7 @@ class json_document {
 
   std::string_view text_;
   std::string source_;
+  std::size_t released_ = 0, released_lines_ = 0, released_line_start_ = 0;  // release_before()
   std::string rewritten_;  // json_for_parser()'s copy, for a text that needs one
   std::vector<json_rewrite> rewrites_;
   const char* parsed_ = nullptr;

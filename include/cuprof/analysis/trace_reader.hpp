@@ -253,8 +253,10 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
 namespace detail {
 
 // The JSON and schema stages: a document's events as it states them. `json`
-// is followed by simdjson::SIMDJSON_PADDING readable bytes (pad_for_json);
-// the parser's memory is freed on return, before the model is built.
+// is followed by simdjson::SIMDJSON_PADDING readable bytes (pad_for_json),
+// and is used up: its pages are given back as its events are read
+// (json_document::release_before). The parser's memory is freed on return,
+// before the model is built.
 inline raw_trace read_raw_trace(std::string_view json, const std::string& source, const read_progress& progress) {
   trace_event_reader b;
   json_document doc(json, source);
@@ -271,7 +273,10 @@ inline raw_trace read_raw_trace(std::string_view json, const std::string& source
     doc.for_each_item(events, [&](simdjson::ondemand::value e) {
       const json_node& event = doc.read(e, nodes, event_member_used);
       b.event(event, i++, doc);
-      if (event.offset - reported >= (1u << 20)) progress(read_stage::parsing, reported = event.offset, json.size());
+      if (event.offset - reported >= (1u << 20)) {
+        progress(read_stage::parsing, reported = event.offset, json.size());
+        doc.release_before(event.offset);
+      }
     });
   };
   simdjson::ondemand::value root = doc.root();
