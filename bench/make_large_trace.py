@@ -9,7 +9,7 @@ launches with ac2g flow arrows, kernels with launch details, memcpys and
 memsets, gpu_user_annotation extents, and the metadata events. The output is
 deterministic: the same arguments give the same bytes.
 
-    python3 bench/make_large_trace.py /tmp/large.json            # 1.39 M events, about 300 MB
+    python3 bench/make_large_trace.py /tmp/large.json            # 1.39 M events, 313 MB
     python3 bench/make_large_trace.py /tmp/small.json --steps 10
 """
 
@@ -67,7 +67,7 @@ class Writer:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("output")
-    p.add_argument("--steps", type=int, default=21060, help="ProfilerStep spans (66 events each; default 21060: 1.39 M events, about 300 MB)")
+    p.add_argument("--steps", type=int, default=21060, help="ProfilerStep spans (66 events each; default 21060: 1.39 M events, 313 MB)")
     a = p.parse_args()
     with open(a.output, "w") as out:
         out.write('{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    {\n      "id": 0, "name": "NVIDIA H200", '

@@ -354,12 +354,19 @@ inline loaded_trace read_stream(std::FILE* f, const std::string& source, std::ui
     bytes.append(first, n);
     progress(read_stage::reading, bytes.size(), size);
   }
-  // The rest straight into the buffer: no second copy.
+  // The rest straight into the room reserved (no second copy, and no growth
+  // past it: growing would copy the whole text); a pipe's, through `first`.
   while (n > 0) {
-    const std::size_t held = bytes.size();
-    bytes.resize(held + sizeof first);
-    n = std::fread(&bytes[held], 1, sizeof first, f);
-    bytes.resize(held + n);
+    const std::size_t held = bytes.size(), room = bytes.capacity() - held;
+    if (room > simdjson::SIMDJSON_PADDING) {
+      const std::size_t want = std::min(room - simdjson::SIMDJSON_PADDING, sizeof first);
+      bytes.resize(held + want);
+      n = std::fread(&bytes[held], 1, want, f);
+      bytes.resize(held + n);
+    } else {
+      n = std::fread(first, 1, sizeof first, f);
+      bytes.append(first, n);
+    }
     if (!gzip) check.feed(bytes.data() + held, n);
     progress(read_stage::reading, bytes.size(), size);
   }
