@@ -493,7 +493,9 @@ TEST_CASE("reader: malformed input throws cuprof::error with the place; nothing 
       {"{\"traceEvents\": [", "unexpected end of input"},
       {"{\"traceEvents\": [1]}", "traceEvents[0] is a number, expected an object"},
       {"{\"traceEvents\": []} x", "unexpected data after the end"},
-      {"{\"traceEvents\": [], }", "expected a string"},
+      {"{\"traceEvents\": [], }", "expected a member (\"name\": value), ',' or '}', found '}'"},
+      {"{\"traceEvents\": [{\"ph\" \"X\"}]}", "expected a member (\"name\": value), ',' or '}', found '\"'"},
+      {"{\"traceEvents\": [{} {}]}", "expected a value, ',' or ']', found '{'"},
       {"{\"traceEvents\": [{\"ph\": 1}]}", "\"ph\" is a number, expected a string"},
       {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "1", "dur": 1, "pid": 0, "tid": 7}]})",
        "\"ts\" is a string, expected a number"},
@@ -514,7 +516,7 @@ TEST_CASE("reader: malformed input throws cuprof::error with the place; nothing 
       {R"({"deviceProperties": {}, "traceEvents": []})", "\"deviceProperties\" is an object"},
       {R"({"traceEvents": [{"ph": "X", "name": "bad\q"}]})", "invalid escape"},
       {R"({"traceEvents": [{"ph": "X", "name": "\u12"}]})", "invalid \\u escape"},
-      {R"({"traceEvents": [{"a": 01}]})", "expected ',' or '}'"},
+      {R"({"traceEvents": [{"ph": 01}]})", "invalid number"},
       {R"({"traceEvents": [-]})", "invalid number"},
       {R"({"traceEvents": [tru]})", "expected a value"},
       {std::string("{\"traceEvents\": ") + std::string(100, '['), "nesting deeper than"},
@@ -1862,9 +1864,30 @@ TEST_CASE("reader: JSON errors give the line and column, at a truncated end too;
     }
     return std::string("no error");
   };
-  CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": 01}\n  ]\n}") ==
-        "cuprof: x.json: line 3, column 13: expected ',' or '}', found '1'");
+  CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": 01}\n  ]\n}") == "cuprof: x.json: line 3, column 12: invalid number");
+  CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": \"X\",\n     \"cat\" 1}\n  ]\n}") ==
+        "cuprof: x.json: line 4, column 12: expected a member (\"name\": value), ',' or '}', found '1'");
   CHECK(message("{\"traceEvents\": [\n") == "cuprof: x.json: line 2, column 1: unexpected end of input (truncated?): expected a value");
+  // Megabytes in, past text whose memory the reader has given back as it went: the place is still right.
+  std::string big = "{\"traceEvents\": [\n";
+  for (int i = 0; i < 40000; ++i)
+    big += "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1},\n";
+  CHECK(message(big + "{\"ph\": 01}]}") == "cuprof: x.json: line 40002, column 8: invalid number");
+  CHECK(cuprof::parse_trace(big + "{}]}", "big.json").t.spans.size() == 40000);
+  // Raw tabs and line breaks inside strings are not JSON, but some torch traces have them: read as themselves.
+  const cuprof::loaded_trace raw = cuprof::parse_trace(
+      "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\tb\nc\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1}]}",
+      "raw.json");
+  REQUIRE(raw.t.spans.size() == 1);
+  CHECK(raw.t.names.str(raw.t.spans[0].name) == "a\tb\nc");
+  // Invalid UTF-8 (a name cut inside a character) reads, the byte replaced by U+FFFD as the writer does.
+  const cuprof::loaded_trace cut = cuprof::parse_trace(
+      "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"caf\xC3\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1}]}",
+      "cut.json");
+  REQUIRE(cut.t.spans.size() == 1);
+  CHECK(cut.t.names.str(cut.t.spans[0].name) == "caf\xEF\xBF\xBD");
+  CHECK(message("{\"traceEvents\": [{\"ph\": \"X\",\n \"name\": \"a\tb\", \"ts\": x}]}") ==
+        "cuprof: x.json: line 2, column 23: expected a value, found 'x'");
   // A name from the trace in the message holds a line break and an escape: still one line on stderr.
   temp_dir dir;
   write_file(dir.file("bad.json"),

@@ -5,6 +5,7 @@
 
 #include "json_reader.hpp"
 #include "../model/event.hpp"
+#include "../model/string_table.hpp"
 #include "../output/trace_schema.hpp"
 
 #include <algorithm>
@@ -19,8 +20,8 @@
 namespace cuprof::detail {
 
 // Decimal microseconds ("861533.571", "-2", "1.5e3") to integer nanoseconds.
-inline bool us_to_ns(const std::string& text, std::int64_t& out) {
-  if (text.find_first_of("eE") == std::string::npos) {
+inline bool us_to_ns(std::string_view text, std::int64_t& out) {
+  if (text.find_first_of("eE") == std::string_view::npos) {
     std::size_t i = 0;
     const bool negative = !text.empty() && text[0] == '-';
     if (negative) ++i;
@@ -54,34 +55,35 @@ inline bool us_to_ns(const std::string& text, std::int64_t& out) {
     return true;
   }
   errno = 0;
-  const long double v = std::strtold(text.c_str(), nullptr);
+  const long double v = std::strtold(std::string(text).c_str(), nullptr);
   if (errno != 0 || !std::isfinite(double(v)) || std::fabs(double(v)) > 1e15) return false;
   out = std::int64_t(std::llround(double(v * 1000.0L)));
   return true;
 }
 
 // An integral JSON number ("7", "-1", "7.0") as int64.
-inline bool to_int(const json_value& v, std::int64_t& out) {
+inline bool to_int(const json_node& v, std::int64_t& out) {
   if (!v.is_number()) return false;
-  const std::string& s = v.text;
-  if (s.find_first_of(".eE") == std::string::npos) {
-    errno = 0;
-    char* end = nullptr;
-    const long long x = std::strtoll(s.c_str(), &end, 10);
-    if (errno == ERANGE || end != s.c_str() + s.size()) return false;
+  const std::string_view s = v.text;
+  if (s.find_first_of(".eE") == std::string_view::npos) {
+    const bool negative = s[0] == '-';
+    std::int64_t x = 0;
+    for (std::size_t i = negative ? 1 : 0; i < s.size(); ++i)
+      if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, negative ? -(s[i] - '0') : s[i] - '0', &x)) return false;
     out = x;
     return true;
   }
   errno = 0;
-  const double d = std::strtod(s.c_str(), nullptr);
+  const double d = std::strtod(std::string(s).c_str(), nullptr);
   if (errno == ERANGE || !std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) return false;
   out = std::int64_t(d);
   return true;
 }
 
+// Names are ids in raw_trace::names.
 struct raw_span {
   std::int64_t start, end;
-  std::string name;
+  name_id name;
   std::uint32_t tid;
   std::int64_t ext = -1;
   std::size_t order;
@@ -89,7 +91,7 @@ struct raw_span {
 
 struct raw_call {
   std::int64_t start, end;
-  std::string name;
+  name_id name;
   std::uint32_t tid;
   std::int64_t ext = -1, correlation = -1, cbid = 0;
   api_domain domain;
@@ -97,7 +99,7 @@ struct raw_call {
 
 struct raw_gpu {
   std::int64_t start = 0, end = 0;
-  std::string name;
+  name_id name = 0;
   gpu_kind kind = gpu_kind::kernel;
   std::uint8_t subkind = 0;
   std::uint32_t device = 0, stream = 0, context = 0;
@@ -109,7 +111,7 @@ struct raw_gpu {
 
 struct raw_annotation {
   std::int64_t start, end;
-  std::string name;
+  name_id name;
   std::uint32_t device, stream;
   std::int64_t ext = -1;
 };
@@ -119,8 +121,10 @@ enum class event_category { skip, span, runtime, driver, kernel, memcpy, memset,
 // Older torch.profiler traces spell categories capitalised and bare
 // ("Operator", "Runtime", "Memcpy"): compared lower-cased, the bare ones too.
 inline event_category category_of(std::string_view cat) {
-  std::string c(cat);
-  for (char& ch : c) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  char lower[32];
+  if (cat.size() > sizeof lower) return event_category::skip;  // longer than any category read
+  for (std::size_t i = 0; i < cat.size(); ++i) lower[i] = char(std::tolower(static_cast<unsigned char>(cat[i])));
+  const std::string_view c(lower, cat.size());
   if (c == schema::cat_user_annotation || c == schema::cat_cpu_op || c == "operator") return event_category::span;
   if (c == schema::cat_cuda_runtime || c == "runtime") return event_category::runtime;
   if (c == schema::cat_cuda_driver || c == "driver") return event_category::driver;
@@ -147,12 +151,33 @@ inline std::uint8_t sync_kind_of(std::string_view name) {
   return 0;
 }
 
+// The members of an event that trace_event_reader::event() looks at, and
+// those of its "args": the trace reader skips the others unread (most of a
+// torch trace's args: "Input Dims", "Sequence number", ...).
+inline bool event_member_used(int depth, std::string_view object, std::string_view key) {
+  static constexpr std::string_view event_keys[] = {"ph", "cat", "name", "ts", "dur", "pid", "tid", "args"};
+  static constexpr std::string_view arg_keys[] = {
+      schema::arg_external_id, "external id", schema::arg_correlation, schema::arg_cbid, schema::arg_device,
+      schema::arg_context, schema::arg_stream, schema::arg_bytes, schema::arg_sync_kind,
+      schema::arg_registers_per_thread, schema::arg_shared_memory, schema::arg_grid, schema::arg_block,
+      schema::arg_graph_id, schema::arg_graph_node_id, schema::meta_name};
+  const auto listed = [&](const auto& keys) {
+    for (std::string_view k : keys)
+      if (json_node::same_key(k, key)) return true;
+    return false;
+  };
+  if (depth == 0) return listed(event_keys);
+  if (depth == 1 && object == "args") return listed(arg_keys);
+  return true;
+}
+
 // A trace's events as the file states them (times relative to base_ns), before
 // they become the model: what the schema stage hands the build stage.
 struct raw_trace {
   std::uint64_t base_ns = 0;
   std::size_t events = 0, used = 0;
   trace_metadata meta;
+  string_table names;  // the events' names, interned as read: the document's text is not kept
   std::vector<raw_span> spans, overhead;
   std::vector<raw_call> calls;
   std::vector<raw_gpu> gpu;
@@ -175,37 +200,40 @@ class trace_event_reader {
   raw_trace& result() noexcept { return raw_; }
 
 
-  void top_level(const std::string& key, const json_value& v, json_reader& r) {
+  void top_level(std::string_view key, const json_node& v, const json_document& doc) {
+    at_ = v.offset;
+    doc_ = &doc;
     if (key == schema::key_base_time) {
       std::int64_t b = 0;
-      if (!to_int(v, b) || b < 0) r.fail("\"baseTimeNanoseconds\" is not a non-negative integer");
+      if (!to_int(v, b) || b < 0) fail("\"baseTimeNanoseconds\" is not a non-negative integer");
       raw_.base_ns = std::uint64_t(b);
     } else if (key == schema::key_cuprof) {
-      if (!v.is_object()) r.fail("\"cuprof\" is " + std::string(json_type_name(v.type)) + ", expected an object");
+      if (!v.is_object()) fail("\"cuprof\" is " + std::string(json_type_name(v.type)) + ", expected an object");
       raw_.is_cuprof = true;
       trace_metadata& m = raw_.meta;
       std::int64_t x = 0;
       const auto count = [&](std::string_view k, std::uint64_t& field) {
-        if (const json_value* f = v.find(k); f && to_int(*f, x) && x >= 0) field = std::uint64_t(x);
+        if (const json_node* f = v.find(k); f && to_int(*f, x) && x >= 0) field = std::uint64_t(x);
       };
-      if (const json_value* f = v.find(schema::cuprof_window_start_ns); f && to_int(*f, x) && x > 0) raw_.window_start = x;
-      if (const json_value* f = v.find(schema::cuprof_window_end_ns); f && to_int(*f, x) && x > 0) raw_.window_end = x;
+      if (const json_node* f = v.find(schema::cuprof_window_start_ns); f && to_int(*f, x) && x > 0) raw_.window_start = x;
+      if (const json_node* f = v.find(schema::cuprof_window_end_ns); f && to_int(*f, x) && x > 0) raw_.window_end = x;
       count(schema::cuprof_dropped_gpu_records, m.dropped_gpu_records);
       count(schema::cuprof_dropped_cpu_events, m.dropped_cpu_events);
-      const json_value* status = v.find(schema::cuprof_cuda_status);
-      if (status && status->is_string() && status->text != schema::cuda_status_on) m.cuda_status = status->text;
+      const json_node* status = v.find(schema::cuprof_cuda_status);
+      if (status && status->is_string() && status->text != schema::cuda_status_on) m.cuda_status = std::string(status->text);
     } else if (key == schema::key_device_properties) {
-      if (!v.is_array()) r.fail("\"deviceProperties\" is " + std::string(json_type_name(v.type)) + ", expected an array");
-      for (const json_value& d : v.items) {
-        if (!d.is_object()) r.fail("\"deviceProperties\" holds " + std::string(json_type_name(d.type)) + ", expected objects");
+      if (!v.is_array()) fail("\"deviceProperties\" is " + std::string(json_type_name(v.type)) + ", expected an array");
+      const json_node* d = v.first();
+      for (std::uint32_t i = 0; i < v.count; ++i, d = d->next()) {
+        if (!d->is_object()) fail("\"deviceProperties\" holds " + std::string(json_type_name(d->type)) + ", expected objects");
         device_info info;
         std::int64_t x = 0;
         const auto get = [&](std::string_view k, int& field) {
-          if (const json_value* f = d.find(k); f && to_int(*f, x)) field = int(x);
+          if (const json_node* f = d->find(k); f && to_int(*f, x)) field = int(x);
         };
         get(schema::device_id, info.id);
-        if (const json_value* f = d.find(schema::device_name); f && f->is_string()) info.name = f->text;
-        if (const json_value* f = d.find(schema::device_total_global_mem); f && to_int(*f, x) && x >= 0)
+        if (const json_node* f = d->find(schema::device_name); f && f->is_string()) info.name = std::string(f->text);
+        if (const json_node* f = d->find(schema::device_total_global_mem); f && to_int(*f, x) && x >= 0)
           info.total_global_mem = std::uint64_t(x);
         get(schema::device_compute_major, info.compute_major);
         get(schema::device_compute_minor, info.compute_minor);
@@ -230,31 +258,33 @@ class trace_event_reader {
                                                   : m.cupti_version) = int(x);
       }
     } else if (key == schema::key_host_name && v.is_string()) {
-      raw_.meta.host_name = v.text;
+      raw_.meta.host_name = std::string(v.text);
     } else if (key == schema::key_distributed_info && v.is_object()) {
       std::int64_t x = 0;
-      if (const json_value* f = v.find(schema::key_rank); f && to_int(*f, x)) raw_.meta.rank = int(x);
-      if (const json_value* f = v.find(schema::key_world_size); f && to_int(*f, x)) raw_.meta.world_size = int(x);
+      if (const json_node* f = v.find(schema::key_rank); f && to_int(*f, x)) raw_.meta.rank = int(x);
+      if (const json_node* f = v.find(schema::key_world_size); f && to_int(*f, x)) raw_.meta.world_size = int(x);
     }
   }
 
-  void event(const json_value& e, std::size_t index, json_reader& r) {
+  void event(const json_node& e, std::size_t index, const json_document& doc) {
+    at_ = e.offset;
+    doc_ = &doc;
     ++raw_.events;
     const auto where = [&](const std::string& what) -> std::string {
       std::string s = "traceEvents[" + std::to_string(index) + "]";
-      if (const json_value* n = e.find("name"); n && n->is_string()) s += " (\"" + n->text.substr(0, 80) + "\")";
+      if (const json_node* n = e.find("name"); n && n->is_string()) s += " (\"" + std::string(n->text.substr(0, 80)) + "\")";
       return s + ": " + what;
     };
     if (!e.is_object())
-      r.fail("traceEvents[" + std::to_string(index) + "] is " + json_type_name(e.type) + ", expected an object");
-    const json_value* ph = e.find("ph");
+      fail("traceEvents[" + std::to_string(index) + "] is " + json_type_name(e.type) + ", expected an object");
+    const json_node* ph = e.find("ph");
     if (!ph) return;
-    if (!ph->is_string()) r.fail(where("\"ph\" is " + std::string(json_type_name(ph->type)) + ", expected a string"));
+    if (!ph->is_string()) fail(where("\"ph\" is " + std::string(json_type_name(ph->type)) + ", expected a string"));
     if (ph->text == "M") return metadata(e);
     if (ph->text != "X") return;
-    const json_value* cat = e.find("cat");
+    const json_node* cat = e.find("cat");
     if (!cat) return;
-    if (!cat->is_string()) r.fail(where("\"cat\" is " + std::string(json_type_name(cat->type)) + ", expected a string"));
+    if (!cat->is_string()) fail(where("\"cat\" is " + std::string(json_type_name(cat->type)) + ", expected a string"));
     const event_category c = category_of(cat->text);
     if (c == event_category::skip) {
       if (cat->text == schema::cat_cpu_op || cat->text == schema::cat_torch_trace) raw_.is_torch = true;
@@ -262,45 +292,45 @@ class trace_event_reader {
     }
     if (cat->text == schema::cat_cpu_op) raw_.is_torch = true;
 
-    const json_value* name = e.find("name");
-    if (!name) r.fail(where("has no \"name\""));
-    if (!name->is_string()) r.fail(where("\"name\" is " + std::string(json_type_name(name->type)) + ", expected a string"));
+    const json_node* name = e.find("name");
+    if (!name) fail(where("has no \"name\""));
+    if (!name->is_string()) fail(where("\"name\" is " + std::string(json_type_name(name->type)) + ", expected a string"));
     const auto time = [&](const char* key) -> std::int64_t {
-      const json_value* f = e.find(key);
-      if (!f) r.fail(where(std::string("has no \"") + key + "\""));
+      const json_node* f = e.find(key);
+      if (!f) fail(where(std::string("has no \"") + key + "\""));
       std::int64_t ns = 0;
-      if (!f->is_number()) r.fail(where(std::string("\"") + key + "\" is " + json_type_name(f->type) + ", expected a number"));
-      if (!us_to_ns(f->text, ns)) r.fail(where(std::string("\"") + key + "\" is out of range: " + f->text));
+      if (!f->is_number()) fail(where(std::string("\"") + key + "\" is " + json_type_name(f->type) + ", expected a number"));
+      if (!us_to_ns(f->text, ns)) fail(where(std::string("\"") + key + "\" is out of range: " + std::string(f->text)));
       return ns;
     };
     const std::int64_t ts = time("ts");
     const std::int64_t dur = time("dur");
-    if (dur < 0) r.fail(where("\"dur\" is negative"));
+    if (dur < 0) fail(where("\"dur\" is negative"));
     const std::int64_t start = ts;  // relative to baseTimeNanoseconds, which may come later in the file
     const std::int64_t end = ts + dur;
     const auto integer = [&](const char* key, bool required) -> std::int64_t {
-      const json_value* f = e.find(key);
+      const json_node* f = e.find(key);
       if (!f) {
-        if (required) r.fail(where(std::string("has no \"") + key + "\""));
+        if (required) fail(where(std::string("has no \"") + key + "\""));
         return -1;
       }
       std::int64_t x = 0;
       if (!to_int(*f, x) || x < 0 || x > std::int64_t(std::numeric_limits<std::uint32_t>::max()))
-        r.fail(where(std::string("\"") + key + "\" is " +
+        fail(where(std::string("\"") + key + "\" is " +
                      (f->is_number() ? std::string("not a small non-negative integer") : "not an integer") +
-                     " (" + (f->is_number() ? f->text : std::string(json_type_name(f->type))) + ")"));
+                     " (" + (f->is_number() ? std::string(f->text) : std::string(json_type_name(f->type))) + ")"));
       return x;
     };
-    const json_value* args = e.find("args");
-    if (args && !args->is_object()) r.fail(where("\"args\" is " + std::string(json_type_name(args->type)) + ", expected an object"));
+    const json_node* args = e.find("args");
+    if (args && !args->is_object()) fail(where("\"args\" is " + std::string(json_type_name(args->type)) + ", expected an object"));
     const auto arg_int = [&](std::string_view key, std::int64_t fallback) -> std::int64_t {
       if (!args) return fallback;
-      const json_value* f = args->find(key);
-      if (!f || f->type == json_value::kind::null) return fallback;
+      const json_node* f = args->find(key);
+      if (!f || f->type == json_kind::null) return fallback;
       std::int64_t x = 0;
       if (!to_int(*f, x))
-        r.fail(where("args \"" + std::string(key) + "\" is " + json_type_name(f->type) +
-                     (f->is_number() ? " (" + f->text + ")" : std::string()) + ", expected an integer"));
+        fail(where("args \"" + std::string(key) + "\" is " + json_type_name(f->type) +
+                     (f->is_number() ? " (" + std::string(f->text) + ")" : std::string()) + ", expected an integer"));
       return x;
     };
     // Older Kineto versions spell it "external id".
@@ -311,14 +341,14 @@ class trace_event_reader {
       case event_category::span: {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
         note_cpu_pid(pid);
-        raw_.spans.push_back({start, end, name->text, std::uint32_t(tid), external_id(), raw_.spans.size()});
+        raw_.spans.push_back({start, end, name_id_of(*name), std::uint32_t(tid), external_id(), raw_.spans.size()});
         break;
       }
       case event_category::runtime:
       case event_category::driver: {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
         note_cpu_pid(pid);
-        raw_call call{start, end, name->text, std::uint32_t(tid), external_id(),
+        raw_call call{start, end, name_id_of(*name), std::uint32_t(tid), external_id(),
                       arg_int(schema::arg_correlation, -1), arg_int(schema::arg_cbid, 0),
                       c == event_category::driver ? api_domain::driver : api_domain::runtime};
         raw_.calls.push_back(std::move(call));
@@ -331,7 +361,7 @@ class trace_event_reader {
         raw_gpu g;
         g.start = start;
         g.end = end;
-        g.name = name->text;
+        g.name = name_id_of(*name);
         g.kind = c == event_category::kernel ? gpu_kind::kernel
                : c == event_category::memcpy ? gpu_kind::memcpy
                : c == event_category::memset ? gpu_kind::memset
@@ -352,19 +382,20 @@ class trace_event_reader {
         if (g.kind == gpu_kind::sync) {
           g.subkind = sync_kind_of(name->text);
           if (args)
-            if (const json_value* k = args->find(schema::arg_sync_kind); k && k->is_string())
+            if (const json_node* k = args->find(schema::arg_sync_kind); k && k->is_string())
               g.subkind = sync_kind_of(k->text);
         }
         if (g.kind == gpu_kind::kernel && args) {
           const auto dims3 = [&](std::string_view key, std::uint32_t (&d)[3]) {
-            const json_value* f = args->find(key);
+            const json_node* f = args->find(key);
             if (!f) return;
-            if (!f->is_array() || f->items.size() != 3)
-              r.fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
-            for (int i = 0; i < 3; ++i) {
+            if (!f->is_array() || f->count != 3)
+              fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
+            const json_node* item = f->first();
+            for (int i = 0; i < 3; ++i, item = item->next()) {
               std::int64_t x = 0;
-              if (!to_int(f->items[std::size_t(i)], x) || x < 0 || x > 0xFFFFFFFFll)
-                r.fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
+              if (!to_int(*item, x) || x < 0 || x > 0xFFFFFFFFll)
+                fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
               d[i] = std::uint32_t(x);
             }
             g.has_details = true;
@@ -383,36 +414,42 @@ class trace_event_reader {
       }
       case event_category::gpu_annotation: {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
-        raw_.annotations.push_back({start, end, name->text, std::uint32_t(pid), std::uint32_t(tid), external_id()});
+        raw_.annotations.push_back({start, end, name_id_of(*name), std::uint32_t(pid), std::uint32_t(tid), external_id()});
         break;
       }
       case event_category::overhead:
-        raw_.overhead.push_back({start, end, name->text, 0, -1, 0});
+        raw_.overhead.push_back({start, end, name_id_of(*name), 0, -1, 0});
         break;
       default: break;
     }
   }
 
  private:
-  void metadata(const json_value& e) {
-    const json_value* name = e.find("name");
-    const json_value* args = e.find("args");
+  void metadata(const json_node& e) {
+    const json_node* name = e.find("name");
+    const json_node* args = e.find("args");
     if (!name || !name->is_string() || !args || !args->is_object()) return;
-    const json_value* value = args->find(schema::meta_name);
+    const json_node* value = args->find(schema::meta_name);
     if (!value || !value->is_string()) return;
     std::int64_t pid = -1, tid = -1;
-    if (const json_value* p = e.find("pid")) to_int(*p, pid);
-    if (const json_value* p = e.find("tid")) to_int(*p, tid);
-    if (name->text == schema::meta_process_name && pid >= 0) raw_.process_names.emplace(pid, value->text);
+    if (const json_node* p = e.find("pid")) to_int(*p, pid);
+    if (const json_node* p = e.find("tid")) to_int(*p, tid);
+    if (name->text == schema::meta_process_name && pid >= 0) raw_.process_names.emplace(pid, std::string(value->text));
     if (name->text == schema::meta_thread_name && tid >= 0 && tid <= 0xFFFFFFFFll)
-      raw_.thread_candidates.push_back({pid, tid, value->text});
+      raw_.thread_candidates.push_back({pid, tid, std::string(value->text)});
   }
+
+  [[noreturn]] void fail(const std::string& what) const { doc_->fail_at(at_, what); }
+
+  name_id name_id_of(const json_node& name) { return raw_.names.intern(name.text); }
 
   void note_cpu_pid(std::int64_t pid) {
     if (raw_.cpu_pid < 0) raw_.cpu_pid = pid;
   }
 
   raw_trace raw_;
+  const json_document* doc_ = nullptr;
+  std::size_t at_ = 0;  // where the value being read starts: errors point there
 };
 
 }  // namespace cuprof::detail

@@ -10,8 +10,9 @@
 // their decimal text, without floating-point rounding.
 //
 // Three stages: bytes (trace_input.hpp: gzip, text checks), JSON values
-// (json_reader.hpp) read against the schema into raw events (trace_events.hpp),
-// and the model built from them (build_trace, here).
+// (json_reader.hpp: simdjson's On-Demand parser, so a program including this
+// links libsimdjson) read against the schema into raw events
+// (trace_events.hpp), and the model built from them (build_trace, here).
 //
 // Not included by cuprof.hpp. Throws cuprof::error, with the file name and
 // the place, for anything it cannot read: missing or non-regular files, bad
@@ -97,11 +98,19 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
   for (raw_call& x : raw.calls) absolute(x.start), absolute(x.end);
   for (raw_gpu& x : raw.gpu) absolute(x.start), absolute(x.end);
   for (raw_annotation& x : raw.annotations) absolute(x.start), absolute(x.end);
+  // Names enter the model's table in the order they always did (overhead,
+  // spans, calls, then GPU work by time): tables break ties by it.
+  std::vector<name_id> model_name(raw.names.size(), no_index);
+  const auto name = [&](name_id raw_name) {
+    name_id& id = model_name[raw_name];
+    if (id == no_index) id = t.names.intern(raw.names.str(raw_name));
+    return id;
+  };
   for (const raw_span& r : raw.overhead) {
     overhead_span o;
     o.start_ns = std::uint64_t(r.start);
     o.end_ns = std::uint64_t(r.end);
-    o.name = t.names.intern(r.name);
+    o.name = name(r.name);
     t.overhead.push_back(o);
   }
   for (const auto& c : raw.thread_candidates)
@@ -131,9 +140,9 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     cpu_span s;
     s.start_ns = std::uint64_t(r.start);
     s.end_ns = std::uint64_t(r.end);
-    s.name = t.names.intern(r.name);
+    s.name = name(r.name);
     s.tid = r.tid;
-    s.is_step = starts_with(r.name, step_name_prefix);
+    s.is_step = starts_with(raw.names.str(r.name), step_name_prefix);
     const bool usable_id = r.ext >= 0 && r.ext <= 0xFFFFFFFFll && !span_by_ext.count(r.ext);
     s.id = usable_id ? std::uint32_t(r.ext) : next_id++;
     if (usable_id) span_by_ext.emplace(r.ext, std::uint32_t(t.spans.size()));
@@ -150,7 +159,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     api_call a;
     a.start_ns = std::uint64_t(r.start);
     a.end_ns = std::uint64_t(r.end);
-    a.name = t.names.intern(r.name);
+    a.name = name(r.name);
     a.tid = r.tid;
     a.cbid = std::uint32_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFFFFFFll)));
     a.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
@@ -168,7 +177,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     g.start_ns = std::uint64_t(r.start);
     g.end_ns = std::uint64_t(r.end);
     g.bytes = r.bytes;
-    g.name = t.names.intern(r.name);
+    g.name = name(r.name);
     g.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
     g.device = r.device;
     g.context = r.context;
@@ -192,7 +201,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
   // wider on each side than the work they cover; the table uses the work's extent.
   for (const raw_annotation& r : raw.annotations) {
     auto it = r.ext >= 0 ? span_by_ext.find(r.ext) : span_by_ext.end();
-    if (it == span_by_ext.end() || t.names.str(t.spans[it->second].name) != r.name) {
+    if (it == span_by_ext.end() || t.names.str(t.spans[it->second].name) != raw.names.str(r.name)) {
       ++out.unmatched_annotations;
       continue;
     }
@@ -241,55 +250,66 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
 
 }  // namespace detail
 
+namespace detail {
+
+// The JSON and schema stages: a document's events as it states them. `json`
+// is followed by simdjson::SIMDJSON_PADDING readable bytes (pad_for_json),
+// and is used up: its pages are given back as its events are read
+// (json_document::release_before). The parser's memory is freed on return,
+// before the model is built.
+inline raw_trace read_raw_trace(std::string_view json, const std::string& source, const read_progress& progress) {
+  trace_event_reader b;
+  json_document doc(json, source);
+  const std::size_t start = doc.start();
+  if (start >= json.size()) throw error(source + ": empty input, expected a JSON trace");
+  const char first = json[start];
+  if (first != '{' && first != '[') doc.fail_at(start, "expected a JSON object with \"traceEvents\"");
+  bool saw_events = false;
+  std::vector<json_node> nodes;  // the value being read; reused, so an event allocates nothing
+  // The events array, in either format: {"traceEvents": [...]} or a bare [...].
+  const auto read_events = [&](simdjson::ondemand::value events) {
+    saw_events = true;
+    std::size_t i = 0, reported = 0;
+    doc.for_each_item(events, [&](simdjson::ondemand::value e) {
+      const json_node& event = doc.read(e, nodes, event_member_used);
+      b.event(event, i++, doc);
+      if (event.offset - reported >= (1u << 20)) {
+        progress(read_stage::parsing, reported = event.offset, json.size());
+        doc.release_before(event.offset);
+      }
+    });
+  };
+  simdjson::ondemand::value root = doc.root();
+  if (first == '{') {
+    doc.for_each_member(root, [&](std::string_view key, simdjson::ondemand::value v) {
+      if (key != schema::key_trace_events) return b.top_level(key, doc.read(v, nodes), doc);
+      simdjson::ondemand::json_type type;
+      if (v.type().get(type) || type != simdjson::ondemand::json_type::array) {
+        const json_node& value = doc.read(v, nodes);
+        doc.fail_at(value.offset, std::string("\"traceEvents\" is ") + json_type_name(value.type) + ", expected an array");
+      }
+      read_events(v);
+    });
+  } else {  // the JSON Array Format: events only
+    read_events(root);
+  }
+  doc.expect_end();
+  if (!saw_events) throw error(source + ": no \"traceEvents\" array: not a Chrome/Kineto trace");
+  return std::move(b.result());
+}
+
+}  // namespace detail
+
 // Parses trace JSON (already decompressed). `source` names it in messages.
 inline loaded_trace parse_trace(std::string_view json, const std::string& source, const read_progress& progress = {}) {
+  std::string padded;
+  padded.reserve(json.size() + simdjson::SIMDJSON_PADDING);
+  padded.assign(json);
+  detail::pad_for_json(padded);
   loaded_trace out;
   out.source = source;
-  detail::trace_event_reader b;
-  detail::json_reader r(json, source);
-  const char first = r.peek();
-  bool saw_events = false;
-  // The events array, in either format: {"traceEvents": [...]} or a bare [...].
-  const auto read_events = [&] {
-    saw_events = true;
-    r.expect('[');
-    if (!r.empty_container(']')) {
-      std::size_t i = 0, reported = 0;
-      do {
-        const detail::json_value e = r.read_value();
-        b.event(e, i++, r);
-        if (r.position() - reported >= (1u << 20)) progress(read_stage::parsing, reported = r.position(), json.size());
-      } while (r.next_in(']'));
-    }
-  };
-  if (first == '{') {
-    r.expect('{');
-    if (!r.empty_container('}')) {
-      do {
-        const std::string key = r.read_string();
-        r.expect(':');
-        if (key == detail::schema::key_trace_events) {
-          if (r.peek() != '[') {
-            const detail::json_value v = r.read_value();
-            r.fail(std::string("\"traceEvents\" is ") + detail::json_type_name(v.type) + ", expected an array");
-          }
-          read_events();
-        } else {
-          const detail::json_value v = r.read_value();
-          b.top_level(key, v, r);
-        }
-      } while (r.next_in('}'));
-    }
-  } else if (first == '[') {  // the JSON Array Format: events only
-    read_events();
-  } else if (r.at_end()) {
-    throw error(source + ": empty input, expected a JSON trace");
-  } else {
-    r.fail("expected a JSON object with \"traceEvents\"");
-  }
-  if (!r.at_end()) r.fail("unexpected data after the end of the JSON document");
-  if (!saw_events) throw error(source + ": no \"traceEvents\" array: not a Chrome/Kineto trace");
-  detail::build_trace(b.result(), out);
+  detail::raw_trace raw = detail::read_raw_trace(padded, source, progress);
+  detail::build_trace(raw, out);
   return out;
 }
 
@@ -306,7 +326,13 @@ inline loaded_trace trace_of_bytes(std::string bytes, const std::string& source,
   } else if (!checked) {
     json_text_check(source, "").feed(bytes.data(), bytes.size());
   }
-  return parse_trace(bytes, source, progress);
+  pad_for_json(bytes);
+  loaded_trace out;
+  out.source = source;
+  raw_trace raw = read_raw_trace(bytes, source, progress);
+  std::string().swap(bytes);  // the text is no longer needed: free it before the model is built
+  build_trace(raw, out);
+  return out;
 }
 
 // An open stream's bytes to a trace. JSON is checked as it is read, so a
@@ -318,17 +344,30 @@ inline loaded_trace read_stream(std::FILE* f, const std::string& source, std::ui
   std::string bytes;
   json_text_check check(source, "");
   bool gzip = false;
-  char buf[1 << 16];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    const bool first = bytes.empty();
-    if (first) {
-      gzip = is_gzip(std::string_view(buf, n));
-      if (!gzip && ends_with_gz(source)) throw error("'" + source + "' ends in .gz but is not gzip data");
+  char first[1 << 16];
+  std::size_t n = std::fread(first, 1, sizeof first, f);
+  if (n > 0) {
+    gzip = is_gzip(std::string_view(first, n));
+    if (!gzip && ends_with_gz(source)) throw error("'" + source + "' ends in .gz but is not gzip data");
+    if (!gzip) check.feed(first, n);
+    bytes.reserve(std::size_t(size) + simdjson::SIMDJSON_PADDING);  // once the start looked like a trace
+    bytes.append(first, n);
+    progress(read_stage::reading, bytes.size(), size);
+  }
+  // The rest straight into the room reserved (no second copy, and no growth
+  // past it: growing would copy the whole text); a pipe's, through `first`.
+  while (n > 0) {
+    const std::size_t held = bytes.size(), room = bytes.capacity() - held;
+    if (room > simdjson::SIMDJSON_PADDING) {
+      const std::size_t want = std::min(room - simdjson::SIMDJSON_PADDING, sizeof first);
+      bytes.resize(held + want);
+      n = std::fread(&bytes[held], 1, want, f);
+      bytes.resize(held + n);
+    } else {
+      n = std::fread(first, 1, sizeof first, f);
+      bytes.append(first, n);
     }
-    if (!gzip) check.feed(buf, n);
-    if (first) bytes.reserve(std::size_t(size));
-    bytes.append(buf, n);
+    if (!gzip) check.feed(bytes.data() + held, n);
     progress(read_stage::reading, bytes.size(), size);
   }
   if (std::ferror(f)) throw error("cannot read '" + source + "': " + std::strerror(errno));
