@@ -79,13 +79,77 @@ inline bool to_int(const json_value& v, std::int64_t& out) {
   return true;
 }
 
+struct raw_arg {
+  std::string key;
+  span_arg::type kind = span_arg::type::integer;
+  std::int64_t integer = 0;
+  double real = 0;
+  std::string text;
+};
+
 struct raw_span {
   std::int64_t start, end;
   std::string name;
   std::uint32_t tid;
   std::int64_t ext = -1;
   std::size_t order;
+  std::vector<raw_arg> args;
 };
+
+// A JSON value as compact text, arrays as torch prints its input shapes
+// ("[[4096, 4096], []]").
+inline void append_compact(std::string& out, const json_value& v) {
+  switch (v.type) {
+    case json_value::kind::array:
+      out += '[';
+      for (std::size_t i = 0; i < v.items.size(); ++i) {
+        if (i) out += ", ";
+        append_compact(out, v.items[i]);
+      }
+      out += ']';
+      break;
+    case json_value::kind::object: out += "{...}"; break;
+    case json_value::kind::string: out += v.text; break;
+    case json_value::kind::boolean: out += v.boolean ? "true" : "false"; break;
+    case json_value::kind::null: out += "null"; break;
+    default: out += v.text;
+  }
+}
+
+// A span's arguments, as the grouping by args (table.hpp) keys them: a torch
+// op's input shapes ("Input Dims", written with record_shapes=True), else,
+// in a cuprof trace, the scope's own numbers and strings. Torch's other args
+// (Ev Idx, Record function id, ...) are bookkeeping, not arguments.
+inline std::vector<raw_arg> span_args_of(const json_value* args, bool cuprof_trace) {
+  std::vector<raw_arg> out;
+  if (!args) return out;
+  if (const json_value* dims = args->find(schema::arg_input_dims)) {
+    raw_arg a;
+    a.key = std::string(schema::arg_input_dims);
+    a.kind = span_arg::type::text;
+    append_compact(a.text, *dims);
+    out.push_back(std::move(a));
+    return out;
+  }
+  if (!cuprof_trace) return out;
+  for (const auto& [key, v] : args->members) {
+    if (key == schema::arg_external_id) continue;
+    raw_arg a;
+    a.key = key;
+    if (v.is_string()) {
+      a.kind = span_arg::type::text;
+      a.text = v.text;
+    } else if (v.is_number() && !to_int(v, a.integer)) {
+      a.kind = span_arg::type::real;
+      a.real = std::strtod(v.text.c_str(), nullptr);
+    } else if (!v.is_number()) {
+      continue;
+    }
+    out.push_back(std::move(a));
+    if (out.size() == 255) break;  // cpu_span::arg_count's range
+  }
+  return out;
+}
 
 struct raw_call {
   std::int64_t start, end;
@@ -311,7 +375,8 @@ class trace_event_reader {
       case event_category::span: {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
         note_cpu_pid(pid);
-        raw_.spans.push_back({start, end, name->text, std::uint32_t(tid), external_id(), raw_.spans.size()});
+        raw_.spans.push_back({start, end, name->text, std::uint32_t(tid), external_id(), raw_.spans.size(),
+                              span_args_of(args, raw_.is_cuprof)});
         break;
       }
       case event_category::runtime:
@@ -387,7 +452,7 @@ class trace_event_reader {
         break;
       }
       case event_category::overhead:
-        raw_.overhead.push_back({start, end, name->text, 0, -1, 0});
+        raw_.overhead.push_back({start, end, name->text, 0, -1, 0, {}});
         break;
       default: break;
     }

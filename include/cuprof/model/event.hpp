@@ -28,6 +28,17 @@ struct time_extent {
   bool empty() const noexcept { return end_ns == 0; }
 };
 
+// An argument of a scope (CUPROF_SCOPE("gemm", {{"M", m}})), or, read from a
+// torch trace, an op's "Input Dims" as their text.
+struct span_arg {
+  enum class type : std::uint8_t { integer, real, text };
+  name_id key = 0;
+  type kind = type::integer;
+  std::int64_t integer = 0;
+  double real = 0;
+  name_id text = 0;
+};
+
 // A record_function scope (or a ProfilerStep#N) on a CPU thread.
 struct cpu_span {
   std::uint64_t start_ns = 0;
@@ -36,6 +47,8 @@ struct cpu_span {
   std::uint32_t tid = 0;
   std::uint32_t parent = no_index;  // enclosing span on the same thread
   std::uint32_t id = 0;             // "External id" in the trace
+  std::uint32_t first_arg = 0;      // its arguments: trace::span_args[first_arg, first_arg + arg_count)
+  std::uint8_t arg_count = 0;
   bool is_step = false;             // ProfilerStep#N
 };
 
@@ -172,6 +185,7 @@ struct gpu_annotation {
 struct trace {
   string_table names;
   std::vector<cpu_span> spans;
+  std::vector<span_arg> span_args;  // the spans' arguments, each span's together
   std::vector<api_call> api_calls;
   std::vector<gpu_activity> gpu;
   std::vector<kernel_details> kernels;

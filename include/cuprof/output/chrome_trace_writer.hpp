@@ -265,6 +265,7 @@ class chrome_trace_writer {
       out_ += ",\"args\":{";
       key(schema::arg_external_id);
       append_int(out_, s.id);
+      scope_args(s);
       out_ += "}}";
     }
     // One flow start per GPU record the call caused; the first uses the
@@ -293,6 +294,23 @@ class chrome_trace_writer {
       out_ += "}}";
       if (a.has_flow)
         for (std::uint32_t k = 0; k < records_per_call[i]; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
+    }
+  }
+
+  // The scope's own arguments, after its External id (a key spelled so is
+  // left out: a member twice would be ambiguous JSON).
+  void scope_args(const cpu_span& s) {
+    for (std::uint32_t i = s.first_arg; i < s.first_arg + s.arg_count; ++i) {
+      const span_arg& a = t_.span_args[i];
+      if (t_.names.str(a.key) == schema::arg_external_id) continue;
+      out_ += ",\"";
+      out_ += escaped_name(a.key);
+      out_ += "\":";
+      switch (a.kind) {
+        case span_arg::type::integer: append_int(out_, a.integer); break;
+        case span_arg::type::real: append_json_real(out_, a.real); break;
+        case span_arg::type::text: out_ += '"'; out_ += escaped_name(a.text); out_ += '"'; break;
+      }
     }
   }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -145,6 +146,20 @@ template <class Out>
 inline void append_double(Out& out, double v) {
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 3);
+  out.append(buf, std::size_t(r.ptr - buf));
+}
+
+// A double as the shortest text that reads back to it ("0.1", "1e+20"); JSON
+// has no infinities or NaN, so those become the strings JavaScript prints.
+template <class Out>
+inline void append_json_real(Out& out, double v) {
+  const std::string_view text = std::isnan(v) ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+  if (!std::isfinite(v)) {
+    out.append(text.data(), text.size());
+    return;
+  }
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, std::size_t(r.ptr - buf));
 }
 

@@ -45,6 +45,7 @@ inline constexpr std::string_view arg_grid = "grid";
 inline constexpr std::string_view arg_block = "block";
 inline constexpr std::string_view arg_graph_id = "graph id";
 inline constexpr std::string_view arg_graph_node_id = "graph node id";
+inline constexpr std::string_view arg_input_dims = "Input Dims";  // a torch op's input shapes (record_shapes=True)
 
 // Metadata events ("ph":"M") and the arg holding their value.
 inline constexpr std::string_view meta_process_name = "process_name";
