@@ -282,6 +282,9 @@ class trace_event_reader {
         get(schema::device_shared_mem_per_block, info.shared_mem_per_block);
         get(schema::device_shared_mem_per_block_optin, info.shared_mem_per_block_optin);
         get(schema::device_shared_mem_per_multiprocessor, info.shared_mem_per_multiprocessor);
+        get(schema::device_clock_rate, info.clock_rate_khz);
+        get(schema::device_memory_clock_rate, info.memory_clock_rate_khz);
+        get(schema::device_memory_bus_width, info.memory_bus_width);
         raw_.meta.devices.push_back(info);
       }
     } else if (key == schema::key_cuda_runtime_version || key == schema::key_cuda_driver_version ||

@@ -117,6 +117,9 @@ struct device_info {
   int warp_size = 32, num_sms = 0;
   int shared_mem_per_block = 0, shared_mem_per_block_optin = 0, shared_mem_per_multiprocessor = 0;
   int max_blocks_per_multiprocessor = 0;
+  int clock_rate_khz = 0;         // the SMs' clock as the driver reports it; 0: not in the trace
+  int memory_clock_rate_khz = 0;  // peak memory clock
+  int memory_bus_width = 0;       // bits
 };
 
 struct thread_info {
@@ -195,5 +198,12 @@ struct trace {
   // for a recorded trace, as the file has them (torch.profiler's own) for one read back.
   std::vector<gpu_annotation> gpu_annotations;
 };
+
+// The deviceProperties entry of device `id`, or null.
+inline const device_info* find_device(const trace& t, std::uint32_t id) {
+  for (const device_info& d : t.meta.devices)
+    if (std::uint32_t(d.id) == id) return &d;
+  return nullptr;
+}
 
 }  // namespace cuprof

@@ -187,6 +187,9 @@ class chrome_trace_writer {
       number(schema::device_regs_per_multiprocessor, d.regs_per_multiprocessor);
       number(schema::device_shared_mem_per_block_optin, d.shared_mem_per_block_optin);
       number(schema::device_shared_mem_per_multiprocessor, d.shared_mem_per_multiprocessor);
+      if (d.clock_rate_khz) number(schema::device_clock_rate, d.clock_rate_khz);
+      if (d.memory_clock_rate_khz) number(schema::device_memory_clock_rate, d.memory_clock_rate_khz);
+      if (d.memory_bus_width) number(schema::device_memory_bus_width, d.memory_bus_width);
       out_ += "}";
     }
     out_ += m.devices.empty() ? "],\n  " : "\n  ],\n  ";
@@ -318,12 +321,6 @@ class chrome_trace_writer {
     return (std::uint64_t(ordinal) << 32) | correlation;
   }
 
-  const device_info* device(std::uint32_t id) const {
-    for (const device_info& d : t_.meta.devices)
-      if (std::uint32_t(d.id) == id) return &d;
-    return nullptr;
-  }
-
   void gpu_common_args(const gpu_activity& g) {
     out_ += ",\"args\":{";
     const std::uint32_t span = launching_span(t_, g);
@@ -358,7 +355,7 @@ class chrome_trace_writer {
           gpu_common_args(g);
           if (g.details != no_index) {
             const kernel_details& k = t_.kernels[g.details];
-            const occupancy_estimate occ = estimate_occupancy(k, device(g.device));
+            const occupancy_estimate occ = estimate_occupancy(k, find_device(t_, g.device));
             next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
             next_key(schema::arg_shared_memory); append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
             out_ += ",\"blocks per SM\":"; append_double(out_, occ.blocks_per_sm);

@@ -79,6 +79,10 @@ inline constexpr std::string_view device_num_sms = "numSms";
 inline constexpr std::string_view device_shared_mem_per_block = "sharedMemPerBlock";
 inline constexpr std::string_view device_shared_mem_per_block_optin = "sharedMemPerBlockOptin";
 inline constexpr std::string_view device_shared_mem_per_multiprocessor = "sharedMemPerMultiprocessor";
+// cuprof's (cudaDeviceProp's names; torch writes none of them): the peaks of throughput.hpp.
+inline constexpr std::string_view device_clock_rate = "clockRate";               // kHz
+inline constexpr std::string_view device_memory_clock_rate = "memoryClockRate";  // kHz
+inline constexpr std::string_view device_memory_bus_width = "memoryBusWidth";    // bits
 
 // cuprof's own block: its presence marks a cuprof trace.
 inline constexpr std::string_view key_cuprof = "cuprof";
