@@ -39,6 +39,10 @@ struct span_arg {
   name_id text = 0;
 };
 
+// JSON has no infinities or NaN: a span_arg's non-finite real is spelled as
+// JavaScript prints it, in traces and tables alike.
+inline const char* non_finite_name(double v) { return v != v ? "NaN" : v > 0 ? "Infinity" : "-Infinity"; }
+
 // A record_function scope (or a ProfilerStep#N) on a CPU thread.
 struct cpu_span {
   std::uint64_t start_ns = 0;

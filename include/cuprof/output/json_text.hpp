@@ -2,6 +2,8 @@
 // valid UTF-8, and integer-nanosecond timestamps printed as microseconds.
 #pragma once
 
+#include "../model/event.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -149,13 +151,15 @@ inline void append_double(Out& out, double v) {
   out.append(buf, std::size_t(r.ptr - buf));
 }
 
-// A double as the shortest text that reads back to it ("0.1", "1e+20"); JSON
-// has no infinities or NaN, so those become the strings JavaScript prints.
+// A double as the shortest text that reads back to it ("0.1", "1e+20"), or
+// non_finite_name() quoted.
 template <class Out>
 inline void append_json_real(Out& out, double v) {
-  const std::string_view text = std::isnan(v) ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
   if (!std::isfinite(v)) {
-    out.append(text.data(), text.size());
+    const std::string_view name = non_finite_name(v);  // model/event.hpp
+    out.append("\"", 1);
+    out.append(name.data(), name.size());
+    out.append("\"", 1);
     return;
   }
   char buf[32];

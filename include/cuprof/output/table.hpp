@@ -11,6 +11,7 @@
 #include "trace_schema.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -357,7 +358,7 @@ inline std::string format_span_args(const trace& t, const cpu_span& s) {
     } else if (a.kind == span_arg::type::real) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%g", a.real);
-      out += buf;
+      out += std::isfinite(a.real) ? std::string_view(buf) : std::string_view(non_finite_name(a.real));  // as the trace writes it
     } else {
       out += t.names.str(a.text);
     }
