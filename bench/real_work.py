@@ -256,6 +256,35 @@ def estimate_s(modes, reps, anchor_every, process_s, traced_factor=1.5):
     return total
 
 
+def merge(a, modes):
+    """One summary from the --out files of a run split over commands: their repetitions pooled."""
+    parts = []
+    for path in a.merge:
+        with open(path) as f:
+            parts.append(json.load(f))
+    names = {n for p in parts for n in p["runs"]}
+    modes = [m for m in modes if m.name in names]
+    runs = {m.name: [] for m in modes}
+    for p in parts:
+        for name, rs in p["runs"].items():
+            if name in runs:
+                runs[name].extend(rs)
+    reps = [r["rep"] for rs in runs.values() for r in rs]
+    if len({(n, r["rep"]) for n, rs in runs.items() for r in rs}) != len(reps):
+        sys.exit("real_work: the files share repetition numbers: run each part with its own --first-rep")
+    result = {"date": " + ".join(p["date"] for p in parts), "device": parts[0]["device"],
+              "parts": [{k: p[k] for k in ("date", "host", "device", "args", "anchor_every", "reps_done", "stopped_early")}
+                        for p in parts],
+              "runs": runs, "reps_done": sum(p["reps_done"] for p in parts),
+              "stopped_early": "; ".join(p["stopped_early"] for p in parts if p["stopped_early"]) or None}
+    result["summary"], result["kernels_per_step"] = summarize(modes, runs)
+    result["done_when"] = done_when(result["summary"])
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1)
+    print_table(result)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", default="build-gpu-carry", help="build tree with tools/cuprof and bench/mlp_loop*")
@@ -271,6 +300,12 @@ def main():
     parser.add_argument("--out", default="", help="JSON file with every figure")
     parser.add_argument("--modes", default="", help="comma-separated name prefixes (py_cuprof,cxx_): only those "
                         "modes and their untraced baselines, to split a run over several commands")
+    parser.add_argument("--skip", default="", help="comma-separated mode names left out")
+    parser.add_argument("--first-rep", type=int, default=0, help="number of the first repetition: a run split over "
+                        "several commands continues the rotation and keeps repetitions apart (see --merge)")
+    parser.add_argument("--merge", nargs="+", default=[], metavar="JSON",
+                        help="no run: combine the --out files of one run split over several commands "
+                             "(--first-rep 0, 10, ...) into one summary, written to --out")
     parser.add_argument("--keep-traces", default="", help="folder for the first repetition's traces (gzipped)")
     parser.add_argument("--dry-run", action="store_true", help="print the command lines and the schedule, run nothing")
     a = parser.parse_args()
@@ -278,6 +313,10 @@ def main():
     if a.modes:
         wanted = {m.name for m in modes if any(m.name.startswith(p) for p in a.modes.split(","))}
         modes = [m for m in modes if m.name in wanted or any(m.name == w.baseline for w in modes if w.name in wanted)]
+    modes = [m for m in modes if m.name not in a.skip.split(",")]
+    if a.merge:
+        merge(a, modes)
+        return
 
     if a.dry_run:
         for m in modes:
@@ -335,10 +374,10 @@ def main():
 
     failures = {m.name: 0 for m in modes}
     rep_s = []
-    for rep in range(a.reps):
+    for rep in range(a.first_rep, a.first_rep + a.reps):
         elapsed = time.perf_counter() - start
         if rep_s and elapsed + max(rep_s) > a.budget_s:
-            result["stopped_early"] = (f"stopped after {rep} of {a.reps} repetitions: the next would end past "
+            result["stopped_early"] = (f"stopped after {rep - a.first_rep} of {a.reps} repetitions: the next would end past "
                                        f"--budget-s {a.budget_s:.0f} (elapsed {elapsed:.0f} s, slowest repetition "
                                        f"{max(rep_s):.0f} s)")
             break
@@ -353,11 +392,11 @@ def main():
                 failures[m.name] += 1
                 print(f"rep {rep + 1}: {m.name} failed: {r['error']}", file=sys.stderr, flush=True)
         rep_s.append(time.perf_counter() - t0)
-        result["reps_done"] = rep + 1
+        result["reps_done"] = rep + 1 - a.first_rep
         result["summary"], result["kernels_per_step"] = summarize(modes, result["runs"])
         result["done_when"] = done_when(result["summary"])
         save()
-        print(f"rep {rep + 1}/{a.reps} done in {rep_s[-1]:.0f} s, {time.perf_counter() - start:.0f} s in all",
+        print(f"rep {rep + 1}/{a.first_rep + a.reps} done in {rep_s[-1]:.0f} s, {time.perf_counter() - start:.0f} s in all",
               file=sys.stderr, flush=True)
     shutil.rmtree(trace_dir, ignore_errors=True)
     save()
