@@ -69,6 +69,14 @@ void scopes(std::uint64_t n) {
   }
 }
 
+// Three integer arguments, as a GEMM scope gives its sizes.
+void scopes_with_args(std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    CUPROF_SCOPE("bench_scope_args", {{"M", std::int64_t(i)}, {"N", 3072}, {"K", 768}});
+    asm volatile("" ::: "memory");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,6 +98,13 @@ int main(int argc, char** argv) {
     const double cost = median_cost(threads, n, scopes) - loop;
     prof.stop();  // collects (and frees) what was recorded
     std::printf("scope_recording_%dthreads_ns=%.2f\n", threads, cost);
+  }
+  {
+    cuprof::profile prof(cpu_only);
+    prof.start();
+    const double cost = median_cost(1, n, scopes_with_args) - loop;
+    prof.stop();
+    std::printf("scope_recording_3args_1thread_ns=%.2f\n", cost);
   }
   std::printf("scope_floor_ns=%.2f (two %s reads)\n", 2 * (cuprof::detail::process().use_tsc.load() ? tsc : mono),
               cuprof::detail::process().use_tsc.load() ? "TSC" : "CLOCK_MONOTONIC");

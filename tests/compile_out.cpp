@@ -31,7 +31,8 @@ int traced_function(int x) {
 
 bool nothing_recorded(const cuprof::profile& p) {
   const cuprof::trace& t = p.last_trace();
-  return t.spans.empty() && t.api_calls.empty() && t.gpu.empty() && p.key_averages().rows().empty();
+  return t.spans.empty() && t.api_calls.empty() && t.gpu.empty() && p.key_averages().rows().empty() &&
+         p.key_averages(cuprof::group_by::args).rows().empty();
 }
 
 }  // namespace
@@ -49,6 +50,8 @@ int main() {
       CUPROF_SCOPE("static scope");
       cuprof::record_function dynamic(std::string("dynamic ") + "scope");
       cuprof::record_function by_static_name(cuprof::static_name{"static name"});
+      CUPROF_SCOPE("with arguments", {{"M", 8192}, {"alpha", 0.5}});
+      cuprof::record_function dynamic_with_args(std::string("dynamic"), {{"N", 3}});
       check(traced_function(1) == 2, "code inside scopes still runs");
     }
     prof.step();

@@ -626,6 +626,46 @@ TEST_CASE("scope names: static, dynamic (copied), empty, CUPROF_FUNCTION") {
   CHECK(t.spans.size() == 5);
 }
 
+TEST_CASE("collection: scope arguments recorded, exported, read back and grouped by") {
+  cuprof::profile prof(cpu_only());
+  prof.start();
+  for (std::int64_t m : {8192, 8192, 1024}) {
+    const std::int64_t n = 3072, k = 768;
+    CUPROF_SCOPE("gemm", {{"M", m}, {"N", n}, {"K", k}});
+    CUPROF_SCOPE("inner");  // nests under the scope with arguments
+  }
+  {
+    const std::string name = "dyn";
+    cuprof::record_function r(name, {{"scale", 0.25}, {"neg", -3}, {"quote\"key", 1u}});
+  }
+  { CUPROF_SCOPE("six", {{"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}, {"e", 5}, {"f", 6.5f}}); }
+  prof.stop();
+  const cuprof::trace& t = prof.last_trace();
+  std::vector<std::string> gemm_args, others;
+  for (const cuprof::cpu_span& s : t.spans) {
+    const std::string& name = t.names.str(s.name);
+    if (name == "gemm") gemm_args.push_back(cuprof::format_span_args(t, s));
+    else others.push_back(name + ": " + cuprof::format_span_args(t, s));
+    if (name == "inner") CHECK(t.names.str(t.spans[s.parent].name) == "gemm");
+  }
+  CHECK(gemm_args == std::vector<std::string>{"M=8192 N=3072 K=768", "M=8192 N=3072 K=768", "M=1024 N=3072 K=768"});
+  CHECK(std::count(others.begin(), others.end(), "inner: ") == 3);
+  CHECK(std::count(others.begin(), others.end(), "dyn: scale=0.25 neg=-3 quote\"key=1") == 1);
+  CHECK(std::count(others.begin(), others.end(), "six: a=1 b=2 c=3 d=4 e=5 f=6.5") == 1);
+
+  // The trace's args hold them, keys escaped; read back, they group the table.
+  const std::string json = cuprof::chrome_trace_json(t, "args");
+  CHECK(json.find("\"args\":{\"External id\":1,\"M\":8192,\"N\":3072,\"K\":768}") != std::string::npos);
+  CHECK(json.find("\"scale\":0.25,\"neg\":-3,\"quote\\\"key\":1}") != std::string::npos);
+  const cuprof::loaded_trace back = cuprof::parse_trace(json, "args");
+  const cuprof::event_averages rows = cuprof::key_averages(back.t, cuprof::group_by::args);
+  std::map<std::string, std::uint64_t> gemm;
+  for (const auto& r : rows.rows())
+    if (r.key == "gemm") gemm[r.args] = r.count;
+  CHECK(gemm == std::map<std::string, std::uint64_t>{{"M=1024 N=3072 K=768", 1}, {"M=8192 N=3072 K=768", 2}});
+  CHECK(cuprof::key_averages(back.t).table("", -1) == prof.key_averages().table("", -1));  // by name: as before
+}
+
 TEST_CASE("collection: thread metadata for the recording thread") {
   cuprof::profile prof(cpu_only());
   prof.start();
@@ -676,6 +716,45 @@ TEST_CASE("span_builder: unmatched exits are skipped, open scopes close at the w
   CHECK(t.spans[2].end_ns == 30);
   CHECK(t.spans[2].parent == 1);
   for (const auto& s : t.spans) CHECK(s.tid == 42);
+}
+
+TEST_CASE("span_builder: an args record gives the scope it follows its arguments") {
+  cuprof::trace t;
+  const cuprof::detail::tick_converter identity;
+  using cuprof::detail::make_head;
+  using cuprof::detail::slot_kind;
+  static const char* gemm = "gemm";
+  static const char* m = "M";
+  static const char* alpha = "alpha";
+  double half = 0.5;
+  std::uint64_t half_bits;
+  std::memcpy(&half_bits, &half, sizeof half);
+  const auto ptr = [](const char* p) { return std::uint64_t(reinterpret_cast<std::uintptr_t>(p)); };
+  const cuprof::detail::slot slots[] = {
+      {make_head(slot_kind::enter_static, 10), ptr(gemm)},
+      {make_head(slot_kind::args, 10), cuprof::detail::args_payload(2, 0b10)},  // M an int64, alpha a double
+      {ptr(m), std::uint64_t(std::int64_t(-4096))},
+      {ptr(alpha), half_bits},
+      {make_head(slot_kind::enter_static, 20), ptr(gemm)},  // no arguments
+      {make_head(slot_kind::exit, 30), 0},
+      {make_head(slot_kind::exit, 40), 0},
+  };
+  CHECK(cuprof::detail::record_slots(slots[1]) == 3);
+  CHECK(cuprof::detail::records_until(slots, 7, 10) == 4);  // the enter and its arguments go together
+  cuprof::detail::span_builder builder(t, identity, 1, 0, 100);
+  CHECK(builder.consume(slots, 7) == 7);
+  builder.finish();
+  REQUIRE(t.spans.size() == 2);
+  REQUIRE(t.spans[0].arg_count == 2);
+  CHECK(t.spans[1].arg_count == 0);
+  const cuprof::span_arg& a = t.span_args[t.spans[0].first_arg];
+  const cuprof::span_arg& b = t.span_args[t.spans[0].first_arg + 1];
+  CHECK(t.names.str(a.key) == "M");
+  CHECK(a.kind == cuprof::span_arg::type::integer);
+  CHECK(a.integer == -4096);
+  CHECK(t.names.str(b.key) == "alpha");
+  CHECK(b.kind == cuprof::span_arg::type::real);
+  CHECK(b.real == 0.5);
 }
 
 TEST_CASE("tick_converter: the default converter is the identity; fitted converters are monotonic") {

@@ -8,6 +8,7 @@
 #include <cuprof/kernel_names.hpp>
 #include <cuprof/stats.hpp>
 #include <cuprof/trace_reader.hpp>
+#include <cuprof/analysis/throughput.hpp>
 
 #include "../tools/cli/cli.hpp"
 
@@ -853,6 +854,24 @@ TEST_CASE("insights: the unfused MLP's GeLU and mul are the top finding, with th
   CHECK(unfused.findings[0].cost_ns == 204064);
   CHECK(unfused.findings[0].saving_ns == 94624);
   CHECK(unfused.summary[0].find("; 29.4% of GPU time, could save ~94.624us") != std::string::npos);
+  // Throughput per name, pooled over the records whose size is known: the memsets' bytes (no peak:
+  // this trace predates the memory clock in deviceProperties); the GEMMs have no sizes (no scope args).
+  {
+    const cuprof::trace t = cuprof::read_trace_file(fixture("mlp_unfused.json")).t;
+    double bytes = 0, seconds = 0;
+    for (const cuprof::gpu_activity& g : t.gpu)
+      if (g.kind == cuprof::gpu_kind::memset) bytes += double(g.bytes), seconds += double(g.end_ns - g.start_ns) / 1e9;
+    REQUIRE(bytes > 0);
+    for (const cuprof::kernel_summary& k : unfused.kernels) {
+      if (k.kind == cuprof::gpu_kind::memset) {
+        CHECK(k.throughput.amount == doctest::Approx(bytes));
+        CHECK(k.throughput.seconds == doctest::Approx(seconds));
+        CHECK(k.throughput.peak.value == 0);
+      } else {
+        CHECK(k.throughput.amount == 0);
+      }
+    }
+  }
   // JSON and CSV carry the same figures.
   const nlohmann::json doc = nlohmann::json::parse(cli({"insights", fixture("mlp_unfused.json"), "--format", "json"}).out);
   CHECK(doc["verdict"] == "compute-bound");
@@ -1970,5 +1989,170 @@ TEST_CASE("diff --fail-above: exit 3 when B's time per step grew by more than PC
     const cli_run r = cli(bad);
     CHECK(r.rc == 2);
     CHECK(r.out.empty());
+  }
+}
+
+// ---- scope arguments and throughput ---------------------------------------------
+
+namespace {
+
+// A cuprof trace with sizes: three GEMM scopes (two shapes) each launching one
+// nvjet bf16 GEMM of 1 ms, a 1 MB DtoD copy of 1 us, a 4 KiB HtoD copy, and a
+// scope with a double and a string argument. An H100-like device (sm_90, 132
+// SMs, 1.98 GHz, HBM at 2.619 GHz x 5120 bits).
+const char* const sized_trace = R"json({
+  "deviceProperties": [{"id": 0, "name": "GPU", "computeMajor": 9, "computeMinor": 0, "numSms": 132,
+                        "clockRate": 1980000, "memoryClockRate": 2619000, "memoryBusWidth": 5120}],
+  "cuprof": {"version": "0.1.0"},
+  "baseTimeNanoseconds": 1700000000000000000,
+  "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 0, "dur": 1500,
+     "args": {"External id": 1, "M": 4096, "N": 4096, "K": 4096}},
+    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 2000, "dur": 1500,
+     "args": {"External id": 2, "M": 1024, "N": 1024, "K": 1024}},
+    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 4000, "dur": 1500,
+     "args": {"External id": 3, "M": 4096, "N": 4096, "K": 4096}},
+    {"ph": "X", "cat": "user_annotation", "name": "scaled", "pid": 1, "tid": 1, "ts": 6000, "dur": 10,
+     "args": {"External id": 4, "scale": 0.5, "tag": "x"}},
+    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
+     "ts": 100, "dur": 1000, "args": {"External id": 1, "device": 0, "stream": 7, "correlation": 11}},
+    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
+     "ts": 2100, "dur": 1000, "args": {"External id": 2, "device": 0, "stream": 7, "correlation": 12}},
+    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
+     "ts": 4100, "dur": 1000, "args": {"External id": 3, "device": 0, "stream": 7, "correlation": 13}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 99.999, "dur": 1000.002,
+     "args": {"External id": 1}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 2099.999, "dur": 1000.002,
+     "args": {"External id": 2}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 4099.999, "dur": 1000.002,
+     "args": {"External id": 3}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
+     "ts": 6002, "dur": 1, "args": {"External id": 4, "device": 0, "stream": 7, "correlation": 14, "bytes": 1000000}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
+     "ts": 6004, "dur": 2, "args": {"External id": 4, "device": 0, "stream": 7, "correlation": 15, "bytes": 4096}}
+  ]})json";
+
+// A torch trace recorded with record_shapes=True: two shapes of aten::mm.
+const char* const torch_shapes_trace = R"json({
+  "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10,
+     "args": {"External id": 1, "Ev Idx": 0, "Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20, "dur": 10,
+     "args": {"External id": 2, "Ev Idx": 1, "Input Dims": [[128, 128], [128, 128]]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 40, "dur": 10,
+     "args": {"External id": 3, "Ev Idx": 2, "Input Dims": [[64, 64], [64, 64]]}},
+    {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 60, "dur": 10,
+     "args": {"External id": 4, "Record function id": 0, "Ev Idx": 3}}
+  ]})json";
+
+}  // namespace
+
+TEST_CASE("reader: scope arguments of a cuprof trace, input shapes of a torch trace; group_by::args") {
+  const cuprof::loaded_trace lt = cuprof::parse_trace(sized_trace, "sized");
+  const cuprof::trace& t = lt.t;
+  REQUIRE(t.spans.size() == 4);
+  CHECK(cuprof::format_span_args(t, t.spans[0]) == "M=4096 N=4096 K=4096");
+  CHECK(cuprof::format_span_args(t, t.spans[3]) == "scale=0.5 tag=x");
+  REQUIRE(t.meta.devices.size() == 1);
+  CHECK(t.meta.devices[0].clock_rate_khz == 1980000);
+  CHECK(t.meta.devices[0].memory_clock_rate_khz == 2619000);
+  CHECK(t.meta.devices[0].memory_bus_width == 5120);
+
+  // By name (the default): one gemm row, no Args column.
+  const cuprof::event_averages by_name = cuprof::key_averages(t);
+  REQUIRE(by_name.find("gemm", cuprof::row_kind::cpu_scope));
+  CHECK(by_name.find("gemm", cuprof::row_kind::cpu_scope)->count == 3);
+  CHECK(by_name.table("", -1).find("Args") == std::string::npos);
+  // By args: a row per shape, CPU and GPU extent alike.
+  const cuprof::event_averages by_args = cuprof::key_averages(t, cuprof::group_by::args);
+  std::map<std::string, std::uint64_t> gemm_rows, gpu_rows;
+  for (const auto& r : by_args.rows()) {
+    if (r.key != "gemm") continue;
+    (r.kind == cuprof::row_kind::cpu_scope ? gemm_rows : gpu_rows)[r.args] = r.count;
+  }
+  CHECK(gemm_rows == std::map<std::string, std::uint64_t>{{"M=1024 N=1024 K=1024", 1}, {"M=4096 N=4096 K=4096", 2}});
+  CHECK(gpu_rows == gemm_rows);
+  const std::string table = by_args.table("", -1);
+  REQUIRE(table.find(" Args  \n") != std::string::npos);  // the last column, after the calls
+  CHECK(table.find("# of Calls") < table.find(" Args  \n"));
+  CHECK(table.find("M=4096 N=4096 K=4096") != std::string::npos);
+
+  // Torch: "Input Dims" is the argument; its bookkeeping args (Ev Idx, ...) are not.
+  const cuprof::loaded_trace torch = cuprof::parse_trace(torch_shapes_trace, "torch");
+  const cuprof::event_averages shapes = cuprof::key_averages(torch.t, cuprof::group_by::args);
+  std::map<std::string, std::uint64_t> mm;
+  for (const auto& r : shapes.rows())
+    if (r.key == "aten::mm") mm[r.args] = r.count;
+  CHECK(mm == std::map<std::string, std::uint64_t>{{"[[128, 128], [128, 128]]", 1}, {"[[64, 64], [64, 64]]", 2}});
+  REQUIRE(shapes.find("step", cuprof::row_kind::cpu_scope));
+  CHECK(shapes.find("step", cuprof::row_kind::cpu_scope)->args.empty());
+}
+
+TEST_CASE("throughput: GEMM FLOP/s from scope sizes, copy bytes/s, against the device's peaks") {
+  const cuprof::loaded_trace lt = cuprof::parse_trace(sized_trace, "sized");
+  const std::vector<cuprof::activity_throughput> all = cuprof::gpu_throughput(lt.t);
+  REQUIRE(all.size() == 5);
+  using measure = cuprof::activity_throughput::measure;
+  // 2 x 4096^3 FLOPs in 1 ms; bf16 on sm_90: 4096 FLOP/clock/SM x 132 SMs x 1.98 GHz.
+  CHECK(cuprof::decode_kernel_name(lt.t.names.str(lt.t.gpu[all[0].gpu].name)).a_type == "bf16");
+  CHECK(all[0].what == measure::flops);
+  CHECK(all[0].amount == doctest::Approx(2.0 * 4096 * 4096 * 4096));
+  CHECK(all[0].per_second() == doctest::Approx(2.0 * 4096 * 4096 * 4096 / 1e-3));
+  CHECK(all[0].peak.value == doctest::Approx(4096.0 * 132 * 1.98e9));
+  CHECK(all[0].percent_of_peak() == doctest::Approx(100.0 * 137.438953472e12 / (4096.0 * 132 * 1.98e9)));
+  CHECK(all[0].peak.basis.find("sm_90 bf16 dense tensor: 4096 FLOP/clock/SM x 132 SMs x 1.980 GHz") == 0);
+  CHECK(all[1].amount == doctest::Approx(2.0 * 1024 * 1024 * 1024));
+  // DtoD: 1 MB in 1 us = 1e12 B/s, against half the DRAM peak (2 x 2.619 GHz x 640 bytes).
+  CHECK(all[3].what == measure::bytes);
+  CHECK(all[3].per_second() == doctest::Approx(1e12));
+  CHECK(all[3].peak.value == doctest::Approx(2.0 * 2.619e9 * 640 / 2));
+  CHECK(all[3].percent_of_peak() == doctest::Approx(100.0 * 1e12 / (2.619e9 * 640)));
+  // HtoD: the rate, but no peak.
+  CHECK(all[4].per_second() == doctest::Approx(4096 / 2e-6));
+  CHECK(std::isnan(all[4].percent_of_peak()));
+  CHECK(all[4].peak.basis.find("unknown peak") == 0);
+
+  // Peaks: an architecture or type without a figure is unknown, not guessed.
+  cuprof::device_info d;
+  d.compute_major = 8, d.compute_minor = 6, d.num_sms = 82, d.clock_rate_khz = 1695000;
+  CHECK(cuprof::peak_flops(&d, "fp16").value == 0);
+  CHECK(cuprof::peak_flops(&d, "fp16").basis == "unknown peak: no figure for fp16 on sm_86");
+  CHECK(cuprof::peak_flops(&d, "fp32").value == doctest::Approx(256.0 * 82 * 1.695e9));
+  d.compute_major = 8, d.compute_minor = 0, d.num_sms = 108, d.clock_rate_khz = 1410000;
+  CHECK(cuprof::peak_flops(&d, "bf16").value == doctest::Approx(312e12).epsilon(0.001));  // A100's published figure
+  d.clock_rate_khz = 0;
+  CHECK(cuprof::peak_flops(&d, "bf16").value == 0);
+  CHECK(cuprof::peak_flops(nullptr, "bf16").basis.find("no deviceProperties") != std::string::npos);
+  CHECK(cuprof::peak_dram_bandwidth(&d).value == 0);
+
+  // Without sizes (no M/N/K on the launching scope) a GEMM has no figure.
+  cuprof::loaded_trace plain = cuprof::parse_trace(sized_trace, "sized");
+  for (auto& s : plain.t.spans) s.arg_count = 0;
+  for (const auto& r : cuprof::gpu_throughput(plain.t)) CHECK(r.what == measure::bytes);
+}
+
+TEST_CASE("cli: table --group-by args; a bad --group-by value is a usage error listing the valid ones") {
+  temp_dir dir;
+  const std::string path = dir.file("sized.json");
+  write_file(path, sized_trace);
+  const cli_run grouped = cli({"table", path, "--group-by", "args", "--wide"});
+  CHECK(grouped.rc == 0);
+  CHECK(grouped.out.find("Args") != std::string::npos);
+  CHECK(grouped.out.find("M=1024 N=1024 K=1024") != std::string::npos);
+  const cli_run by_name = cli({"table", path, "--group-by=name", "--wide"});
+  CHECK(by_name.out == cli({"table", path, "--wide"}).out);
+  CHECK(by_name.out.find("Args") == std::string::npos);
+  const cli_run csv = cli({"table", path, "--group-by", "args", "--format", "csv"});
+  CHECK(csv.out.rfind("name,kind,calls,args,", 0) == 0);
+  CHECK(csv.out.find("gemm,cpu_scope,2,M=4096 N=4096 K=4096,") != std::string::npos);
+  const cli_run bad = cli({"table", path, "--group-by", "shape"});
+  CHECK(bad.rc == 2);
+  CHECK(bad.out.empty());
+  CHECK(bad.err.find("--group-by takes name or args, not 'shape'") != std::string::npos);
+  // The torch tables stay torch's, byte for byte, with --group-by name.
+  for (const char* size : {"64", "4096"}) {
+    const std::string base = std::string("torch_matmul_add_") + size;
+    CHECK(cli({"table", kineto(base + ".json"), "--group-by", "name", "--sort", "cuda_time_total", "--wide"}).out ==
+          cli({"table", kineto(base + ".json"), "--sort", "cuda_time_total", "--wide"}).out);
   }
 }

@@ -757,6 +757,52 @@ TEST_CASE("chrome_trace_json: every category the writer emits is one the reader 
   CHECK(back.t.meta.threads.size() == f.t.meta.threads.size());
 }
 
+TEST_CASE("chrome_trace_json: a scope's arguments in its args; non-finite numbers as strings, no second External id") {
+  cuprof::trace t;
+  cuprof::cpu_span s;
+  s.start_ns = 1000;
+  s.end_ns = 2000;
+  s.name = t.names.intern("scope");
+  s.id = 7;
+  s.arg_count = 6;
+  const auto arg = [&](const char* key, cuprof::span_arg::type kind, double real, std::int64_t integer = 0,
+                       const char* text = "") {
+    cuprof::span_arg a;
+    a.key = t.names.intern(key);
+    a.kind = kind;
+    a.real = real;
+    a.integer = integer;
+    a.text = t.names.intern(text);
+    t.span_args.push_back(a);
+  };
+  using type = cuprof::span_arg::type;
+  arg("big", type::integer, 0, std::numeric_limits<std::int64_t>::min());
+  arg("tiny", type::real, 1e-300);
+  arg("nan", type::real, std::nan(""));
+  arg("inf", type::real, -HUGE_VAL);
+  arg("External id", type::integer, 0, 99);
+  arg("line\nbreak", type::text, 0, 0, "say \"hi\"");
+  t.spans.push_back(s);
+  t.meta.devices.push_back({});
+  t.meta.devices[0].clock_rate_khz = 1980000;
+  const std::string text = cuprof::chrome_trace_json(t);
+  json doc;
+  REQUIRE_NOTHROW(doc = json::parse(text));
+  CHECK(doc["deviceProperties"][0]["clockRate"] == 1980000);
+  CHECK(!doc["deviceProperties"][0].contains("memoryClockRate"));  // 0: unknown, left out
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const json& args = e["args"];
+    CHECK(args.size() == 6);
+    CHECK(args["External id"] == 7);
+    CHECK(args["big"] == std::numeric_limits<std::int64_t>::min());
+    CHECK(args["tiny"] == 1e-300);
+    CHECK(args["nan"] == "NaN");
+    CHECK(args["inf"] == "-Infinity");
+    CHECK(args["line\nbreak"] == "say \"hi\"");
+  }
+}
+
 TEST_CASE("chrome_trace_json: an empty trace is a valid document") {
   cuprof::trace t;
   const std::string text = cuprof::chrome_trace_json(t);

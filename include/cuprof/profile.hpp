@@ -99,7 +99,10 @@ class profile {
     static const trace* empty = new trace;  // never destroyed: read from exit handlers too
     return last_ ? *last_ : *empty;
   }
-  event_averages key_averages() const { return cuprof::key_averages(last_trace()); }
+  // group_by::args: a row per scope name and arguments (torch's group_by_input_shape).
+  event_averages key_averages(group_by grouping = group_by::name) const {
+    return cuprof::key_averages(last_trace(), grouping);
+  }
   // A profile that was refused (another one was running) writes nothing: its
   // empty trace would replace a file the user may still want.
   export_result export_chrome_trace(const std::string& path) const;

@@ -3,7 +3,11 @@
 //   { CUPROF_SCOPE("matmul_add"); ... }        // static name: the fast path
 //   { cuprof::record_function r(some_string); } // dynamic name: copied
 //   void f() { CUPROF_FUNCTION(); ... }
+//   { CUPROF_SCOPE("gemm", {{"M", m}, {"N", n}, {"K", k}}); ... }  // with arguments
 //
+// Arguments (scope_arg.hpp: literal keys, integer or floating-point values,
+// at most max_scope_args) go into the trace as the scope's args; a scope
+// with them writes one more slot, and one per argument, in the same append.
 // When no profiler records, a scope costs one relaxed load and a branch. While
 // one records, enter and exit each read the clock and append 16 bytes to a
 // thread-local chunk: no lock, no allocation, no system call, no CUPTI call.
@@ -11,6 +15,7 @@
 #pragma once
 
 #include "config.hpp"
+#include "scope_arg.hpp"
 
 #include <cstddef>
 #ifndef CUPROF_DISABLE
@@ -77,7 +82,21 @@ class record_function {
   explicit record_function(std::string_view name) noexcept {
     CUPROF_NVTX_PUSH(name);
     if (CUPROF_LIKELY(!detail::cpu_recording())) return;
-    enter_dynamic(name);
+    enter_dynamic(name, nullptr, 0);
+  }
+  template <std::size_t N>
+  record_function(static_name name, const scope_arg (&args)[N]) noexcept {
+    static_assert(N <= max_scope_args, "cuprof: a scope takes at most max_scope_args arguments");
+    CUPROF_NVTX_PUSH(name.str);
+    if (CUPROF_LIKELY(!detail::cpu_recording())) return;
+    enter_static_with_args(name, args, N);
+  }
+  template <std::size_t N>
+  record_function(std::string_view name, const scope_arg (&args)[N]) noexcept {
+    static_assert(N <= max_scope_args, "cuprof: a scope takes at most max_scope_args arguments");
+    CUPROF_NVTX_PUSH(name);
+    if (CUPROF_LIKELY(!detail::cpu_recording())) return;
+    enter_dynamic(name, args, N);
   }
   ~record_function() {
     if (buffer_) buffer_->push({detail::make_head(detail::slot_kind::exit, detail::now_ticks()), 0});
@@ -86,6 +105,8 @@ class record_function {
 #else
   template <class Name>
   explicit record_function(const Name&) noexcept {}
+  template <class Name, std::size_t N>
+  record_function(const Name&, const scope_arg (&)[N]) noexcept {}
 #endif
 
   record_function(const record_function&) = delete;
@@ -98,10 +119,18 @@ class record_function {
 
  private:
 #ifndef CUPROF_DISABLE
-  CUPROF_NOINLINE void enter_dynamic(std::string_view name) noexcept {
+  CUPROF_NOINLINE void enter_dynamic(std::string_view name, const scope_arg* args, std::size_t n) noexcept {
     detail::thread_buffer* b = detail::current_thread_buffer();
     if (!b) return;
-    if (b->push_dynamic(detail::now_ticks(), name)) buffer_ = b;
+    if (b->push_dynamic(detail::now_ticks(), name, args, n)) buffer_ = b;
+  }
+  CUPROF_NOINLINE void enter_static_with_args(static_name name, const scope_arg* args, std::size_t n) noexcept {
+    detail::thread_buffer* b = detail::current_thread_buffer();
+    if (!b) return;
+    if (b->push_with_args({detail::make_head(detail::slot_kind::enter_static, detail::now_ticks()),
+                           std::uint64_t(reinterpret_cast<std::uintptr_t>(name.str))},
+                          args, n))
+      buffer_ = b;
   }
   detail::thread_buffer* buffer_ = nullptr;
 #endif
@@ -110,12 +139,16 @@ class record_function {
 }  // namespace cuprof
 
 #ifndef CUPROF_DISABLE
-// "" name "" rejects anything but a string literal, whose storage is static.
-#define CUPROF_SCOPE(name) \
-  ::cuprof::record_function CUPROF_UNIQUE_NAME(cuprof_scope_) { ::cuprof::static_name{"" name ""} }
+// CUPROF_SCOPE(name) or CUPROF_SCOPE(name, {{"key", value}, ...}). "" name ""
+// rejects anything but a string literal, whose storage is static. The empty
+// argument appended keeps a one-argument call valid C++17; it leaves a
+// trailing comma, which a braced initializer allows.
+#define CUPROF_SCOPE(...) CUPROF_SCOPE_WITH_(__VA_ARGS__, )
+#define CUPROF_SCOPE_WITH_(name, ...) \
+  ::cuprof::record_function CUPROF_UNIQUE_NAME(cuprof_scope_) { ::cuprof::static_name{"" name ""}, __VA_ARGS__ }
 #define CUPROF_FUNCTION() \
   ::cuprof::record_function CUPROF_UNIQUE_NAME(cuprof_scope_) { ::cuprof::static_name{__func__} }
 #else
-#define CUPROF_SCOPE(name) static_cast<void>(0)
+#define CUPROF_SCOPE(...) static_cast<void>(0)
 #define CUPROF_FUNCTION() static_cast<void>(0)
 #endif

@@ -51,7 +51,7 @@ inline const char* main_help =
     "- reads standard input).\n"
     "\n"
     "commands:\n"
-    "  table TRACE [--sort KEY] [--rows N] [--stats] [--kernels] [--wide]\n"
+    "  table TRACE [--sort KEY] [--rows N] [--group-by args] [--stats] [--kernels] [--wide]\n"
     "                      the key_averages().table() of the trace, in torch's layout\n"
     "  insights TRACE      findings ranked by what they could save: the verdict (overhead-\n"
     "                      or compute-bound), fusable elementwise chains, copies before\n"
@@ -69,7 +69,7 @@ inline const char* main_help =
     "3 diff --fail-above: B grew by more than PCT\n";
 
 inline const char* table_help =
-    "usage: cuprof table TRACE [--sort KEY] [--rows N] [--stats] [--kernels] [--wide]\n"
+    "usage: cuprof table TRACE [--sort KEY] [--rows N] [--group-by args] [--stats] [--kernels] [--wide]\n"
     "                          [--format text|csv|json]\n"
     "\n"
     "Prints the trace's table as torch.profiler's key_averages().table() prints it:\n"
@@ -83,6 +83,9 @@ inline const char* table_help =
     "               refused: traces carry no memory figures.\n"
     "               Default: cuda_time_total, or cpu_time_total without GPU time.\n"
     "  --rows N     at most N rows (default 100, torch's); -1 or all: every row\n"
+    "  --group-by G name (default: torch's rows) or args: a row per scope name and arguments\n"
+    "               (CUPROF_SCOPE's args; a torch op's input shapes, with record_shapes=True),\n"
+    "               shown in an Args column\n"
     "  --stats      add per-call CPU and CUDA min, median, p95 and max columns\n"
     "  --kernels    add a column with what each kernel's name says (GEMM tile, dtype, layout...)\n"
     "  --wide       on a terminal, do not narrow the Name column to the window's width\n"
@@ -275,6 +278,8 @@ inline record_table table_records(const event_averages& avg, const table_options
     for (const char* c : {"cpu_min_us", "cpu_median_us", "cpu_p95_us", "cpu_max_us", "cuda_min_us", "cuda_median_us",
                           "cuda_p95_us", "cuda_max_us"})
       t.columns.emplace_back(c);
+  const bool has_args = std::any_of(avg.rows().begin(), avg.rows().end(), [](const event_average& r) { return !r.args.empty(); });
+  if (has_args) t.columns.insert(t.columns.begin() + 3, "args");
   if (o.describe_kernel) t.columns.emplace_back("kernel");
   const double total_cpu = double(avg.self_cpu_time_total_ns()), total_cuda = double(avg.self_cuda_time_total_ns());
   const auto pct = [](double part, double total) { return real(total ? part * 100.0 / total : NAN); };
@@ -291,6 +296,7 @@ inline record_table table_records(const event_averages& avg, const table_options
                              pct(double(r->self_cuda_ns), total_cuda),
                              us(r->cuda_total_ns),
                              real(r->cuda_time_avg_ns() / 1000.0)};
+    if (has_args) row.insert(row.begin() + 3, str(r->args));
     if (o.stats) {
       const auto add = [&](const distribution& d, bool any) {
         for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns}) row.push_back(any ? us(v) : real(NAN));
@@ -305,7 +311,8 @@ inline record_table table_records(const event_averages& avg, const table_options
 }
 
 inline int table_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
-  const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format"}, {"stats", "kernels", "wide"}, "table");
+  const parsed p =
+      parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format", "group-by"}, {"stats", "kernels", "wide"}, "table");
   if (p.positional.size() != 1)
     throw usage_error(p.positional.empty() ? "missing the TRACE file" : "table takes one TRACE file", "table");
   const output_format format = format_of(p, "table");
@@ -323,11 +330,16 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
       throw usage_error(std::string(e.what()).substr(8), "table");
     }
   }
+  group_by grouping = group_by::name;
+  if (const std::string* g = option(p, "group-by")) {
+    if (*g == "args") grouping = group_by::args;
+    else if (*g != "name") throw usage_error("--group-by takes name or args, not '" + *g + "'", "table");
+  }
   o.stats = option(p, "stats") != nullptr;
   if (option(p, "kernels")) o.describe_kernel = compact_kernel_name;
   if (!option(p, "wide")) o.line_width = term.stdout_columns;
   const loaded_trace lt = load(p.positional[0], term, "table");
-  const event_averages avg = key_averages(lt.t);
+  const event_averages avg = key_averages(lt.t, grouping);
   if (sort) o.sort_by = *sort == "none" ? std::string() : *sort;
   else o.sort_by = avg.self_cuda_time_total_ns() > 0 ? "cuda_time_total" : "cpu_time_total";
   if (avg.rows().empty()) err += "cuprof: " + lt.source + ": no scopes, CUDA calls or GPU work in the trace\n";
@@ -392,11 +404,17 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
   });
   if (ks.size() > kernel_rows) ks.resize(kernel_rows);
   record_table kernels;
-  kernels.columns = {"name", "calls", "total_us", "median_us", "max_us", "launch_to_start_median_us", "what_it_says"};
-  for (const kernel_summary* k : ks)
+  kernels.columns = {"name", "calls", "total_us", "median_us", "max_us", "launch_to_start_median_us", "what_it_says",
+                     "achieved_flops_per_s", "achieved_bytes_per_s", "pct_of_peak", "peak_basis"};
+  for (const kernel_summary* k : ks) {
+    const activity_throughput& r = k->throughput;
+    const bool known = r.amount > 0, flops = r.what == activity_throughput::measure::flops;
     kernels.rows.push_back({str(k->name), num(k->duration.count), us(k->duration.total_ns), us(k->duration.median_ns),
                             us(k->duration.max_ns), k->launch_to_start.count ? us(k->launch_to_start.median_ns) : real(NAN),
-                            str(k->decoded.recognised() ? k->decoded.summary() : "")});
+                            str(k->decoded.recognised() ? k->decoded.summary() : ""),
+                            real(known && flops ? r.per_second() : NAN), real(known && !flops ? r.per_second() : NAN),
+                            real(known ? r.percent_of_peak() : NAN), str(known ? r.peak.basis : "")});
+  }
   json_writer j;
   write_source(j, lt);
   j.field("verdict", str(verdict_name(in.verdict)))

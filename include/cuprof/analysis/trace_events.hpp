@@ -80,6 +80,14 @@ inline bool to_int(const json_node& v, std::int64_t& out) {
   return true;
 }
 
+struct raw_arg {
+  std::string key;
+  span_arg::type kind = span_arg::type::integer;
+  std::int64_t integer = 0;
+  double real = 0;
+  std::string text;
+};
+
 // Names are ids in raw_trace::names.
 struct raw_span {
   std::int64_t start, end;
@@ -87,7 +95,65 @@ struct raw_span {
   std::uint32_t tid;
   std::int64_t ext = -1;
   std::size_t order;
+  std::vector<raw_arg> args;
 };
+
+// A JSON value as compact text, arrays as torch prints its input shapes
+// ("[[4096, 4096], []]").
+inline void append_compact(std::string& out, const json_node& v) {
+  switch (v.type) {
+    case json_kind::array: {
+      out += '[';
+      const json_node* item = v.first();
+      for (std::uint32_t i = 0; i < v.count; ++i, item = item->next()) {
+        if (i) out += ", ";
+        append_compact(out, *item);
+      }
+      out += ']';
+      break;
+    }
+    case json_kind::object: out += "{...}"; break;
+    case json_kind::boolean: out += v.boolean ? "true" : "false"; break;
+    case json_kind::null: out += "null"; break;
+    default: out += v.text;  // a string's characters, a number as written
+  }
+}
+
+// A span's arguments, as the grouping by args (table.hpp) keys them: a torch
+// op's input shapes ("Input Dims", written with record_shapes=True), else,
+// in a cuprof trace, the scope's own numbers and strings. Torch's other args
+// (Ev Idx, Record function id, ...) are bookkeeping, not arguments.
+inline std::vector<raw_arg> span_args_of(const json_node* args, bool cuprof_trace) {
+  std::vector<raw_arg> out;
+  if (!args || !args->is_object()) return out;
+  if (const json_node* dims = args->find(schema::arg_input_dims)) {
+    raw_arg a;
+    a.key = std::string(schema::arg_input_dims);
+    a.kind = span_arg::type::text;
+    append_compact(a.text, *dims);
+    out.push_back(std::move(a));
+    return out;
+  }
+  if (!cuprof_trace) return out;
+  const json_node* v = args->first();
+  for (std::uint32_t i = 0; i < args->count; ++i, v = v->next()) {
+    if (v->key == schema::arg_external_id) continue;
+    raw_arg a;
+    a.key = std::string(v->key);
+    if (v->is_string()) {
+      a.kind = span_arg::type::text;
+      a.text = std::string(v->text);
+    } else if (v->is_number() && !to_int(*v, a.integer)) {
+      a.kind = span_arg::type::real;
+      a.real = std::strtod(std::string(v->text).c_str(), nullptr);
+    } else if (!v->is_number()) {
+      continue;
+    }
+    out.push_back(std::move(a));
+    if (out.size() == 255) break;  // cpu_span::arg_count's range
+  }
+  return out;
+}
 
 struct raw_call {
   std::int64_t start, end;
@@ -153,7 +219,8 @@ inline std::uint8_t sync_kind_of(std::string_view name) {
 
 // The members of an event that trace_event_reader::event() looks at, and
 // those of its "args": the trace reader skips the others unread (most of a
-// torch trace's args: "Input Dims", "Sequence number", ...).
+// torch trace's args: "Sequence number", "Ev Idx", ...). An args key not known
+// as torch's bookkeeping is read: it may be a scope's argument (span_args_of).
 inline bool event_member_used(int depth, std::string_view object, std::string_view key) {
   static constexpr std::string_view event_keys[] = {"ph", "cat", "name", "ts", "dur", "pid", "tid", "args"};
   static constexpr std::string_view arg_keys[] = {
@@ -161,13 +228,20 @@ inline bool event_member_used(int depth, std::string_view object, std::string_vi
       schema::arg_context, schema::arg_stream, schema::arg_bytes, schema::arg_sync_kind,
       schema::arg_registers_per_thread, schema::arg_shared_memory, schema::arg_grid, schema::arg_block,
       schema::arg_graph_id, schema::arg_graph_node_id, schema::meta_name};
+  // Torch's args the reader never looks at; any other key may be a scope's own argument (span_args_of).
+  static constexpr std::string_view unused_torch_arg_keys[] = {
+      "Record function id", "Ev Idx", "Sequence number", "Fwd thread id", "Input type", "Input Strides",
+      "Concrete Inputs", "Python id", "Python parent id", "Python thread", "Trace name", "Trace iteration",
+      "queued", "blocks per SM", "warps per SM", "est. achieved occupancy %", "priority", "kind", "memory bandwidth (GB/s)",
+      "Kernel Backend", "kernel_backend", "Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size",
+      "Process Group Name", "Process Group Ranks"};
   const auto listed = [&](const auto& keys) {
     for (std::string_view k : keys)
       if (json_node::same_key(k, key)) return true;
     return false;
   };
   if (depth == 0) return listed(event_keys);
-  if (depth == 1 && object == "args") return listed(arg_keys);
+  if (depth == 1 && object == "args") return listed(arg_keys) || !listed(unused_torch_arg_keys);
   return true;
 }
 
@@ -246,6 +320,9 @@ class trace_event_reader {
         get(schema::device_shared_mem_per_block, info.shared_mem_per_block);
         get(schema::device_shared_mem_per_block_optin, info.shared_mem_per_block_optin);
         get(schema::device_shared_mem_per_multiprocessor, info.shared_mem_per_multiprocessor);
+        get(schema::device_clock_rate, info.clock_rate_khz);
+        get(schema::device_memory_clock_rate, info.memory_clock_rate_khz);
+        get(schema::device_memory_bus_width, info.memory_bus_width);
         raw_.meta.devices.push_back(info);
       }
     } else if (key == schema::key_cuda_runtime_version || key == schema::key_cuda_driver_version ||
@@ -341,7 +418,8 @@ class trace_event_reader {
       case event_category::span: {
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
         note_cpu_pid(pid);
-        raw_.spans.push_back({start, end, name_id_of(*name), std::uint32_t(tid), external_id(), raw_.spans.size()});
+        raw_.spans.push_back({start, end, name_id_of(*name), std::uint32_t(tid), external_id(), raw_.spans.size(),
+                              span_args_of(args, raw_.is_cuprof)});
         break;
       }
       case event_category::runtime:
@@ -418,7 +496,7 @@ class trace_event_reader {
         break;
       }
       case event_category::overhead:
-        raw_.overhead.push_back({start, end, name_id_of(*name), 0, -1, 0});
+        raw_.overhead.push_back({start, end, name_id_of(*name), 0, -1, 0, {}});
         break;
       default: break;
     }

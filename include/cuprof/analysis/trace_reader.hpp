@@ -146,6 +146,17 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     const bool usable_id = r.ext >= 0 && r.ext <= 0xFFFFFFFFll && !span_by_ext.count(r.ext);
     s.id = usable_id ? std::uint32_t(r.ext) : next_id++;
     if (usable_id) span_by_ext.emplace(r.ext, std::uint32_t(t.spans.size()));
+    s.first_arg = std::uint32_t(t.span_args.size());
+    s.arg_count = std::uint8_t(r.args.size());
+    for (const raw_arg& ra : r.args) {
+      span_arg a;
+      a.key = t.names.intern(ra.key);
+      a.kind = ra.kind;
+      a.integer = ra.integer;
+      a.real = ra.real;
+      if (ra.kind == span_arg::type::text) a.text = t.names.intern(ra.text);
+      t.span_args.push_back(a);
+    }
     t.spans.push_back(s);
   }
 

@@ -89,6 +89,8 @@ struct table_options {
   detail::ignored_value describe_kernel;
 };
 
+enum class group_by : unsigned char { name, args };
+
 class event_averages {
  public:
   detail::empty_list<event_average> rows() const noexcept { return {}; }
@@ -105,7 +107,7 @@ struct export_result {
   unsigned long long bytes = 0;
 };
 
-inline event_averages key_averages(const trace&) noexcept { return {}; }
+inline event_averages key_averages(const trace&, group_by = group_by::name) noexcept { return {}; }
 template <class Path>
 export_result export_chrome_trace(const trace&, const Path&) noexcept {
   return {};
@@ -144,7 +146,7 @@ class profile {
     static const trace empty;
     return empty;
   }
-  event_averages key_averages() const noexcept { return {}; }
+  event_averages key_averages(group_by = group_by::name) const noexcept { return {}; }
   template <class Path>
   export_result export_chrome_trace(const Path&) const noexcept {
     return {};

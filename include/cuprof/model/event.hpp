@@ -28,6 +28,21 @@ struct time_extent {
   bool empty() const noexcept { return end_ns == 0; }
 };
 
+// An argument of a scope (CUPROF_SCOPE("gemm", {{"M", m}})), or, read from a
+// torch trace, an op's "Input Dims" as their text.
+struct span_arg {
+  enum class type : std::uint8_t { integer, real, text };
+  name_id key = 0;
+  type kind = type::integer;
+  std::int64_t integer = 0;
+  double real = 0;
+  name_id text = 0;
+};
+
+// JSON has no infinities or NaN: a span_arg's non-finite real is spelled as
+// JavaScript prints it, in traces and tables alike.
+inline const char* non_finite_name(double v) { return v != v ? "NaN" : v > 0 ? "Infinity" : "-Infinity"; }
+
 // A record_function scope (or a ProfilerStep#N) on a CPU thread.
 struct cpu_span {
   std::uint64_t start_ns = 0;
@@ -36,6 +51,8 @@ struct cpu_span {
   std::uint32_t tid = 0;
   std::uint32_t parent = no_index;  // enclosing span on the same thread
   std::uint32_t id = 0;             // "External id" in the trace
+  std::uint32_t first_arg = 0;      // its arguments: trace::span_args[first_arg, first_arg + arg_count)
+  std::uint8_t arg_count = 0;
   bool is_step = false;             // ProfilerStep#N
 };
 
@@ -104,6 +121,9 @@ struct device_info {
   int warp_size = 32, num_sms = 0;
   int shared_mem_per_block = 0, shared_mem_per_block_optin = 0, shared_mem_per_multiprocessor = 0;
   int max_blocks_per_multiprocessor = 0;
+  int clock_rate_khz = 0;         // the SMs' clock as the driver reports it; 0: not in the trace
+  int memory_clock_rate_khz = 0;  // peak memory clock
+  int memory_bus_width = 0;       // bits
 };
 
 struct thread_info {
@@ -172,6 +192,7 @@ struct gpu_annotation {
 struct trace {
   string_table names;
   std::vector<cpu_span> spans;
+  std::vector<span_arg> span_args;  // the spans' arguments, each span's together
   std::vector<api_call> api_calls;
   std::vector<gpu_activity> gpu;
   std::vector<kernel_details> kernels;
@@ -181,5 +202,12 @@ struct trace {
   // for a recorded trace, as the file has them (torch.profiler's own) for one read back.
   std::vector<gpu_annotation> gpu_annotations;
 };
+
+// The deviceProperties entry of device `id`, or null.
+inline const device_info* find_device(const trace& t, std::uint32_t id) {
+  for (const device_info& d : t.meta.devices)
+    if (std::uint32_t(d.id) == id) return &d;
+  return nullptr;
+}
 
 }  // namespace cuprof

@@ -188,6 +188,9 @@ class chrome_trace_writer {
       number(schema::device_regs_per_multiprocessor, d.regs_per_multiprocessor);
       number(schema::device_shared_mem_per_block_optin, d.shared_mem_per_block_optin);
       number(schema::device_shared_mem_per_multiprocessor, d.shared_mem_per_multiprocessor);
+      if (d.clock_rate_khz) number(schema::device_clock_rate, d.clock_rate_khz);
+      if (d.memory_clock_rate_khz) number(schema::device_memory_clock_rate, d.memory_clock_rate_khz);
+      if (d.memory_bus_width) number(schema::device_memory_bus_width, d.memory_bus_width);
       out_ += "}";
     }
     out_ += m.devices.empty() ? "],\n  " : "\n  ],\n  ";
@@ -266,6 +269,7 @@ class chrome_trace_writer {
       out_ += ",\"args\":{";
       key(schema::arg_external_id);
       append_int(out_, s.id);
+      scope_args(s);
       out_ += "}}";
     }
     // One flow start per GPU record the call caused; the first uses the
@@ -295,14 +299,25 @@ class chrome_trace_writer {
     }
   }
 
-  static std::uint64_t flow_id(std::uint32_t correlation, std::uint32_t ordinal) {
-    return (std::uint64_t(ordinal) << 32) | correlation;
+  // The scope's own arguments, after its External id (a key spelled so is
+  // left out: a member twice would be ambiguous JSON).
+  void scope_args(const cpu_span& s) {
+    for (std::uint32_t i = s.first_arg; i < s.first_arg + s.arg_count; ++i) {
+      const span_arg& a = t_.span_args[i];
+      if (t_.names.str(a.key) == schema::arg_external_id) continue;
+      out_ += ",\"";
+      out_ += escaped_name(a.key);
+      out_ += "\":";
+      switch (a.kind) {
+        case span_arg::type::integer: append_int(out_, a.integer); break;
+        case span_arg::type::real: append_json_real(out_, a.real); break;
+        case span_arg::type::text: out_ += '"'; out_ += escaped_name(a.text); out_ += '"'; break;
+      }
+    }
   }
 
-  const device_info* device(std::uint32_t id) const {
-    for (const device_info& d : t_.meta.devices)
-      if (std::uint32_t(d.id) == id) return &d;
-    return nullptr;
+  static std::uint64_t flow_id(std::uint32_t correlation, std::uint32_t ordinal) {
+    return (std::uint64_t(ordinal) << 32) | correlation;
   }
 
   // "context" only where it tells something: on a device with work in more
@@ -377,7 +392,7 @@ class chrome_trace_writer {
             dims3(schema::arg_block, k.block);
             std::pair<std::uint32_t, int>& estimate = occupancy[g.details];
             if (estimate.second < 0 || estimate.first != g.device)
-              estimate = {g.device, estimate_occupancy(k, device(g.device)).percent};
+              estimate = {g.device, estimate_occupancy(k, find_device(t_, g.device)).percent};
             out_ += ",\"est. achieved occupancy %\":"; append_int(out_, estimate.second);
             if (k.graph_id) {
               next_key(schema::arg_graph_id); append_int(out_, k.graph_id);

@@ -2,7 +2,10 @@
 // valid UTF-8, and integer-nanosecond timestamps printed as microseconds.
 #pragma once
 
+#include "../model/event.hpp"
+
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -151,6 +154,22 @@ template <class Out>
 inline void append_double(Out& out, double v) {
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 3);
+  out.append(buf, std::size_t(r.ptr - buf));
+}
+
+// A double as the shortest text that reads back to it ("0.1", "1e+20"), or
+// non_finite_name() quoted.
+template <class Out>
+inline void append_json_real(Out& out, double v) {
+  if (!std::isfinite(v)) {
+    const std::string_view name = non_finite_name(v);  // model/event.hpp
+    out.append("\"", 1);
+    out.append(name.data(), name.size());
+    out.append("\"", 1);
+    return;
+  }
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, std::size_t(r.ptr - buf));
 }
 

@@ -8,8 +8,10 @@
 #include "../model/attribution.hpp"
 #include "../model/event.hpp"
 #include "../model/stats.hpp"
+#include "trace_schema.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -27,8 +29,13 @@ enum class row_kind : std::uint8_t {
   gpu_annotation,  // a scope's extent on a GPU stream
 };
 
+// What key_averages() groups rows by: the name, as torch's key_averages(), or
+// the name and the scope's arguments, as its group_by_input_shape=True.
+enum class group_by : std::uint8_t { name, args };
+
 struct event_average {
   std::string key;
+  std::string args;  // grouped by args: the scopes' arguments as format_span_args() writes them
   row_kind kind = row_kind::cpu_scope;
   std::uint64_t count = 0;
   std::uint64_t self_cpu_ns = 0;
@@ -210,6 +217,15 @@ inline std::string event_averages::table(const table_options& options) const {
   }
   headers.emplace_back("# of Calls");
   widths.push_back(12);
+  // Grouped by args: their column, right-aligned as torch's Input Shapes, at most 80 wide.
+  constexpr std::size_t max_args_width = 80;
+  const bool has_args = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return !r.args.empty(); });
+  if (has_args) {
+    std::size_t longest_args = 0;
+    for (const auto& r : rows_) longest_args = std::max(longest_args, detail::utf8_length(detail::terminal_safe(r.args)));
+    headers.emplace_back("Args");
+    widths.push_back(int(std::min(longest_args + 4, max_args_width)));
+  }
   if (options.stats) {
     for (const char* h : {"CPU min", "CPU median", "CPU p95", "CPU max"}) {
       headers.emplace_back(h);
@@ -307,6 +323,11 @@ inline std::string event_averages::table(const table_options& options) const {
       cells.push_back(detail::format_time_us(r->cuda_time_avg_ns() / 1000.0));
     }
     cells.push_back(std::to_string(r->count));
+    if (has_args) {
+      std::string args = detail::terminal_safe(r->args);
+      if (detail::utf8_length(args) > max_args_width) args = detail::utf8_prefix(args, max_args_width - 3) + "...";
+      cells.push_back(std::move(args));
+    }
     if (options.stats) {
       const auto add_distribution = [&](const distribution& d, bool any) {
         for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns})
@@ -323,10 +344,33 @@ inline std::string event_averages::table(const table_options& options) const {
   return out;
 }
 
+// A span's arguments as one line: "M=8192 N=3072 K=768"; a torch op's input
+// shapes as their text alone, as torch's Input Shapes column shows them.
+inline std::string format_span_args(const trace& t, const cpu_span& s) {
+  std::string out;
+  for (std::uint32_t i = s.first_arg; i < s.first_arg + s.arg_count; ++i) {
+    const span_arg& a = t.span_args[i];
+    if (!out.empty()) out += ' ';
+    const std::string& key = t.names.str(a.key);
+    if (key != detail::schema::arg_input_dims || a.kind != span_arg::type::text) out += key + '=';
+    if (a.kind == span_arg::type::integer) {
+      out += std::to_string(a.integer);
+    } else if (a.kind == span_arg::type::real) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", a.real);
+      out += std::isfinite(a.real) ? std::string_view(buf) : std::string_view(non_finite_name(a.real));  // as the trace writes it
+    } else {
+      out += t.names.str(a.text);
+    }
+  }
+  return out;
+}
+
 // Groups a trace's events into rows with self and total CPU and CUDA time.
 // CUDA time is charged to the innermost scope open on the thread that
 // launched the work (see attribute()); scopes add their children's totals.
-inline event_averages key_averages(const trace& t) {
+// Grouped by args, a scope's rows (CPU and GPU extent) are one per name and arguments.
+inline event_averages key_averages(const trace& t, group_by grouping = group_by::name) {
   const std::size_t n = t.spans.size();
   std::vector<std::uint64_t> child_cpu(n, 0), self_cuda(n, 0), cuda_total(n, 0);
   for (const cpu_span& s : t.spans)
@@ -346,11 +390,18 @@ inline event_averages key_averages(const trace& t) {
 
   std::vector<event_average> rows;
   std::unordered_map<std::string, std::size_t> index[4];
-  const auto row = [&](const std::string& key, row_kind kind, std::uint64_t first) -> event_average& {
-    auto [it, inserted] = index[int(kind)].try_emplace(key, rows.size());
+  std::vector<std::string> span_args;  // per span, grouped by args
+  if (grouping == group_by::args) {
+    span_args.reserve(n);
+    for (const cpu_span& sp : t.spans) span_args.push_back(format_span_args(t, sp));
+  }
+  const auto row = [&](const std::string& key, row_kind kind, std::uint64_t first,
+                       const std::string& args = std::string()) -> event_average& {
+    auto [it, inserted] = index[int(kind)].try_emplace(args.empty() ? key : key + '\0' + args, rows.size());
     if (inserted) {
       event_average r;
       r.key = key;
+      r.args = args;
       r.kind = kind;
       r.first_ns = first;
       rows.push_back(std::move(r));
@@ -363,7 +414,8 @@ inline event_averages key_averages(const trace& t) {
   for (std::size_t i = 0; i < n; ++i) {
     const cpu_span& s = t.spans[i];
     const std::uint64_t dur = s.end_ns - s.start_ns;
-    event_average& r = row(s.is_step ? std::string("ProfilerStep*") : t.names.str(s.name), row_kind::cpu_scope, s.start_ns);
+    event_average& r = row(s.is_step ? std::string("ProfilerStep*") : t.names.str(s.name), row_kind::cpu_scope, s.start_ns,
+                           span_args.empty() ? std::string() : span_args[i]);
     r.cpu_total_ns += dur;
     r.self_cpu_ns += dur > child_cpu[i] ? dur - child_cpu[i] : 0;
     r.self_cuda_ns += self_cuda[i];
@@ -387,7 +439,8 @@ inline event_averages key_averages(const trace& t) {
     r.cuda_samples_ns.push_back(g.end_ns - g.start_ns);
   }
   for (const gpu_annotation& a : t.gpu_annotations) {
-    event_average& r = row(t.names.str(t.spans[a.span].name), row_kind::gpu_annotation, a.start_ns);
+    event_average& r = row(t.names.str(t.spans[a.span].name), row_kind::gpu_annotation, a.start_ns,
+                           span_args.empty() ? std::string() : span_args[a.span]);
     r.self_cuda_ns += a.end_ns - a.start_ns;
     r.cuda_total_ns += a.end_ns - a.start_ns;
     r.cpu_samples_ns.push_back(0);

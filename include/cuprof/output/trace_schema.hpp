@@ -46,6 +46,7 @@ inline constexpr std::string_view arg_grid = "grid";
 inline constexpr std::string_view arg_block = "block";
 inline constexpr std::string_view arg_graph_id = "graph id";
 inline constexpr std::string_view arg_graph_node_id = "graph node id";
+inline constexpr std::string_view arg_input_dims = "Input Dims";  // a torch op's input shapes (record_shapes=True)
 
 // Metadata events ("ph":"M") and the arg holding their value.
 inline constexpr std::string_view meta_process_name = "process_name";
@@ -79,6 +80,10 @@ inline constexpr std::string_view device_num_sms = "numSms";
 inline constexpr std::string_view device_shared_mem_per_block = "sharedMemPerBlock";
 inline constexpr std::string_view device_shared_mem_per_block_optin = "sharedMemPerBlockOptin";
 inline constexpr std::string_view device_shared_mem_per_multiprocessor = "sharedMemPerMultiprocessor";
+// cuprof's (cudaDeviceProp's names; torch writes none of them): the peaks of throughput.hpp.
+inline constexpr std::string_view device_clock_rate = "clockRate";               // kHz
+inline constexpr std::string_view device_memory_clock_rate = "memoryClockRate";  // kHz
+inline constexpr std::string_view device_memory_bus_width = "memoryBusWidth";    // bits
 
 // cuprof's own block: its presence marks a cuprof trace.
 inline constexpr std::string_view key_cuprof = "cuprof";

@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ struct open_span {
   std::uint64_t start_ticks;
   name_id name;
   bool is_step;
+  std::uint32_t first_arg = 0;
+  std::uint8_t arg_count = 0;
 };
 
 // Replays one thread's slots into the window [start, end]. Exits with no
@@ -51,6 +54,9 @@ class span_builder {
         case slot_kind::exit:
           if (!stack_.empty()) close(ticks_of(cur));
           break;
+        case slot_kind::args:
+          if (!stack_.empty()) add_args(s + i);  // the enter it follows was just opened
+          break;
       }
     }
     return taken;
@@ -71,6 +77,24 @@ class span_builder {
     stack_.push_back({std::max(ticks_of(enter), window_start_ticks_), name, is_step});
   }
 
+  void add_args(const slot* record) {
+    open_span& o = stack_.back();
+    o.first_arg = std::uint32_t(out_.span_args.size());
+    o.arg_count = std::uint8_t(args_count(*record));
+    for (std::size_t k = 0; k < o.arg_count; ++k) {
+      const slot& a = record[1 + k];
+      span_arg arg;
+      arg.key = out_.names.intern_static(reinterpret_cast<const char*>(a.head));
+      if (arg_is_real(*record, k)) {
+        arg.kind = span_arg::type::real;
+        std::memcpy(&arg.real, &a.payload, sizeof arg.real);
+      } else {
+        arg.integer = std::int64_t(a.payload);
+      }
+      out_.span_args.push_back(arg);
+    }
+  }
+
   void close(std::uint64_t end_ticks) {
     const open_span o = stack_.back();
     stack_.pop_back();
@@ -80,6 +104,8 @@ class span_builder {
     sp.name = o.name;
     sp.tid = tid_;
     sp.is_step = o.is_step;
+    sp.first_arg = o.first_arg;
+    sp.arg_count = o.arg_count;
     out_.spans.push_back(sp);
   }
 

@@ -11,6 +11,7 @@
 
 #include "process_state.hpp"
 #include "../../config.hpp"
+#include "../../scope_arg.hpp"
 
 #include <pthread.h>
 
@@ -26,13 +27,15 @@ enum class slot_kind : std::uint64_t {
   enter_dynamic = 1,  // payload: name length; the name's bytes fill the following slots
   enter_step = 2,     // payload: the step number of a ProfilerStep#N scope
   exit = 3,           // payload unused
+  args = 4,           // right after its scope's enter, same ticks; payload: args_payload(); one slot per
+                      // argument follows: the key's pointer, then the value's bits
 };
 
-constexpr int slot_kind_shift = 62;
+constexpr int slot_kind_shift = 61;  // 61 bits of ticks: 24 years of a 3 GHz TSC
 constexpr std::uint64_t slot_time_mask = (std::uint64_t(1) << slot_kind_shift) - 1;
 
 struct slot {
-  std::uint64_t head;  // ticks in the low 62 bits, slot_kind in the top 2
+  std::uint64_t head;  // ticks in the low 61 bits, slot_kind in the top 3
   std::uint64_t payload;
 };
 static_assert(sizeof(slot) == 16, "slots are 16 bytes");
@@ -42,14 +45,27 @@ inline constexpr std::uint64_t make_head(slot_kind kind, std::uint64_t ticks) no
 }
 inline constexpr slot_kind kind_of(const slot& s) noexcept { return slot_kind(s.head >> slot_kind_shift); }
 inline constexpr std::uint64_t ticks_of(const slot& s) noexcept { return s.head & slot_time_mask; }
-// The slots one record takes: a dynamic name's bytes follow its enter slot.
+// An args record's payload: the count in the low byte, then one bit per
+// argument that is a double (else an int64).
+inline constexpr std::uint64_t args_payload(std::size_t count, std::uint64_t real_mask) noexcept {
+  return std::uint64_t(count) | (real_mask << 8);
+}
+inline constexpr std::size_t args_count(const slot& s) noexcept { return std::size_t(s.payload & 0xff); }
+inline constexpr bool arg_is_real(const slot& s, std::size_t i) noexcept { return (s.payload >> (8 + i)) & 1; }
+// The slots one record takes: a dynamic name's bytes follow its enter slot,
+// arguments their args slot.
 inline constexpr std::size_t record_slots(const slot& s) noexcept {
-  return kind_of(s) == slot_kind::enter_dynamic ? 1 + (std::size_t(s.payload) + sizeof(slot) - 1) / sizeof(slot) : 1;
+  switch (kind_of(s)) {
+    case slot_kind::enter_dynamic: return 1 + (std::size_t(s.payload) + sizeof(slot) - 1) / sizeof(slot);
+    case slot_kind::args: return 1 + args_count(s);
+    default: return 1;
+  }
 }
 
 constexpr std::size_t chunk_slots = 8192;  // 128 KiB per chunk
-// A dynamic name and its enter slot must fit one chunk; longer names are cut.
-constexpr std::size_t max_dynamic_name = (chunk_slots - 1) * sizeof(slot) - 1;
+// A dynamic name, its enter slot and the most arguments must fit one chunk;
+// longer names are cut.
+constexpr std::size_t max_dynamic_name = (chunk_slots - 2 - max_scope_args) * sizeof(slot) - 1;
 
 struct chunk {
   slot slots[chunk_slots];
@@ -75,16 +91,31 @@ class thread_buffer {
     return true;
   }
 
-  bool push_dynamic(std::uint64_t ticks, std::string_view name) noexcept {
+  // `args`: the scope's arguments (n <= max_scope_args), published with its
+  // enter as one unit, so that a collector never sees the one without the other.
+  bool push_dynamic(std::uint64_t ticks, std::string_view name, const scope_arg* args = nullptr,
+                    std::size_t n = 0) noexcept {
     if (CUPROF_UNLIKELY(name.size() > max_dynamic_name)) g_process->hooks.load(std::memory_order_acquire)->name_cut();
     const std::size_t len = name.size() < max_dynamic_name ? name.size() : max_dynamic_name;
-    const std::size_t needed = 1 + (len + sizeof(slot) - 1) / sizeof(slot);
+    const std::size_t name_slots = 1 + (len + sizeof(slot) - 1) / sizeof(slot);
+    const std::size_t needed = name_slots + (n ? 1 + n : 0);
     if (CUPROF_UNLIKELY(write_index_ + needed > chunk_slots) && !next_chunk()) return false;
     slot* out = write_chunk_->slots + write_index_;
     out->head = make_head(slot_kind::enter_dynamic, ticks);
     out->payload = len;
     if (len) std::memcpy(out + 1, name.data(), len);
+    if (n) write_args(out + name_slots, ticks, args, n);
     write_index_ += std::uint32_t(needed);
+    write_chunk_->count.store(write_index_, std::memory_order_release);
+    return true;
+  }
+
+  bool push_with_args(slot enter, const scope_arg* args, std::size_t n) noexcept {
+    if (CUPROF_UNLIKELY(write_index_ + 2 + n > chunk_slots) && !next_chunk()) return false;
+    slot* out = write_chunk_->slots + write_index_;
+    out[0] = enter;
+    write_args(out + 1, ticks_of(enter), args, n);
+    write_index_ += std::uint32_t(2 + n);
     write_chunk_->count.store(write_index_, std::memory_order_release);
     return true;
   }
@@ -125,6 +156,15 @@ class thread_buffer {
     const std::size_t used = take(read_chunk_->slots + read_index_, offered);
     read_index_ += std::uint32_t(used);
     return used == offered;
+  }
+
+  static void write_args(slot* out, std::uint64_t ticks, const scope_arg* args, std::size_t n) noexcept {
+    std::uint64_t real_mask = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      out[1 + i] = {std::uint64_t(reinterpret_cast<std::uintptr_t>(args[i].key)), args[i].bits};
+      real_mask |= std::uint64_t(args[i].is_real) << i;
+    }
+    out[0] = {make_head(slot_kind::args, ticks), args_payload(n, real_mask)};
   }
 
   CUPROF_NOINLINE bool next_chunk() noexcept { return g_process->hooks.load(std::memory_order_acquire)->next_chunk(*this); }
