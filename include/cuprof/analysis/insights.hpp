@@ -352,30 +352,14 @@ class analyzer {
     }
     in_.window_start_ns = window.start_ns;
     in_.window_end_ns = window.end_ns;
+    // The union of GPU work as intervals: its length is the busy time; synchronizations
+    // are matched against it (what ran while the CPU waited).
     std::sort(busy.begin(), busy.end());
-    std::uint64_t cur_s = 0, cur_e = 0;
-    bool open = false;
     for (const auto& b : busy) {
-      if (!open || b.first > cur_e) {
-        if (open) in_.gpu_busy_ns += cur_e - cur_s;
-        cur_s = b.first;
-        cur_e = b.second;
-        open = true;
-      } else {
-        cur_e = std::max(cur_e, b.second);
-      }
+      if (busy_union_.empty() || b.first > busy_union_.back().second) busy_union_.push_back(b);
+      else busy_union_.back().second = std::max(busy_union_.back().second, b.second);
     }
-    if (open) in_.gpu_busy_ns += cur_e - cur_s;
-    // The union as intervals, for the overlap of synchronizations with GPU work.
-    open = false;
-    for (const auto& b : busy) {
-      if (!open || b.first > busy_union_.back().second) {
-        busy_union_.push_back(b);
-        open = true;
-      } else {
-        busy_union_.back().second = std::max(busy_union_.back().second, b.second);
-      }
-    }
+    for (const auto& u : busy_union_) in_.gpu_busy_ns += u.second - u.first;
     const std::uint64_t window_ns = window.end_ns - window.start_ns;
     in_.gpu_idle_share = window_ns ? 1.0 - double(in_.gpu_busy_ns) / double(window_ns) : 0.0;
 
