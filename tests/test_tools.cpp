@@ -952,7 +952,8 @@ TEST_CASE("insights: the ranked findings and the verdicts' signals on the matmul
     if (e.verdict == cuprof::bound_verdict::compute_bound) CHECK(find_finding(in, "launch to start") == nullptr);
   }
   // torch's 4096 run ends in a 397us cudaDeviceSynchronize during which the GPU worked all but 13.152us.
-  const cuprof::finding* sync = find_finding(insights_of(kineto("torch_matmul_add_4096.json")), "synchronization");
+  const cuprof::insights torch_4096 = insights_of(kineto("torch_matmul_add_4096.json"));
+  const cuprof::finding* sync = find_finding(torch_4096, "synchronization");
   REQUIRE(sync != nullptr);
   CHECK(sync->cost_ns == 397362);
   CHECK(sync->saving_ns == 13152);
