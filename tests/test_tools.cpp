@@ -2108,7 +2108,22 @@ TEST_CASE("throughput: GEMM FLOP/s from scope sizes, copy bytes/s, against the d
   CHECK(all[3].per_second() == doctest::Approx(1e12));
   CHECK(all[3].peak.value == doctest::Approx(2.0 * 2.619e9 * 640 / 2));
   CHECK(all[3].percent_of_peak() == doctest::Approx(100.0 * 1e12 / (2.619e9 * 640)));
+  CHECK(cuprof::above_peak_note(all[3]).empty());
+  CHECK(cuprof::throughput_text(all[3]).find("above") == std::string::npos);
+  // Twice as fast: 119% of the halved DRAM peak, which only an L2-resident source allows.
+  cuprof::activity_throughput fast_copy = all[3];
+  fast_copy.seconds /= 2;
+  CHECK(fast_copy.percent_of_peak() > 100);
+  CHECK(cuprof::above_peak_note(fast_copy).find("L2 cache") != std::string::npos);
+  CHECK(cuprof::throughput_text(fast_copy).find("% of the peak (DRAM: ") != std::string::npos);
+  CHECK(cuprof::throughput_text(fast_copy).find("; above the DRAM peak: ") != std::string::npos);
+  // A GEMM above the tensor cores' peak: its scope's sizes are not its own.
+  cuprof::activity_throughput fast_gemm = all[0];
+  fast_gemm.seconds = fast_gemm.amount / fast_gemm.peak.value / 1.5;
+  CHECK(fast_gemm.percent_of_peak() == doctest::Approx(150));
+  CHECK(cuprof::above_peak_note(fast_gemm).find("M, N and K describe more work") != std::string::npos);
   // HtoD: the rate, but no peak.
+  CHECK(cuprof::above_peak_note(all[4]).empty());
   CHECK(all[4].per_second() == doctest::Approx(4096 / 2e-6));
   CHECK(std::isnan(all[4].percent_of_peak()));
   CHECK(all[4].peak.basis.find("unknown peak") == 0);

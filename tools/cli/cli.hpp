@@ -405,7 +405,7 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
   if (ks.size() > kernel_rows) ks.resize(kernel_rows);
   record_table kernels;
   kernels.columns = {"name", "calls", "total_us", "median_us", "max_us", "launch_to_start_median_us", "what_it_says",
-                     "achieved_flops_per_s", "achieved_bytes_per_s", "pct_of_peak", "peak_basis"};
+                     "achieved_flops_per_s", "achieved_bytes_per_s", "pct_of_peak", "peak_basis", "peak_note"};
   for (const kernel_summary* k : ks) {
     const activity_throughput& r = k->throughput;
     const bool known = r.amount > 0, flops = r.what == activity_throughput::measure::flops;
@@ -413,7 +413,8 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
                             us(k->duration.max_ns), k->launch_to_start.count ? us(k->launch_to_start.median_ns) : real(NAN),
                             str(k->decoded.recognised() ? k->decoded.summary() : ""),
                             real(known && flops ? r.per_second() : NAN), real(known && !flops ? r.per_second() : NAN),
-                            real(known ? r.percent_of_peak() : NAN), str(known ? r.peak.basis : "")});
+                            real(known ? r.percent_of_peak() : NAN), str(known ? r.peak.basis : ""),
+                            str(known ? above_peak_note(r) : "")});
   }
   json_writer j;
   write_source(j, lt);

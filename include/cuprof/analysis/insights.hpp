@@ -1086,7 +1086,11 @@ inline insights analyze(const trace& t, const insights_options& options = {}) {
 inline std::string throughput_text(const activity_throughput& r) {
   const bool flops = r.what == activity_throughput::measure::flops;
   std::string text = detail::format_rate(r.per_second(), flops ? "FLOP/s" : "B/s") + " achieved";
-  if (r.peak.value > 0) return text + ", " + detail::fixed_text(r.percent_of_peak(), 1) + "% of the peak (" + r.peak.basis + ")";
+  if (r.peak.value > 0) {
+    text += ", " + detail::fixed_text(r.percent_of_peak(), 1) + "% of the peak (" + r.peak.basis + ")";
+    const std::string note = above_peak_note(r);
+    return note.empty() ? text : text + "; " + note;
+  }
   return text + "; " + r.peak.basis;
 }
 

@@ -121,6 +121,19 @@ struct activity_throughput {
   double percent_of_peak() const { return peak.value > 0 ? 100.0 * per_second() / peak.value : NAN; }
 };
 
+// What a rate above its computed peak means; empty at or under the peak. A
+// copy or memset can beat DRAM when its data sits in the L2 cache (a source
+// written just before, smaller than the cache: seen on an H100, a DtoD copy at
+// 110% of the halved DRAM peak); a GEMM's FLOPs come from its scope's sizes,
+// which cannot run faster than the tensor cores, so there the sizes are wrong.
+inline std::string above_peak_note(const activity_throughput& r) {
+  if (!(r.percent_of_peak() > 100.0)) return {};
+  if (r.what == activity_throughput::measure::bytes)
+    return "above the DRAM peak: the data was in the L2 cache, which DRAM's bandwidth does not bound";
+  return "above the peak: the scope's M, N and K describe more work than this kernel did "
+         "(sizes of another GEMM, or of several kernels that share the work)";
+}
+
 namespace detail {
 
 // The integer argument `key` of span s, if it has one.
