@@ -72,15 +72,17 @@ struct geglu_mlp {
 
 };
 
-// One forward; without a GPU (p == nullptr) only the scopes run.
-static void forward(const geglu_mlp* p, bool fused) {
+// One forward; without a GPU (p == nullptr) only the scopes run. Each
+// projection's scope carries its GEMM's sizes, which `cuprof insights` turns
+// into achieved FLOP/s against the GPU's peak (torch's record_shapes, by hand).
+static void forward(const geglu_mlp* p, int tokens, int dim, int hidden, bool fused) {
   CUPROF_SCOPE("mlp");
   {
-    CUPROF_SCOPE("gate_proj");
+    CUPROF_SCOPE("gate_proj", {{"M", tokens}, {"N", hidden}, {"K", dim}});
     if (p) p->gate_proj();
   }
   {
-    CUPROF_SCOPE("up_proj");
+    CUPROF_SCOPE("up_proj", {{"M", tokens}, {"N", hidden}, {"K", dim}});
     if (p) p->up_proj();
   }
   if (fused) {
@@ -94,7 +96,7 @@ static void forward(const geglu_mlp* p, bool fused) {
     CUPROF_SCOPE("mul");
     if (p) p->mul();
   }
-  CUPROF_SCOPE("down_proj");
+  CUPROF_SCOPE("down_proj", {{"M", tokens}, {"N", dim}, {"K", hidden}});
   if (p) p->down_proj();
 }
 
@@ -119,7 +121,7 @@ int main(int argc, char** argv) try {
   cuprof::profile prof(opts);
   prof.start();
   for (int i = 0; i < 5; ++i) {
-    forward(p, fused);
+    forward(p, batch * seq, dim, hidden, fused);
     prof.step();
   }
   prof.stop();

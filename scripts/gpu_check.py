@@ -413,6 +413,20 @@ def main():
         check_trace_contract(label, os.path.join(out, f"{label}.json"))
         check_table_vs_trace(label, proc.stdout, events)
         kernels[variant] = sorted({e["name"] for e in events if e.get("cat") == "kernel"})
+        # The projections' scopes carry M, N, K: insights gives each GEMM's FLOP/s against the peak.
+        cli = os.path.join(build, "tools", "cuprof")
+        if os.path.exists(cli):
+            proc = run([cli, "insights", os.path.join(out, f"{label}.json"), "--format", "json"], out, f"{label}_insights")
+            rates = []
+            if proc.returncode == 0:
+                rates = [r for r in json.loads(proc.stdout).get("kernels", [])
+                         if isinstance(r.get("achieved_flops_per_s"), (int, float))]
+            check(f"{label}: insights gives the GEMMs' FLOP/s and % of a known peak from the scopes' M, N, K",
+                  rates and all(isinstance(r.get("pct_of_peak"), (int, float)) for r in rates),
+                  "; ".join(f"{r['name'][:40]}: {r['achieved_flops_per_s'] / 1e12:.1f} TFLOP/s, "
+                            f"{r['pct_of_peak']:.1f}% {r.get('peak_note') or ''}" for r in rates))
+            summary.setdefault("mlp_gemm_rates", {})[variant] = [
+                (r["name"], r["achieved_flops_per_s"], r["pct_of_peak"]) for r in rates]
     if len(kernels) == 2:
         same_gemms = {k for k in kernels["unfused"] if is_gemm(k)} == {k for k in kernels["fused"] if is_gemm(k)}
         check("mlp: fused and unfused run the same GEMM kernels, fewer elementwise kernels when fused",
