@@ -372,14 +372,26 @@ TEST_CASE("a driver call inside a runtime call is folded on arrival, in either r
   api(store, api_domain::runtime, 211, 40000, 41000, 30, tid + 1);
   api(store, api_domain::runtime, 211, 30000, 32000, 20);
   kernel(store, "third", 50000, 51000, 21);
+  // A runtime call with two driver calls inside, the second's id far from
+  // the first's (another thread made 40,000 calls in between): both folded.
+  runtime(store, 211, 60000, 62000, 100);
+  driver(store, 307, 60500, 61000, 101);
+  driver(store, 307, 61200, 61800, 40101);
+  kernel(store, "near", 63000, 64000, 101);
+  kernel(store, "far", 64000, 65000, 40101);
+  CHECK(store.staged() == 11);  // 6 calls, 5 kernels
   cuprof::trace t;
   store.take(t, 1000, 100000, cuprof::detail::tick_converter{});
   CHECK(calls_named(t, "cuLaunchKernel") == 0);
-  CHECK(calls_named(t, "cudaLaunchKernel") == 4);
+  CHECK(calls_named(t, "cudaLaunchKernel") == 5);
   REQUIRE(gpu_named(t, "first"));
   CHECK(gpu_named(t, "first")->correlation == 10);
   CHECK(gpu_named(t, "second")->correlation == 13);
   CHECK(gpu_named(t, "third")->correlation == 20);
+  REQUIRE(gpu_named(t, "near"));
+  CHECK(gpu_named(t, "near")->correlation == 100);
+  REQUIRE(gpu_named(t, "far"));
+  CHECK(gpu_named(t, "far")->correlation == 100);
   CHECK(store.staged() == 0);
 }
 

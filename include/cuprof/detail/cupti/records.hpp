@@ -105,6 +105,11 @@ struct staged_call {
   std::int32_t return_value = 0;
   api_domain domain = api_domain::runtime;
   bool has_flow = false;
+  // A driver call folded into this one on arrival: its correlation id minus
+  // this one's (0: none, or one that does not fit, kept in the store's list).
+  // In the padding: a launch stages no pair of ids for its folded driver call.
+  std::int16_t folded_offset = 0;
+  std::uint32_t folded_correlation() const { return std::uint32_t(std::int64_t(correlation) + folded_offset); }
 };
 
 // A staged GPU record: a gpu_activity less the fields attribution fills,
@@ -388,7 +393,8 @@ class record_store {
     std::vector<std::uint32_t> in_window;  // fits: staged records are capped far below 4 Gi
     for (std::size_t i = 0; i < api_.size(); ++i) {
       const staged_call& c = api_[i];
-      if (c.start_ns < start) w.newest_before = std::max(w.newest_before, c.correlation);
+      if (c.start_ns < start)
+        w.newest_before = std::max({w.newest_before, c.correlation, c.folded_correlation()});
       else if (c.start_ns <= end) in_window.push_back(std::uint32_t(i));
     }
     const auto before = [&](std::uint32_t a, std::uint32_t b) { return call_order(api_[a], api_[b]); };
@@ -407,10 +413,11 @@ class record_store {
       const std::uint32_t pos = std::uint32_t(w.kept.size());
       if (c.domain == api_domain::runtime) outer = &c, outer_pos = pos;
       owners.emplace_back(c.correlation, pos);
+      if (c.folded_offset) owners.emplace_back(c.folded_correlation(), pos);
       w.kept.push_back(i);
     }
     w.owner.build(owners);
-    if (!folded_.empty()) {  // calls folded on arrival map to their outer call's position
+    if (!folded_.empty()) {  // the other calls folded on arrival map to their outer call's position
       const std::size_t own = owners.size();
       for (const auto& [inner, outer] : folded_) {
         const std::uint32_t pos = w.owner.find(outer);
@@ -510,15 +517,20 @@ class record_store {
     // is folded into it on arrival, whichever of the two records comes first:
     // one staged call per launch instead of two. select() folds what this misses
     // (records of other threads in between).
-    if (!api_.empty() && folds_into(api_.back(), c)) {
-      folded_.emplace_back(c.correlation, api_.back().correlation);
-      return;
-    }
+    if (!api_.empty() && folds_into(api_.back(), c)) return fold(api_.back(), c.correlation);
     while (!api_.empty() && folds_into(c, api_.back())) {
-      folded_.emplace_back(api_.back().correlation, c.correlation);
+      fold(c, api_.back().correlation);
       api_.pop_back();
     }
     api_.push_back(c);
+  }
+
+  void fold(staged_call& outer, std::uint32_t inner) {
+    const std::int64_t offset = std::int64_t(inner) - std::int64_t(outer.correlation);
+    if (outer.folded_offset == 0 && offset != 0 && offset >= INT16_MIN && offset <= INT16_MAX)
+      outer.folded_offset = std::int16_t(offset);
+    else
+      folded_.emplace_back(inner, outer.correlation);
   }
 
   static bool folds_into(const staged_call& outer, const staged_call& inner) {
@@ -647,7 +659,8 @@ class record_store {
   std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
   std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start
   std::unordered_map<std::uint32_t, std::uint64_t> external_ids_;  // correlation -> external id
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside),
+                                                                  // those not in the runtime call's folded_offset
   std::uint64_t dropped_ = 0;
   std::uint64_t lost_timestamps_ = 0;
   std::uint64_t over_cap_ = 0;
