@@ -400,31 +400,40 @@ class record_store {
     const auto before = [&](std::uint32_t a, std::uint32_t b) { return call_order(api_[a], api_[b]); };
     if (!std::is_sorted(in_window.begin(), in_window.end(), before))
       std::sort(in_window.begin(), in_window.end(), before);
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> owners;
-    owners.reserve(in_window.size());
-    const staged_call* outer = nullptr;
-    std::uint32_t outer_pos = 0;
-    for (std::uint32_t i : in_window) {
-      const staged_call& c = api_[i];
-      if (outer && folds_into(*outer, c)) {
-        owners.emplace_back(c.correlation, outer_pos);
-        continue;
+    // Each window call's correlation ids (its own, and those of the calls
+    // folded into it) -> its position in `kept`; the kept calls are listed
+    // on the first pass.
+    bool kept_listed = false;
+    w.kept.reserve(in_window.size());
+    const auto window_entries = [&](auto&& add) {
+      const staged_call* outer = nullptr;
+      std::uint32_t next_pos = 0, outer_pos = 0;
+      for (std::uint32_t i : in_window) {
+        const staged_call& c = api_[i];
+        if (outer && folds_into(*outer, c)) {
+          add(c.correlation, outer_pos);
+          continue;
+        }
+        const std::uint32_t pos = next_pos++;
+        if (!kept_listed) w.kept.push_back(i);
+        if (c.domain == api_domain::runtime) outer = &c, outer_pos = pos;
+        add(c.correlation, pos);
+        if (c.folded_offset) add(c.folded_correlation(), pos);
       }
-      const std::uint32_t pos = std::uint32_t(w.kept.size());
-      if (c.domain == api_domain::runtime) outer = &c, outer_pos = pos;
-      owners.emplace_back(c.correlation, pos);
-      if (c.folded_offset) owners.emplace_back(c.folded_correlation(), pos);
-      w.kept.push_back(i);
-    }
-    w.owner.build(owners);
+      kept_listed = true;
+    };
+    w.owner.build_from(window_entries);
     if (!folded_.empty()) {  // the other calls folded on arrival map to their outer call's position
-      const std::size_t own = owners.size();
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> also;
       for (const auto& [inner, outer] : folded_) {
         const std::uint32_t pos = w.owner.find(outer);
-        if (pos != no_index) owners.emplace_back(inner, pos);
+        if (pos != no_index) also.emplace_back(inner, pos);
         else if (outer <= w.newest_before) w.newest_before = std::max(w.newest_before, inner);
       }
-      if (owners.size() != own) w.owner.build(owners);
+      if (!also.empty()) w.owner.build_from([&](auto&& add) {
+        window_entries(add);
+        for (const auto& [inner, pos] : also) add(inner, pos);
+      });
     }
     return w;
   }
