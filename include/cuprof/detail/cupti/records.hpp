@@ -213,8 +213,8 @@ class record_store {
       return names[id];
     };
     // The window's calls are copied in storage order as their chunks are
-    // freed, then put in the order select() gave them (a no-op for one
-    // thread), so that out.api_calls[first_call + pos] is w.kept[pos].
+    // freed, then put in the order select() gave them (usually already so
+    // for one thread), so that out.api_calls[first_call + pos] is w.kept[pos].
     const std::uint32_t first_call = std::uint32_t(out.api_calls.size());
     out.api_calls.reserve(out.api_calls.size() + w.kept.size());
     chunked_vector<staged_call> later_api;
