@@ -3,7 +3,9 @@
 // synthetic records shaped like an empty-kernel launch loop (a runtime call,
 // the driver call it makes, the kernel), so it runs on the CPU machine.
 // Also the memory this takes at its peak, staged records and the trace built
-// from them together (CUPTI's buffers are not part of it), per launch.
+// from them together (CUPTI's buffers are not part of it), per launch: the
+// staged records once converted (what recording holds), the peak while the
+// trace is built from them, and the trace alone at the end.
 //   collect_bench [launches]
 #include <cuprof/detail/cupti/records.hpp>
 #include <cuprof/trace.hpp>
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
     store.add(reinterpret_cast<const CUpti_Activity*>(&kernels[i]));
   }
   const double convert = seconds_since(c0);
+  const long staged_kb = status_kb("VmRSS:") - rss_inputs_kb;  // what recording holds, CUPTI's buffers aside
   c0 = std::chrono::steady_clock::now();
   const bool complete = store.window_complete(t0, t0 + std::uint64_t(launches) * 5000);
   const double check = seconds_since(c0);
@@ -96,5 +99,7 @@ int main(int argc, char** argv) {
   std::printf("collect_take_ns_per_launch=%.1f\n", take * 1e9 / launches);
   std::printf("collect_attribute_ns_per_launch=%.1f\n", attribute * 1e9 / launches);
   std::printf("collect_total_ns_per_launch=%.1f\n", (convert + check + take + attribute) * 1e9 / launches);
+  std::printf("collect_staged_bytes_per_launch=%.0f\n", double(staged_kb) * 1024.0 / launches);
   std::printf("collect_peak_bytes_per_launch=%.0f\n", double(status_kb("VmHWM:") - rss_inputs_kb) * 1024.0 / launches);
+  std::printf("collect_trace_bytes_per_launch=%.0f\n", double(status_kb("VmRSS:") - rss_inputs_kb) * 1024.0 / launches);
 }

@@ -372,14 +372,26 @@ TEST_CASE("a driver call inside a runtime call is folded on arrival, in either r
   api(store, api_domain::runtime, 211, 40000, 41000, 30, tid + 1);
   api(store, api_domain::runtime, 211, 30000, 32000, 20);
   kernel(store, "third", 50000, 51000, 21);
+  // A runtime call with two driver calls inside, the second's id far from
+  // the first's (another thread made 40,000 calls in between): both folded.
+  runtime(store, 211, 60000, 62000, 100);
+  driver(store, 307, 60500, 61000, 101);
+  driver(store, 307, 61200, 61800, 40101);
+  kernel(store, "near", 63000, 64000, 101);
+  kernel(store, "far", 64000, 65000, 40101);
+  CHECK(store.staged() == 11);  // 6 calls, 5 kernels
   cuprof::trace t;
   store.take(t, 1000, 100000, cuprof::detail::tick_converter{});
   CHECK(calls_named(t, "cuLaunchKernel") == 0);
-  CHECK(calls_named(t, "cudaLaunchKernel") == 4);
+  CHECK(calls_named(t, "cudaLaunchKernel") == 5);
   REQUIRE(gpu_named(t, "first"));
   CHECK(gpu_named(t, "first")->correlation == 10);
   CHECK(gpu_named(t, "second")->correlation == 13);
   CHECK(gpu_named(t, "third")->correlation == 20);
+  REQUIRE(gpu_named(t, "near"));
+  CHECK(gpu_named(t, "near")->correlation == 100);
+  REQUIRE(gpu_named(t, "far"));
+  CHECK(gpu_named(t, "far")->correlation == 100);
   CHECK(store.staged() == 0);
 }
 
@@ -505,6 +517,63 @@ TEST_CASE("take(): what belongs to a later window stays staged") {
   CHECK(next.names.str(next.overhead[0].name) == "Driver Compiler");
   CHECK(next.meta.dropped_gpu_records == 0);  // counted once, in the first window
   CHECK(sc.store.staged() == 0);
+}
+
+TEST_CASE("take(): a window of many staged chunks, threads interleaved in storage, keeps every launch linked") {
+  // Three threads launch in turn; their records arrive interleaved, each
+  // runtime call's driver call after the other threads' runtime calls, so
+  // that calls are folded when the window is taken, not on arrival, and the
+  // staged order is not the trace's (thread, start) order. 12,000 launches a
+  // thread fill more than one staged chunk of calls and of kernels.
+  record_store store{raw_name};
+  constexpr std::uint32_t launches = 12000, threads = 3, before = 100, after = 100;
+  const auto call_start = [](std::uint32_t i, std::uint32_t th) { return 10000 + std::uint64_t(i) * 1000 + th * 300; };
+  const auto runtime_id = [](std::uint32_t i, std::uint32_t th) { return 2 * (threads * i + th) + 1; };
+  for (std::uint32_t i = 0; i < launches; ++i) {
+    for (std::uint32_t th = 0; th < threads; ++th)
+      api(store, api_domain::runtime, 211, call_start(i, th), call_start(i, th) + 250, runtime_id(i, th), tid + th);
+    for (std::uint32_t th = 0; th < threads; ++th)
+      api(store, api_domain::driver, 307, call_start(i, th) + 50, call_start(i, th) + 200, runtime_id(i, th) + 1,
+          tid + th);
+  }
+  for (std::uint32_t i = 0; i < launches; ++i)
+    for (std::uint32_t th = 0; th < threads; ++th)  // the driver call's id, or the runtime call's, as CUPTI gives either
+      kernel(store, "k", 100000000 + std::uint64_t(threads * i + th) * 10, 100000000 + std::uint64_t(threads * i + th) * 10 + 5,
+             runtime_id(i, th) + (i % 2));
+  const std::uint64_t start = call_start(before, 0), end = call_start(launches - after, 0) - 1;
+  REQUIRE(store.window_complete(start, end));
+  cuprof::trace t;
+  store.take(t, start, end, cuprof::detail::tick_converter{});
+  constexpr std::size_t in_window = std::size_t(threads) * (launches - before - after);
+  REQUIRE(t.api_calls.size() == in_window);
+  REQUIRE(t.gpu.size() == in_window);
+  CHECK(calls_named(t, "cudaLaunchKernel") == in_window);
+  for (std::size_t n = 0; n < t.api_calls.size(); ++n) {  // thread by thread, each in call order
+    const cuprof::api_call& c = t.api_calls[n];
+    const std::uint32_t th = std::uint32_t(n / (launches - before - after));
+    const std::uint32_t i = before + std::uint32_t(n % (launches - before - after));
+    CHECK(c.tid == tid + th);
+    CHECK(c.start_ns == call_start(i, th));
+    CHECK(c.correlation == runtime_id(i, th));
+    CHECK(c.domain == api_domain::runtime);
+  }
+  for (const cuprof::gpu_activity& g : t.gpu) {  // linked to its launch's runtime call, whichever id it carried
+    const std::uint64_t nth = (g.start_ns - 100000000) / 10;
+    CHECK(g.correlation == 2 * nth + 1);
+  }
+  cuprof::attribute(t);
+  CHECK(t.meta.unmatched_gpu_records == 0);
+  for (const cuprof::gpu_activity& g : t.gpu) {
+    REQUIRE(g.api != no_index);
+    CHECK(t.api_calls[g.api].correlation == g.correlation);
+  }
+  // The later launches stay staged (runtime and driver calls, not folded yet) with their kernels; the earlier ones are gone.
+  CHECK(store.staged() == 3 * threads * after);
+  cuprof::trace later;
+  store.take(later, end + 1, call_start(launches, 0), cuprof::detail::tick_converter{});
+  CHECK(later.api_calls.size() == threads * after);
+  CHECK(later.gpu.size() == threads * after);
+  CHECK(store.staged() == 0);
 }
 
 TEST_CASE("window_complete(): false until the kernel of every launch in the window arrived") {

@@ -210,6 +210,7 @@ void profile::finalize_ready(bool at_stop) {
                               return s.window_complete(w.start_ticks, w.end_ticks);
                             });
       if (!complete) return;
+      tracer_->trim_buffers();
       const std::size_t scopes = w.collected->spans.size();
       tracer_->with_store([&](detail::cupti::record_store& s) {
         s.take(*w.collected, w.start_ticks, w.end_ticks, w.clock);
@@ -231,7 +232,6 @@ void profile::finalize_ready(bool at_stop) {
       } leave{in_on_trace_ready_};
       options_.on_trace_ready(*this);
     }
-    if (tracer_) tracer_->trim_buffers();
     detail::return_free_memory();
   }
   if (!detail::records(action_) && tracer_) tracer_->disable();

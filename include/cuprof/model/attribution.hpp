@@ -78,11 +78,10 @@ inline std::vector<gpu_annotation> derive_gpu_annotations(const trace& t) {
 inline void attribute(trace& t) {
   detail::link_parents(t, detail::parents_of::calls);
 
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> correlations;
-  correlations.reserve(t.api_calls.size());
-  for (std::uint32_t i = 0; i < t.api_calls.size(); ++i) correlations.emplace_back(t.api_calls[i].correlation, i);
   detail::correlation_index call_by_correlation;
-  call_by_correlation.build(correlations);
+  call_by_correlation.build_from([&](auto&& add) {
+    for (std::uint32_t i = 0; i < t.api_calls.size(); ++i) add(t.api_calls[i].correlation, i);
+  });
   t.meta.unmatched_gpu_records = 0;
   for (gpu_activity& g : t.gpu) {
     g.api = call_by_correlation.find(g.correlation);

@@ -16,18 +16,31 @@ namespace cuprof::detail {
 class correlation_index {
  public:
   void build(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& entries) {
+    build_from([&](auto&& add) {
+      for (const auto& e : entries) add(e.first, e.second);
+    });
+  }
+  // The same from a generator, `entries(add)` calling add(correlation, value)
+  // for each entry, the same ones each time: it is called twice (bounds, then
+  // values), so that a million calls' entries need no list of pairs besides.
+  template <class Entries>
+  void build_from(const Entries& entries) {
     flat_.clear();
     sparse_.clear();
-    if (entries.empty()) return;
-    lo_ = hi_ = entries.front().first;
-    for (const auto& e : entries) lo_ = std::min(lo_, e.first), hi_ = std::max(hi_, e.first);
-    dense_ = std::uint64_t(hi_ - lo_) <= 16 * std::uint64_t(entries.size()) + 4096;
+    std::size_t count = 0;
+    entries([&](std::uint32_t corr, std::uint32_t) {
+      lo_ = count ? std::min(lo_, corr) : corr;
+      hi_ = count ? std::max(hi_, corr) : corr;
+      ++count;
+    });
+    if (!count) return;
+    dense_ = std::uint64_t(hi_ - lo_) <= 16 * std::uint64_t(count) + 4096;
     if (dense_) {
       flat_.assign(std::size_t(hi_ - lo_) + 1, no_index);
-      for (const auto& e : entries) flat_[e.first - lo_] = e.second;
+      entries([&](std::uint32_t corr, std::uint32_t value) { flat_[corr - lo_] = value; });
     } else {
-      sparse_.reserve(entries.size());
-      for (const auto& e : entries) sparse_.emplace(e.first, e.second);
+      sparse_.reserve(count);
+      entries([&](std::uint32_t corr, std::uint32_t value) { sparse_.emplace(corr, value); });
     }
   }
   std::uint32_t find(std::uint32_t corr) const {

@@ -93,9 +93,47 @@ inline const char* overhead_kind_name(std::uint32_t kind) {
 // Resolves an API callback id to its raw CUPTI name ("cudaLaunchKernel_v7000").
 using api_name_lookup = std::function<std::string(api_domain, std::uint32_t cbid)>;
 
-// Staged records are the trace's own structs (56 bytes each) with times still
+// A staged API call: the fields of an api_call that CUPTI's record gives,
+// times in ticks (40 bytes, against 56 for the api_call it becomes).
+struct staged_call {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  name_id name = 0;
+  std::uint32_t tid = 0;
+  std::uint32_t cbid = 0;
+  std::uint32_t correlation = 0;
+  std::int32_t return_value = 0;
+  api_domain domain = api_domain::runtime;
+  bool has_flow = false;
+  // A driver call folded into this one on arrival: its correlation id minus
+  // this one's (0: none, or one that does not fit, kept in the store's list).
+  // In the padding: a launch stages no pair of ids for its folded driver call.
+  std::int16_t folded_offset = 0;
+  std::uint32_t folded_correlation() const { return std::uint32_t(std::int64_t(correlation) + folded_offset); }
+};
+
+// A staged GPU record: a gpu_activity less the fields attribution fills,
+// times in ticks (48 bytes, against 64).
+struct staged_gpu {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  std::uint64_t bytes = 0;
+  name_id name = 0;
+  std::uint32_t correlation = 0;
+  std::uint32_t context = 0;
+  std::uint32_t stream = 0;
+  std::uint32_t details = no_index;  // index into the store's kernel configurations
+  std::uint16_t device = 0;
+  gpu_kind kind = gpu_kind::kernel;
+  std::uint8_t subkind = 0;
+};
+static_assert(sizeof(staged_call) <= 40 && sizeof(staged_gpu) <= 48, "staged records grew: recording holds more per launch");
+
+// Staged records are compact copies of the trace's structs with times still
 // in ticks, names as ids in the store's string table and kernel launch
-// configurations deduplicated, so a long window costs little memory.
+// configurations deduplicated, so a long window costs little memory. A window
+// is built from them in storage order, each staged chunk freed once read, so
+// that the staged records and the trace do not both stay whole.
 class record_store {
  public:
   static constexpr std::size_t default_max_staged = 16u << 20;  // about 1 GiB of records
@@ -154,12 +192,12 @@ class record_store {
   bool window_complete(std::uint64_t start, std::uint64_t end) const {
     const window_calls w = select(start, end);
     std::vector<char> has_record(w.kept.size(), 0);
-    gpu_.for_each([&](const gpu_activity& g) {
+    gpu_.for_each([&](const staged_gpu& g) {
       const std::uint32_t pos = w.owner.find(g.correlation);
       if (pos != no_index) has_record[pos] = 1;
     });
     for (std::size_t pos = 0; pos < w.kept.size(); ++pos) {
-      const api_call& c = api_[w.kept[pos]];
+      const staged_call& c = api_[w.kept[pos]];
       if (!has_record[pos] && expects_gpu_record_[c.name] && c.return_value == 0) return false;
     }
     return true;
@@ -174,43 +212,77 @@ class record_store {
       if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
       return names[id];
     };
+    // The window's calls are copied in storage order as their chunks are
+    // freed, then put in the order select() gave them (usually already so
+    // for one thread), so that out.api_calls[first_call + pos] is w.kept[pos].
     const std::uint32_t first_call = std::uint32_t(out.api_calls.size());
     out.api_calls.reserve(out.api_calls.size() + w.kept.size());
-    for (std::size_t i : w.kept) {
-      api_call c = api_[i];
-      c.start_ns = clock.to_epoch_ns(c.start_ns);
-      c.end_ns = std::max(c.start_ns, clock.to_epoch_ns(c.end_ns));
-      c.name = name_in_out(c.name);
-      if (!external_ids_.empty()) {
-        auto external = external_ids_.find(c.correlation);
-        if (external != external_ids_.end()) c.external_id = external->second;
-      }
-      out.api_calls.push_back(c);
-    }
-    // The calls staged for later windows, before the GPU records are taken:
-    // the staged calls' memory is given back first.
-    chunked_vector<api_call> later_api;
+    chunked_vector<staged_call> later_api;
     std::unordered_map<std::uint32_t, std::uint64_t> later_external;
-    api_.consume([&](const api_call& a) {
-      if (a.start_ns <= end) return;
-      later_api.push_back(a);
-      auto external = external_ids_.find(a.correlation);
-      if (external != external_ids_.end()) later_external.insert(*external);
+    std::size_t index = 0;
+    api_.consume([&](const staged_call& staged) {
+      const std::size_t i = index++;
+      if (staged.start_ns > end) {
+        later_api.push_back(staged);
+        auto external = external_ids_.find(staged.correlation);
+        if (external != external_ids_.end()) later_external.insert(*external);
+        return;
+      }
+      const std::uint32_t pos = w.owner.find(staged.correlation);
+      if (pos == no_index || w.kept[pos] != i) return;  // before the window, or folded into a kept call
+      api_call c;
+      c.start_ns = staged.start_ns;
+      c.end_ns = staged.end_ns;
+      c.name = staged.name;
+      c.tid = staged.tid;
+      c.cbid = staged.cbid;
+      c.correlation = staged.correlation;
+      c.return_value = staged.return_value;
+      c.domain = staged.domain;
+      c.has_flow = staged.has_flow;
+      out.api_calls.push_back(c);
     });
     api_ = std::move(later_api);
+    const auto window_calls_begin = out.api_calls.begin() + first_call;
+    if (!std::is_sorted(window_calls_begin, out.api_calls.end(), call_order<api_call>))
+      std::sort(window_calls_begin, out.api_calls.end(), call_order<api_call>);
+    for (auto c = window_calls_begin; c != out.api_calls.end(); ++c) {
+      c->start_ns = clock.to_epoch_ns(c->start_ns);
+      c->end_ns = std::max(c->start_ns, clock.to_epoch_ns(c->end_ns));
+      c->name = name_in_out(c->name);
+      if (!external_ids_.empty()) {
+        auto external = external_ids_.find(c->correlation);
+        if (external != external_ids_.end()) c->external_id = external->second;
+      }
+    }
 
     std::vector<std::uint32_t> configs(kernel_configs_.size(), no_index);
-    chunked_vector<gpu_activity> later;
+    chunked_vector<staged_gpu> later;
+    const auto unlinked_in_window = [&](const staged_gpu& g) {
+      return g.correlation == 0 && g.start_ns >= start && g.start_ns <= end;
+    };
     std::size_t in_window = 0;
-    gpu_.for_each([&](const gpu_activity& staged) { in_window += w.owner.find(staged.correlation) != no_index; });
+    gpu_.for_each([&](const staged_gpu& g) {
+      in_window += w.owner.find(g.correlation) != no_index || unlinked_in_window(g);
+    });
     out.gpu.reserve(out.gpu.size() + in_window);  // pages are touched as records are written, chunks freed as read
-    gpu_.consume([&](const gpu_activity& staged) {
+    gpu_.consume([&](const staged_gpu& staged) {
       const std::uint32_t pos = w.owner.find(staged.correlation);
       const bool launched_before = staged.correlation != 0 && (staged.correlation <= w.newest_before ||
                                                                (!w.owner.empty() && staged.correlation < w.owner.lowest()));
-      const bool unlinked_in_window = staged.correlation == 0 && staged.start_ns >= start && staged.start_ns <= end;
-      if (pos != no_index || unlinked_in_window) {
-        gpu_activity a = staged;
+      if (pos != no_index || unlinked_in_window(staged)) {
+        gpu_activity a;
+        a.start_ns = staged.start_ns;
+        a.end_ns = staged.end_ns;
+        a.bytes = staged.bytes;
+        a.name = staged.name;
+        a.correlation = staged.correlation;
+        a.device = staged.device;
+        a.context = staged.context;
+        a.stream = staged.stream;
+        a.details = staged.details;
+        a.kind = staged.kind;
+        a.subkind = staged.subkind;
         if (pos != no_index) a.correlation = out.api_calls[first_call + pos].correlation;  // folded calls: the outer one
         a.start_ns = clock.to_epoch_ns(a.start_ns);
         a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(a.end_ns));
@@ -300,52 +372,68 @@ class record_store {
   // the same thread (cudaLaunchKernel -> cuLaunchKernel) is folded into it, as
   // torch shows only the outer call: its correlation id maps to the outer call.
   struct window_calls {
-    std::vector<std::size_t> kept;     // indices into api_, in (thread, start) order
+    std::vector<std::uint32_t> kept;   // indices into api_, in call_order
     detail::correlation_index owner;           // correlation (kept or folded) -> position in `kept`
     std::uint32_t newest_before = 0;   // highest correlation id called before the window
   };
 
+  // The order of a window's calls: by thread, then start, the runtime call
+  // before the driver call it makes; the correlation id makes it total, so
+  // that the staged calls and the trace's sort alike.
+  template <class Call>
+  static bool call_order(const Call& x, const Call& y) {
+    if (x.tid != y.tid) return x.tid < y.tid;
+    if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+    if (x.domain != y.domain) return x.domain < y.domain;
+    return x.correlation < y.correlation;
+  }
+
   window_calls select(std::uint64_t start, std::uint64_t end) const {
     window_calls w;
-    std::vector<std::size_t> in_window;
+    std::vector<std::uint32_t> in_window;  // fits: staged records are capped far below 4 Gi
     for (std::size_t i = 0; i < api_.size(); ++i) {
-      const api_call& c = api_[i];
-      if (c.start_ns < start) w.newest_before = std::max(w.newest_before, c.correlation);
-      else if (c.start_ns <= end) in_window.push_back(i);
+      const staged_call& c = api_[i];
+      if (c.start_ns < start)
+        w.newest_before = std::max({w.newest_before, c.correlation, c.folded_correlation()});
+      else if (c.start_ns <= end) in_window.push_back(std::uint32_t(i));
     }
-    const auto before = [&](std::size_t a, std::size_t b) {
-      const api_call& x = api_[a];
-      const api_call& y = api_[b];
-      if (x.tid != y.tid) return x.tid < y.tid;
-      if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
-      return x.domain < y.domain;  // runtime before the driver call it makes
-    };
+    const auto before = [&](std::uint32_t a, std::uint32_t b) { return call_order(api_[a], api_[b]); };
     if (!std::is_sorted(in_window.begin(), in_window.end(), before))
       std::sort(in_window.begin(), in_window.end(), before);
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> owners;
-    owners.reserve(in_window.size());
-    const api_call* outer = nullptr;
-    std::uint32_t outer_pos = 0;
-    for (std::size_t i : in_window) {
-      const api_call& c = api_[i];
-      if (outer && folds_into(*outer, c)) {
-        owners.emplace_back(c.correlation, outer_pos);
-        continue;
+    // Each window call's correlation ids (its own, and those of the calls
+    // folded into it) -> its position in `kept`; the kept calls are listed
+    // on the first pass.
+    bool kept_listed = false;
+    w.kept.reserve(in_window.size());
+    const auto window_entries = [&](auto&& add) {
+      const staged_call* outer = nullptr;
+      std::uint32_t next_pos = 0, outer_pos = 0;
+      for (std::uint32_t i : in_window) {
+        const staged_call& c = api_[i];
+        if (outer && folds_into(*outer, c)) {
+          add(c.correlation, outer_pos);
+          continue;
+        }
+        const std::uint32_t pos = next_pos++;
+        if (!kept_listed) w.kept.push_back(i);
+        if (c.domain == api_domain::runtime) outer = &c, outer_pos = pos;
+        add(c.correlation, pos);
+        if (c.folded_offset) add(c.folded_correlation(), pos);
       }
-      const std::uint32_t pos = std::uint32_t(w.kept.size());
-      if (c.domain == api_domain::runtime) outer = &c, outer_pos = pos;
-      owners.emplace_back(c.correlation, pos);
-      w.kept.push_back(i);
-    }
-    w.owner.build(owners);
-    if (!folded_.empty()) {  // calls folded on arrival map to their outer call's position
-      const std::size_t own = owners.size();
+      kept_listed = true;
+    };
+    w.owner.build_from(window_entries);
+    if (!folded_.empty()) {  // the other calls folded on arrival map to their outer call's position
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> also;
       for (const auto& [inner, outer] : folded_) {
         const std::uint32_t pos = w.owner.find(outer);
-        if (pos != no_index) owners.emplace_back(inner, pos);
+        if (pos != no_index) also.emplace_back(inner, pos);
         else if (outer <= w.newest_before) w.newest_before = std::max(w.newest_before, inner);
       }
-      if (owners.size() != own) w.owner.build(owners);
+      if (!also.empty()) w.owner.build_from([&](auto&& add) {
+        window_entries(add);
+        for (const auto& [inner, pos] : also) add(inner, pos);
+      });
     }
     return w;
   }
@@ -424,7 +512,7 @@ class record_store {
     bool has_flow = false;
     const name_id name = api_name(domain, r.cbid, has_flow);
     if (name == no_index) return;
-    api_call c;
+    staged_call c;
     c.start_ns = r.start;
     c.end_ns = r.end;
     c.name = name;
@@ -438,18 +526,23 @@ class record_store {
     // is folded into it on arrival, whichever of the two records comes first:
     // one staged call per launch instead of two. select() folds what this misses
     // (records of other threads in between).
-    if (!api_.empty() && folds_into(api_.back(), c)) {
-      folded_.emplace_back(c.correlation, api_.back().correlation);
-      return;
-    }
+    if (!api_.empty() && folds_into(api_.back(), c)) return fold(api_.back(), c.correlation);
     while (!api_.empty() && folds_into(c, api_.back())) {
-      folded_.emplace_back(api_.back().correlation, c.correlation);
+      fold(c, api_.back().correlation);
       api_.pop_back();
     }
     api_.push_back(c);
   }
 
-  static bool folds_into(const api_call& outer, const api_call& inner) {
+  void fold(staged_call& outer, std::uint32_t inner) {
+    const std::int64_t offset = std::int64_t(inner) - std::int64_t(outer.correlation);
+    if (outer.folded_offset == 0 && offset != 0 && offset >= INT16_MIN && offset <= INT16_MAX)
+      outer.folded_offset = std::int16_t(offset);
+    else
+      folded_.emplace_back(inner, outer.correlation);
+  }
+
+  static bool folds_into(const staged_call& outer, const staged_call& inner) {
     return outer.domain == api_domain::runtime && inner.domain == api_domain::driver && outer.tid == inner.tid &&
            inner.start_ns >= outer.start_ns && inner.end_ns <= outer.end_ns;
   }
@@ -481,13 +574,13 @@ class record_store {
     return true;
   }
 
-  gpu_activity gpu_common(gpu_kind kind, std::uint64_t start, std::uint64_t end, std::uint32_t device,
+  staged_gpu gpu_common(gpu_kind kind, std::uint64_t start, std::uint64_t end, std::uint32_t device,
                           std::uint32_t context, std::uint32_t stream, std::uint32_t correlation) {
-    gpu_activity g;
+    staged_gpu g;
     g.kind = kind;
     g.start_ns = start;
     g.end_ns = end;
-    g.device = device;
+    g.device = std::uint16_t(device);
     g.context = context;
     g.stream = stream;
     g.correlation = correlation;
@@ -497,7 +590,7 @@ class record_store {
 
   void add_kernel(const CUpti_ActivityKernel10& k) {
     if (lost_times(k.start, k.end)) return;
-    gpu_activity g = gpu_common(gpu_kind::kernel, k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId);
+    staged_gpu g = gpu_common(gpu_kind::kernel, k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId);
     g.name = kernel_name(k.name);
     kernel_details d;
     d.grid[0] = std::uint32_t(k.gridX), d.grid[1] = std::uint32_t(k.gridY), d.grid[2] = std::uint32_t(k.gridZ);
@@ -513,7 +606,7 @@ class record_store {
 
   void add_memcpy(const CUpti_ActivityMemcpy6& m) {
     if (lost_times(m.start, m.end)) return;
-    gpu_activity g = gpu_common(gpu_kind::memcpy, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
+    staged_gpu g = gpu_common(gpu_kind::memcpy, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
     g.bytes = m.bytes;
     g.subkind = m.copyKind;
     g.name = intern(std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" + memory_kind_name(m.srcKind) +
@@ -523,7 +616,7 @@ class record_store {
 
   void add_memset(const CUpti_ActivityMemset4& m) {
     if (lost_times(m.start, m.end)) return;
-    gpu_activity g = gpu_common(gpu_kind::memset, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
+    staged_gpu g = gpu_common(gpu_kind::memset, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
     g.bytes = m.bytes;
     g.name = intern(std::string("Memset (") + memory_kind_name(std::uint8_t(m.memoryKind)) + ")");
     gpu_.push_back(g);
@@ -533,7 +626,7 @@ class record_store {
     if (lost_times(s.start, s.end)) return;
     const std::uint32_t stream = s.streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? 0 : s.streamId;
     const std::uint32_t context = s.contextId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? 0 : s.contextId;
-    gpu_activity g = gpu_common(gpu_kind::sync, s.start, s.end, 0, context, stream, s.correlationId);
+    staged_gpu g = gpu_common(gpu_kind::sync, s.start, s.end, 0, context, stream, s.correlationId);
     g.subkind = std::uint8_t(s.type);
     g.name = intern(sync_kind_name(std::uint8_t(s.type)));
     gpu_.push_back(g);
@@ -569,13 +662,14 @@ class record_store {
   std::vector<kernel_details> kernel_configs_;
   std::vector<cached_api> runtime_names_, driver_names_;  // by callback id
   std::unordered_map<std::uint32_t, std::uint32_t> device_by_context_;
-  chunked_vector<api_call> api_;
-  chunked_vector<gpu_activity> gpu_;
+  chunked_vector<staged_call> api_;
+  chunked_vector<staged_gpu> gpu_;
   std::vector<overhead_span> overhead_;
   std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
   std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start
   std::unordered_map<std::uint32_t, std::uint64_t> external_ids_;  // correlation -> external id
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside),
+                                                                  // those not in the runtime call's folded_offset
   std::uint64_t dropped_ = 0;
   std::uint64_t lost_timestamps_ = 0;
   std::uint64_t over_cap_ = 0;

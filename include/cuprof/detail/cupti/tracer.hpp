@@ -28,6 +28,7 @@
 #include "../../model/event.hpp"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <semaphore.h>
 #include <time.h>
 
@@ -118,8 +119,9 @@ class tracer {
     enabled_flag_.store(false, std::memory_order_relaxed);
   }
 
-  // Gives back the buffers of a finished session but a few, so a stopped
-  // profiler holds almost no memory.
+  // Gives back the idle buffers but a few: after a session, so a stopped
+  // profiler holds almost no memory, and before a window's trace is built,
+  // so that the buffers of a burst and its trace are not both resident.
   void trim_buffers() {
     if (exit_started_) return;  // nothing to give back to a process that ends
     std::size_t kept = 0;
@@ -127,7 +129,7 @@ class tracer {
       std::uint32_t expected = free_slot;
       if (!s.memory || kept++ < buffers_kept_when_idle) continue;
       if (!s.state.compare_exchange_strong(expected, parsing, std::memory_order_acq_rel)) continue;
-      std::free(s.memory);
+      munmap(s.memory, buffer_header + buffer_bytes);
       s.memory = nullptr;
       s.state.store(free_slot, std::memory_order_release);
     }
@@ -412,7 +414,10 @@ class tracer {
   enum buffer_state : std::uint32_t { free_slot, with_cupti, completed, parsing };
   struct buffer_slot {
     std::atomic<std::uint32_t> state{free_slot};
-    std::uint8_t* memory = nullptr;  // buffer_header + buffer_bytes, allocated on first use
+    // buffer_header + buffer_bytes, mapped on first use: unmapped, it leaves
+    // the process at once (freed through malloc, it could stay in the arena
+    // of CUPTI's thread until a malloc_trim)
+    std::uint8_t* memory = nullptr;
     std::size_t valid = 0;
   };
 
@@ -445,7 +450,8 @@ class tracer {
       std::uint32_t expected = free_slot;
       if (!s.state.compare_exchange_strong(expected, with_cupti, std::memory_order_acq_rel)) continue;
       if (!s.memory) {
-        s.memory = static_cast<std::uint8_t*>(std::aligned_alloc(64, buffer_header + buffer_bytes));
+        void* p = mmap(nullptr, buffer_header + buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        s.memory = p == MAP_FAILED ? nullptr : static_cast<std::uint8_t*>(p);
         if (!s.memory) {
           s.state.store(free_slot, std::memory_order_release);
           return;
