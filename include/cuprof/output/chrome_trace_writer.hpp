@@ -202,7 +202,8 @@ class chrome_trace_writer {
 
  private:
   void begin_event() {
-    out_ += first_event_ ? "\n" : ",\n";
+    if (first_event_) out_ += '\n';
+    else out_ += ",\n";
     first_event_ = false;
     ++events_;
   }
@@ -263,7 +264,8 @@ class chrome_trace_writer {
     out_ += "\",\"name\":\"";
     out_ += schema::cat_flow;
     out_ += '"';
-    out_ += phase == 'f' ? ",\"bp\":\"e\"}" : "}";
+    if (phase == 'f') out_ += ",\"bp\":\"e\"}";
+    else out_ += '}';
   }
 
   void meta_event(std::string_view name, std::uint32_t pid, std::uint32_t tid, std::string_view arg,
@@ -294,7 +296,7 @@ class chrome_trace_writer {
         next_key(k);
         append_int(out_, value);
       };
-      out_ += i ? ",\n    {" : "\n    {";
+      out_ += std::string_view(i ? ",\n    {" : "\n    {");
       key(schema::device_id); append_int(out_, d.id);
       next_key(schema::device_name); out_ += '"'; append_json_escaped(out_, d.name); out_ += '"';
       number(schema::device_total_global_mem, d.total_global_mem);
@@ -314,7 +316,7 @@ class chrome_trace_writer {
       if (d.memory_bus_width) number(schema::device_memory_bus_width, d.memory_bus_width);
       out_ += "}";
     }
-    out_ += m.devices.empty() ? "],\n  " : "\n  ],\n  ";
+    out_ += std::string_view(m.devices.empty() ? "],\n  " : "\n  ],\n  ");
     key(schema::key_cupti_version); append_int(out_, m.cupti_version);
     out_ += ",\n  "; key(schema::key_cuda_runtime_version); append_int(out_, m.cuda_runtime_version);
     out_ += ",\n  "; key(schema::key_cuda_driver_version); append_int(out_, m.cuda_driver_version);
@@ -504,7 +506,7 @@ class chrome_trace_writer {
       case gpu_kind::sync: {
         complete(schema::cat_cuda_sync, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
         out_ += ",\"args\":{";
-        key(schema::arg_sync_kind); out_ += '"'; out_ += sync_kind_name(g.subkind); out_ += '"';
+        key(schema::arg_sync_kind); out_ += '"'; out_ += std::string_view(sync_kind_name(g.subkind)); out_ += '"';
         next_key(schema::arg_device); append_int(out_, g.device);
         context(g);
         next_key(schema::arg_stream);
