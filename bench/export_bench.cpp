@@ -5,7 +5,8 @@
 // launch (default): launch_bench's loop, N launches (default 1 M);
 // matmul: the matmul_add-shaped trace, N steps (default 100000 = 1.9 M events).
 // --keep leaves DIR/cuprof_export_bench.json and .json.gz for bench/trace_bytes.py.
-// Last, one core's gzip speed and size with each compressor (libdeflate where installed, zlib).
+// "in_memory" is formatting alone on one thread (the export formats on one per core);
+// last, one core's gzip speed and size with each compressor (libdeflate where installed, zlib).
 #define CUPROF_IMPLEMENTATION  // the writer is compiled here
 #include "synthetic_trace.hpp"
 
@@ -66,12 +67,21 @@ int main(int argc, char** argv) {
   for (const cuprof::gpu_activity& g : t.gpu) launches += g.kind != cuprof::gpu_kind::sync;
   const std::string json = dir + "/cuprof_export_bench.json", gz = json + ".gz";
 
+  // Formatting alone, on one thread: what each of the export's workers does per block.
   std::size_t events = 0, bytes = 0;
+  const cuprof::detail::chrome_trace_layout layout(t, "bench");
+  const auto format_all = [&](const std::function<void(const cuprof::detail::text_buffer&)>& take) {
+    cuprof::detail::chrome_trace_writer w(layout);
+    events = 0;
+    for (std::size_t k = 0; k < layout.block_count(); ++k) {
+      w.out().clear();
+      events += w.write_block(k);
+      take(w.out());
+    }
+  };
   const double in_memory = median_seconds(5, [&] {
-    std::size_t n = 0;
-    cuprof::detail::chrome_trace_writer w(t, [&](cuprof::detail::text_buffer& chunk) { n += chunk.size(); chunk.clear(); });
-    events = w.write("bench");
-    bytes = n;
+    bytes = 0;
+    format_all([&](const cuprof::detail::text_buffer& block) { bytes += block.size(); });
   });
   const double to_file = median_seconds(5, [&] { cuprof::export_chrome_trace(t, json); });
   const double gzip = median_seconds(3, [&] { cuprof::export_chrome_trace(t, gz); });
@@ -91,11 +101,7 @@ int main(int argc, char** argv) {
   // One core's gzip of the writer's own blocks, per compressor: what the .gz speed is made
   // of, and what the zlib fallback costs where libdeflate is absent.
   std::vector<std::string> blocks;
-  cuprof::detail::chrome_trace_writer all(t, [&](cuprof::detail::text_buffer& chunk) {
-    blocks.emplace_back(chunk.data(), chunk.size());
-    chunk.clear();
-  });
-  all.write("bench");
+  format_all([&](const cuprof::detail::text_buffer& block) { blocks.emplace_back(block.data(), block.size()); });
   std::vector<std::pair<const char*, const cuprof::detail::libdeflate_library*>> compressors = {{"zlib", nullptr}};
   if (cuprof::detail::libdeflate()) compressors.emplace_back("libdeflate", cuprof::detail::libdeflate());
   for (const auto& [name, backend] : compressors) {

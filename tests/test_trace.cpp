@@ -2,6 +2,7 @@
 // JSON helpers, and file output (atomic, gzip, failures).
 #include <cuprof/cuprof.hpp>
 #include <cuprof/model/occupancy.hpp>
+#include <cuprof/output/chrome_trace_writer.hpp>
 #include <cuprof/output/file_sink.hpp>
 #include <cuprof/output/json_text.hpp>
 #include <cuprof/trace_reader.hpp>
@@ -385,6 +386,105 @@ cuprof::trace big_trace(std::size_t spans) {
     s.id = std::uint32_t(i + 1);
     t.spans.push_back(s);
   }
+  return t;
+}
+
+// `rounds` rounds of every kind of event, with what the writer carries from
+// one event to another: flows (some calls with three GPU records, the later
+// two at the end of the GPU records), launch configurations shared over two
+// devices, two contexts on one device, overlapping overhead records, names
+// that need escapes or are not UTF-8.
+cuprof::trace every_kind_trace(std::size_t rounds) {
+  cuprof::trace t;
+  cuprof::trace_metadata& m = t.meta;
+  m.pid = pid;
+  m.process_name = "proc \"quoted\" \x01";
+  m.host_name = "host\\";
+  m.window_start_ns = epoch;
+  m.window_end_ns = epoch + rounds * 10000;
+  m.threads = {{tid_main, "main"}, {tid_worker, "worker \xff"}};
+  for (int id : {0, 1}) {
+    cuprof::device_info d;
+    d.id = id;
+    d.name = "GPU \"" + std::to_string(id) + "\"";
+    d.num_sms = id ? 108 : 132;
+    d.max_threads_per_multiprocessor = 2048;
+    d.max_blocks_per_multiprocessor = 32;
+    d.regs_per_multiprocessor = 65536;
+    d.shared_mem_per_multiprocessor = 233472;
+    m.devices.push_back(d);
+  }
+  const cuprof::name_id names[] = {t.names.intern("plain"), t.names.intern("quote \" back \\ tab \t line \n"),
+                                   t.names.intern("bad \xff\xfe utf-8 \xc3"), t.names.intern("control \x01\x1f \x7f"),
+                                   t.names.intern("rocket \xf0\x9f\x9a\x80 \xc3\xa9")};
+  for (std::uint32_t c = 0; c < 3; ++c) {
+    cuprof::kernel_details k;
+    k.grid[0] = 1 + c * 500, k.grid[1] = k.grid[2] = 1;
+    k.block[0] = 128u << c, k.block[1] = k.block[2] = 1;
+    k.registers_per_thread = 32 + 40 * c;
+    k.dynamic_shared_memory = c * 4096;
+    k.graph_id = c == 2 ? 9 : 0;
+    t.kernels.push_back(k);
+  }
+  std::vector<cuprof::gpu_activity> later;  // graph nodes after the first: far from their call
+  for (std::uint32_t r = 0; r < rounds; ++r) {
+    const std::uint64_t now = epoch + std::uint64_t(r) * 10000;
+    const std::uint32_t tid = r % 4 == 3 ? tid_worker : tid_main;
+    cuprof::cpu_span s;
+    s.start_ns = now;
+    s.end_ns = now + 8000 + r % 7;
+    s.name = names[r % 5];
+    s.tid = tid;
+    s.id = r + 1;
+    s.first_arg = std::uint32_t(t.span_args.size());
+    s.arg_count = 2;
+    t.spans.push_back(s);
+    cuprof::span_arg a;
+    a.key = names[(r + 1) % 5];
+    a.kind = r % 2 ? cuprof::span_arg::type::text : cuprof::span_arg::type::real;
+    a.text = names[(r + 2) % 5];
+    a.real = r * 0.125;
+    t.span_args.push_back(a);
+    a.key = t.names.intern("n");
+    a.kind = cuprof::span_arg::type::integer;
+    a.integer = -std::int64_t(r);
+    t.span_args.push_back(a);
+    cuprof::api_call c;
+    c.start_ns = now + 1000;
+    c.end_ns = now + 2000;
+    c.name = names[(r + 3) % 5];
+    c.tid = tid;
+    c.correlation = r + 1;
+    c.external_id = r % 3 ? 0 : r;
+    c.domain = r % 2 ? cuprof::api_domain::driver : cuprof::api_domain::runtime;
+    c.has_flow = r % 11 != 10;
+    t.api_calls.push_back(c);
+    cuprof::gpu_activity g;
+    g.start_ns = now + 3000;
+    g.end_ns = now + 4000 + r % 13;
+    g.name = names[(r + 4) % 5];
+    g.correlation = r + 1;
+    g.device = (r / 3) % 2;
+    g.context = g.device == 1 ? 1 + r % 2 : 1;
+    g.stream = 7 + r % 2;
+    g.kind = cuprof::gpu_kind(r % 4);
+    g.subkind = g.kind == cuprof::gpu_kind::sync ? std::uint8_t(3 + r % 2) : std::uint8_t(r % 9);
+    g.bytes = g.kind == cuprof::gpu_kind::memcpy || g.kind == cuprof::gpu_kind::memset ? 4096 + r : 0;
+    if (g.kind == cuprof::gpu_kind::kernel) g.details = r % 3;
+    t.gpu.push_back(g);
+    if (g.kind == cuprof::gpu_kind::kernel && g.details == 2)
+      for (std::uint64_t node = 1; node <= 2; ++node) {
+        g.start_ns = now + 4500 + node * 1000;
+        g.end_ns = g.start_ns + 500;
+        later.push_back(g);
+      }
+    if (r % 10 == 0) {
+      t.overhead.push_back({now, now + 3000, names[r % 5]});
+      t.overhead.push_back({now + 1000, now + 5000, names[(r + 1) % 5]});
+    }
+  }
+  t.gpu.insert(t.gpu.end(), later.begin(), later.end());
+  cuprof::attribute(t);
   return t;
 }
 
@@ -985,6 +1085,57 @@ TEST_CASE("large traces stream through several flushes, plain and gzip") {
   const cuprof::loaded_trace back = cuprof::read_trace_file(gz);
   CHECK(back.events == doc["traceEvents"].size());
   CHECK(back.t.spans.size() == 30000);
+}
+
+TEST_CASE("blocks formatted on several threads make the serial writer's document, byte for byte, plain and gzip") {
+  const cuprof::trace t = every_kind_trace(3000);
+  temp_dir dir;
+  const std::string plain = (dir.path / "blocks.json").string(), gz = plain + ".gz";
+  // The serial writer: the whole document as one block, on this thread.
+  const auto serial = [&](const std::string& trace_name) {
+    const cuprof::detail::chrome_trace_layout whole(t, trace_name, std::numeric_limits<std::size_t>::max());
+    REQUIRE(whole.block_count() == 1);
+    cuprof::detail::chrome_trace_writer writer(whole);
+    writer.write_block(0);
+    return std::string(writer.out().data(), writer.out().size());
+  };
+  const std::string expected = serial(plain), expected_gz = serial(gz);
+  json doc;
+  REQUIRE_NOTHROW(doc = json::parse(expected));
+  const std::size_t events = doc["traceEvents"].size();
+  // What crosses blocks is there: a call's second flow (ordinal 1 in the id's high half),
+  // contexts (two on device 1), GPU annotations, overhead lanes, escapes and U+FFFD.
+  for (const char* part : {"\"id\":4294967305,", "\"context\":2", "\"gpu_user_annotation\"", "\"tid\":1,",
+                           "\\u0001", "\xEF\xBF\xBD", "\xf0\x9f\x9a\x80", "quote \\\" back \\\\"})
+    CHECK_MESSAGE(expected.find(part) != std::string::npos, std::string(part));
+
+  SUBCASE("export_chrome_trace: blocks of the default size, one worker per core") {
+    REQUIRE(cuprof::detail::chrome_trace_layout(t, plain).block_count() > 2);
+    CHECK(cuprof::export_chrome_trace(t, plain).events == events);
+    CHECK(read_file(plain) == expected);
+    CHECK(cuprof::export_chrome_trace(t, gz).events == events);
+    CHECK(gunzip_file(gz) == expected_gz);
+    CHECK(cuprof::chrome_trace_json(t, plain) == expected);
+  }
+  SUBCASE("small blocks; one worker, and more workers than blocks per core") {
+    for (unsigned workers : {1u, 2u, 5u})
+      for (const std::string& path : {plain, gz}) {
+        CAPTURE(workers);
+        CAPTURE(path);
+        const cuprof::detail::chrome_trace_layout layout(t, path, 97);
+        REQUIRE(layout.block_count() > 100);
+        cuprof::detail::atomic_file file(path);
+        CHECK(cuprof::detail::parallel_block_writer(layout, file, workers).run() == events);
+        file.commit();
+        if (path == plain) {
+          CHECK(read_file(plain) == expected);
+        } else {
+          CHECK(gunzip_file(gz) == expected_gz);
+          const cuprof::loaded_trace back = cuprof::read_trace_file(gz);
+          CHECK(back.events == events);
+        }
+      }
+  }
 }
 
 TEST_CASE("gzip members from libdeflate and from zlib (its fallback) read back whole, concatenated") {

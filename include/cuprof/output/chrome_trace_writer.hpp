@@ -1,6 +1,7 @@
 // The Chrome trace writer: formats a trace as Kineto-flavoured JSON
-// (docs/trace-format.md) and writes it on other threads, compressing a ".gz"
-// in parallel. Where the runtime is compiled (chrome_trace.hpp includes it then).
+// (docs/trace-format.md) in blocks, formatted (and compressed, for a ".gz")
+// on one thread per core and written in order. Where the runtime is compiled
+// (chrome_trace.hpp includes it then).
 #pragma once
 
 #include "chrome_trace.hpp"
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <condition_variable>
@@ -21,11 +23,11 @@
 #include <mutex>
 #include <thread>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <set>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -33,57 +35,177 @@ namespace cuprof {
 
 namespace detail {
 
-class chrome_trace_writer {
- public:
-  chrome_trace_writer(const trace& t, std::function<void(text_buffer&)> flush)
-      : t_(t), flush_(std::move(flush)), out_(flush_threshold + 4096) {}
+// What the text of an event depends on beyond the event itself, computed once
+// before formatting (ids of flows, lanes, names escaped, ...), so that any
+// block of events formats alone and blocks concatenated in order are the
+// document. The events are items in order -- CPU spans, API calls (each with
+// its flow starts), GPU annotations, GPU records (each with its flow end),
+// CUPTI overhead -- cut into blocks of `items_per_block`; the first block
+// also holds the header and the metadata events, the last the closing lines.
+struct chrome_trace_layout {
+  // About 1 MiB of JSON at the 250-350 bytes of a launch's call or kernel
+  // with its flow: one gzip member, one write.
+  static constexpr std::size_t default_items_per_block = 4096;
 
-  // Writes the whole document; returns the number of trace events written.
-  std::size_t write(const std::string& trace_name) {
-    base_ns_ = base_time();
-    find_devices_with_several_contexts();
-    escaped_names_.reserve(t_.names.size());
-    for (std::size_t i = escaped_names_.size(); i < t_.names.size(); ++i)
-      escaped_names_.push_back(json_escaped(t_.names.str(name_id(i))));
-    header(trace_name);
-    const std::size_t before = events_;
-    metadata_events();
-    cpu_events();
-    gpu_events();
-    overhead_events();
-    out_ += "\n  ],\n  \"traceName\":\"";
-    append_json_escaped(out_, trace_name);
-    out_ += "\"\n}\n";
-    flush_(out_);
-    out_.clear();
-    return events_ - before;
+  chrome_trace_layout(const trace& trace, std::string name, std::size_t block_items = default_items_per_block)
+      : t(trace), trace_name(std::move(name)), items_per_block(std::max<std::size_t>(1, block_items)) {
+    escaped_names.reserve(t.names.size());
+    for (std::size_t i = 0; i < t.names.size(); ++i) escaped_names.push_back(json_escaped(t.names.str(name_id(i))));
+    scan_gpu_records();
+    base_ns = base_time();
+    overhead_lane = overhead_lanes();
+    items = t.spans.size() + t.api_calls.size() + t.gpu_annotations.size() + t.gpu.size() + t.overhead.size();
+  }
+  chrome_trace_layout(const chrome_trace_layout&) = delete;
+  chrome_trace_layout& operator=(const chrome_trace_layout&) = delete;
+
+  // A GPU record's lane: its stream, or its stream's sync lane.
+  static std::uint32_t gpu_tid(const gpu_activity& g) {
+    return g.kind == gpu_kind::sync ? sync_tid_offset + g.stream : g.stream;
   }
 
+  std::size_t block_count() const { return items == 0 ? 1 : (items - 1) / items_per_block + 1; }
+
+  // A kernel's estimated occupancy on its device. Launch configurations are
+  // shared by many launches: one estimate each, per device for mixed GPUs,
+  // kept by whichever block computes it first (blocks racing on an entry
+  // store the same value).
+  int occupancy_percent(const gpu_activity& g) const {
+    std::atomic<std::uint64_t>& entry = occupancy[g.details];
+    std::uint64_t known = entry.load(std::memory_order_relaxed);  // device << 32 | percent + 1; 0: none yet
+    if (known == 0 || std::uint32_t(known >> 32) != g.device) {
+      const int percent = estimate_occupancy(t.kernels[g.details], find_device(t, g.device)).percent;
+      known = std::uint64_t(g.device) << 32 | std::uint32_t(percent + 1);
+      entry.store(known, std::memory_order_relaxed);
+    }
+    return int(std::uint32_t(known)) - 1;
+  }
+
+  const trace& t;
+  const std::string trace_name;
+  const std::size_t items_per_block;
+  std::size_t items = 0;
+  std::uint64_t base_ns = 0;
+  std::vector<std::string> escaped_names;  // each name escaped once per document
+  std::vector<std::uint32_t> several_contexts;  // devices with work in more than one context
+  // One flow start per GPU record the call caused; the first uses the
+  // correlation id itself, later ones (graph nodes) a derived unique id.
+  std::vector<std::uint32_t> records_per_call;  // per API call
+  std::vector<std::uint32_t> flow_ordinal;      // per GPU record: its call's records before it
+  std::vector<std::uint32_t> overhead_lane;     // per overhead record
+  std::set<std::uint32_t> devices;              // GPU processes, and lanes: {device, tid}
+  std::set<std::pair<std::uint32_t, std::uint32_t>> gpu_lanes;
+  mutable std::vector<std::atomic<std::uint64_t>> occupancy = std::vector<std::atomic<std::uint64_t>>(t.kernels.size());
+
  private:
-  static constexpr std::size_t flush_threshold = 1 << 20;
+  // One pass over the GPU records for what their events need from the others.
+  void scan_gpu_records() {
+    struct contexts {
+      std::uint32_t device, first;
+      bool several;
+    };
+    std::vector<contexts> seen;  // a few devices: a linear search
+    records_per_call.assign(t.api_calls.size(), 0);
+    flow_ordinal.assign(t.gpu.size(), 0);
+    for (const device_info& d : t.meta.devices) devices.insert(std::uint32_t(d.id));
+    std::pair<std::uint32_t, std::uint32_t> last_lane{0, 0};
+    for (std::size_t i = 0; i < t.gpu.size(); ++i) {
+      const gpu_activity& g = t.gpu[i];
+      if (g.api != no_index) flow_ordinal[i] = records_per_call[g.api]++;
+      const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == g.device; });
+      if (d == seen.end()) {
+        seen.push_back({g.device, g.context, false});
+        devices.insert(g.device);
+      } else {
+        d->several |= d->first != g.context;
+      }
+      const std::pair<std::uint32_t, std::uint32_t> lane{g.device, gpu_tid(g)};
+      if (i == 0 || lane != last_lane) gpu_lanes.insert(lane);  // runs of one lane: one set look-up each
+      last_lane = lane;
+    }
+    for (const contexts& c : seen)
+      if (c.several) several_contexts.push_back(c.device);
+  }
 
   std::uint64_t base_time() const {
     // A window start of 0 is unset (a hand-made trace, or one read from a file
     // without a window): as the base it would make every ts an epoch time,
     // beyond the 1e15 us the reader takes.
-    std::uint64_t lo = t_.meta.window_start_ns ? t_.meta.window_start_ns : UINT64_MAX;
-    for (const cpu_span& s : t_.spans) lo = std::min(lo, s.start_ns);
-    for (const api_call& a : t_.api_calls) lo = std::min(lo, a.start_ns);
-    for (const gpu_activity& g : t_.gpu) lo = std::min(lo, g.start_ns);
+    std::uint64_t lo = t.meta.window_start_ns ? t.meta.window_start_ns : UINT64_MAX;
+    for (const cpu_span& s : t.spans) lo = std::min(lo, s.start_ns);
+    for (const api_call& a : t.api_calls) lo = std::min(lo, a.start_ns);
+    for (const gpu_activity& g : t.gpu) lo = std::min(lo, g.start_ns);
     if (lo == UINT64_MAX)  // CUPTI overhead records alone
-      for (const overhead_span& o : t_.overhead) lo = std::min(lo, o.start_ns);
+      for (const overhead_span& o : t.overhead) lo = std::min(lo, o.start_ns);
     if (lo == UINT64_MAX) return 0;  // nothing timed
     if (lo > 0) lo -= 1;  // room for the 1 ns lead of GPU annotations
     return lo - lo % 1000000000ull;  // whole seconds, as Kineto rounds its base
   }
 
-  void begin_event() {
-    out_ += events_ == 0 ? "\n" : ",\n";
-    ++events_;
-    if (out_.size() > flush_threshold) {
-      flush_(out_);
-      out_.clear();
+  // CUPTI's overhead records from several threads overlap: each goes on the
+  // first lane of the overhead process that is free at its start.
+  std::vector<std::uint32_t> overhead_lanes() const {
+    std::vector<std::size_t> order(t.overhead.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return t.overhead[a].start_ns < t.overhead[b].start_ns; });
+    std::vector<std::uint32_t> lane(order.size(), 0);
+    std::vector<std::uint64_t> busy_until;
+    for (std::size_t i : order) {
+      std::uint32_t l = 0;
+      while (l < busy_until.size() && busy_until[l] > t.overhead[i].start_ns) ++l;
+      if (l == busy_until.size()) busy_until.push_back(0);
+      busy_until[l] = t.overhead[i].end_ns;
+      lane[i] = l;
     }
+    return lane;
+  }
+};
+
+// Formats blocks of a layout into its buffer: one per thread.
+class chrome_trace_writer {
+ public:
+  explicit chrome_trace_writer(const chrome_trace_layout& layout)
+      : l_(layout), t_(layout.t), base_ns_(layout.base_ns), out_(2 << 20) {}
+
+  // Appends block k of the document to out(); returns the number of trace events in it.
+  std::size_t write_block(std::size_t k) {
+    events_ = 0;
+    first_event_ = k == 0;  // block 0 always has events: the process's metadata
+    if (k == 0) {
+      header();
+      metadata_events();
+    }
+    const std::size_t begin = k * l_.items_per_block, end = begin + std::min(l_.items_per_block, l_.items - begin);
+    std::size_t section = 0;  // the current section's first item
+    // The part of items [begin, end) in the next section, of n items, as indices in it.
+    const auto part = [&](std::size_t n) {
+      const std::pair<std::size_t, std::size_t> r{std::clamp(begin, section, section + n) - section,
+                                                   std::clamp(end, section, section + n) - section};
+      section += n;
+      return r;
+    };
+    for (auto [i, e] = part(t_.spans.size()); i < e; ++i) span_event(t_.spans[i]);
+    for (auto [i, e] = part(t_.api_calls.size()); i < e; ++i) api_call_event(i);
+    for (auto [i, e] = part(t_.gpu_annotations.size()); i < e; ++i) annotation_event(t_.gpu_annotations[i]);
+    for (auto [i, e] = part(t_.gpu.size()); i < e; ++i) gpu_event(i);
+    for (auto [i, e] = part(t_.overhead.size()); i < e; ++i) overhead_event(i);
+    if (k + 1 == l_.block_count()) {
+      out_ += "\n  ],\n  \"traceName\":\"";
+      append_json_escaped(out_, l_.trace_name);
+      out_ += "\"\n}\n";
+    }
+    return events_;
+  }
+
+  text_buffer& out() { return out_; }
+
+ private:
+  void begin_event() {
+    if (first_event_) out_ += '\n';
+    else out_ += ",\n";
+    first_event_ = false;
+    ++events_;
   }
 
   void ts(std::uint64_t ns) {
@@ -142,7 +264,8 @@ class chrome_trace_writer {
     out_ += "\",\"name\":\"";
     out_ += schema::cat_flow;
     out_ += '"';
-    out_ += phase == 'f' ? ",\"bp\":\"e\"}" : "}";
+    if (phase == 'f') out_ += ",\"bp\":\"e\"}";
+    else out_ += '}';
   }
 
   void meta_event(std::string_view name, std::uint32_t pid, std::uint32_t tid, std::string_view arg,
@@ -162,7 +285,7 @@ class chrome_trace_writer {
     out_ += "}}";
   }
 
-  void header(const std::string& trace_name) {
+  void header() {
     const trace_metadata& m = t_.meta;
     out_ += "{\n  \"schemaVersion\":1,\n  ";
     key(schema::key_device_properties);
@@ -173,7 +296,7 @@ class chrome_trace_writer {
         next_key(k);
         append_int(out_, value);
       };
-      out_ += i ? ",\n    {" : "\n    {";
+      out_ += std::string_view(i ? ",\n    {" : "\n    {");
       key(schema::device_id); append_int(out_, d.id);
       next_key(schema::device_name); out_ += '"'; append_json_escaped(out_, d.name); out_ += '"';
       number(schema::device_total_global_mem, d.total_global_mem);
@@ -193,7 +316,7 @@ class chrome_trace_writer {
       if (d.memory_bus_width) number(schema::device_memory_bus_width, d.memory_bus_width);
       out_ += "}";
     }
-    out_ += m.devices.empty() ? "],\n  " : "\n  ],\n  ";
+    out_ += std::string_view(m.devices.empty() ? "],\n  " : "\n  ],\n  ");
     key(schema::key_cupti_version); append_int(out_, m.cupti_version);
     out_ += ",\n  "; key(schema::key_cuda_runtime_version); append_int(out_, m.cuda_runtime_version);
     out_ += ",\n  "; key(schema::key_cuda_driver_version); append_int(out_, m.cuda_driver_version);
@@ -218,7 +341,6 @@ class chrome_trace_writer {
     out_ += "},\n  \"displayTimeUnit\":\"ms\",\n  ";
     key(schema::key_base_time); append_int(out_, base_ns_);
     out_ += ",\n  "; key(schema::key_trace_events); out_ += '[';
-    (void)trace_name;
   }
 
   void metadata_events() {
@@ -232,19 +354,12 @@ class chrome_trace_writer {
       meta_event(schema::meta_thread_name, m.pid, th.tid, schema::meta_name, label, true);
       meta_event("thread_sort_index", m.pid, th.tid, "sort_index", std::to_string(th.tid), false);
     }
-    std::set<std::uint32_t> devices;
-    std::set<std::pair<std::uint32_t, std::uint32_t>> lanes;
-    for (const device_info& d : m.devices) devices.insert(std::uint32_t(d.id));
-    for (const gpu_activity& g : t_.gpu) {
-      devices.insert(g.device);
-      lanes.insert({g.device, g.kind == gpu_kind::sync ? sync_tid_offset + g.stream : g.stream});
-    }
-    for (std::uint32_t d : devices) {
+    for (std::uint32_t d : l_.devices) {
       meta_event(schema::meta_process_name, d, 0, schema::meta_name, m.process_name, true);
       meta_event("process_labels", d, 0, "labels", "GPU " + std::to_string(d), true);
       meta_event("process_sort_index", d, 0, "sort_index", std::to_string(5000000u + d), false);
     }
-    for (const auto& lane : lanes) {
+    for (const auto& lane : l_.gpu_lanes) {
       const bool sync = lane.second >= sync_tid_offset;
       const std::uint32_t stream = sync ? lane.second - sync_tid_offset : lane.second;
       meta_event(schema::meta_thread_name, lane.first, lane.second, schema::meta_name,
@@ -255,48 +370,42 @@ class chrome_trace_writer {
       meta_event(schema::meta_process_name, overhead_pid, 0, schema::meta_name, "CUPTI Overhead", true);
       meta_event("process_labels", overhead_pid, 0, "labels", "CUPTI Overhead", true);
       meta_event("process_sort_index", overhead_pid, 0, "sort_index", std::to_string(0x100000), false);
-      const std::vector<std::uint32_t> lanes = overhead_lanes();
+      const std::vector<std::uint32_t>& lanes = l_.overhead_lane;
       const std::uint32_t count = lanes.empty() ? 0 : *std::max_element(lanes.begin(), lanes.end()) + 1;
       for (std::uint32_t l = 0; l < count; ++l)
         meta_event(schema::meta_thread_name, overhead_pid, l, schema::meta_name, "overhead " + std::to_string(l), true);
     }
   }
 
-  void cpu_events() {
+  void span_event(const cpu_span& s) {
+    complete(schema::cat_user_annotation, escaped_name(s.name), t_.meta.pid, s.tid, s.start_ns, s.end_ns);
+    out_ += ",\"args\":{";
+    key(schema::arg_external_id);
+    append_int(out_, s.id);
+    scope_args(s);
+    out_ += "}}";
+  }
+
+  void api_call_event(std::size_t i) {
+    const api_call& a = t_.api_calls[i];
     const std::uint32_t pid = t_.meta.pid;
-    for (const cpu_span& s : t_.spans) {
-      complete(schema::cat_user_annotation, escaped_name(s.name), pid, s.tid, s.start_ns, s.end_ns);
-      out_ += ",\"args\":{";
+    complete(a.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
+             escaped_name(a.name), pid, a.tid, a.start_ns, a.end_ns);
+    out_ += ",\"args\":{";
+    if (a.parent != no_index) {
       key(schema::arg_external_id);
-      append_int(out_, s.id);
-      scope_args(s);
-      out_ += "}}";
+      append_int(out_, t_.spans[a.parent].id);
+      out_ += ',';
     }
-    // One flow start per GPU record the call caused; the first uses the
-    // correlation id itself, later ones (graph nodes) a derived unique id.
-    std::vector<std::uint32_t> records_per_call(t_.api_calls.size(), 0);
-    for (const gpu_activity& g : t_.gpu)
-      if (g.api != no_index) ++records_per_call[g.api];
-    for (std::size_t i = 0; i < t_.api_calls.size(); ++i) {
-      const api_call& a = t_.api_calls[i];
-      complete(a.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
-               escaped_name(a.name), pid, a.tid, a.start_ns, a.end_ns);
-      out_ += ",\"args\":{";
-      if (a.parent != no_index) {
-        key(schema::arg_external_id);
-        append_int(out_, t_.spans[a.parent].id);
-        out_ += ',';
-      }
-      key(schema::arg_correlation);
-      append_int(out_, a.correlation);
-      if (a.external_id) {
-        out_ += ",\"external correlation\":";
-        append_int(out_, a.external_id);
-      }
-      out_ += "}}";
-      if (a.has_flow)
-        for (std::uint32_t k = 0; k < records_per_call[i]; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
+    key(schema::arg_correlation);
+    append_int(out_, a.correlation);
+    if (a.external_id) {
+      out_ += ",\"external correlation\":";
+      append_int(out_, a.external_id);
     }
+    out_ += "}}";
+    if (a.has_flow)
+      for (std::uint32_t k = 0; k < l_.records_per_call[i]; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
   }
 
   // The scope's own arguments, after its External id (a key spelled so is
@@ -323,27 +432,11 @@ class chrome_trace_writer {
   // "context" only where it tells something: on a device with work in more
   // than one context (most programs have one per device, the primary context).
   void context(const gpu_activity& g) {
-    if (several_contexts_.empty() ||
-        std::find(several_contexts_.begin(), several_contexts_.end(), g.device) == several_contexts_.end())
+    const std::vector<std::uint32_t>& several = l_.several_contexts;
+    if (several.empty() || std::find(several.begin(), several.end(), g.device) == several.end())
       return;
     next_key(schema::arg_context);
     append_int(out_, g.context);
-  }
-
-  void find_devices_with_several_contexts() {
-    struct contexts {
-      std::uint32_t device, first;
-      bool several;
-    };
-    std::vector<contexts> seen;  // a few devices: a linear search
-    for (const gpu_activity& g : t_.gpu) {
-      const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == g.device; });
-      if (d == seen.end()) seen.push_back({g.device, g.context, false});
-      else d->several |= d->first != g.context;
-    }
-    several_contexts_.clear();
-    for (const contexts& c : seen)
-      if (c.several) several_contexts_.push_back(c.device);
   }
 
   void gpu_common_args(const gpu_activity& g) {
@@ -360,118 +453,88 @@ class chrome_trace_writer {
     next_key(schema::arg_correlation); append_int(out_, g.correlation);
   }
 
-  void gpu_events() {
-    for (const gpu_annotation& a : t_.gpu_annotations) {
-      // 1 ns earlier and 2 ns longer than what it covers, so viewers that
-      // break ties by duration still draw it as the parent.
-      complete(schema::cat_gpu_user_annotation, escaped_name(t_.spans[a.span].name), a.device, a.stream,
-               a.start_ns - 1, a.end_ns + 1);
-      out_ += ",\"args\":{";
-      key(schema::arg_external_id);
-      append_int(out_, t_.spans[a.span].id);
-      out_ += "}}";
-    }
-    std::vector<std::uint32_t> flows_done(t_.api_calls.size(), 0);  // per call: an index, no hashing per record
-    // Launch configurations are shared by many launches: one occupancy estimate
-    // each, per device for mixed GPUs ({device, percent}; percent -1: not yet).
-    std::vector<std::pair<std::uint32_t, int>> occupancy(t_.kernels.size(), {0, -1});
-    for (const gpu_activity& g : t_.gpu) {
-      const std::uint32_t tid = g.kind == gpu_kind::sync ? sync_tid_offset + g.stream : g.stream;
-      switch (g.kind) {
-        case gpu_kind::kernel: {
-          complete(schema::cat_kernel, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
-          gpu_common_args(g);
-          if (g.details != no_index) {
-            const kernel_details& k = t_.kernels[g.details];
-            next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
-            if (const std::uint32_t shared = k.static_shared_memory + k.dynamic_shared_memory) {
-              next_key(schema::arg_shared_memory);
-              append_int(out_, shared);
-            }
-            dims3(schema::arg_grid, k.grid);
-            dims3(schema::arg_block, k.block);
-            std::pair<std::uint32_t, int>& estimate = occupancy[g.details];
-            if (estimate.second < 0 || estimate.first != g.device)
-              estimate = {g.device, estimate_occupancy(k, find_device(t_, g.device)).percent};
-            out_ += ",\"est. achieved occupancy %\":"; append_int(out_, estimate.second);
-            if (k.graph_id) {
-              next_key(schema::arg_graph_id); append_int(out_, k.graph_id);
-              next_key(schema::arg_graph_node_id); append_int(out_, k.graph_node_id);
-            }
+  void annotation_event(const gpu_annotation& a) {
+    // 1 ns earlier and 2 ns longer than what it covers, so viewers that
+    // break ties by duration still draw it as the parent.
+    complete(schema::cat_gpu_user_annotation, escaped_name(t_.spans[a.span].name), a.device, a.stream,
+             a.start_ns - 1, a.end_ns + 1);
+    out_ += ",\"args\":{";
+    key(schema::arg_external_id);
+    append_int(out_, t_.spans[a.span].id);
+    out_ += "}}";
+  }
+
+  void gpu_event(std::size_t i) {
+    const gpu_activity& g = t_.gpu[i];
+    const std::uint32_t tid = chrome_trace_layout::gpu_tid(g);
+    switch (g.kind) {
+      case gpu_kind::kernel: {
+        complete(schema::cat_kernel, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
+        gpu_common_args(g);
+        if (g.details != no_index) {
+          const kernel_details& k = t_.kernels[g.details];
+          next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
+          if (const std::uint32_t shared = k.static_shared_memory + k.dynamic_shared_memory) {
+            next_key(schema::arg_shared_memory);
+            append_int(out_, shared);
           }
-          out_ += "}}";
-          break;
-        }
-        case gpu_kind::memcpy:
-        case gpu_kind::memset: {
-          complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset,
-                   escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
-          gpu_common_args(g);
-          next_key(schema::arg_bytes);
-          append_int(out_, g.bytes);
-          if (g.end_ns > g.start_ns) {
-            out_ += ",\"memory bandwidth (GB/s)\":";
-            append_double(out_, double(g.bytes) / double(g.end_ns - g.start_ns));
+          dims3(schema::arg_grid, k.grid);
+          dims3(schema::arg_block, k.block);
+          out_ += ",\"est. achieved occupancy %\":"; append_int(out_, l_.occupancy_percent(g));
+          if (k.graph_id) {
+            next_key(schema::arg_graph_id); append_int(out_, k.graph_id);
+            next_key(schema::arg_graph_node_id); append_int(out_, k.graph_node_id);
           }
-          out_ += "}}";
-          break;
         }
-        case gpu_kind::sync: {
-          complete(schema::cat_cuda_sync, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
-          out_ += ",\"args\":{";
-          key(schema::arg_sync_kind); out_ += '"'; out_ += sync_kind_name(g.subkind); out_ += '"';
-          next_key(schema::arg_device); append_int(out_, g.device);
-          context(g);
-          next_key(schema::arg_stream);
-          if (g.subkind == 4) out_ += "-1"; else append_int(out_, g.stream);
-          next_key(schema::arg_correlation); append_int(out_, g.correlation);
-          out_ += "}}";
-          break;
-        }
+        out_ += "}}";
+        break;
       }
-      if (g.api != no_index && t_.api_calls[g.api].has_flow)
-        flow('f', flow_id(g.correlation, flows_done[g.api]++), g.device, tid, g.start_ns);
+      case gpu_kind::memcpy:
+      case gpu_kind::memset: {
+        complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset,
+                 escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
+        gpu_common_args(g);
+        next_key(schema::arg_bytes);
+        append_int(out_, g.bytes);
+        if (g.end_ns > g.start_ns) {
+          out_ += ",\"memory bandwidth (GB/s)\":";
+          append_double(out_, double(g.bytes) / double(g.end_ns - g.start_ns));
+        }
+        out_ += "}}";
+        break;
+      }
+      case gpu_kind::sync: {
+        complete(schema::cat_cuda_sync, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
+        out_ += ",\"args\":{";
+        key(schema::arg_sync_kind); out_ += '"'; out_ += std::string_view(sync_kind_name(g.subkind)); out_ += '"';
+        next_key(schema::arg_device); append_int(out_, g.device);
+        context(g);
+        next_key(schema::arg_stream);
+        if (g.subkind == 4) out_ += "-1"; else append_int(out_, g.stream);
+        next_key(schema::arg_correlation); append_int(out_, g.correlation);
+        out_ += "}}";
+        break;
+      }
     }
+    if (g.api != no_index && t_.api_calls[g.api].has_flow)
+      flow('f', flow_id(g.correlation, l_.flow_ordinal[i]), g.device, tid, g.start_ns);
   }
 
-  // CUPTI's overhead records from several threads overlap: each goes on the
-  // first lane of the overhead process that is free at its start.
-  std::vector<std::uint32_t> overhead_lanes() const {
-    std::vector<std::size_t> order(t_.overhead.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return t_.overhead[a].start_ns < t_.overhead[b].start_ns; });
-    std::vector<std::uint32_t> lane(order.size(), 0);
-    std::vector<std::uint64_t> busy_until;
-    for (std::size_t i : order) {
-      std::uint32_t l = 0;
-      while (l < busy_until.size() && busy_until[l] > t_.overhead[i].start_ns) ++l;
-      if (l == busy_until.size()) busy_until.push_back(0);
-      busy_until[l] = t_.overhead[i].end_ns;
-      lane[i] = l;
-    }
-    return lane;
+  void overhead_event(std::size_t i) {
+    const overhead_span& o = t_.overhead[i];
+    complete(schema::cat_overhead, escaped_name(o.name), overhead_pid, l_.overhead_lane[i], std::max(o.start_ns, base_ns_),
+             o.end_ns);
+    out_ += "}";
   }
 
-  void overhead_events() {
-    const std::vector<std::uint32_t> lane = overhead_lanes();
-    for (std::size_t i = 0; i < t_.overhead.size(); ++i) {
-      const overhead_span& o = t_.overhead[i];
-      complete(schema::cat_overhead, escaped_name(o.name), overhead_pid, lane[i], std::max(o.start_ns, base_ns_),
-               o.end_ns);
-      out_ += "}";
-    }
-  }
+  const std::string& escaped_name(name_id id) const { return l_.escaped_names[id]; }
 
-  const std::string& escaped_name(name_id id) const { return escaped_names_[id]; }
-
+  const chrome_trace_layout& l_;
   const trace& t_;
-  std::function<void(text_buffer&)> flush_;
+  const std::uint64_t base_ns_;
   text_buffer out_;
-  std::uint64_t base_ns_ = 0;
   std::size_t events_ = 0;
-  std::vector<std::string> escaped_names_;  // each name escaped once per document
-  std::vector<std::uint32_t> several_contexts_;  // devices with work in more than one context
+  bool first_event_ = true;
 };
 
 }  // namespace detail
@@ -479,84 +542,58 @@ class chrome_trace_writer {
 
 namespace detail {
 
-// Hands filled buffers to other threads that write them, so formatting the
-// next megabyte overlaps writing the last ones. For a ".gz" path each buffer
-// becomes one gzip member, compressed on one worker per core (compression is
-// the slow part); members are written in the order the buffers came.
-class background_writer {
+// Writes a document's blocks on several threads: each worker takes the next
+// block, formats it into its own buffer, compresses it into one gzip member
+// for a ".gz" path, and writes it once every block before it was written.
+// One worker formats and writes on the calling thread, no thread started.
+class parallel_block_writer {
  public:
-  explicit background_writer(atomic_file& file) : file_(file), libdeflate_(file.gzip() ? libdeflate() : nullptr) {
-    // At most 8 compressors: one formatting thread does not feed more
-    // (docs/performance.md), and each holds a block and its member in memory.
-    const unsigned workers = file.gzip() ? std::min(8u, std::max(1u, std::thread::hardware_concurrency())) : 1;
-    slot_count_ = workers + 1;  // one more block waiting, so no worker idles between blocks
-    slots_.reset(new text_buffer[slot_count_]);
-    // A member function, not a lambda: std::thread's code for a lambda type is
-    // shared by every copy of cuprof in the process (architecture.md).
-    for (unsigned i = 0; i < workers; ++i) threads_.emplace_back(&background_writer::run, this);
-  }
-  background_writer(const background_writer&) = delete;
-  background_writer& operator=(const background_writer&) = delete;
-  ~background_writer() {
-    try {
-      finish();
-    } catch (...) {  // the error was the caller's to see through finish(); here only the threads must end
-    }
-  }
+  // workers: 0 for one per core, at most 8 (each holds a block and its
+  // member in memory; the file takes no more: docs/performance.md).
+  parallel_block_writer(const chrome_trace_layout& layout, atomic_file& file, unsigned workers = 0)
+      : layout_(layout), file_(file), libdeflate_(file.gzip() ? libdeflate() : nullptr), blocks_(layout.block_count()),
+        workers_(unsigned(std::min<std::size_t>(blocks_, workers ? workers : std::min(8u, std::max(1u, std::thread::hardware_concurrency()))))) {}
+  parallel_block_writer(const parallel_block_writer&) = delete;
+  parallel_block_writer& operator=(const parallel_block_writer&) = delete;
 
-  // Takes `chunk`'s bytes, leaving it empty with a buffer of at least its
-  // capacity (the one a block written earlier used); blocks while every slot
-  // holds a block not yet written.
-  void write(text_buffer& chunk) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_.wait(lock, [&] { return next_queued_ - next_written_ < slot_count_; });
-    rethrow_locked();
-    text_buffer& slot = slots_[next_queued_ % slot_count_];  // free: blocks are written in order
-    if (slot.capacity() < chunk.capacity()) text_buffer(chunk.capacity()).swap(slot);
-    slot.swap(chunk);
-    chunk.clear();
-    ++next_queued_;
-    ready_.notify_one();
-  }
-
-  // Waits for everything to be written; rethrows the first error, if any.
-  void finish() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!threads_.empty()) {
-      idle_.wait(lock, [&] { return next_written_ == next_queued_; });
-      done_ = true;
-      ready_.notify_all();
-      lock.unlock();
-      for (std::thread& t : threads_) t.join();
-      threads_.clear();
-      lock.lock();
+  // Writes every block, returns the number of trace events written; throws the first error.
+  std::size_t run() {
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < workers_; ++i) {
+      // A member function, not a lambda: std::thread's code for a lambda type is
+      // shared by every copy of cuprof in the process (architecture.md).
+      try {
+        threads.emplace_back(&parallel_block_writer::work, this);
+      } catch (const std::system_error&) {  // no more threads to be had: fewer workers
+        break;
+      }
     }
-    rethrow_locked();
+    work();
+    for (std::thread& t : threads) t.join();
+    if (failure_) std::rethrow_exception(failure_);
+    return events_;
   }
 
  private:
-  void rethrow_locked() {
-    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
-  }
-
-  // A worker: takes the next block, compresses it (".gz") unlocked, then
-  // writes it when every block before it was written.
-  void run() {
+  void work() {
+    std::unique_ptr<chrome_trace_writer> writer;
     std::unique_ptr<gzip_compressor> gzip;
     std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      ready_.wait(lock, [&] { return next_taken_ < next_queued_ || done_; });
-      if (next_taken_ == next_queued_) return;
-      const std::uint64_t order = next_taken_++;
-      const text_buffer& block = slots_[order % slot_count_];
-      const bool skip = failed_;
+    while (next_taken_ < blocks_ && !failed_) {
+      const std::size_t order = next_taken_++;
       lock.unlock();
       std::exception_ptr error;
-      std::string_view out(block.data(), block.size());
+      std::size_t events = 0;
+      std::string_view bytes;
       try {
-        if (!skip && file_.gzip()) {
+        if (!writer) writer.reset(new chrome_trace_writer(layout_));
+        text_buffer& text = writer->out();
+        text.clear();
+        events = writer->write_block(order);
+        bytes = {text.data(), text.size()};
+        if (file_.gzip()) {
           if (!gzip) gzip.reset(new gzip_compressor(libdeflate_));
-          out = gzip->compress(block.data(), block.size());
+          bytes = gzip->compress(text.data(), text.size());
         }
       } catch (...) {
         error = std::current_exception();
@@ -566,7 +603,7 @@ class background_writer {
       if (!error && !failed_) {
         lock.unlock();  // only the block whose turn it is writes
         try {
-          file_.write(out.data(), out.size());
+          file_.write(bytes.data(), bytes.size());
         } catch (...) {
           error = std::current_exception();
         }
@@ -576,35 +613,33 @@ class background_writer {
         failure_ = error;
         failed_ = true;
       }
+      events_ += events;
       ++next_written_;
       turn_.notify_all();
-      idle_.notify_all();
     }
   }
 
+  const chrome_trace_layout& layout_;
   atomic_file& file_;
   const libdeflate_library* libdeflate_;  // null: zlib's gzip
+  const std::size_t blocks_;
+  const unsigned workers_;
   std::mutex mutex_;
-  std::condition_variable ready_, idle_, turn_;
-  // Block k is in slot k % slot_count_ from write() until it is written.
-  std::unique_ptr<text_buffer[]> slots_;
-  std::uint64_t slot_count_ = 1, next_queued_ = 0, next_taken_ = 0, next_written_ = 0;
-  bool done_ = false, failed_ = false;
+  std::condition_variable turn_;
+  std::size_t next_taken_ = 0, next_written_ = 0, events_ = 0;
+  bool failed_ = false;
   std::exception_ptr failure_;
-  std::vector<std::thread> threads_;
 };
 
 }  // namespace detail
 
+// The two entry points, compiled where the runtime is (chrome_trace.hpp); the
+// classes above are inline, for tests and benchmarks to include anywhere.
+#ifdef CUPROF_IMPLEMENTATION
 export_result export_chrome_trace(const trace& t, const std::string& path) {
   detail::atomic_file file(path);
-  export_result r{path, 0};
-  {
-    detail::background_writer writer(file);
-    detail::chrome_trace_writer formatter(t, [&](detail::text_buffer& bytes) { writer.write(bytes); });
-    r.events = formatter.write(path);
-    writer.finish();
-  }
+  const detail::chrome_trace_layout layout(t, path);
+  export_result r{path, detail::parallel_block_writer(layout, file).run()};
   file.commit();
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) r.bytes = std::uint64_t(st.st_size);
@@ -617,13 +652,16 @@ export_result export_chrome_trace(const trace& t, const std::string& path) {
 }
 
 std::string chrome_trace_json(const trace& t, const std::string& trace_name) {
+  const detail::chrome_trace_layout layout(t, trace_name);
+  detail::chrome_trace_writer writer(layout);
   std::string all;
-  detail::chrome_trace_writer writer(t, [&](detail::text_buffer& bytes) {
-    all.append(bytes.data(), bytes.size());
-    bytes.clear();
-  });
-  writer.write(trace_name);
+  for (std::size_t k = 0; k < layout.block_count(); ++k) {
+    writer.out().clear();
+    writer.write_block(k);
+    all.append(writer.out().data(), writer.out().size());
+  }
   return all;
 }
+#endif
 
 }  // namespace cuprof

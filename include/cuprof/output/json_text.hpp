@@ -30,9 +30,19 @@ class text_buffer {
     data_[size_++] = c;
   }
   text_buffer& operator+=(char c) { push_back(c); return *this; }
-  text_buffer& operator+=(const char* s) { append(s, std::strlen(s)); return *this; }
+  // A string literal: its length known where it is written, so the copy is a
+  // few moves, not a strlen and a memcpy call.
+  template <std::size_t N>
+  text_buffer& operator+=(const char (&literal)[N]) { append(literal, N - 1); return *this; }
   text_buffer& operator+=(std::string_view s) { append(s.data(), s.size()); return *this; }
   text_buffer& operator+=(const std::string& s) { append(s.data(), s.size()); return *this; }
+
+  // Room for `n` more bytes at the end, to write in place; added(k) keeps k of them.
+  char* room(std::size_t n) {
+    if (n > capacity_ - size_) grow(n);
+    return data_.get() + size_;
+  }
+  void added(std::size_t n) noexcept { size_ += n; }
 
   const char* data() const noexcept { return data_.get(); }
   std::size_t size() const noexcept { return size_; }
@@ -45,7 +55,9 @@ class text_buffer {
   }
 
  private:
-  void grow(std::size_t extra) {
+  // Out of line: the appends above stay small enough to inline, with
+  // constant-size copies for literals.
+  [[gnu::noinline]] void grow(std::size_t extra) {
     std::size_t capacity = capacity_ * 2;
     while (capacity - size_ < extra) capacity *= 2;
     std::unique_ptr<char[]> bigger(new char[capacity]);
@@ -132,6 +144,13 @@ inline void append_int(Out& out, Int v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, std::size_t(r.ptr - buf));
+}
+
+// The trace writer's: digits written in place.
+template <class Int>
+inline void append_int(text_buffer& out, Int v) {
+  char* at = out.room(24);
+  out.added(std::size_t(std::to_chars(at, at + 24, v).ptr - at));
 }
 
 // Nanoseconds as microseconds with the decimals needed and no more: "12.345",
