@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -424,6 +425,54 @@ TEST_CASE("reader: a trace read, written again and read back gives the same tabl
     CHECK(second.t.overhead.size() == first.t.overhead.size());
     CHECK(flow_starts(cuprof::chrome_trace_json(first.t)) == flow_starts(slurp(fixture(name))));
   }
+}
+
+// A large trace's events are read in pieces on several threads
+// (read_raw_trace_in_pieces); here with tiny pieces, so that small files cut too.
+std::optional<cuprof::loaded_trace> read_in_pieces(const std::string& text, std::size_t piece_bytes) {
+  std::string padded = text;
+  cuprof::detail::pad_for_json(padded);
+  std::optional<cuprof::detail::raw_trace> raw = cuprof::detail::read_raw_trace_in_pieces(padded, "t", {}, piece_bytes, 3);
+  if (!raw) return std::nullopt;
+  cuprof::loaded_trace out;
+  out.source = "t";
+  cuprof::detail::build_trace(*raw, out);
+  return out;
+}
+
+TEST_CASE("reader: a trace read in pieces on several threads is the trace read serially") {
+  std::vector<std::string> files;
+  for (const char* name : {"matmul_add_4096.json", "mlp_fused.json", "occupancy.json", "linear_addmm.json"}) files.push_back(fixture(name));
+  for (const char* name : {"torch_geglu_mlp.json", "torch_geglu_mlp_compiled.json", "torch_matmul_add_64.json"}) files.push_back(kineto(name));
+  for (const std::string& file : files) {
+    CAPTURE(file);
+    const std::string text = slurp(file);
+    const cuprof::loaded_trace serial = cuprof::parse_trace(text, "t");
+    for (const std::size_t piece_bytes : {std::size_t(1), std::size_t(700), std::size_t(5000)}) {
+      CAPTURE(piece_bytes);
+      const std::optional<cuprof::loaded_trace> pieces = read_in_pieces(text, piece_bytes);
+      REQUIRE(pieces);
+      CHECK(cuprof::chrome_trace_json(pieces->t) == cuprof::chrome_trace_json(serial.t));
+      CHECK(cuprof::key_averages(pieces->t).table("cuda_time_total", -1) == cuprof::key_averages(serial.t).table("cuda_time_total", -1));
+      CHECK(pieces->events == serial.events);
+      CHECK(pieces->used == serial.used);
+      CHECK(pieces->format == serial.format);
+      CHECK(pieces->unmatched_annotations == serial.unmatched_annotations);
+      CHECK(pieces->t.names.size() == serial.t.names.size());
+    }
+  }
+  // What looks like a place between events inside a string, or inside an
+  // event, is no place to cut: the pieces do not parse, and the trace is read serially.
+  const std::string head = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": ")";
+  const std::string tail = R"(", "pid": 1, "tid": 1, "ts": 1, "dur": 2}, {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1.5, "dur": 1}]})";
+  CHECK(!read_in_pieces(head + "a}, {x" + tail, 1));
+  const std::string nested = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"l": [{"k": 1}, {"k": 2}]}}]})";
+  CHECK(!read_in_pieces(nested, 1));
+  // An event in error: its piece fails, and the serial reader says what and where.
+  std::string bad = slurp(kineto("torch_matmul_add_64.json"));
+  bad.insert(bad.find("\"dur\": ", bad.rfind("\"cat\": \"kernel\"")) + 7, "-");
+  CHECK_THROWS_WITH_AS((void)cuprof::parse_trace(bad, "t"), doctest::Contains("\"dur\" is negative"), cuprof::error);
+  CHECK(!read_in_pieces(bad, 1));
 }
 
 TEST_CASE("reader: gzip-compressed traces, and the JSON Array Format") {

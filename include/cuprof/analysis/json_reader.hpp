@@ -148,8 +148,10 @@ class json_document {
 
   // `text` must be followed by simdjson::SIMDJSON_PADDING readable bytes
   // (pad_for_json); release_before() may give its pages back. `source`
-  // names it in messages.
-  json_document(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
+  // names it in messages. `parser`: one to reuse (its buffers), for a thread
+  // that reads many documents in turn; else the document's own.
+  json_document(std::string_view text, std::string source, simdjson::ondemand::parser* parser = nullptr)
+      : text_(text), source_(std::move(source)), parser_(parser ? *parser : own_parser_) {}
 
   // Where the document's value starts: past a UTF-8 byte order mark and
   // blanks (the text's size if there is none).
@@ -404,7 +406,8 @@ class json_document {
   std::vector<json_rewrite> rewrites_;
   const char* parsed_ = nullptr;
   member_filter keep_ = nullptr;
-  simdjson::ondemand::parser parser_;
+  simdjson::ondemand::parser own_parser_;
+  simdjson::ondemand::parser& parser_;
   simdjson::ondemand::document doc_;
 };
 

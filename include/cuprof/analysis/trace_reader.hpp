@@ -36,13 +36,17 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -263,33 +267,18 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
 
 namespace detail {
 
-// The JSON and schema stages: a document's events as it states them. `json`
-// is followed by simdjson::SIMDJSON_PADDING readable bytes (pad_for_json),
-// and is used up: its pages are given back as its events are read
-// (json_document::release_before). The parser's memory is freed on return,
-// before the model is built.
-inline raw_trace read_raw_trace(std::string_view json, const std::string& source, const read_progress& progress) {
-  trace_event_reader b;
+// The top level of a document: its members but "traceEvents" read as they
+// come, each "traceEvents" array (or the bare array of the JSON Array Format)
+// handed to `events(doc, array)`.
+template <class Events>
+void read_top_level(std::string_view json, const std::string& source, trace_event_reader& b, Events&& events) {
   json_document doc(json, source);
   const std::size_t start = doc.start();
   if (start >= json.size()) throw error(source + ": empty input, expected a JSON trace");
   const char first = json[start];
   if (first != '{' && first != '[') doc.fail_at(start, "expected a JSON object with \"traceEvents\"");
   bool saw_events = false;
-  std::vector<json_node> nodes;  // the value being read; reused, so an event allocates nothing
-  // The events array, in either format: {"traceEvents": [...]} or a bare [...].
-  const auto read_events = [&](simdjson::ondemand::value events) {
-    saw_events = true;
-    std::size_t i = 0, reported = 0;
-    doc.for_each_item(events, [&](simdjson::ondemand::value e) {
-      const json_node& event = doc.read(e, nodes, event_member_used);
-      b.event(event, i++, doc);
-      if (event.offset - reported >= (1u << 20)) {
-        progress(read_stage::parsing, reported = event.offset, json.size());
-        doc.release_before(event.offset);
-      }
-    });
-  };
+  std::vector<json_node> nodes;
   simdjson::ondemand::value root = doc.root();
   if (first == '{') {
     doc.for_each_member(root, [&](std::string_view key, simdjson::ondemand::value v) {
@@ -299,14 +288,208 @@ inline raw_trace read_raw_trace(std::string_view json, const std::string& source
         const json_node& value = doc.read(v, nodes);
         doc.fail_at(value.offset, std::string("\"traceEvents\" is ") + json_type_name(value.type) + ", expected an array");
       }
-      read_events(v);
+      saw_events = true;
+      events(doc, v);
     });
-  } else {  // the JSON Array Format: events only
-    read_events(root);
+  } else {
+    saw_events = true;
+    events(doc, root);
   }
   doc.expect_end();
   if (!saw_events) throw error(source + ": no \"traceEvents\" array: not a Chrome/Kineto trace");
+}
+
+// The JSON and schema stages, on one thread: a document's events as it
+// states them. `json` is followed by simdjson::SIMDJSON_PADDING readable
+// bytes (pad_for_json), and is used up: its pages are given back as its
+// events are read (json_document::release_before). The parser's memory is
+// freed on return, before the model is built.
+inline raw_trace read_raw_trace_serially(std::string_view json, const std::string& source, const read_progress& progress) {
+  trace_event_reader b;
+  std::vector<json_node> nodes;  // the value being read; reused, so an event allocates nothing
+  read_top_level(json, source, b, [&](json_document& doc, simdjson::ondemand::value events) {
+    std::size_t i = 0, reported = 0;
+    doc.for_each_item(events, [&](simdjson::ondemand::value e) {
+      const json_node& event = doc.read(e, nodes, event_member_used);
+      b.event(event, i++, doc);
+      if (event.offset - reported >= (1u << 20)) {
+        progress(read_stage::parsing, reported = event.offset, json.size());
+        doc.release_before(event.offset);
+      }
+    });
+  });
   return std::move(b.result());
+}
+
+// Where a document's one events array lies: `open` its '[', `close` its ']'
+// (a guess, from the text: read_raw_trace_in_pieces checks it).
+struct events_array {
+  std::size_t open = 0, close = 0;
+};
+
+inline bool is_json_blank(char c) noexcept { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+inline std::optional<events_array> find_events_array(std::string_view json) {
+  std::size_t at = json.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
+  while (at < json.size() && is_json_blank(json[at])) ++at;
+  if (at >= json.size()) return std::nullopt;
+  events_array a;
+  if (json[at] == '[') {
+    a.open = at;
+  } else {
+    const std::size_t key = json.find("\"traceEvents\"", at);
+    if (key == std::string_view::npos) return std::nullopt;
+    at = key + 13;
+    while (at < json.size() && is_json_blank(json[at])) ++at;
+    if (at >= json.size() || json[at] != ':') return std::nullopt;
+    for (++at; at < json.size() && is_json_blank(json[at]);) ++at;
+    if (at >= json.size() || json[at] != '[') return std::nullopt;
+    a.open = at;
+  }
+  // The last ']' that follows an object's '}': an array of events ends so.
+  const std::size_t tail = json.size() > (1u << 20) ? json.size() - (1u << 20) : 0;
+  for (std::size_t close = json.rfind(']'); close != std::string_view::npos && close > a.open && close >= tail;
+       close = close ? json.rfind(']', close - 1) : std::string_view::npos) {
+    std::size_t before = close;
+    while (before > a.open + 1 && is_json_blank(json[before - 1])) --before;
+    if (json[before - 1] == '}') {
+      a.close = close;
+      return a;
+    }
+  }
+  return std::nullopt;
+}
+
+// The events array's items cut into pieces of about `piece_bytes`, between
+// items ("}", a comma and blanks, "{"): each piece [first, last) runs from
+// an item's '{' to another's '}'.
+inline std::vector<std::pair<std::size_t, std::size_t>> split_events(std::string_view json, events_array a,
+                                                                     std::size_t piece_bytes) {
+  std::vector<std::pair<std::size_t, std::size_t>> pieces;
+  std::size_t from = a.open + 1, end = a.close;
+  while (from < end && is_json_blank(json[from])) ++from;
+  while (end > from && is_json_blank(json[end - 1])) --end;
+  if (from >= end || json[from] != '{' || json[end - 1] != '}') return pieces;
+  for (;;) {
+    std::size_t cut = std::string_view::npos, next = 0;
+    for (std::size_t at = from + piece_bytes; at < end;) {
+      const void* c = std::memchr(json.data() + at, ',', end - at);
+      if (!c) break;
+      const std::size_t comma = std::size_t(static_cast<const char*>(c) - json.data());
+      std::size_t before = comma, after = comma + 1;
+      while (before > from + 1 && is_json_blank(json[before - 1])) --before;
+      while (after < end && is_json_blank(json[after])) ++after;
+      if (json[before - 1] == '}' && after < end && json[after] == '{') {
+        cut = before, next = after;
+        break;
+      }
+      at = comma + 1;
+    }
+    if (cut == std::string_view::npos) {
+      pieces.emplace_back(from, end);
+      return pieces;
+    }
+    pieces.emplace_back(from, cut);
+    from = next;
+  }
+}
+
+// The JSON and schema stages on several threads, for a large document whose
+// one events array holds objects: its items cut into pieces between items
+// (split_events), each piece read as an array of its own (a copy, "[" +
+// items + "]") with the reader state the document has at the array, and the
+// pieces' events joined in order; the rest of the document (the array
+// emptied) is read as one document. A cut in the wrong place (inside a
+// string, inside an event) makes a piece or the rest invalid JSON: if all
+// parse, the pieces are the array's items. Null on any failure: the caller
+// reads the document serially, which says what is wrong where.
+inline std::optional<raw_trace> read_raw_trace_in_pieces(std::string_view json, const std::string& source,
+                                                         const read_progress& progress, std::size_t piece_bytes,
+                                                         unsigned threads) {
+  const std::optional<events_array> array = find_events_array(json);
+  if (!array) return std::nullopt;
+  const auto pieces = split_events(json, *array, piece_bytes);
+  if (pieces.size() < 2) return std::nullopt;
+
+  std::string rest;
+  rest.reserve(json.size() - (array->close - array->open - 1) + simdjson::SIMDJSON_PADDING);
+  rest.append(json.substr(0, array->open + 1)).append(json.substr(array->close));
+  pad_for_json(rest);
+  trace_event_reader top;
+  // Exactly one events array, the emptied one (another, or a rewritten text: read serially).
+  bool emptied_array = false, other_array = false;
+  bool cuprof_trace = false;  // as the events read it: a "cuprof" member before them
+  try {
+    read_top_level(rest, source, top, [&](json_document&, simdjson::ondemand::value events) {
+      const bool emptied = !emptied_array && events.raw_json_token().data() == rest.data() + array->open;
+      (emptied ? emptied_array : other_array) = true;
+      if (emptied) cuprof_trace = top.result().is_cuprof;
+    });
+  } catch (const error&) {
+    return std::nullopt;
+  }
+  if (!emptied_array || other_array) return std::nullopt;
+
+  std::vector<raw_trace> results(pieces.size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> done{0};
+  std::atomic<bool> failed{false};
+  const auto work = [&](bool reports) {
+    std::string text;
+    std::vector<json_node> nodes;
+    simdjson::ondemand::parser parser;
+    for (std::size_t i; !failed && (i = next++) < pieces.size();) {
+      try {
+        const auto [first, last] = pieces[i];
+        text.assign(1, '[').append(json.substr(first, last - first)).push_back(']');
+        pad_for_json(text);
+        trace_event_reader reader;
+        reader.result().is_cuprof = cuprof_trace;
+        json_document doc(text, source, &parser);
+        std::size_t index = 0;
+        doc.for_each_item(doc.root(), [&](simdjson::ondemand::value e) {
+          reader.event(doc.read(e, nodes, event_member_used), index++, doc);
+        });
+        doc.expect_end();
+        results[i] = std::move(reader.result());
+        done += last - first;
+      } catch (...) {
+        failed = true;
+      }
+      if (reports) progress(read_stage::parsing, done, json.size());
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < threads && t < pieces.size(); ++t) {
+    try {
+      helpers.emplace_back(work, false);
+    } catch (const std::system_error&) {
+      break;  // fewer threads
+    }
+  }
+  work(true);
+  for (std::thread& h : helpers) h.join();
+  if (failed) return std::nullopt;
+
+  raw_trace out = std::move(top.result());
+  for (raw_trace& piece : results) {
+    append_events(out, piece);
+    piece = raw_trace();  // freed as it is joined
+  }
+  return out;
+}
+
+// Documents this large are read in pieces of this size, on up to this many threads.
+inline constexpr std::size_t read_piece_bytes = std::size_t(4) << 20;
+inline constexpr unsigned max_read_threads = 16;
+
+// A document's events as it states them (see read_raw_trace_serially).
+inline raw_trace read_raw_trace(std::string_view json, const std::string& source, const read_progress& progress) {
+  const unsigned threads = std::min(std::thread::hardware_concurrency(), max_read_threads);
+  if (threads > 1 && json.size() >= 2 * read_piece_bytes)
+    if (std::optional<raw_trace> raw = read_raw_trace_in_pieces(json, source, progress, read_piece_bytes, threads))
+      return std::move(*raw);
+  return read_raw_trace_serially(json, source, progress);
 }
 
 }  // namespace detail
