@@ -595,6 +595,40 @@ TEST_CASE("window_complete(): false until the kernel of every launch in the wind
   CHECK(sc.store.window_complete(100001, 200000));
 }
 
+TEST_CASE("take() after window_complete(): API records that arrived in between are taken too") {
+  record_store store(raw_name);
+  runtime(store, 211, 100, 200, 1);
+  kernel(store, "k1", 300, 400, 1);
+  REQUIRE(store.window_complete(0, 1000));
+  runtime(store, 131, 500, 600, 2);  // a stream sync of the window, delivered after the check
+  cuprof::trace t;
+  store.take(t, 0, 1000, cuprof::detail::tick_converter{});
+  REQUIRE(t.api_calls.size() == 2);
+  CHECK(t.names.str(t.api_calls[1].name) == "cudaStreamSynchronize");
+  REQUIRE(t.gpu.size() == 1);
+  CHECK(t.gpu[0].correlation == 1);
+  CHECK(store.staged() == 0);
+}
+
+TEST_CASE("a kernel name's pointer reused by another kernel (a module reloaded) gets the new name") {
+  record_store store(raw_name);
+  runtime(store, 211, 100, 200, 1);
+  runtime(store, 211, 300, 400, 2);
+  runtime(store, 211, 500, 600, 3);
+  char name[64];
+  std::strcpy(name, "_Z14VectorSubtractPKiS0_Pii");
+  kernel(store, name, 1000, 1100, 1);
+  std::strcpy(name, "_Z5firstv");  // the same address now holds another module's kernel
+  kernel(store, name, 1200, 1300, 2);
+  kernel(store, name, 1400, 1500, 3);
+  cuprof::trace t;
+  store.take(t, 0, 2000, cuprof::detail::tick_converter{});
+  REQUIRE(t.gpu.size() == 3);
+  CHECK(t.names.str(t.gpu[0].name) == vector_subtract);
+  CHECK(t.names.str(t.gpu[1].name) == "first()");
+  CHECK(t.gpu[2].name == t.gpu[1].name);
+}
+
 TEST_CASE("discard_before() drops everything recorded before a tick") {
   record_store store(raw_name);
   runtime(store, 211, 100, 200, 1);

@@ -48,7 +48,7 @@ class chunked_vector {
 
   void push_back(const T& v) {
     if (size_ == chunks_.size() * chunk_size) {
-      void* p = mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      void* p = mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
       chunks_.push_back(static_cast<T*>(p));
     }

@@ -41,19 +41,29 @@ inline std::vector<gpu_annotation> derive_gpu_annotations(const trace& t) {
   };
   std::unordered_map<std::pair<std::uint32_t, std::uint64_t>, std::size_t, key_hash> index;
   std::vector<gpu_annotation> out;
+  // The annotations the last record extended: the next one, launched from
+  // the same scope onto the same lane as most are, extends them unhashed.
+  std::vector<std::size_t> last_chain;
+  std::uint32_t last_span = no_index;
+  std::uint64_t last_lane = 0;
   for (const gpu_activity& g : t.gpu) {
     if (g.kind == gpu_kind::sync) continue;
     const std::uint64_t lane = (std::uint64_t(g.device) << 32) | g.stream;
-    for (std::uint32_t s = launching_span(t, g); s != no_index; s = t.spans[s].parent) {
-      if (t.spans[s].is_step) continue;  // as torch: no GPU lane entry for steps
-      auto [it, inserted] = index.try_emplace({s, lane}, out.size());
-      if (inserted) {
-        out.push_back({s, g.device, g.stream, g.start_ns, g.end_ns});
-      } else {
-        gpu_annotation& a = out[it->second];
-        a.start_ns = std::min(a.start_ns, g.start_ns);
-        a.end_ns = std::max(a.end_ns, g.end_ns);
+    const std::uint32_t launcher = launching_span(t, g);
+    if (launcher != last_span || lane != last_lane) {
+      last_span = launcher, last_lane = lane;
+      last_chain.clear();
+      for (std::uint32_t s = launcher; s != no_index; s = t.spans[s].parent) {
+        if (t.spans[s].is_step) continue;  // as torch: no GPU lane entry for steps
+        auto [it, inserted] = index.try_emplace({s, lane}, out.size());
+        if (inserted) out.push_back({s, g.device, g.stream, g.start_ns, g.end_ns});
+        last_chain.push_back(it->second);
       }
+    }
+    for (std::size_t i : last_chain) {
+      gpu_annotation& a = out[i];
+      a.start_ns = std::min(a.start_ns, g.start_ns);
+      a.end_ns = std::max(a.end_ns, g.end_ns);
     }
   }
   // Per lane in start order, enclosing annotations before the ones they

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -189,8 +190,8 @@ class record_store {
 
   // True when every launch, copy and memset called in [start, end] has its
   // GPU record staged: the window can be finalised without a device sync.
-  bool window_complete(std::uint64_t start, std::uint64_t end) const {
-    const window_calls w = select(start, end);
+  bool window_complete(std::uint64_t start, std::uint64_t end) {
+    window_calls w = select(start, end);
     std::vector<char> has_record(w.kept.size(), 0);
     gpu_.for_each([&](const staged_gpu& g) {
       const std::uint32_t pos = w.owner.find(g.correlation);
@@ -200,13 +201,16 @@ class record_store {
       const staged_call& c = api_[w.kept[pos]];
       if (!has_record[pos] && expects_gpu_record_[c.name] && c.return_value == 0) return false;
     }
+    // take() of this window comes next: it reuses the selection unless API
+    // records arrived in between. Kept only now, not while the window waits.
+    checked_ = checked_window{start, end, api_changes_, std::move(w)};
     return true;
   }
 
   // Moves the window's records into `out` and drops staged records that
   // belong to no later window.
   void take(trace& out, std::uint64_t start, std::uint64_t end, const tick_converter& clock) {
-    const window_calls w = select(start, end);
+    const window_calls w = selection(start, end);
     std::vector<name_id> names(names_.size(), no_index);
     const auto name_in_out = [&](name_id id) {
       if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
@@ -261,44 +265,38 @@ class record_store {
     const auto unlinked_in_window = [&](const staged_gpu& g) {
       return g.correlation == 0 && g.start_ns >= start && g.start_ns <= end;
     };
-    std::size_t in_window = 0;
-    gpu_.for_each([&](const staged_gpu& g) {
-      in_window += w.owner.find(g.correlation) != no_index || unlinked_in_window(g);
-    });
-    out.gpu.reserve(out.gpu.size() + in_window);  // pages are touched as records are written, chunks freed as read
+    // Reserving every staged record costs address space, not memory: pages
+    // are touched as records are written, and staged chunks freed as read.
+    out.gpu.reserve(out.gpu.size() + gpu_.size());
     gpu_.consume([&](const staged_gpu& staged) {
       const std::uint32_t pos = w.owner.find(staged.correlation);
-      const bool launched_before = staged.correlation != 0 && (staged.correlation <= w.newest_before ||
-                                                               (!w.owner.empty() && staged.correlation < w.owner.lowest()));
-      if (pos != no_index || unlinked_in_window(staged)) {
-        gpu_activity a;
-        a.start_ns = staged.start_ns;
-        a.end_ns = staged.end_ns;
-        a.bytes = staged.bytes;
-        a.name = staged.name;
-        a.correlation = staged.correlation;
-        a.device = staged.device;
-        a.context = staged.context;
-        a.stream = staged.stream;
-        a.details = staged.details;
-        a.kind = staged.kind;
-        a.subkind = staged.subkind;
-        if (pos != no_index) a.correlation = out.api_calls[first_call + pos].correlation;  // folded calls: the outer one
-        a.start_ns = clock.to_epoch_ns(a.start_ns);
-        a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(a.end_ns));
-        a.name = name_in_out(a.name);
-        if (a.kind == gpu_kind::sync) a.device = device_of_context(a.context);  // known by now if ever
-        if (a.details != no_index) {
-          if (configs[a.details] == no_index) {
-            configs[a.details] = std::uint32_t(out.kernels.size());
-            out.kernels.push_back(kernel_configs_[a.details]);
-          }
-          a.details = configs[a.details];
-        }
-        out.gpu.push_back(a);
-      } else if (!launched_before && !(staged.correlation == 0 && staged.start_ns < start)) {
-        later.push_back(staged);
+      if (pos == no_index && !unlinked_in_window(staged)) {
+        const bool launched_before = staged.correlation != 0 && (staged.correlation <= w.newest_before ||
+                                                                 (!w.owner.empty() && staged.correlation < w.owner.lowest()));
+        if (!launched_before && !(staged.correlation == 0 && staged.start_ns < start)) later.push_back(staged);
+        return;
       }
+      gpu_activity a;
+      a.start_ns = clock.to_epoch_ns(staged.start_ns);
+      a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(staged.end_ns));
+      a.bytes = staged.bytes;
+      a.name = name_in_out(staged.name);
+      // Folded calls' records belong to the outer call.
+      a.correlation = pos != no_index ? out.api_calls[first_call + pos].correlation : staged.correlation;
+      a.device = staged.kind == gpu_kind::sync ? device_of_context(staged.context) : staged.device;  // known by now if ever
+      a.context = staged.context;
+      a.stream = staged.stream;
+      a.kind = staged.kind;
+      a.subkind = staged.subkind;
+      if (staged.details != no_index) {
+        std::uint32_t& config = configs[staged.details];
+        if (config == no_index) {
+          config = std::uint32_t(out.kernels.size());
+          out.kernels.push_back(kernel_configs_[staged.details]);
+        }
+        a.details = config;
+      }
+      out.gpu.push_back(a);
     });
     gpu_ = std::move(later);
 
@@ -355,6 +353,7 @@ class record_store {
   }
 
   void clear() {
+    checked_.reset();
     api_.clear();
     gpu_.clear();
     std::vector<overhead_span>().swap(overhead_);
@@ -386,6 +385,23 @@ class record_store {
     if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
     if (x.domain != y.domain) return x.domain < y.domain;
     return x.correlation < y.correlation;
+  }
+
+  // What window_complete() found for the window it passed, to be taken next.
+  struct checked_window {
+    std::uint64_t start = 0, end = 0;
+    std::uint64_t api_changes = 0;  // api_changes_ then
+    window_calls calls;
+  };
+
+  // The window's calls: window_complete()'s selection if no API record
+  // arrived since, else selected anew.
+  window_calls selection(std::uint64_t start, std::uint64_t end) {
+    std::optional<checked_window> checked = std::move(checked_);
+    checked_.reset();
+    if (checked && checked->start == start && checked->end == end && checked->api_changes == api_changes_)
+      return std::move(checked->calls);
+    return select(start, end);
   }
 
   window_calls select(std::uint64_t start, std::uint64_t end) const {
@@ -469,10 +485,16 @@ class record_store {
     if (!mangled) return intern("(unnamed kernel)");
     // CUPTI hands the same pointer for every launch of a function; check the
     // characters too, in case a pointer is reused after a module unload.
+    if (mangled == last_kernel_.pointer && std::strcmp(last_kernel_.text->c_str(), mangled) == 0) return last_kernel_.name;
     auto seen = by_pointer_.find(mangled);
-    if (seen != by_pointer_.end() && std::strcmp(seen->second.first.c_str(), mangled) == 0) return seen->second.second;
+    if (seen != by_pointer_.end() && std::strcmp(seen->second.first.c_str(), mangled) == 0) {
+      last_kernel_ = {mangled, &seen->second.first, seen->second.second};
+      return seen->second.second;
+    }
     const name_id id = demangle(mangled);
-    by_pointer_[mangled] = {mangled, id};
+    auto& entry = by_pointer_[mangled];
+    entry = {mangled, id};
+    last_kernel_ = {mangled, &entry.first, id};
     return id;
   }
 
@@ -503,12 +525,15 @@ class record_store {
   };
 
   std::uint32_t kernel_config(const kernel_details& d) {
+    // Launches come in runs of one configuration: compare with the last before hashing.
+    if (last_config_ != no_index && config_equal()(kernel_configs_[last_config_], d)) return last_config_;
     auto [it, inserted] = config_index_.try_emplace(d, std::uint32_t(kernel_configs_.size()));
     if (inserted) kernel_configs_.push_back(d);
-    return it->second;
+    return last_config_ = it->second;
   }
 
   void add_api(const CUpti_ActivityAPI& r, api_domain domain) {
+    ++api_changes_;
     bool has_flow = false;
     const name_id name = api_name(domain, r.cbid, has_flow);
     if (name == no_index) return;
@@ -584,7 +609,10 @@ class record_store {
     g.context = context;
     g.stream = stream;
     g.correlation = correlation;
-    if (kind != gpu_kind::sync) device_by_context_[context] = device;
+    if (kind != gpu_kind::sync && (context != last_context_.first || device != last_context_.second)) {
+      device_by_context_[context] = device;
+      last_context_ = {context, device};
+    }
     return g;
   }
 
@@ -658,10 +686,17 @@ class record_store {
   std::vector<bool> expects_gpu_record_;  // by name id: launches, copies, memsets
   std::unordered_map<std::string, name_id> demangled_;
   std::unordered_map<const char*, std::pair<std::string, name_id>> by_pointer_;
+  struct {
+    const char* pointer = nullptr;
+    const std::string* text = nullptr;  // in by_pointer_, whose nodes do not move
+    name_id name = 0;
+  } last_kernel_;
   std::unordered_map<kernel_details, std::uint32_t, config_hash, config_equal> config_index_;
   std::vector<kernel_details> kernel_configs_;
+  std::uint32_t last_config_ = no_index;
   std::vector<cached_api> runtime_names_, driver_names_;  // by callback id
   std::unordered_map<std::uint32_t, std::uint32_t> device_by_context_;
+  std::pair<std::uint32_t, std::uint32_t> last_context_{no_index, 0};  // the last pair written there
   chunked_vector<staged_call> api_;
   chunked_vector<staged_gpu> gpu_;
   std::vector<overhead_span> overhead_;
@@ -670,6 +705,8 @@ class record_store {
   std::unordered_map<std::uint32_t, std::uint64_t> external_ids_;  // correlation -> external id
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside),
                                                                   // those not in the runtime call's folded_offset
+  std::uint64_t api_changes_ = 0;  // API records added: a checked window's selection is stale after one
+  std::optional<checked_window> checked_;
   std::uint64_t dropped_ = 0;
   std::uint64_t lost_timestamps_ = 0;
   std::uint64_t over_cap_ = 0;
