@@ -8,14 +8,50 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <type_traits>
 #include <vector>
 
 namespace cuprof::detail {
+
+// Maps in the pages inside [begin, end) in one call rather than one fault per
+// page as they are first written (Linux 5.14+; elsewhere they fault as before).
+inline void populate_pages(const void* begin, const void* end) noexcept {
+#ifdef MADV_POPULATE_WRITE
+  static const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t from = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const std::uintptr_t to = reinterpret_cast<std::uintptr_t>(end) & ~(page - 1);
+  if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE);
+#else
+  (void)begin, (void)end;
+#endif
+}
+
+// Appends to a vector within its reserved capacity, mapping the pages in a
+// MiB at a time just ahead of the writes: as cheap as populating it whole,
+// without holding its pages before the records that fill them are read.
+template <class T>
+class populating_appender {
+ public:
+  explicit populating_appender(std::vector<T>& v) : v_(v), populated_(v.size()) {}
+  void push_back(const T& x) {
+    if (v_.size() == populated_) {
+      populated_ = std::min(v_.capacity(), populated_ + step);
+      populate_pages(v_.data() + v_.size(), v_.data() + populated_);
+    }
+    v_.push_back(x);
+  }
+
+ private:
+  static constexpr std::size_t step = (std::size_t(1) << 20) / sizeof(T);
+  std::vector<T>& v_;
+  std::size_t populated_;
+};
 
 template <class T>
 class chunked_vector {

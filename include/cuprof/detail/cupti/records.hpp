@@ -221,6 +221,7 @@ class record_store {
     // for one thread), so that out.api_calls[first_call + pos] is w.kept[pos].
     const std::uint32_t first_call = std::uint32_t(out.api_calls.size());
     out.api_calls.reserve(out.api_calls.size() + w.kept.size());
+    populating_appender<api_call> calls_out(out.api_calls);
     chunked_vector<staged_call> later_api;
     std::unordered_map<std::uint32_t, std::uint64_t> later_external;
     std::size_t index = 0;
@@ -244,7 +245,7 @@ class record_store {
       c.return_value = staged.return_value;
       c.domain = staged.domain;
       c.has_flow = staged.has_flow;
-      out.api_calls.push_back(c);
+      calls_out.push_back(c);
     });
     api_ = std::move(later_api);
     const auto window_calls_begin = out.api_calls.begin() + first_call;
@@ -268,6 +269,7 @@ class record_store {
     // Reserving every staged record costs address space, not memory: pages
     // are touched as records are written, and staged chunks freed as read.
     out.gpu.reserve(out.gpu.size() + gpu_.size());
+    populating_appender<gpu_activity> gpu_out(out.gpu);
     gpu_.consume([&](const staged_gpu& staged) {
       const std::uint32_t pos = w.owner.find(staged.correlation);
       if (pos == no_index && !unlinked_in_window(staged)) {
@@ -296,7 +298,7 @@ class record_store {
         }
         a.details = config;
       }
-      out.gpu.push_back(a);
+      gpu_out.push_back(a);
     });
     gpu_ = std::move(later);
 
