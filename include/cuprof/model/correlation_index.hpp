@@ -25,14 +25,22 @@ class correlation_index {
   // values), so that a million calls' entries need no list of pairs besides.
   template <class Entries>
   void build_from(const Entries& entries) {
-    flat_.clear();
-    sparse_.clear();
     std::size_t count = 0;
+    std::uint32_t lo = 0, hi = 0;
     entries([&](std::uint32_t corr, std::uint32_t) {
-      lo_ = count ? std::min(lo_, corr) : corr;
-      hi_ = count ? std::max(hi_, corr) : corr;
+      lo = count ? std::min(lo, corr) : corr;
+      hi = count ? std::max(hi, corr) : corr;
       ++count;
     });
+    build_from(lo, hi, count, entries);
+  }
+  // The same when the caller knows the entries' lowest and highest ids and
+  // their count: one call of `entries`.
+  template <class Entries>
+  void build_from(std::uint32_t lo, std::uint32_t hi, std::size_t count, const Entries& entries) {
+    flat_.clear();
+    sparse_.clear();
+    lo_ = lo, hi_ = hi;
     if (!count) return;
     dense_ = std::uint64_t(hi_ - lo_) <= 16 * std::uint64_t(count) + 4096;
     if (dense_) {

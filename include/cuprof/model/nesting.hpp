@@ -36,18 +36,25 @@ inline void link_parents(trace& t, parents_of what, std::size_t first_span = 0) 
   if (!std::is_sorted(span_order.begin(), span_order.end(), span_less))
     std::stable_sort(span_order.begin(), span_order.end(), span_less);
 
+  // The calls in (thread, start) order: usually their order already, then
+  // with no list of indices.
   std::vector<std::uint32_t> call_order;
+  std::size_t call_count = 0;
   if (what != parents_of::spans) {
-    call_order.resize(t.api_calls.size());
-    std::iota(call_order.begin(), call_order.end(), 0u);
-    const auto call_less = [&](std::uint32_t a, std::uint32_t b) {
-      const api_call& x = t.api_calls[a];
-      const api_call& y = t.api_calls[b];
+    const auto call_less = [](const api_call& x, const api_call& y) {
       return x.tid != y.tid ? x.tid < y.tid : x.start_ns < y.start_ns;
     };
-    if (!std::is_sorted(call_order.begin(), call_order.end(), call_less))  // usually already is
-      std::sort(call_order.begin(), call_order.end(), call_less);
+    call_count = t.api_calls.size();
+    if (!std::is_sorted(t.api_calls.begin(), t.api_calls.end(), call_less)) {
+      call_order.resize(call_count);
+      std::iota(call_order.begin(), call_order.end(), 0u);
+      std::sort(call_order.begin(), call_order.end(),
+                [&](std::uint32_t a, std::uint32_t b) { return call_less(t.api_calls[a], t.api_calls[b]); });
+    }
   }
+  const auto nth_call = [&](std::size_t n) -> api_call& {
+    return t.api_calls[call_order.empty() ? n : call_order[n]];
+  };
 
   // The spans of one thread around the sweep point, outermost first. Ends never
   // increase upwards, so the spans reaching a given time are a prefix.
@@ -65,8 +72,8 @@ inline void link_parents(trace& t, parents_of what, std::size_t first_span = 0) 
   // a later interval may still start inside a span that ends before a call does.
   std::size_t next_call = 0;
   const auto calls_until = [&](const cpu_span* next) {
-    for (; next_call < call_order.size(); ++next_call) {
-      api_call& c = t.api_calls[call_order[next_call]];
+    for (; next_call < call_count; ++next_call) {
+      api_call& c = nth_call(next_call);
       if (next && (next->tid != c.tid ? next->tid < c.tid : next->start_ns <= c.start_ns)) return;
       // Reaching past its start, or to its end when it has no length.
       c.parent = innermost(reaching(c.tid, c.end_ns > c.start_ns ? c.start_ns + 1 : c.start_ns));

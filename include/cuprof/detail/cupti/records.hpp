@@ -409,15 +409,30 @@ class record_store {
   window_calls select(std::uint64_t start, std::uint64_t end) const {
     window_calls w;
     std::vector<std::uint32_t> in_window;  // fits: staged records are capped far below 4 Gi
+    // Found on the way: whether storage order is already call order, and the
+    // bounds and count of the correlation ids the index will hold.
+    bool in_order = true;
+    const staged_call* previous = nullptr;
+    std::uint32_t lowest = no_index, highest = 0;
+    std::size_t ids = 0;
+    const auto count_id = [&](std::uint32_t id) {
+      lowest = std::min(lowest, id), highest = std::max(highest, id), ++ids;
+    };
     for (std::size_t i = 0; i < api_.size(); ++i) {
       const staged_call& c = api_[i];
-      if (c.start_ns < start)
+      if (c.start_ns < start) {
         w.newest_before = std::max({w.newest_before, c.correlation, c.folded_correlation()});
-      else if (c.start_ns <= end) in_window.push_back(std::uint32_t(i));
+      } else if (c.start_ns <= end) {
+        in_window.push_back(std::uint32_t(i));
+        in_order = in_order && (!previous || !call_order(c, *previous));
+        previous = &c;
+        count_id(c.correlation);
+        if (c.folded_offset) count_id(c.folded_correlation());
+      }
     }
-    const auto before = [&](std::uint32_t a, std::uint32_t b) { return call_order(api_[a], api_[b]); };
-    if (!std::is_sorted(in_window.begin(), in_window.end(), before))
-      std::sort(in_window.begin(), in_window.end(), before);
+    if (!in_order)
+      std::sort(in_window.begin(), in_window.end(),
+                [&](std::uint32_t a, std::uint32_t b) { return call_order(api_[a], api_[b]); });
     // Each window call's correlation ids (its own, and those of the calls
     // folded into it) -> its position in `kept`; the kept calls are listed
     // on the first pass.
@@ -440,7 +455,7 @@ class record_store {
       }
       kept_listed = true;
     };
-    w.owner.build_from(window_entries);
+    w.owner.build_from(lowest, highest, ids, window_entries);
     if (!folded_.empty()) {  // the other calls folded on arrival map to their outer call's position
       std::vector<std::pair<std::uint32_t, std::uint32_t>> also;
       for (const auto& [inner, outer] : folded_) {
