@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 namespace {
@@ -34,6 +35,14 @@ long status_kb(const char* key) {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// This thread's CPU time: what the work cost, without the time a loaded
+// machine kept it waiting for a core.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
 std::string raw_name(cuprof::api_domain d, std::uint32_t cbid) {
@@ -71,6 +80,7 @@ int main(int argc, char** argv) {
   }
   const long rss_inputs_kb = status_kb("VmRSS:");  // the synthetic records stay resident throughout
   cuprof::detail::cupti::record_store store(raw_name);
+  const double cpu0 = thread_cpu_seconds();
   auto c0 = std::chrono::steady_clock::now();
   for (std::uint32_t i = 0; i < launches; ++i) {
     store.add(reinterpret_cast<const CUpti_Activity*>(&calls[2 * i]));
@@ -93,12 +103,14 @@ int main(int argc, char** argv) {
   c0 = std::chrono::steady_clock::now();
   cuprof::attribute(t);
   const double attribute = seconds_since(c0);
+  const double cpu = thread_cpu_seconds() - cpu0;
   std::printf("collect_launches=%u complete=%d api=%zu gpu=%zu\n", launches, int(complete), t.api_calls.size(), t.gpu.size());
   std::printf("collect_convert_ns_per_launch=%.1f\n", convert * 1e9 / launches);
   std::printf("collect_window_check_ns_per_launch=%.1f\n", check * 1e9 / launches);
   std::printf("collect_take_ns_per_launch=%.1f\n", take * 1e9 / launches);
   std::printf("collect_attribute_ns_per_launch=%.1f\n", attribute * 1e9 / launches);
   std::printf("collect_total_ns_per_launch=%.1f\n", (convert + check + take + attribute) * 1e9 / launches);
+  std::printf("collect_total_cpu_ns_per_launch=%.1f\n", cpu * 1e9 / launches);
   std::printf("collect_staged_bytes_per_launch=%.0f\n", double(staged_kb) * 1024.0 / launches);
   std::printf("collect_peak_bytes_per_launch=%.0f\n", double(status_kb("VmHWM:") - rss_inputs_kb) * 1024.0 / launches);
   std::printf("collect_trace_bytes_per_launch=%.0f\n", double(status_kb("VmRSS:") - rss_inputs_kb) * 1024.0 / launches);
