@@ -5,7 +5,8 @@
 // Also the memory this takes at its peak, staged records and the trace built
 // from them together (CUPTI's buffers are not part of it), per launch: the
 // staged records once converted (what recording holds), the peak while the
-// trace is built from them, and the trace alone at the end.
+// trace is built from them, and the trace alone at the end. The total is given
+// as wall time and as this thread's CPU time (the fairer figure on a shared machine).
 //   collect_bench [launches]
 #include <cuprof/detail/cupti/records.hpp>
 #include <cuprof/trace.hpp>
