@@ -216,9 +216,21 @@ class record_store {
       if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
       return names[id];
     };
+    // Ticks to epoch ns, the name into out's table, the external id: done
+    // once the calls are in call order, which the sort compares in ticks.
+    const auto finish = [&](api_call& c) {
+      c.start_ns = clock.to_epoch_ns(c.start_ns);
+      c.end_ns = std::max(c.start_ns, clock.to_epoch_ns(c.end_ns));
+      c.name = name_in_out(c.name);
+      if (!external_ids_.empty()) {
+        auto external = external_ids_.find(c.correlation);
+        if (external != external_ids_.end()) c.external_id = external->second;
+      }
+    };
     // The window's calls are copied in storage order as their chunks are
-    // freed, then put in the order select() gave them (usually already so
-    // for one thread), so that out.api_calls[first_call + pos] is w.kept[pos].
+    // freed, then put in the order select() gave them unless storage order
+    // was that already (as it is for one thread), so that
+    // out.api_calls[first_call + pos] is w.kept[pos].
     const std::uint32_t first_call = std::uint32_t(out.api_calls.size());
     out.api_calls.reserve(out.api_calls.size() + w.kept.size());
     populating_appender<api_call> calls_out(out.api_calls);
@@ -245,20 +257,13 @@ class record_store {
       c.return_value = staged.return_value;
       c.domain = staged.domain;
       c.has_flow = staged.has_flow;
+      if (w.in_order) finish(c);
       calls_out.push_back(c);
     });
     api_ = std::move(later_api);
-    const auto window_calls_begin = out.api_calls.begin() + first_call;
-    if (!std::is_sorted(window_calls_begin, out.api_calls.end(), call_order<api_call>))
-      std::sort(window_calls_begin, out.api_calls.end(), call_order<api_call>);
-    for (auto c = window_calls_begin; c != out.api_calls.end(); ++c) {
-      c->start_ns = clock.to_epoch_ns(c->start_ns);
-      c->end_ns = std::max(c->start_ns, clock.to_epoch_ns(c->end_ns));
-      c->name = name_in_out(c->name);
-      if (!external_ids_.empty()) {
-        auto external = external_ids_.find(c->correlation);
-        if (external != external_ids_.end()) c->external_id = external->second;
-      }
+    if (!w.in_order) {
+      std::sort(out.api_calls.begin() + first_call, out.api_calls.end(), call_order<api_call>);
+      for (auto c = out.api_calls.begin() + first_call; c != out.api_calls.end(); ++c) finish(*c);
     }
 
     std::vector<std::uint32_t> configs(kernel_configs_.size(), no_index);
@@ -376,6 +381,7 @@ class record_store {
     std::vector<std::uint32_t> kept;   // indices into api_, in call_order
     detail::correlation_index owner;           // correlation (kept or folded) -> position in `kept`
     std::uint32_t newest_before = 0;   // highest correlation id called before the window
+    bool in_order = true;              // storage order is call order: `kept` needed no sort
   };
 
   // The order of a window's calls: by thread, then start, the runtime call
@@ -411,7 +417,7 @@ class record_store {
     std::vector<std::uint32_t> in_window;  // fits: staged records are capped far below 4 Gi
     // Found on the way: whether storage order is already call order, and the
     // bounds and count of the correlation ids the index will hold.
-    bool in_order = true;
+    bool& in_order = w.in_order;
     const staged_call* previous = nullptr;
     std::uint32_t lowest = no_index, highest = 0;
     std::size_t ids = 0;
