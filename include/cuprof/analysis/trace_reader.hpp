@@ -203,11 +203,9 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
   }
 
   // Calls in start order per thread.
-  const auto call_before = [](const raw_call& a, const raw_call& b) {
+  std::sort(raw.calls.begin(), raw.calls.end(), [](const raw_call& a, const raw_call& b) {
     return a.tid != b.tid ? a.tid < b.tid : a.start != b.start ? a.start < b.start : a.end > b.end;
-  };
-  if (!std::is_sorted(raw.calls.begin(), raw.calls.end(), call_before))  // usually already is
-    std::sort(raw.calls.begin(), raw.calls.end(), call_before);
+  });
   t.api_calls.reserve(raw.calls.size());
   std::int64_t max_correlation = -1;
   for (const raw_call& r : raw.calls) max_correlation = std::max(max_correlation, r.correlation);
