@@ -267,33 +267,49 @@ struct raw_trace {
   bool is_cuprof = false, is_torch = false;
 };
 
-// Appends the events of `piece`, read from the items that follow those of
-// `into` (trace_reader.hpp reads a large array in pieces): names re-interned
-// in the order the piece met them, so ids come out as one reader gives them.
-inline void append_events(raw_trace& into, raw_trace& piece) {
-  std::vector<name_id> ids(piece.names.size());
-  for (name_id i = 0; i < ids.size(); ++i) ids[i] = into.names.intern(piece.names.str(i));
-  const std::size_t first_span = into.spans.size();
-  for (raw_span& s : piece.spans) s.name = ids[s.name], s.order += first_span;
-  for (raw_span& s : piece.overhead) s.name = ids[s.name];
-  for (raw_call& c : piece.calls) c.name = ids[c.name];
-  for (raw_gpu& g : piece.gpu) g.name = ids[g.name];
-  for (raw_annotation& a : piece.annotations) a.name = ids[a.name];
-  const auto append = [](auto& to, auto& from) {
-    if (to.empty()) to = std::move(from);
-    else to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+// Appends the events of `pieces`, read in turn from the items that follow
+// those of `into` (trace_reader.hpp reads a large array in pieces), freeing
+// each piece as it goes: names re-interned in the order the pieces met them,
+// so ids come out as one reader gives them. Room for all is reserved first:
+// each event is moved once.
+inline void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
+  const auto reserve = [&](auto member) {
+    std::size_t n = (into.*member).size();
+    for (const raw_trace& p : pieces) n += (p.*member).size();
+    (into.*member).reserve(n);
   };
-  append(into.spans, piece.spans);
-  append(into.overhead, piece.overhead);
-  append(into.calls, piece.calls);
-  append(into.gpu, piece.gpu);
-  append(into.annotations, piece.annotations);
-  append(into.thread_candidates, piece.thread_candidates);
-  for (auto& p : piece.process_names) into.process_names.emplace(p.first, std::move(p.second));
-  into.events += piece.events;
-  into.used += piece.used;
-  into.is_torch = into.is_torch || piece.is_torch;
-  if (into.cpu_pid < 0) into.cpu_pid = piece.cpu_pid;
+  reserve(&raw_trace::spans);
+  reserve(&raw_trace::overhead);
+  reserve(&raw_trace::calls);
+  reserve(&raw_trace::gpu);
+  reserve(&raw_trace::annotations);
+  reserve(&raw_trace::thread_candidates);
+  std::vector<name_id> ids;
+  for (raw_trace& piece : pieces) {
+    ids.resize(piece.names.size());
+    for (name_id i = 0; i < ids.size(); ++i) ids[i] = into.names.intern(piece.names.str(i));
+    const std::size_t first_span = into.spans.size();
+    for (raw_span& s : piece.spans) s.name = ids[s.name], s.order += first_span;
+    for (raw_span& s : piece.overhead) s.name = ids[s.name];
+    for (raw_call& c : piece.calls) c.name = ids[c.name];
+    for (raw_gpu& g : piece.gpu) g.name = ids[g.name];
+    for (raw_annotation& a : piece.annotations) a.name = ids[a.name];
+    const auto append = [](auto& to, auto& from) {
+      to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+    };
+    append(into.spans, piece.spans);
+    append(into.overhead, piece.overhead);
+    append(into.calls, piece.calls);
+    append(into.gpu, piece.gpu);
+    append(into.annotations, piece.annotations);
+    append(into.thread_candidates, piece.thread_candidates);
+    for (auto& p : piece.process_names) into.process_names.emplace(p.first, std::move(p.second));
+    into.events += piece.events;
+    into.used += piece.used;
+    into.is_torch = into.is_torch || piece.is_torch;
+    if (into.cpu_pid < 0) into.cpu_pid = piece.cpu_pid;
+    piece = raw_trace();  // freed as it is joined
+  }
 }
 
 // Reads the top-level keys and the events of one document into a raw_trace.

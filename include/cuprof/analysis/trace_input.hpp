@@ -5,6 +5,7 @@
 
 #include "../error.hpp"
 
+#include <sys/mman.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -181,6 +182,16 @@ inline std::string gunzip(const std::string& in, const std::string& source, cons
     throw error(source + ": not valid gzip data (" + (z.msg ? z.msg : "invalid data") + ")");
   }
   return out;
+}
+
+// Asks for transparent huge pages behind a large buffer about to be filled,
+// where the system grants them on request: reading 300 MB into it then takes
+// hundreds of page faults, not 75,000. It is filled whole: no more memory.
+inline void advise_huge_pages(const char* data, std::size_t size) noexcept {
+  constexpr std::uintptr_t huge = std::uintptr_t(2) << 20;
+  const std::uintptr_t from = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) & ~(huge - 1);
+  const std::uintptr_t to = (reinterpret_cast<std::uintptr_t>(data) + size) & ~(huge - 1);
+  if (to > from) ::madvise(reinterpret_cast<void*>(from), std::size_t(to - from), MADV_HUGEPAGE);
 }
 
 inline bool is_gzip(std::string_view bytes) {

@@ -81,6 +81,39 @@ struct loaded_trace {
 
 namespace detail {
 
+// Events by an id the file gives them (External id, correlation): a vector
+// indexed by the id where the ids are small for their number, as the
+// counters of Kineto and cuprof make them, else a hash map.
+class id_index {
+ public:
+  id_index(std::int64_t max_id, std::size_t count) {
+    if (max_id >= 0 && std::uint64_t(max_id) < 2 * std::uint64_t(count) + 1024) dense_.assign(std::size_t(max_id) + 1, no_index);
+    else if (max_id >= 0) sparse_.reserve(count);
+  }
+
+  // Maps `id` (non-negative, at most the max_id given) to `value` unless it is mapped already: false then.
+  bool add(std::int64_t id, std::uint32_t value) {
+    if (dense_.empty()) return sparse_.emplace(id, value).second;
+    std::uint32_t& slot = dense_[std::size_t(id)];
+    if (slot != no_index) return false;
+    slot = value;
+    return true;
+  }
+
+  // What `id` maps to, or no_index.
+  std::uint32_t find(std::int64_t id) const {
+    if (dense_.empty()) {
+      const auto it = sparse_.find(id);
+      return it == sparse_.end() ? no_index : it->second;
+    }
+    return id >= 0 && std::uint64_t(id) < dense_.size() ? dense_[std::size_t(id)] : no_index;
+  }
+
+ private:
+  std::vector<std::uint32_t> dense_;
+  std::unordered_map<std::int64_t, std::uint32_t> sparse_;
+};
+
 // The build stage: raw events to the model, times made absolute, parents
 // linked by nesting, GPU work attributed as the file says.
 inline void build_trace(raw_trace& raw, loaded_trace& out) {
@@ -124,32 +157,37 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
   if (auto it = raw.process_names.find(raw.cpu_pid); it != raw.process_names.end()) t.meta.process_name = it->second;
 
   // Spans in nesting order (nests_before, file order on identical extents): parents precede children.
-  std::vector<std::size_t> order(raw.spans.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const raw_span& x = raw.spans[a];
-    const raw_span& y = raw.spans[b];
-    if (x.tid != y.tid) return x.tid < y.tid;
-    if (x.start != y.start) return x.start < y.start;
-    if (x.end != y.end) return x.end > y.end;
-    return x.order < y.order;
-  });
-  std::unordered_map<std::int64_t, std::uint32_t> span_by_ext;
+  // Sorted as compact keys, cheaper to compare and move than indices into the spans, and only when out of order.
+  struct span_key {
+    std::int64_t start, end;
+    std::size_t order;
+    std::uint32_t tid, index;
+    bool operator<(const span_key& o) const noexcept {
+      if (tid != o.tid) return tid < o.tid;
+      if (start != o.start) return start < o.start;
+      if (end != o.end) return end > o.end;
+      return order < o.order;
+    }
+  };
+  std::vector<span_key> order;
+  order.reserve(raw.spans.size());
+  for (const raw_span& r : raw.spans) order.push_back({r.start, r.end, r.order, r.tid, std::uint32_t(order.size())});
+  if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
   std::int64_t max_ext = 0;
   for (const raw_span& s : raw.spans) max_ext = std::max(max_ext, s.ext);
+  id_index span_by_ext(std::min<std::int64_t>(max_ext, 0xFFFFFFFFll), raw.spans.size());
   std::uint32_t next_id = std::uint32_t(std::min<std::int64_t>(max_ext, 0x7FFFFFFF)) + 1;
   t.spans.reserve(raw.spans.size());
-  for (std::size_t i : order) {
-    const raw_span& r = raw.spans[i];
+  for (const span_key& key : order) {
+    const raw_span& r = raw.spans[key.index];
     cpu_span s;
     s.start_ns = std::uint64_t(r.start);
     s.end_ns = std::uint64_t(r.end);
     s.name = name(r.name);
     s.tid = r.tid;
     s.is_step = starts_with(raw.names.str(r.name), step_name_prefix);
-    const bool usable_id = r.ext >= 0 && r.ext <= 0xFFFFFFFFll && !span_by_ext.count(r.ext);
+    const bool usable_id = r.ext >= 0 && r.ext <= 0xFFFFFFFFll && span_by_ext.add(r.ext, std::uint32_t(t.spans.size()));
     s.id = usable_id ? std::uint32_t(r.ext) : next_id++;
-    if (usable_id) span_by_ext.emplace(r.ext, std::uint32_t(t.spans.size()));
     s.first_arg = std::uint32_t(t.span_args.size());
     s.arg_count = std::uint8_t(r.args.size());
     for (const raw_arg& ra : r.args) {
@@ -169,7 +207,9 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     return a.tid != b.tid ? a.tid < b.tid : a.start != b.start ? a.start < b.start : a.end > b.end;
   });
   t.api_calls.reserve(raw.calls.size());
-  std::unordered_map<std::int64_t, std::uint32_t> call_by_correlation;
+  std::int64_t max_correlation = -1;
+  for (const raw_call& r : raw.calls) max_correlation = std::max(max_correlation, r.correlation);
+  id_index call_by_correlation(max_correlation, raw.calls.size());
   for (const raw_call& r : raw.calls) {
     api_call a;
     a.start_ns = std::uint64_t(r.start);
@@ -179,14 +219,17 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     a.cbid = std::uint32_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFFFFFFll)));
     a.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
     a.domain = r.domain;
-    if (r.correlation >= 0) call_by_correlation.emplace(r.correlation, std::uint32_t(t.api_calls.size()));
+    if (r.correlation >= 0) call_by_correlation.add(r.correlation, std::uint32_t(t.api_calls.size()));
     t.api_calls.push_back(a);
   }
   link_parents(t, parents_of::spans_and_calls);
 
   // GPU work: the launching call by correlation, the scope by External id.
-  std::stable_sort(raw.gpu.begin(), raw.gpu.end(), [](const raw_gpu& a, const raw_gpu& b) { return a.start < b.start; });
+  const auto starts_before = [](const raw_gpu& a, const raw_gpu& b) { return a.start < b.start; };
+  if (!std::is_sorted(raw.gpu.begin(), raw.gpu.end(), starts_before))
+    std::stable_sort(raw.gpu.begin(), raw.gpu.end(), starts_before);
   t.meta.unmatched_gpu_records = 0;
+  t.gpu.reserve(raw.gpu.size());
   for (const raw_gpu& r : raw.gpu) {
     gpu_activity g;
     g.start_ns = std::uint64_t(r.start);
@@ -199,10 +242,8 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     g.stream = r.stream;
     g.kind = r.kind;
     g.subkind = r.subkind;
-    if (r.correlation >= 0)
-      if (auto it = call_by_correlation.find(r.correlation); it != call_by_correlation.end()) g.api = it->second;
-    if (r.ext >= 0)
-      if (auto it = span_by_ext.find(r.ext); it != span_by_ext.end()) g.span = it->second;
+    g.api = call_by_correlation.find(r.correlation);
+    g.span = span_by_ext.find(r.ext);
     if (r.kind != gpu_kind::sync && g.api == no_index && g.span == no_index) ++t.meta.unmatched_gpu_records;
     if (g.api != no_index) t.api_calls[g.api].has_flow = true;  // as the writer drew it: syncs too
     if (r.has_details) {
@@ -215,13 +256,13 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
   // The file's scope extents on the GPU. Kineto (and cuprof) draw them 1 ns
   // wider on each side than the work they cover; the table uses the work's extent.
   for (const raw_annotation& r : raw.annotations) {
-    auto it = r.ext >= 0 ? span_by_ext.find(r.ext) : span_by_ext.end();
-    if (it == span_by_ext.end() || t.names.str(t.spans[it->second].name) != raw.names.str(r.name)) {
+    const std::uint32_t span = span_by_ext.find(r.ext);
+    if (span == no_index || t.names.str(t.spans[span].name) != raw.names.str(r.name)) {
       ++out.unmatched_annotations;
       continue;
     }
     gpu_annotation a;
-    a.span = it->second;
+    a.span = span;
     a.device = r.device;
     a.stream = r.stream;
     a.start_ns = std::uint64_t(r.start);
@@ -472,10 +513,7 @@ inline std::optional<raw_trace> read_raw_trace_in_pieces(std::string_view json, 
   if (failed) return std::nullopt;
 
   raw_trace out = std::move(top.result());
-  for (raw_trace& piece : results) {
-    append_events(out, piece);
-    piece = raw_trace();  // freed as it is joined
-  }
+  join_events(out, results);
   return out;
 }
 
@@ -545,6 +583,7 @@ inline loaded_trace read_stream(std::FILE* f, const std::string& source, std::ui
     if (!gzip && ends_with_gz(source)) throw error("'" + source + "' ends in .gz but is not gzip data");
     if (!gzip) check.feed(first, n);
     bytes.reserve(std::size_t(size) + simdjson::SIMDJSON_PADDING);  // once the start looked like a trace
+    advise_huge_pages(bytes.data(), bytes.capacity());
     bytes.append(first, n);
     progress(read_stage::reading, bytes.size(), size);
   }

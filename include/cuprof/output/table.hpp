@@ -391,12 +391,12 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
   std::vector<event_average> rows;
   std::unordered_map<std::string, std::size_t> index[4];
   std::vector<std::string> span_args;  // per span, grouped by args
+  const std::string no_args, step_key = "ProfilerStep*";
   if (grouping == group_by::args) {
     span_args.reserve(n);
     for (const cpu_span& sp : t.spans) span_args.push_back(format_span_args(t, sp));
   }
-  const auto row = [&](const std::string& key, row_kind kind, std::uint64_t first,
-                       const std::string& args = std::string()) -> event_average& {
+  const auto row_index = [&](const std::string& key, row_kind kind, std::uint64_t first, const std::string& args) {
     auto [it, inserted] = index[int(kind)].try_emplace(args.empty() ? key : key + '\0' + args, rows.size());
     if (inserted) {
       event_average r;
@@ -406,16 +406,32 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
       r.first_ns = first;
       rows.push_back(std::move(r));
     }
-    event_average& r = rows[it->second];
+    return it->second;
+  };
+  const auto counted = [&](std::size_t at, std::uint64_t first) -> event_average& {
+    event_average& r = rows[at];
     r.first_ns = std::min(r.first_ns, first);
     ++r.count;
     return r;
   };
+  // Most events are keyed by their name alone: their rows are remembered by
+  // name id, so that each name is hashed once, not each event.
+  constexpr std::size_t no_row = std::size_t(-1);
+  std::vector<std::size_t> row_of_name[4];
+  const auto row = [&](name_id name, row_kind kind, std::uint64_t first, const std::string& args) -> event_average& {
+    if (!args.empty()) return counted(row_index(t.names.str(name), kind, first, args), first);
+    std::vector<std::size_t>& rows_by_name = row_of_name[int(kind)];
+    if (rows_by_name.empty()) rows_by_name.assign(t.names.size(), no_row);
+    std::size_t& at = rows_by_name[name];
+    if (at == no_row) at = row_index(t.names.str(name), kind, first, args);
+    return counted(at, first);
+  };
   for (std::size_t i = 0; i < n; ++i) {
     const cpu_span& s = t.spans[i];
     const std::uint64_t dur = s.end_ns - s.start_ns;
-    event_average& r = row(s.is_step ? std::string("ProfilerStep*") : t.names.str(s.name), row_kind::cpu_scope, s.start_ns,
-                           span_args.empty() ? std::string() : span_args[i]);
+    const std::string& args = span_args.empty() ? no_args : span_args[i];
+    event_average& r = s.is_step ? counted(row_index(step_key, row_kind::cpu_scope, s.start_ns, args), s.start_ns)
+                                 : row(s.name, row_kind::cpu_scope, s.start_ns, args);
     r.cpu_total_ns += dur;
     r.self_cpu_ns += dur > child_cpu[i] ? dur - child_cpu[i] : 0;
     r.self_cuda_ns += self_cuda[i];
@@ -424,7 +440,7 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     r.cuda_samples_ns.push_back(cuda_total[i]);
   }
   for (const api_call& a : t.api_calls) {
-    event_average& r = row(t.names.str(a.name), row_kind::cuda_api, a.start_ns);
+    event_average& r = row(a.name, row_kind::cuda_api, a.start_ns, no_args);
     r.cpu_total_ns += a.end_ns - a.start_ns;
     r.self_cpu_ns += a.end_ns - a.start_ns;
     r.cpu_samples_ns.push_back(a.end_ns - a.start_ns);
@@ -432,15 +448,15 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
   }
   for (const gpu_activity& g : t.gpu) {
     if (g.kind == gpu_kind::sync) continue;
-    event_average& r = row(t.names.str(g.name), row_kind::gpu_work, g.start_ns);
+    event_average& r = row(g.name, row_kind::gpu_work, g.start_ns, no_args);
     r.self_cuda_ns += g.end_ns - g.start_ns;
     r.cuda_total_ns += g.end_ns - g.start_ns;
     r.cpu_samples_ns.push_back(0);
     r.cuda_samples_ns.push_back(g.end_ns - g.start_ns);
   }
   for (const gpu_annotation& a : t.gpu_annotations) {
-    event_average& r = row(t.names.str(t.spans[a.span].name), row_kind::gpu_annotation, a.start_ns,
-                           span_args.empty() ? std::string() : span_args[a.span]);
+    event_average& r = row(t.spans[a.span].name, row_kind::gpu_annotation, a.start_ns,
+                           span_args.empty() ? no_args : span_args[a.span]);
     r.self_cuda_ns += a.end_ns - a.start_ns;
     r.cuda_total_ns += a.end_ns - a.start_ns;
     r.cpu_samples_ns.push_back(0);
