@@ -201,25 +201,28 @@ class chrome_trace_writer {
   text_buffer& out() { return out_; }
 
  private:
-  void begin_event() {
+  // The small pieces of every event are forced inline: GCC leaves them out of
+  // line, and inlined, their literals and schema keys copy as constants (with
+  // text_buffer's and append_int's, 13% fewer instructions per event).
+  [[gnu::always_inline]] void begin_event() {
     if (first_event_) out_ += '\n';
     else out_ += ",\n";
     first_event_ = false;
     ++events_;
   }
 
-  void ts(std::uint64_t ns) {
+  [[gnu::always_inline]] void ts(std::uint64_t ns) {
     out_ += "\"ts\":";
     append_us(out_, ns > base_ns_ ? ns - base_ns_ : 0);
   }
 
   // "key":, then ,"key": and ,"key":[x,y,z] -- members named as the schema spells them.
-  void key(std::string_view k) {
+  [[gnu::always_inline]] void key(std::string_view k) {
     out_ += '"';
     out_ += k;
     out_ += "\":";
   }
-  void next_key(std::string_view k) {
+  [[gnu::always_inline]] void next_key(std::string_view k) {
     out_ += ',';
     key(k);
   }
