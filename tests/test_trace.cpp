@@ -545,6 +545,22 @@ TEST_CASE("append_int and append_double") {
   s += ',';
   cuprof::detail::append_int(s, std::uint64_t(18446744073709551615ull));
   CHECK(s == "0,-12,18446744073709551615");
+  // The trace writer's own digits (text_buffer): every length of 32 and 64 bits, each side of it.
+  const auto text = [](const cuprof::detail::text_buffer& b) { return std::string(b.data(), b.size()); };
+  std::uint64_t power = 1;
+  for (int digits = 1; digits <= 20; ++digits, power *= 10)
+    for (std::uint64_t v : {power - 1, power, power + 1, power * 2 - 1, std::uint64_t(4294967295u), std::uint64_t(4294967296u)}) {
+      CAPTURE(v);
+      cuprof::detail::text_buffer b(1);
+      cuprof::detail::append_int(b, v);
+      b += ',';
+      cuprof::detail::append_int(b, std::uint32_t(v));
+      b += ',';
+      cuprof::detail::append_us(b, v);
+      std::string us;
+      cuprof::detail::append_us(us, v);
+      CHECK(text(b) == std::to_string(v) + ',' + std::to_string(std::uint32_t(v)) + ',' + us);
+    }
   // Fixed notation, never an exponent, at least millesimal precision.
   for (double v : {2.0, 1048.576, 0.008, 123456789.125, 1e-9}) {
     CAPTURE(v);
