@@ -545,6 +545,22 @@ TEST_CASE("append_int and append_double") {
   s += ',';
   cuprof::detail::append_int(s, std::uint64_t(18446744073709551615ull));
   CHECK(s == "0,-12,18446744073709551615");
+  // The trace writer's own digits (text_buffer): every length of 32 and 64 bits, each side of it.
+  const auto text = [](const cuprof::detail::text_buffer& b) { return std::string(b.data(), b.size()); };
+  std::uint64_t power = 1;
+  for (int digits = 1; digits <= 20; ++digits, power *= 10)
+    for (std::uint64_t v : {power - 1, power, power + 1, power * 2 - 1, std::uint64_t(4294967295u), std::uint64_t(4294967296u)}) {
+      CAPTURE(v);
+      cuprof::detail::text_buffer b(1);
+      cuprof::detail::append_int(b, v);
+      b += ',';
+      cuprof::detail::append_int(b, std::uint32_t(v));
+      b += ',';
+      cuprof::detail::append_us(b, v);
+      std::string us;
+      cuprof::detail::append_us(us, v);
+      CHECK(text(b) == std::to_string(v) + ',' + std::to_string(std::uint32_t(v)) + ',' + us);
+    }
   // Fixed notation, never an exponent, at least millesimal precision.
   for (double v : {2.0, 1048.576, 0.008, 123456789.125, 1e-9}) {
     CAPTURE(v);
@@ -1092,14 +1108,14 @@ TEST_CASE("blocks formatted on several threads make the serial writer's document
   temp_dir dir;
   const std::string plain = (dir.path / "blocks.json").string(), gz = plain + ".gz";
   // The serial writer: the whole document as one block, on this thread.
-  const auto serial = [&](const std::string& trace_name) {
+  const auto serial = [](const cuprof::trace& t, const std::string& trace_name) {
     const cuprof::detail::chrome_trace_layout whole(t, trace_name, std::numeric_limits<std::size_t>::max());
     REQUIRE(whole.block_count() == 1);
     cuprof::detail::chrome_trace_writer writer(whole);
     writer.write_block(0);
     return std::string(writer.out().data(), writer.out().size());
   };
-  const std::string expected = serial(plain), expected_gz = serial(gz);
+  const std::string expected = serial(t, plain), expected_gz = serial(t, gz);
   json doc;
   REQUIRE_NOTHROW(doc = json::parse(expected));
   const std::size_t events = doc["traceEvents"].size();
@@ -1135,6 +1151,20 @@ TEST_CASE("blocks formatted on several threads make the serial writer's document
           CHECK(back.events == events);
         }
       }
+  }
+  SUBCASE("a first block far slower than the rest: later blocks finish first, fill every slot and wait their turn") {
+    // The process name, escaped byte by byte in each of block 0's metadata
+    // events, makes block 0 take milliseconds, the others microseconds.
+    cuprof::trace slow_first = t;
+    slow_first.meta.process_name.assign(4 << 20, '"');
+    for (const std::string& path : {plain, gz}) {
+      CAPTURE(path);
+      const cuprof::detail::chrome_trace_layout layout(slow_first, path, 97);
+      cuprof::detail::atomic_file file(path);
+      CHECK(cuprof::detail::parallel_block_writer(layout, file, 2).run() == events);
+      file.commit();
+      CHECK((path == plain ? read_file(plain) : gunzip_file(gz)) == serial(slow_first, path));
+    }
   }
 }
 

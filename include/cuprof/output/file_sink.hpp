@@ -1,5 +1,5 @@
 // Atomic file output: bytes go to a temporary file beside the target, which is
-// renamed over the target only once everything was written and flushed. A
+// renamed over the target only once everything was written. A
 // failure at any point removes the temporary file and leaves an existing
 // target as it was. Paths ending in ".gz" are for gzip data: the writer
 // compresses it in independent blocks (gzip_compressor), each a complete gzip
@@ -21,11 +21,14 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <climits>
@@ -80,36 +83,44 @@ class atomic_file {
     const std::size_t slash = path_.rfind('/');
     remove_dead_writers_files(slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash),
                               std::string_view(path_).substr(slash == std::string::npos ? 0 : slash + 1));
-    const int fd = create_temporary_file(replacing ? &target : nullptr);
-    errno = 0;
-    file_ = ::fdopen(fd, "wb");
-    if (!file_) {
-      const int saved = errno;
-      ::close(fd);
-      errno = saved;
-      fail("cannot create");
-    }
+    fd_ = create_temporary_file(replacing ? &target : nullptr);
+    struct statfs fs;
+    ext4_ = ::fstatfs(fd_, &fs) == 0 && fs.f_type == EXT4_SUPER_MAGIC;
   }
   atomic_file(const atomic_file&) = delete;
   atomic_file& operator=(const atomic_file&) = delete;
   ~atomic_file() { discard(); }
 
-  // Writes bytes as they are: gzip members for a ".gz" path (gzip()).
+  // Writes bytes as they are (gzip members for a ".gz" path: gzip()), with one
+  // write call for a block unless the system splits it.
   void write(const char* data, std::size_t n) {
     if (n == 0) return;
-    errno = 0;
-    if (std::fwrite(data, 1, n, file_) != n) fail("cannot write");
+    // On ext4, renaming a file whose disk space is not yet allocated (delayed
+    // allocation) over an existing one makes the rename start writing the
+    // whole file out before it returns (auto_da_alloc): 0.3-0.5 s of a 2-core
+    // machine for the 600 MB of a 1 M-launch trace. Space reserved as the
+    // bytes come spares it. A reservation that fails (a full disk) is left
+    // for the write to report. What the flush bought, a crash soon after the
+    // rename finding the new bytes on disk, was never promised (no fsync).
+    // Only on ext4: elsewhere (NFS) a reservation can cost a round trip.
+    if (ext4_) ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, off_t(written_), off_t(n));
+    while (n > 0) {
+      errno = 0;
+      const ssize_t done = ::write(fd_, data, n);
+      if (done < 0 && errno == EINTR) continue;
+      if (done <= 0) fail("cannot write");
+      data += done;
+      n -= std::size_t(done);
+      written_ += std::uint64_t(done);
+    }
   }
 
-  // Flushes, closes and renames into place. Throws, leaving the target intact, on failure.
+  // Closes and renames into place. Throws, leaving the target intact, on failure.
   void commit() {
     errno = 0;
-    const bool ok = std::fflush(file_) == 0;
-    const int saved = errno;
-    const bool closed = std::fclose(file_) == 0;
-    file_ = nullptr;
-    errno = saved ? saved : errno;
-    if (!ok || !closed) fail("cannot write");
+    const bool closed = ::close(fd_) == 0;
+    fd_ = -1;
+    if (!closed) fail("cannot write");
     if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) fail("cannot rename the temporary file onto");
     tmp_path_.clear();
   }
@@ -158,8 +169,8 @@ class atomic_file {
     throw error(msg);
   }
   void discard() noexcept {
-    if (file_) std::fclose(file_);
-    file_ = nullptr;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
     if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
     tmp_path_.clear();
   }
@@ -167,7 +178,9 @@ class atomic_file {
   std::string path_;
   std::string tmp_path_;
   bool gzip_;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;
+  bool ext4_ = false;  // ext2 and ext3 share the magic: their fallocate fails, at no cost
+  std::uint64_t written_ = 0;
 };
 
 // The four functions of libdeflate's whole-buffer API (libdeflate.h) that
