@@ -81,38 +81,12 @@ struct loaded_trace {
 
 namespace detail {
 
-// Events by an id the file gives them (External id, correlation): a vector
-// indexed by the id where the ids are small for their number, as the
-// counters of Kineto and cuprof make them, else a hash map.
-class id_index {
- public:
-  id_index(std::int64_t max_id, std::size_t count) {
-    if (max_id >= 0 && std::uint64_t(max_id) < 2 * std::uint64_t(count) + 1024) dense_.assign(std::size_t(max_id) + 1, no_index);
-    else if (max_id >= 0) sparse_.reserve(count);
-  }
-
-  // Maps `id` (non-negative, at most the max_id given) to `value` unless it is mapped already: false then.
-  bool add(std::int64_t id, std::uint32_t value) {
-    if (dense_.empty()) return sparse_.emplace(id, value).second;
-    std::uint32_t& slot = dense_[std::size_t(id)];
-    if (slot != no_index) return false;
-    slot = value;
-    return true;
-  }
-
-  // What `id` maps to, or no_index.
-  std::uint32_t find(std::int64_t id) const {
-    if (dense_.empty()) {
-      const auto it = sparse_.find(id);
-      return it == sparse_.end() ? no_index : it->second;
-    }
-    return id >= 0 && std::uint64_t(id) < dense_.size() ? dense_[std::size_t(id)] : no_index;
-  }
-
- private:
-  std::vector<std::uint32_t> dense_;
-  std::unordered_map<std::int64_t, std::uint32_t> sparse_;
-};
+// An id the file gives an event (External id, correlation) as the index
+// keys it: ids outside 32 bits are not linked.
+inline std::optional<std::uint32_t> file_id(std::int64_t id) {
+  if (id < 0 || id > 0xFFFFFFFFll) return std::nullopt;
+  return std::uint32_t(id);
+}
 
 // The build stage: raw events to the model, times made absolute, parents
 // linked by nesting, GPU work attributed as the file says.
@@ -175,7 +149,13 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
   if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
   std::int64_t max_ext = 0;
   for (const raw_span& s : raw.spans) max_ext = std::max(max_ext, s.ext);
-  id_index span_by_ext(std::min<std::int64_t>(max_ext, 0xFFFFFFFFll), raw.spans.size());
+  // External id -> position in t.spans, the first span in nesting order keeping an id given twice.
+  correlation_index span_by_ext;
+  span_by_ext.build_from([&](auto&& add) {
+    for (std::uint32_t pos = 0; pos < order.size(); ++pos)
+      if (const auto ext = file_id(raw.spans[order[pos].index].ext)) add(*ext, pos);
+  });
+  const auto span_of = [&](std::int64_t ext) { const auto id = file_id(ext); return id ? span_by_ext.find(*id) : no_index; };
   std::uint32_t next_id = std::uint32_t(std::min<std::int64_t>(max_ext, 0x7FFFFFFF)) + 1;
   t.spans.reserve(raw.spans.size());
   for (const span_key& key : order) {
@@ -186,7 +166,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     s.name = name(r.name);
     s.tid = r.tid;
     s.is_step = starts_with(raw.names.str(r.name), step_name_prefix);
-    const bool usable_id = r.ext >= 0 && r.ext <= 0xFFFFFFFFll && span_by_ext.add(r.ext, std::uint32_t(t.spans.size()));
+    const bool usable_id = span_of(r.ext) == t.spans.size();
     s.id = usable_id ? std::uint32_t(r.ext) : next_id++;
     s.first_arg = std::uint32_t(t.span_args.size());
     s.arg_count = std::uint8_t(r.args.size());
@@ -207,9 +187,11 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     return a.tid != b.tid ? a.tid < b.tid : a.start != b.start ? a.start < b.start : a.end > b.end;
   });
   t.api_calls.reserve(raw.calls.size());
-  std::int64_t max_correlation = -1;
-  for (const raw_call& r : raw.calls) max_correlation = std::max(max_correlation, r.correlation);
-  id_index call_by_correlation(max_correlation, raw.calls.size());
+  correlation_index call_by_correlation;  // -> position in t.api_calls
+  call_by_correlation.build_from([&](auto&& add) {
+    for (std::uint32_t i = 0; i < raw.calls.size(); ++i)
+      if (const auto correlation = file_id(raw.calls[i].correlation)) add(*correlation, i);
+  });
   for (const raw_call& r : raw.calls) {
     api_call a;
     a.start_ns = std::uint64_t(r.start);
@@ -219,7 +201,6 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     a.cbid = std::uint32_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFFFFFFll)));
     a.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
     a.domain = r.domain;
-    if (r.correlation >= 0) call_by_correlation.add(r.correlation, std::uint32_t(t.api_calls.size()));
     t.api_calls.push_back(a);
   }
   link_parents(t, parents_of::spans_and_calls);
@@ -242,8 +223,9 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     g.stream = r.stream;
     g.kind = r.kind;
     g.subkind = r.subkind;
-    g.api = call_by_correlation.find(r.correlation);
-    g.span = span_by_ext.find(r.ext);
+    const auto correlation = file_id(r.correlation);
+    g.api = correlation ? call_by_correlation.find(*correlation) : no_index;
+    g.span = span_of(r.ext);
     if (r.kind != gpu_kind::sync && g.api == no_index && g.span == no_index) ++t.meta.unmatched_gpu_records;
     if (g.api != no_index) t.api_calls[g.api].has_flow = true;  // as the writer drew it: syncs too
     if (r.has_details) {
@@ -256,7 +238,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
   // The file's scope extents on the GPU. Kineto (and cuprof) draw them 1 ns
   // wider on each side than the work they cover; the table uses the work's extent.
   for (const raw_annotation& r : raw.annotations) {
-    const std::uint32_t span = span_by_ext.find(r.ext);
+    const std::uint32_t span = span_of(r.ext);
     if (span == no_index || t.names.str(t.spans[span].name) != raw.names.str(r.name)) {
       ++out.unmatched_annotations;
       continue;

@@ -11,7 +11,8 @@
 
 namespace cuprof::detail {
 
-// Maps correlation ids to small values: a flat array when the ids are dense,
+// Maps correlation ids (or any ids a trace numbers as it goes, External ids)
+// to small values, the first entry of an id winning: a flat array when the ids are dense,
 // as they are (CUPTI numbers API calls in order), a hash map otherwise.
 class correlation_index {
  public:
@@ -45,7 +46,10 @@ class correlation_index {
     dense_ = std::uint64_t(hi_ - lo_) <= 16 * std::uint64_t(count) + 4096;
     if (dense_) {
       flat_.assign(std::size_t(hi_ - lo_) + 1, no_index);
-      entries([&](std::uint32_t corr, std::uint32_t value) { flat_[corr - lo_] = value; });
+      entries([&](std::uint32_t corr, std::uint32_t value) {
+        std::uint32_t& slot = flat_[corr - lo_];
+        if (slot == no_index) slot = value;  // the first entry of an id wins, as emplace below
+      });
     } else {
       sparse_.reserve(count);
       entries([&](std::uint32_t corr, std::uint32_t value) { sparse_.emplace(corr, value); });
