@@ -601,12 +601,7 @@ class parallel_block_writer {
       slot* s = free_.back();
       free_.pop_back();
       lock.unlock();
-      std::exception_ptr error;
-      try {
-        format(*s, order);
-      } catch (...) {
-        error = std::current_exception();
-      }
+      const std::exception_ptr error = caught([&] { format(*s, order); });
       lock.lock();
       if (error) {
         fail(error);
@@ -640,12 +635,7 @@ class parallel_block_writer {
       if (!s) break;
       next = nullptr;
       lock.unlock();
-      std::exception_ptr error;
-      try {
-        file_.write(s->bytes.data(), s->bytes.size());
-      } catch (...) {
-        error = std::current_exception();
-      }
+      const std::exception_ptr error = caught([&] { file_.write(s->bytes.data(), s->bytes.size()); });
       lock.lock();
       if (error) {
         fail(error);
@@ -657,6 +647,17 @@ class parallel_block_writer {
       slot_freed_.notify_one();
     }
     writing_ = false;
+  }
+
+  // What `step` threw, or null: run outside the lock, reported under it.
+  template <class Step>
+  static std::exception_ptr caught(Step&& step) noexcept {
+    try {
+      step();
+      return nullptr;
+    } catch (...) {
+      return std::current_exception();
+    }
   }
 
   void fail(std::exception_ptr error) {
