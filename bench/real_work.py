@@ -113,11 +113,12 @@ def parse_kv(text):
     return values
 
 
-def run_once(mode, trace_dir, timeout_s, keep_dir=None):
+def run_once(mode, trace_dir, timeout_s, keep_dir=None, cpus=""):
     """One process of `mode`: its key=value lines, wall_s, and for traced modes the kernels in its
-    trace; the trace is then deleted, or gzipped into keep_dir."""
+    trace; the trace is then deleted, or gzipped into keep_dir. `cpus`: a taskset CPU list that every
+    process (and its threads) is pinned to, so processes differ less in where they ran."""
     trace = os.path.join(trace_dir, f"{mode.name}.pt.trace.json")
-    argv = [x.replace(TRACE, trace) for x in mode.argv]
+    argv = (["taskset", "-c", cpus] if cpus else []) + [x.replace(TRACE, trace) for x in mode.argv]
     env = {k: v for k, v in os.environ.items() if k not in TRACING_VARIABLES}
     env.update({k: v.replace(TRACE, trace) for k, v in mode.env.items()})
     t0 = time.perf_counter()
@@ -307,6 +308,8 @@ def main():
                         help="no run: combine the --out files of one run split over several commands "
                              "(--first-rep 0, 10, ...) into one summary, written to --out")
     parser.add_argument("--keep-traces", default="", help="folder for the first repetition's traces (gzipped)")
+    parser.add_argument("--cpus", default="", help="taskset CPU list every process is pinned to (e.g. 2-5): less "
+                        "process-to-process spread on a host whose scheduler moves processes between cores")
     parser.add_argument("--dry-run", action="store_true", help="print the command lines and the schedule, run nothing")
     a = parser.parse_args()
     modes = make_modes(a)
@@ -342,7 +345,7 @@ def main():
     probe = {}
     for m in modes:
         if m.name == m.baseline:
-            r = run_once(m, trace_dir, a.timeout_s)
+            r = run_once(m, trace_dir, a.timeout_s, cpus=a.cpus)
             if not r["ok"]:
                 sys.exit(f"real_work: {m.name} failed: {r['error']}\n{' '.join(m.argv)}")
             probe[m.program] = r["wall_s"]
@@ -385,7 +388,7 @@ def main():
         for m in schedule(modes, rep, anchor_every):
             if failures[m.name] >= 2:  # a mode that keeps failing would eat the budget
                 continue
-            r = run_once(m, trace_dir, a.timeout_s, a.keep_traces if rep == 0 else None)
+            r = run_once(m, trace_dir, a.timeout_s, a.keep_traces if rep == 0 else None, a.cpus)
             r["rep"] = rep
             result["runs"][m.name].append(r)
             if not r["ok"]:

@@ -40,6 +40,16 @@ def load(path):
     return raw, obj, obj["traceEvents"]
 
 
+def key_values(text):
+    """The key=value lines a benchmark or example prints."""
+    kv = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition("=")
+        if sep and re.fullmatch(r"[a-z0-9_]+", k):
+            kv[k] = v.strip()
+    return kv
+
+
 def parse_time_us(cell):
     m = re.fullmatch(r"(-?[\d.]+)(us|ms|s)", cell)
     return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
@@ -125,14 +135,6 @@ def reliability_checks(build, out, summary):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bench = os.path.join(build, "bench", "launch_bench")
     cli = os.path.join(build, "tools", "cuprof")
-
-    def key_values(text):
-        kv = {}
-        for line in text.splitlines():
-            k, sep, v = line.partition("=")
-            if sep and re.fullmatch(r"[a-z_]+", k):
-                kv[k] = v.strip()
-        return kv
 
     def number(kv, key, default=-1):
         try:
@@ -325,6 +327,8 @@ def main():
     parser.add_argument("--corpus-programs", help="comma-separated corpus program names (default: all)")
     parser.add_argument("--no-torch-nvtx", action="store_true", help="with --corpus: skip the PyTorch NVTX programs")
     parser.add_argument("--dry-run", action="store_true", help="with --corpus: list the runs, run nothing")
+    parser.add_argument("--bench", action="store_true",
+                        help="also time reading a large trace (bench/read_bench.py) and exporting one (export_bench)")
     a = parser.parse_args()
     build, out = a.build, a.out
     if a.corpus_only and not a.corpus:
@@ -494,6 +498,8 @@ def main():
     interop_checks(build, out, summary, check, run)
     exit_checks(build, out, summary, check, run)
     reliability_checks(build, out, summary)
+    if a.bench:
+        bench_figures(build, out, summary)
     if a.corpus:
         corpus_and_torch(a.corpus, build, out, summary, only, not a.no_torch_nvtx)
     finish(summary, out)
@@ -512,6 +518,37 @@ def corpus_and_torch(corpus, build, out, summary, only, torch=True):
             check(f"{name} checks ran to the end", False, f"{type(e).__name__}: {e}")
 
 
+def bench_figures(build, out, summary):
+    """Issue 15's reading speed and issue 14's export speed on this host: figures, not checks."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    bench = summary.setdefault("bench", {})
+    proc = run([sys.executable, os.path.join(here, "..", "bench", "read_bench.py"), "--cli",
+                os.path.join(build, "tools", "cuprof"), "--trace", os.path.join(out, "large_trace.json")],
+               out, "bench_read", timeout=600)
+    bench["read"] = key_values(proc.stdout)
+    check("read_bench ran (cuprof table on the 1.39 M-event trace)", proc.returncode == 0, proc.stderr.strip()[-200:])
+    try:
+        os.remove(os.path.join(out, "large_trace.json"))  # 313 MB: not for the tarball
+    except OSError:
+        pass
+    proc = run([os.path.join(build, "bench", "export_bench"), "--dir", out], out, "bench_export", timeout=600)
+    bench["export"] = key_values(proc.stdout)
+    check("export_bench ran (1 M launches to JSON and .json.gz)", proc.returncode == 0,
+          "" if proc.returncode == 0 else proc.stderr.strip()[-200:])
+
+
+def print_bench(summary):
+    b = summary.get("bench")
+    if not b:
+        return
+    r, e = b.get("read", {}), b.get("export", {})
+    print(f"bench: cuprof table on the large trace: median {r.get('table_wall_s_median')} s wall "
+          f"(max {r.get('table_wall_s_max')}), {r.get('table_cpu_s_median')} s CPU, peak "
+          f"{r.get('table_peak_over_file')}x the file, {r.get('cores')} cores")
+    print("bench: export " + ", ".join(f"{k}={v}" for k, v in e.items()
+                                       if k.startswith(("export_events_per_s", "export_bytes_per_launch", "export_gzip"))))
+
+
 def finish(summary, out):
     summary["checks"] = results
     if summary.get("corpus", {}).get("rows"):
@@ -520,6 +557,7 @@ def finish(summary, out):
         json.dump(summary, f, indent=1)
     failed = [r["check"] for r in results if not r["ok"]]
     print(f"\n== gpu-check summary ({summary['device']}, {summary['date']}) ==")
+    print_bench(summary)
     for name in failed:
         print(f"FAILED: {name}")
     print(f"gpu-check: {len(results) - len(failed)} passed, {len(failed)} failed")
