@@ -62,6 +62,7 @@ class Mode:
     env: dict = field(default_factory=dict)
     anchor: bool = False
     whole_process: bool = True  # the trace holds every step, not only the timed ones
+    steps_in_trace_key: str = ""  # the output line counting the steps its trace holds, when neither of the above
 
     @property
     def traced(self):
@@ -88,6 +89,12 @@ def make_modes(a):
              python + ["--mode", "torch_cuda", "--trace", TRACE], whole_process=False),
         Mode("py_torch_cpu_cuda", "py", "torch.profiler CPU+CUDA, timed steps, trace exported",
              python + ["--mode", "torch_cpu_cuda", "--trace", TRACE], whole_process=False),
+        # Both profilers in one process, each against the untraced steps just before it (train_step.py).
+        Mode("py_paired", "py", "one process: untraced, cuprof run's window, untraced, torch.profiler CUDA only",
+             [cuprof, "run", "--output", TRACE, "--no-table", "--delay", str(a.paired_delay_s),
+              "--duration", str(a.paired_window_s), "--"] + python +
+             ["--mode", "paired", "--cuprof-trace", TRACE, "--trace", TRACE + ".torch.json"],
+             whole_process=False, steps_in_trace_key="paired_cuprof_steps"),
         Mode("cxx_untraced", "cxx", "C++ cuBLAS MLP (mlp_loop_plain), nothing attached", cxx),
         Mode("cxx_cuprof", "cxx", "cuprof run --no-table mlp_loop_plain", cuprof_run + cxx),
         Mode("cxx_cuprof_scopes", "cxx", "mlp_loop with a scope per layer, CUPROF_TRACE", cxx_scoped,
@@ -138,7 +145,7 @@ def run_once(mode, trace_dir, timeout_s, keep_dir=None, cpus=""):
                 data = f.read()
             result["trace_bytes"] = len(data)
             result["kernels_in_trace"] = len(KERNEL_EVENT.findall(data))
-            steps = result.get("steps_total" if mode.whole_process else "steps_timed", 0)
+            steps = result.get(mode.steps_in_trace_key or ("steps_total" if mode.whole_process else "steps_timed"), 0)
             result["kernels_per_step"] = result["kernels_in_trace"] / steps if steps else None
             if keep_dir:
                 with gzip.open(os.path.join(keep_dir, os.path.basename(trace) + ".gz"), "wb", compresslevel=1) as f:
@@ -189,6 +196,26 @@ def summarize(modes, runs):
     return summary, kernels_per_step
 
 
+def paired_summary(runs):
+    """--mode paired: per process, the time each profiler adds to a step over the untraced steps just
+    before it; their medians over processes and the cuprof / torch ratio (per process and of the medians)."""
+    ok = [r for r in runs.get("py_paired", []) if r["ok"] and r.get("paired_cuprof_steps", 0) > 0]
+    if not ok:
+        return {}
+    cuprof = [r["paired_cuprof_us"] - r["paired_untraced_before_cuprof_us"] for r in ok]
+    torch = [r["paired_torch_cuda_us"] - r["paired_untraced_before_torch_us"] for r in ok]
+    return {"processes": len(ok),
+            "untraced_before_cuprof_us": spread([r["paired_untraced_before_cuprof_us"] for r in ok]),
+            "untraced_before_torch_us": spread([r["paired_untraced_before_torch_us"] for r in ok]),
+            "cuprof_added_us": spread(cuprof), "torch_cuda_added_us": spread(torch),
+            "ratio_per_process": spread([c / t for c, t in zip(cuprof, torch) if t > 0]),
+            "ratio_of_medians": statistics.median(cuprof) / statistics.median(torch) if statistics.median(torch) > 0 else None,
+            "steps_per_block": spread([min(r["paired_cuprof_steps"], r["paired_untraced_before_cuprof_steps"]) for r in ok]),
+            # both profilers did record: kernels per step in each one's trace
+            "cuprof_kernels_per_step": spread([r.get("kernels_per_step") for r in ok]),
+            "torch_kernels_per_step": spread([r["paired_torch_kernels"] / r["paired_torch_cuda_steps"] for r in ok])}
+
+
 def done_when(summary):
     """Issue 14's targets: in-loop overhead <= 0.8x torch.profiler CUDA-only's, end-to-end >= 10x cheaper than CPU+CUDA."""
     def med(name, key):
@@ -231,6 +258,14 @@ def print_table(result):
         print(f"| {name} | {s['what']} | {fmt(s['step_us'])} | {ratio} | {fmt(s['added_us_per_step'])} | {per_kernel} "
               f"| {kps} | {e2e} | {s['runs']} ({s['failed']}) |")
     print(f"kernels per step (median over traces): {result['kernels_per_step']}")
+    p = result.get("paired")
+    if p:
+        print(f"paired in one process ({p['processes']} processes, at least {p['steps_per_block']['median']:.0f} "
+              f"steps a block): untraced {fmt(p['untraced_before_cuprof_us'])} / {fmt(p['untraced_before_torch_us'])} us "
+              f"before cuprof / torch; added per step: cuprof run {fmt(p['cuprof_added_us'])} us, torch.profiler "
+              f"CUDA-only {fmt(p['torch_cuda_added_us'])} us; cuprof / torch: {p['ratio_of_medians']:.3f} of the medians, "
+              f"{fmt(p['ratio_per_process'], digits=3)} per process (goal <= 0.8); kernels per step in the traces: "
+              f"cuprof {fmt(p['cuprof_kernels_per_step'])}, torch {fmt(p['torch_kernels_per_step'])}")
     if not result["done_when"]:
         print("done-when: not computed (a mode it needs has no successful run)")
     for name, d in result["done_when"].items():
@@ -280,6 +315,7 @@ def merge(a, modes):
               "stopped_early": "; ".join(p["stopped_early"] for p in parts if p["stopped_early"]) or None}
     result["summary"], result["kernels_per_step"] = summarize(modes, runs)
     result["done_when"] = done_when(result["summary"])
+    result["paired"] = paired_summary(runs)
     if a.out:
         with open(a.out, "w") as f:
             json.dump(result, f, indent=1)
@@ -308,6 +344,9 @@ def main():
                         help="no run: combine the --out files of one run split over several commands "
                              "(--first-rep 0, 10, ...) into one summary, written to --out")
     parser.add_argument("--keep-traces", default="", help="folder for the first repetition's traces (gzipped)")
+    parser.add_argument("--paired-delay-s", type=float, default=2.5,
+                        help="py_paired: cuprof's window opens this long after CUDA starts (the untraced steps before it)")
+    parser.add_argument("--paired-window-s", type=float, default=1.5, help="py_paired: how long cuprof's window stays open")
     parser.add_argument("--cpus", default="", help="taskset CPU list every process is pinned to (e.g. 2-5): less "
                         "process-to-process spread on a host whose scheduler moves processes between cores")
     parser.add_argument("--dry-run", action="store_true", help="print the command lines and the schedule, run nothing")
@@ -348,7 +387,7 @@ def main():
     print("probing: one untraced process of each program, to estimate the run's time", flush=True)
     probe = {}
     for m in modes:
-        if m.name == m.baseline:
+        if m.name == m.baseline or (m.program not in probe and not any(b.name == m.baseline for b in modes)):
             r = run_once(m, trace_dir, a.timeout_s, cpus=a.cpus)
             if not r["ok"]:
                 sys.exit(f"real_work: {m.name} failed: {r['error']}\n{' '.join(m.argv)}")
@@ -402,6 +441,7 @@ def main():
         result["reps_done"] = rep + 1 - a.first_rep
         result["summary"], result["kernels_per_step"] = summarize(modes, result["runs"])
         result["done_when"] = done_when(result["summary"])
+        result["paired"] = paired_summary(result["runs"])
         save()
         print(f"rep {rep + 1}/{a.first_rep + a.reps} done in {rep_s[-1]:.0f} s, {time.perf_counter() - start:.0f} s in all",
               file=sys.stderr, flush=True)
