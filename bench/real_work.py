@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TRACE = "{trace}"  # replaced by the process's own trace path in argv and env
 # No tracing variable is inherited: each mode sets its own.
 TRACING_VARIABLES = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION",
-                     "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "MINIMAL_CUPTI_ACTIVITY")
+                     "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "MINIMAL_CUPTI_ACTIVITY", "MINIMAL_CUPTI_WINDOW")
 # The minimal tracer's activity sets (bench/minimal_cupti_inject.cpp): the floor for GPU records,
 # then every runtime API record, then every driver API record too. PyTorch launches through the
 # runtime, whose launch makes a driver call (cudaLaunchKernel -> cuLaunchKernel): the last step
@@ -81,6 +81,7 @@ def make_modes(a):
     cxx_args = ["--warmup", str(a.cxx_warmup), "--steps", str(a.cxx_steps)]
     cxx = [os.path.join(a.build, "bench", "mlp_loop_plain")] + cxx_args
     cxx_scoped = [os.path.join(a.build, "bench", "mlp_loop")] + cxx_args
+    paired_args = ["--mode", "paired", "--window-file", TRACE, "--trace", TRACE + ".torch.json"]
     modes = [
         Mode("py_untraced", "py", "PyTorch training step, nothing attached", python),
         Mode("py_cuprof", "py", "cuprof run --no-table", cuprof_run + python),
@@ -89,12 +90,12 @@ def make_modes(a):
              python + ["--mode", "torch_cuda", "--trace", TRACE], whole_process=False),
         Mode("py_torch_cpu_cuda", "py", "torch.profiler CPU+CUDA, timed steps, trace exported",
              python + ["--mode", "torch_cpu_cuda", "--trace", TRACE], whole_process=False),
-        # Both profilers in one process, each against the untraced steps just before it (train_step.py).
+        # A tracer and torch.profiler in one process, each against the untraced steps just before it
+        # (train_step.py --mode paired); the anchors' paired modes are added below.
         Mode("py_paired", "py", "one process: untraced, cuprof run's window, untraced, torch.profiler CUDA only",
              [cuprof, "run", "--output", TRACE, "--no-table", "--delay", str(a.paired_delay_s),
-              "--duration", str(a.paired_window_s), "--"] + python +
-             ["--mode", "paired", "--cuprof-trace", TRACE, "--trace", TRACE + ".torch.json"],
-             whole_process=False, steps_in_trace_key="paired_cuprof_steps"),
+              "--duration", str(a.paired_window_s), "--"] + python + paired_args,
+             whole_process=False, steps_in_trace_key="paired_window_steps"),
         Mode("cxx_untraced", "cxx", "C++ cuBLAS MLP (mlp_loop_plain), nothing attached", cxx),
         Mode("cxx_cuprof", "cxx", "cuprof run --no-table mlp_loop_plain", cuprof_run + cxx),
         Mode("cxx_cuprof_scopes", "cxx", "mlp_loop with a scope per layer, CUPROF_TRACE", cxx_scoped,
@@ -104,6 +105,12 @@ def make_modes(a):
         for anchor, (kinds, what) in ANCHOR_KINDS.items():
             modes.append(Mode(f"{program}_{anchor}", program, f"anchor: minimal CUPTI tracer, {what}", argv,
                               {"CUDA_INJECTION64_PATH": inject, "MINIMAL_CUPTI_ACTIVITY": kinds}, anchor=True))
+    for anchor, (kinds, what) in ANCHOR_KINDS.items():  # no trace: not counted as traced modes
+        modes.append(Mode(f"py_paired_{anchor}", "py", f"one process: untraced, the minimal CUPTI tracer's window "
+                          f"({what}), untraced, torch.profiler CUDA only", python + paired_args,
+                          {"CUDA_INJECTION64_PATH": inject, "MINIMAL_CUPTI_ACTIVITY": kinds,
+                           "MINIMAL_CUPTI_WINDOW": f"{a.paired_delay_s},{a.paired_window_s},{TRACE}"}, anchor=True,
+                          whole_process=False, steps_in_trace_key="paired_window_steps"))
     return modes
 
 
@@ -170,7 +177,7 @@ def summarize(modes, runs):
     ok = {m.name: {r["rep"]: r for r in runs[m.name] if r["ok"]} for m in modes}
     kernels_per_step = {}  # per program, from its traces: a mode that drops records is outvoted
     for program in {m.program for m in modes}:
-        s = spread([r.get("kernels_per_step") for m in modes if m.program == program and m.traced
+        s = spread([r.get("kernels_per_step") for m in modes if m.program == program and m.traced and not m.anchor
                     for r in ok[m.name].values()])
         kernels_per_step[program] = s and s["median"]
     summary = {}
@@ -196,24 +203,35 @@ def summarize(modes, runs):
     return summary, kernels_per_step
 
 
-def paired_summary(runs):
-    """--mode paired: per process, the time each profiler adds to a step over the untraced steps just
-    before it; their medians over processes and the cuprof / torch ratio (per process and of the medians)."""
-    ok = [r for r in runs.get("py_paired", []) if r["ok"] and r.get("paired_cuprof_steps", 0) > 0]
-    if not ok:
-        return {}
-    cuprof = [r["paired_cuprof_us"] - r["paired_untraced_before_cuprof_us"] for r in ok]
-    torch = [r["paired_torch_cuda_us"] - r["paired_untraced_before_torch_us"] for r in ok]
-    return {"processes": len(ok),
-            "untraced_before_cuprof_us": spread([r["paired_untraced_before_cuprof_us"] for r in ok]),
+def paired_summary(modes, runs):
+    """The paired modes (train_step.py --mode paired): per process, the time the tracer's window and
+    torch.profiler CUDA-only each add to a step over the untraced steps just before it; their medians
+    over processes and the tracer / torch ratio (per process, and of the medians)."""
+    out = {}
+    for m in modes:
+        ok = [r for r in runs.get(m.name, []) if m.name.startswith("py_paired") and r["ok"]
+              and r.get("paired_window_steps", 0) > 0 and r.get("paired_torch_cuda_steps", 0) > 0]
+        if not ok:
+            continue
+        window = [r["paired_window_us"] - r["paired_untraced_before_window_us"] for r in ok]
+        torch = [r["paired_torch_cuda_us"] - r["paired_untraced_before_torch_us"] for r in ok]
+        out[m.name] = {
+            "what": m.what, "processes": len(ok),
+            "untraced_before_window_us": spread([r["paired_untraced_before_window_us"] for r in ok]),
             "untraced_before_torch_us": spread([r["paired_untraced_before_torch_us"] for r in ok]),
-            "cuprof_added_us": spread(cuprof), "torch_cuda_added_us": spread(torch),
-            "ratio_per_process": spread([c / t for c, t in zip(cuprof, torch) if t > 0]),
-            "ratio_of_medians": statistics.median(cuprof) / statistics.median(torch) if statistics.median(torch) > 0 else None,
-            "steps_per_block": spread([min(r["paired_cuprof_steps"], r["paired_untraced_before_cuprof_steps"]) for r in ok]),
-            # both profilers did record: kernels per step in each one's trace
-            "cuprof_kernels_per_step": spread([r.get("kernels_per_step") for r in ok]),
+            "window_added_us": spread(window), "torch_cuda_added_us": spread(torch),
+            "ratio_per_process": spread([w / t for w, t in zip(window, torch) if t > 0]),
+            "ratio_of_medians": statistics.median(window) / statistics.median(torch) if statistics.median(torch) > 0 else None,
+            "steps_per_block": spread([min(r["paired_window_steps"], r["paired_untraced_before_window_steps"]) for r in ok]),
+            # torch.profiler did record after the tracer let CUPTI go: kernels per step in its trace
             "torch_kernels_per_step": spread([r["paired_torch_kernels"] / r["paired_torch_cuda_steps"] for r in ok])}
+    return out
+
+
+def paired_done_when(paired):
+    """Issue 14's in-loop target measured within processes: cuprof run's added time <= 0.8x torch.profiler CUDA-only's."""
+    r = paired.get("py_paired", {}).get("ratio_of_medians")
+    return {} if r is None else {"py_paired_in_loop_vs_torch_cuda": {"ratio": r, "goal": "<= 0.8", "met": r <= 0.8}}
 
 
 def done_when(summary):
@@ -258,14 +276,14 @@ def print_table(result):
         print(f"| {name} | {s['what']} | {fmt(s['step_us'])} | {ratio} | {fmt(s['added_us_per_step'])} | {per_kernel} "
               f"| {kps} | {e2e} | {s['runs']} ({s['failed']}) |")
     print(f"kernels per step (median over traces): {result['kernels_per_step']}")
-    p = result.get("paired")
-    if p:
-        print(f"paired in one process ({p['processes']} processes, at least {p['steps_per_block']['median']:.0f} "
-              f"steps a block): untraced {fmt(p['untraced_before_cuprof_us'])} / {fmt(p['untraced_before_torch_us'])} us "
-              f"before cuprof / torch; added per step: cuprof run {fmt(p['cuprof_added_us'])} us, torch.profiler "
-              f"CUDA-only {fmt(p['torch_cuda_added_us'])} us; cuprof / torch: {p['ratio_of_medians']:.3f} of the medians, "
-              f"{fmt(p['ratio_per_process'], digits=3)} per process (goal <= 0.8); kernels per step in the traces: "
-              f"cuprof {fmt(p['cuprof_kernels_per_step'])}, torch {fmt(p['torch_kernels_per_step'])}")
+    for name, p in (result.get("paired") or {}).items():
+        ratio = f"{p['ratio_of_medians']:.3f}" if p["ratio_of_medians"] is not None else "-"
+        print(f"{name} ({p['processes']} processes, at least {p['steps_per_block']['median']:.0f} steps a block; "
+              f"{p['what']}): untraced {fmt(p['untraced_before_window_us'])} / {fmt(p['untraced_before_torch_us'])} us "
+              f"before the window / torch; added per step: window {fmt(p['window_added_us'])} us, torch.profiler "
+              f"CUDA-only {fmt(p['torch_cuda_added_us'])} us; window / torch {ratio} of the medians, "
+              f"{fmt(p['ratio_per_process'], digits=3)} per process; torch kernels per step "
+              f"{fmt(p['torch_kernels_per_step'])}")
     if not result["done_when"]:
         print("done-when: not computed (a mode it needs has no successful run)")
     for name, d in result["done_when"].items():
@@ -315,7 +333,8 @@ def merge(a, modes):
               "stopped_early": "; ".join(p["stopped_early"] for p in parts if p["stopped_early"]) or None}
     result["summary"], result["kernels_per_step"] = summarize(modes, runs)
     result["done_when"] = done_when(result["summary"])
-    result["paired"] = paired_summary(runs)
+    result["paired"] = paired_summary(modes, runs)
+    result["done_when"].update(paired_done_when(result["paired"]))
     if a.out:
         with open(a.out, "w") as f:
             json.dump(result, f, indent=1)
@@ -441,7 +460,8 @@ def main():
         result["reps_done"] = rep + 1 - a.first_rep
         result["summary"], result["kernels_per_step"] = summarize(modes, result["runs"])
         result["done_when"] = done_when(result["summary"])
-        result["paired"] = paired_summary(result["runs"])
+        result["paired"] = paired_summary(modes, result["runs"])
+        result["done_when"].update(paired_done_when(result["paired"]))
         save()
         print(f"rep {rep + 1}/{a.first_rep + a.reps} done in {rep_s[-1]:.0f} s, {time.perf_counter() - start:.0f} s in all",
               file=sys.stderr, flush=True)

@@ -11,16 +11,18 @@ perf_counter_ns.
   --mode torch_cpu_cuda   the same with activities=[CPU, CUDA]
   --emit-nvtx             torch.autograd.profiler.emit_nvtx() around warm-up and timed steps:
                           an NVTX range per op, for `cuprof run` to record
-  --mode paired           both profilers in one process, each against the untraced steps just before
-                          it, so that what differs between processes (core, clocks, memory layout)
-                          cancels out. Run under `cuprof run --output PATH --delay D --duration W`
-                          with --cuprof-trace PATH: steps run untraced until cuprof's window opens,
-                          traced while it is open, and on until its trace is on disk (the steps are
-                          classed afterwards by the window the trace's header gives, a step's width
-                          of margin on each side); then --steps untraced steps and --steps steps
-                          under torch.profiler CUDA-only (cuprof has released CUPTI by then), whose
-                          trace goes to --trace. Prints paired_* lines: each block's median step and
-                          step count.
+  --mode paired           a tracer attached from outside and torch.profiler in one process, each
+                          against the untraced steps just before it, so that what differs between
+                          processes (core, clocks, memory layout) cancels out. Run under
+                          `cuprof run --output PATH --delay D --duration W` (or the minimal CUPTI
+                          tracer with MINIMAL_CUPTI_WINDOW=D,W,PATH) with --window-file PATH: steps
+                          run untraced until the tracer's window opens, traced while it is open, and
+                          on until the tracer's file is on disk (the steps are classed afterwards by
+                          the window_start_ns / window_end_ns that file gives, a step's width of
+                          margin on each side); then --steps untraced steps and --steps steps under
+                          torch.profiler CUDA-only (the tracer has released CUPTI by then), whose
+                          trace goes to --trace. Prints paired_* lines: each block's median step
+                          and step count.
 
 Prints key=value lines: mode, emit_nvtx, torch, steps_timed, steps_total, step_us_median,
 step_us_p10, step_us_p90, timed_loop_ms (the timed steps' sum) and, for the torch.profiler modes,
@@ -73,10 +75,10 @@ def timed_steps(train_step, count):
     return times_us
 
 
-def cuprof_window(trace_path):
-    """(start, end) of the recorded window in Unix-epoch ns, from the trace's header, or None."""
+def recorded_window(path):
+    """(start, end) of the tracer's window in Unix-epoch ns, from its file (a cuprof trace's header), or None."""
     try:
-        with open(trace_path, "rb") as f:
+        with open(path, "rb") as f:
             head = f.read(1 << 16).decode(errors="replace")
     except OSError:
         return None
@@ -85,21 +87,21 @@ def cuprof_window(trace_path):
     return (int(start.group(1)), int(end.group(1))) if start and end else None
 
 
-def paired(train_step, cuprof_trace, torch_trace, steps, timeout_s):
+def paired(train_step, window_file, torch_trace, steps, timeout_s):
     """The blocks of --mode paired: {block: [step us]}."""
-    stamped = []  # (start, end) in epoch ns: cuprof's clock is the same Unix-epoch one
+    stamped = []  # (start, end) in epoch ns: the tracers' clock is the same Unix-epoch one
     deadline = time.monotonic() + timeout_s
-    while cuprof_window(cuprof_trace) is None:
+    while recorded_window(window_file) is None:
         if time.monotonic() > deadline:
-            raise SystemExit(f"train_step.py: no cuprof trace at {cuprof_trace} after {timeout_s} s")
+            raise SystemExit(f"train_step.py: no window file at {window_file} after {timeout_s} s")
         t0 = time.time_ns()
         train_step()
         torch.cuda.synchronize()
         stamped.append((t0, time.time_ns()))
-    window_start, window_end = cuprof_window(cuprof_trace)
+    window_start, window_end = recorded_window(window_file)
     margin = statistics.median(e - s for s, e in stamped)
-    blocks = {"untraced_before_cuprof": [(e - s) / 1000 for s, e in stamped if e < window_start - margin],
-              "cuprof": [(e - s) / 1000 for s, e in stamped
+    blocks = {"untraced_before_window": [(e - s) / 1000 for s, e in stamped if e < window_start - margin],
+              "window": [(e - s) / 1000 for s, e in stamped
                          if s > window_start + margin and e < window_end - margin]}
     blocks["untraced_before_torch"] = timed_steps(train_step, steps)
     with profile(activities=PROFILER_ACTIVITIES["torch_cuda"]) as prof:
@@ -113,8 +115,8 @@ def main():
     parser.add_argument("--mode", choices=["untraced", *PROFILER_ACTIVITIES, "paired"], default="untraced")
     parser.add_argument("--emit-nvtx", action="store_true")
     parser.add_argument("--trace", help="where the torch.profiler modes write their Chrome trace")
-    parser.add_argument("--cuprof-trace", help="--mode paired: the trace `cuprof run --output` writes")
-    parser.add_argument("--timeout-s", type=float, default=60, help="--mode paired: longest wait for cuprof's trace")
+    parser.add_argument("--window-file", help="--mode paired: the trace `cuprof run --output` writes, or the minimal tracer's window file")
+    parser.add_argument("--timeout-s", type=float, default=60, help="--mode paired: longest wait for the window file")
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--layers", type=int, default=9)
@@ -125,8 +127,8 @@ def main():
         parser.error("--steps wants at least 2 timed steps")
     if args.mode in (*PROFILER_ACTIVITIES, "paired") and not args.trace:
         parser.error(f"--mode {args.mode} needs --trace")
-    if args.mode == "paired" and not args.cuprof_trace:
-        parser.error("--mode paired needs --cuprof-trace (the path given to cuprof run --output)")
+    if args.mode == "paired" and not args.window_file:
+        parser.error("--mode paired needs --window-file (the path given to cuprof run --output)")
     if args.emit_nvtx and args.mode != "untraced":
         parser.error("--emit-nvtx is for --mode untraced (under `cuprof run`)")
     if not torch.cuda.is_available():
@@ -135,12 +137,12 @@ def main():
     train_step = build(args.layers, args.width, args.batch)
     if args.mode == "paired":
         timed_steps(train_step, args.warmup)
-        blocks = paired(train_step, args.cuprof_trace, args.trace, args.steps, args.timeout_s)
+        blocks = paired(train_step, args.window_file, args.trace, args.steps, args.timeout_s)
         print(f"mode=paired\ntorch={torch.__version__}")
         for name, times_us in blocks.items():
             print(f"paired_{name}_steps={len(times_us)}")
             print(f"paired_{name}_us={statistics.median(times_us) if times_us else float('nan'):.1f}")
-        with open(args.trace, "rb") as f:  # torch.profiler did trace after cuprof let CUPTI go
+        with open(args.trace, "rb") as f:  # torch.profiler did trace after the tracer let CUPTI go
             torch_kernels = len(KERNEL_EVENT.findall(f.read()))
         print(f"paired_torch_kernels={torch_kernels}")
         # real_work.py's common columns: the untraced steps
