@@ -363,8 +363,9 @@ def main():
                         help="no run: combine the --out files of one run split over several commands "
                              "(--first-rep 0, 10, ...) into one summary, written to --out")
     parser.add_argument("--keep-traces", default="", help="folder for the first repetition's traces (gzipped)")
-    parser.add_argument("--paired-delay-s", type=float, default=2.5,
-                        help="py_paired: cuprof's window opens this long after CUDA starts (the untraced steps before it)")
+    parser.add_argument("--paired-delay-s", type=float, default=9,
+                        help="paired modes: the tracer's window opens this long after CUDA starts (torch.cuda.is_available() "
+                             "in train_step.py), after the model's set-up and warm-up: the untraced steps before it")
     parser.add_argument("--paired-window-s", type=float, default=1.5, help="py_paired: how long cuprof's window stays open")
     parser.add_argument("--cpus", default="", help="taskset CPU list every process is pinned to (e.g. 2-5): less "
                         "process-to-process spread on a host whose scheduler moves processes between cores")

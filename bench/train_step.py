@@ -99,6 +99,9 @@ def paired(train_step, window_file, torch_trace, steps, timeout_s):
         torch.cuda.synchronize()
         stamped.append((t0, time.time_ns()))
     window_start, window_end = recorded_window(window_file)
+    if not stamped or stamped[0][0] > window_start:
+        raise SystemExit("train_step.py: the tracer's window opened before the paired steps began "
+                         "(a longer delay, e.g. real_work.py --paired-delay-s, gives the untraced steps before it)")
     margin = statistics.median(e - s for s, e in stamped)
     blocks = {"untraced_before_window": [(e - s) / 1000 for s, e in stamped if e < window_start - margin],
               "window": [(e - s) / 1000 for s, e in stamped
