@@ -33,6 +33,36 @@ class minimal_cupti_tracer {
     }
     for (CUpti_ActivityKind kind : kinds) check(cuptiActivityEnable(kind), "cuptiActivityEnable");
     enabled() = kinds;
+    if (const char* only = std::getenv("MINIMAL_CUPTI_ONLY_CALLS")) keep_only_calls(only);
+  }
+
+  // MINIMAL_CUPTI_ONLY_CALLS=runtime:211,driver:307: of the API domains named,
+  // only these callback ids keep their activity records (the way cuprof keeps
+  // only the calls it shows): what one kind of record costs, apart from the rest.
+  static void keep_only_calls(const std::string& list) {
+    std::vector<std::uint32_t> runtime, driver;
+    std::size_t from = 0;
+    while (from < list.size()) {
+      const std::size_t comma = std::min(list.find(',', from), list.size());
+      const std::string item = list.substr(from, comma - from);
+      const std::size_t colon = item.find(':');
+      const std::string domain = item.substr(0, colon);
+      const std::uint32_t cbid = colon == std::string::npos ? 0 : std::uint32_t(std::strtoul(item.c_str() + colon + 1, nullptr, 10));
+      if ((domain != "runtime" && domain != "driver") || cbid == 0) {
+        std::fprintf(stderr, "minimal tracer: MINIMAL_CUPTI_ONLY_CALLS wants runtime:CBID or driver:CBID, got '%s'\n",
+                     item.c_str());
+        std::exit(1);
+      }
+      (domain == "runtime" ? runtime : driver).push_back(cbid);
+      from = comma + 1;
+    }
+    const auto keeps = [](const std::vector<std::uint32_t>& ids, std::uint32_t id) {
+      return std::find(ids.begin(), ids.end(), id) != ids.end();
+    };
+    if (!runtime.empty())
+      for (std::uint32_t id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id) cuptiActivityEnableRuntimeApi(id, keeps(runtime, id));
+    if (!driver.empty())
+      for (std::uint32_t id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) cuptiActivityEnableDriverApi(id, keeps(driver, id));
   }
   static void stop() {
     for (CUpti_ActivityKind kind : enabled()) cuptiActivityDisable(kind);

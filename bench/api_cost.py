@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""What each kind of CUPTI record costs a launch, and what cuprof adds over CUPTI's own cost for the
+same records: the C++ launch loop (bench/launch_bench, --mode untraced: back-to-back empty kernels
+through cudaLaunchKernel, a stream sync every 256) run plain, under the minimal CUPTI tracer with
+one activity set after another, and under `cuprof run`; one process each, interleaved over --reps
+repetitions, medians of the loop's time per launch.
+
+    python3 bench/api_cost.py --build build-gpu-carry [--reps 10] [--launches 200000] [--cpus 2-5]
+
+The minimal tracer's sets grow one record kind at a time: the kernel record; the runtime's
+cudaLaunchKernel record too (every other runtime call's record off); the driver's cuLaunchKernel
+made inside it too; every runtime record. The steps between them price each kind of record;
+`cuprof run` against the set with the two launch records is what cuprof adds to CUPTI.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+LAUNCH_ONLY = "runtime:211"          # cudaLaunchKernel_v7000
+NESTED_DRIVER = "driver:307"         # cuLaunchKernel, made inside cudaLaunchKernel
+VARIANTS = [  # name, MINIMAL_CUPTI_ACTIVITY, MINIMAL_CUPTI_ONLY_CALLS, what
+    ("kernel", "kernel", "", "kernel records"),
+    ("kernel_launch", "kernel,runtime", LAUNCH_ONLY, "+ cudaLaunchKernel's runtime record"),
+    ("kernel_launch_nested", "kernel,runtime,driver", f"{LAUNCH_ONLY},{NESTED_DRIVER}",
+     "+ the nested cuLaunchKernel's driver record"),
+    ("kernel_runtime", "kernel,runtime", "", "kernel + every runtime record"),
+]
+
+
+def run(cmd, env):
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        sys.exit(f"api_cost: failed: {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
+    values = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return int(values["loop_ns"]) / int(values["launches"])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build-gpu-carry")
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--launches", type=int, default=200000)
+    parser.add_argument("--cpus", default="", help="taskset CPU list for every process")
+    a = parser.parse_args()
+    carried_libs = os.path.join(a.build, "lib")  # the CLI's simdjson, carried by scripts/gpu-check --build-only
+    if os.path.isdir(carried_libs):
+        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (os.path.abspath(carried_libs), os.environ.get("LD_LIBRARY_PATH")) if p)
+    bench = [os.path.join(a.build, "bench", "launch_bench"), "--mode", "untraced", "--launches", str(a.launches)]
+    pin = ["taskset", "-c", a.cpus] if a.cpus else []
+    inject = os.path.abspath(os.path.join(a.build, "bench", "libminimal_cupti_inject.so"))
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("CUPROF_", "MINIMAL_CUPTI_", "CUDA_INJECTION"))}
+    trace = os.path.join(tempfile.mkdtemp(prefix="api_cost_"), "t.json")
+    modes = {"untraced": (bench, base_env)}
+    for name, kinds, only, _ in VARIANTS:
+        env = dict(base_env, CUDA_INJECTION64_PATH=inject, MINIMAL_CUPTI_ACTIVITY=kinds)
+        if only:
+            env["MINIMAL_CUPTI_ONLY_CALLS"] = only
+        modes[name] = (bench, env)
+    modes["cuprof"] = ([os.path.join(a.build, "tools", "cuprof"), "run", "--output", trace, "--no-table", "--"] + bench,
+                       base_env)
+    names = list(modes)
+    ns = {n: [] for n in names}
+    for rep in range(a.reps):
+        order = names[rep % len(names):] + names[:rep % len(names)]
+        for n in order:
+            cmd, env = modes[n]
+            ns[n].append(run(pin + cmd, env))
+    med = {n: statistics.median(v) for n, v in ns.items()}
+    print(f"reps={a.reps}\nlaunches={a.launches}")
+    for n in names:
+        v = sorted(ns[n])
+        print(f"{n}_ns_per_launch={med[n]:.1f} (min {v[0]:.1f}, max {v[-1]:.1f})")
+    whats = {name: what for name, _, _, what in VARIANTS}
+    steps = [("kernel", "untraced"), ("kernel_launch", "kernel"), ("kernel_launch_nested", "kernel_launch"),
+             ("kernel_runtime", "kernel"), ("cuprof", "kernel_launch_nested")]
+    for n, base in steps:
+        what = whats.get(n, "cuprof run (everything it records and its processing)")
+        print(f"cost_{n}_over_{base}_ns={med[n] - med[base]:.1f}  # {what}")
+
+
+if __name__ == "__main__":
+    main()
