@@ -41,7 +41,7 @@ TRACE = "{trace}"  # replaced by the process's own trace path in argv and env
 # No tracing variable is inherited: each mode sets its own.
 TRACING_VARIABLES = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION",
                      "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "MINIMAL_CUPTI_ACTIVITY", "MINIMAL_CUPTI_WINDOW",
-                     "MINIMAL_CUPTI_ONLY_CALLS")
+                     "MINIMAL_CUPTI_ONLY_CALLS", "MINIMAL_CUPTI_CALLBACKS")
 # The minimal tracer's activity sets (bench/minimal_cupti_inject.cpp): the floor for GPU records,
 # then every runtime API record, then every driver API record too. PyTorch launches through the
 # runtime, whose launch makes a driver call (cudaLaunchKernel -> cuLaunchKernel): the last step
@@ -49,12 +49,17 @@ TRACING_VARIABLES = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPRO
 # "_launches": only the launch calls keep their records (the runtime's cudaLaunchKernel, the driver's
 # cuLaunchKernel, nested in it, and cuLaunchKernelEx, cuBLAS's), about the API records cuprof keeps on
 # this work: the CUPTI cost of cuprof's activity set, without cuprof.
+# "_launch_callbacks": the same launch calls recorded through the callback API instead (a timestamp at
+# entry and exit kept per thread): what a callback-based cuprof would pay for them.
+LAUNCH_CALLS = "runtime:211,driver:307,driver:652"
 ANCHOR_KINDS = {
-    "cupti_gpu": ("kernel,memcpy,memset", "", "kernel, memcpy, memset"),
-    "cupti_gpu_launches": ("kernel,memcpy,memset,runtime,driver", "runtime:211,driver:307,driver:652",
+    "cupti_gpu": ("kernel,memcpy,memset", {}, "kernel, memcpy, memset"),
+    "cupti_gpu_launches": ("kernel,memcpy,memset,runtime,driver", {"MINIMAL_CUPTI_ONLY_CALLS": LAUNCH_CALLS},
                            "+ the launch calls' runtime and driver records only"),
-    "cupti_gpu_runtime": ("kernel,memcpy,memset,runtime", "", "+ every runtime API record"),
-    "cupti_gpu_api": ("kernel,memcpy,memset,runtime,driver", "", "+ every runtime and driver API record"),
+    "cupti_gpu_launch_callbacks": ("kernel,memcpy,memset", {"MINIMAL_CUPTI_CALLBACKS": LAUNCH_CALLS},
+                                   "+ the launch calls through callbacks, no API record"),
+    "cupti_gpu_runtime": ("kernel,memcpy,memset,runtime", {}, "+ every runtime API record"),
+    "cupti_gpu_api": ("kernel,memcpy,memset,runtime,driver", {}, "+ every runtime and driver API record"),
 }
 KERNEL_EVENT = re.compile(rb'"cat":\s*"kernel"')  # cuprof's and torch's Chrome traces alike
 
@@ -107,20 +112,17 @@ def make_modes(a):
         Mode("cxx_cuprof_scopes", "cxx", "mlp_loop with a scope per layer, CUPROF_TRACE", cxx_scoped,
              {"CUPROF_TRACE": TRACE, "CUPROF_TABLE": "0"}),
     ]
-    def anchor_env(kinds, only_calls):
-        env = {"CUDA_INJECTION64_PATH": inject, "MINIMAL_CUPTI_ACTIVITY": kinds}
-        if only_calls:
-            env["MINIMAL_CUPTI_ONLY_CALLS"] = only_calls
-        return env
+    def anchor_env(kinds, extra):
+        return {"CUDA_INJECTION64_PATH": inject, "MINIMAL_CUPTI_ACTIVITY": kinds, **extra}
 
     for program, argv in (("py", python), ("cxx", cxx)):
-        for anchor, (kinds, only_calls, what) in ANCHOR_KINDS.items():
+        for anchor, (kinds, extra, what) in ANCHOR_KINDS.items():
             modes.append(Mode(f"{program}_{anchor}", program, f"anchor: minimal CUPTI tracer, {what}", argv,
-                              anchor_env(kinds, only_calls), anchor=True))
-    for anchor, (kinds, only_calls, what) in ANCHOR_KINDS.items():  # no trace: not counted as traced modes
+                              anchor_env(kinds, extra), anchor=True))
+    for anchor, (kinds, extra, what) in ANCHOR_KINDS.items():  # no trace: not counted as traced modes
         modes.append(Mode(f"py_paired_{anchor}", "py", f"one process: untraced, the minimal CUPTI tracer's window "
                           f"({what}), untraced, torch.profiler CUDA only", python + paired_args,
-                          {**anchor_env(kinds, only_calls),
+                          {**anchor_env(kinds, extra),
                            "MINIMAL_CUPTI_WINDOW": f"{a.paired_delay_s},{a.paired_window_s},{TRACE}"}, anchor=True,
                           whole_process=False, steps_in_trace_key="paired_window_steps"))
     return modes
