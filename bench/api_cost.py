@@ -9,7 +9,8 @@ repetitions, medians of the loop's time per launch.
 
 The minimal tracer's sets grow one record kind at a time: the kernel record; the runtime's
 cudaLaunchKernel record too (every other runtime call's record off); the driver's cuLaunchKernel
-made inside it too; every runtime record. The steps between them price each kind of record;
+made inside it too; every runtime record. One more records the two launch calls through the
+callback API instead of activity records. The steps between them price each kind of record;
 `cuprof run` against the set with the two launch records is what cuprof adds to CUPTI.
 """
 import argparse
@@ -21,12 +22,14 @@ import tempfile
 
 LAUNCH_ONLY = "runtime:211"          # cudaLaunchKernel_v7000
 NESTED_DRIVER = "driver:307"         # cuLaunchKernel, made inside cudaLaunchKernel
-VARIANTS = [  # name, MINIMAL_CUPTI_ACTIVITY, MINIMAL_CUPTI_ONLY_CALLS, what
-    ("kernel", "kernel", "", "kernel records"),
-    ("kernel_launch", "kernel,runtime", LAUNCH_ONLY, "+ cudaLaunchKernel's runtime record"),
-    ("kernel_launch_nested", "kernel,runtime,driver", f"{LAUNCH_ONLY},{NESTED_DRIVER}",
+VARIANTS = [  # name, MINIMAL_CUPTI_ACTIVITY, more of the minimal tracer's variables, what
+    ("kernel", "kernel", {}, "kernel records"),
+    ("kernel_launch", "kernel,runtime", {"MINIMAL_CUPTI_ONLY_CALLS": LAUNCH_ONLY}, "+ cudaLaunchKernel's runtime record"),
+    ("kernel_launch_nested", "kernel,runtime,driver", {"MINIMAL_CUPTI_ONLY_CALLS": f"{LAUNCH_ONLY},{NESTED_DRIVER}"},
      "+ the nested cuLaunchKernel's driver record"),
-    ("kernel_runtime", "kernel,runtime", "", "kernel + every runtime record"),
+    ("kernel_launch_callbacks", "kernel", {"MINIMAL_CUPTI_CALLBACKS": f"{LAUNCH_ONLY},{NESTED_DRIVER}"},
+     "kernel records, the two launch calls through callbacks instead"),
+    ("kernel_runtime", "kernel,runtime", {}, "kernel + every runtime record"),
 ]
 
 
@@ -55,11 +58,8 @@ def main():
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("CUPROF_", "MINIMAL_CUPTI_", "CUDA_INJECTION"))}
     trace = os.path.join(tempfile.mkdtemp(prefix="api_cost_"), "t.json")
     modes = {"untraced": (bench, base_env)}
-    for name, kinds, only, _ in VARIANTS:
-        env = dict(base_env, CUDA_INJECTION64_PATH=inject, MINIMAL_CUPTI_ACTIVITY=kinds)
-        if only:
-            env["MINIMAL_CUPTI_ONLY_CALLS"] = only
-        modes[name] = (bench, env)
+    for name, kinds, extra, _ in VARIANTS:
+        modes[name] = (bench, dict(base_env, CUDA_INJECTION64_PATH=inject, MINIMAL_CUPTI_ACTIVITY=kinds, **extra))
     modes["cuprof"] = ([os.path.join(a.build, "tools", "cuprof"), "run", "--output", trace, "--no-table", "--"] + bench,
                        base_env)
     names = list(modes)
@@ -76,7 +76,7 @@ def main():
         print(f"{n}_ns_per_launch={med[n]:.1f} (min {v[0]:.1f}, max {v[-1]:.1f})")
     whats = {name: what for name, _, _, what in VARIANTS}
     steps = [("kernel", "untraced"), ("kernel_launch", "kernel"), ("kernel_launch_nested", "kernel_launch"),
-             ("kernel_runtime", "kernel"), ("cuprof", "kernel_launch_nested")]
+             ("kernel_launch_callbacks", "kernel"), ("kernel_runtime", "kernel"), ("cuprof", "kernel_launch_nested")]
     for n, base in steps:
         what = whats.get(n, "cuprof run (everything it records and its processing)")
         print(f"cost_{n}_over_{base}_ns={med[n] - med[base]:.1f}  # {what}")
