@@ -6,7 +6,9 @@ Usage: python3 bench/trace_bytes.py TRACE.json[.gz]
 Reads the traceEvents text as written (one event a line, as cuprof and Kineto write), so number
 formatting and separators count as they are on disk. A field's bytes are its `"key":value` text
 plus its separating comma; an event's framing (braces, line break) is counted as `{}`. Kinds:
-kernel, cuda_runtime, cuda_driver, flow s, flow f, metadata, and the other categories by name.
+kernel, cuda_runtime, cuda_driver, flow s, flow f (flow v1 events), metadata, and the other
+categories by name. Flow v2 members (`bind_id`, `flow_out`, `flow_in`) are fields of the slice kinds
+that carry them; the last line adds up the flows of both encodings.
 Per launch = over the number of kernel, memcpy and memset events.
 """
 import gzip
@@ -45,6 +47,9 @@ def members(text, start):
             key, member_start = None, i + 1
         i += 1
     raise ValueError("unterminated object")
+
+
+V2_FIELDS = ("bind_id", "flow_out", "flow_in")  # flow v2: members of the slices it links
 
 
 def kind_of(fields):
@@ -97,6 +102,11 @@ def main(path):
         print(f"{kind + f' ({counts[kind]} events)':<40} {kind_total / max(1, launches):12.1f} {100 * kind_total / total:6.1f}%")
         for key, n in sorted(fields.items(), key=lambda kv: -kv[1]):
             print(f"  {key:<38} {n / max(1, launches):12.1f} {100 * n / total:6.1f}%")
+    v1 = sum(sum(per_kind[k].values()) for k in ("flow s", "flow f") if k in per_kind)
+    v2 = sum(fields.get(k, 0) for kind, fields in per_kind.items() for k in V2_FIELDS)
+    per = lambda n: n / max(1, launches)
+    print(f"flows: {per(v1 + v2):.1f} bytes/launch ({per(v1):.1f} in v1 s/f events, "
+          f"{per(v2):.1f} in v2 bind_id/flow_out/flow_in members)")
 
 
 if __name__ == "__main__":

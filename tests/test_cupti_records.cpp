@@ -4,6 +4,8 @@
 #include <cuprof/cuprof.hpp>
 #include <cuprof/detail/cupti/records.hpp>
 
+#include "flow_arrows.hpp"
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -787,14 +789,27 @@ TEST_CASE("graph launches: every node kernel links to the one launch") {
   const cuprof::event_averages avg = cuprof::key_averages(t);
   REQUIRE(avg.find("graph_scope", cuprof::row_kind::cpu_scope));
   CHECK(avg.find("graph_scope", cuprof::row_kind::cpu_scope)->self_cuda_ns == 280);
+  // One arrow per node kernel, all from the launch: the first node's by flow v2
+  // (a slice carries one bind_id), the others' by v1 s/f pairs.
   const json doc = json::parse(cuprof::chrome_trace_json(t));
+  const json& ev = doc["traceEvents"];
   std::set<std::uint64_t> s_ids, f_ids;
-  for (const json& e : doc["traceEvents"]) {
+  for (const json& e : ev) {
     if (e["ph"] == "s") s_ids.insert(e["id"].get<std::uint64_t>());
     if (e["ph"] == "f") f_ids.insert(e["id"].get<std::uint64_t>());
   }
-  CHECK(s_ids.size() == 3);
+  CHECK(s_ids.size() == 2);
   CHECK(s_ids == f_ids);
+  const flow_test::arrows arrows(ev);
+  CHECK(arrows.v2 == 1);
+  CHECK(arrows.v1 == 2);
+  CHECK(arrows.out_of(ev, t.api_calls[0].correlation).size() == 3);
+  for (const json& e : ev)
+    if (e.value("cat", "") == "kernel") {
+      const flow_test::arrow* in = arrows.into(e);
+      REQUIRE(in);
+      CHECK(in->v2 == (e["name"] == "node_a"));
+    }
 }
 
 TEST_CASE("attribution, key_averages and flows over the converted window") {
@@ -856,28 +871,29 @@ TEST_CASE("attribution, key_averages and flows over the converted window") {
   CHECK(table.find("VectorSubtract(int const*, int const*, int*, int)") != std::string::npos);
   CHECK(table.find("Self CUDA time total: 19.600us") != std::string::npos);
 
-  // Every GPU record has an f whose s sits on its launching call.
+  // Every GPU record has an arrow from its launching call: flow v2 (each call
+  // here caused one record), bind_id on both slices = the correlation id.
   const json doc = json::parse(cuprof::chrome_trace_json(t));
-  std::map<std::uint64_t, const json*> s_by_id, f_by_id;
+  const json& ev = doc["traceEvents"];
+  const flow_test::arrows arrows(ev);
   std::vector<const json*> gpu_events;
-  for (const json& e : doc["traceEvents"]) {
-    if (e["ph"] == "s") s_by_id[e["id"].get<std::uint64_t>()] = &e;
-    if (e["ph"] == "f") f_by_id[e["id"].get<std::uint64_t>()] = &e;
+  for (const json& e : ev) {
     const std::string cat = e.value("cat", "");
     if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "cuda_sync") gpu_events.push_back(&e);
+    CHECK(e["ph"] != "s");
+    CHECK(e["ph"] != "f");
   }
   REQUIRE(gpu_events.size() == 8);
-  CHECK(f_by_id.size() == 8);
+  CHECK(arrows.v2 == 8);
   for (const json* g : gpu_events) {
     const std::uint64_t corr = (*g)["args"]["correlation"];
     CAPTURE(corr);
-    REQUIRE(f_by_id.count(corr));
-    const json& f = *f_by_id[corr];
-    CHECK(f["pid"] == (*g)["pid"]);
-    CHECK(f["tid"] == (*g)["tid"]);
-    CHECK(f["ts"] == (*g)["ts"]);
-    REQUIRE(s_by_id.count(corr));
-    const json& s = *s_by_id[corr];
+    const flow_test::arrow* in = arrows.into(*g);
+    REQUIRE(in);
+    CHECK(in->v2);
+    CHECK(in->id == corr);
+    const json& s = *in->from;
+    CHECK(s["args"]["correlation"] == corr);
     const cuprof::api_call* call = nullptr;
     for (const auto& c : t.api_calls)
       if (c.correlation == corr) call = &c;
@@ -895,7 +911,10 @@ TEST_CASE("attribution, key_averages and flows over the converted window") {
       CHECK(e["args"]["external correlation"] == 4242);
     }
   CHECK(with_external == 1);
-  CHECK(s_by_id.size() == 8);  // no s without its f: the failed launch and the occupancy query have none
+  // No arrow start without its end: the failed launch and the occupancy query have none.
+  std::size_t outs = 0;
+  for (const json& e : ev) outs += e.contains("flow_out");
+  CHECK(outs == 8);
 }
 
 }  // TEST_SUITE cupti_records

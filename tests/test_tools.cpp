@@ -405,13 +405,16 @@ TEST_CASE("reader: cuprof traces; the file's GPU annotations equal the ones attr
 
 TEST_CASE("reader: a trace read, written again and read back gives the same table and the same flow arrows") {
   temp_dir dir;
-  // Flow starts in a cuprof trace: one per GPU record a call launched or waited on, syncs included.
+  // Flow starts in a cuprof trace: one per GPU record a call launched or waited on, syncs
+  // included; v1 "s" events (the GPU fixtures) or v2 "flow_out" members (the writer's now).
   const auto flow_starts = [](const std::string& text) {
     std::size_t n = 0;
     for (std::size_t at = text.find("\"ph\":"); at != std::string::npos; at = text.find("\"ph\":", at + 1)) {
       const std::size_t value = text.find_first_not_of(' ', at + 5);
       n += text.compare(value, 3, "\"s\"") == 0;
     }
+    for (std::size_t at = text.find("\"flow_out\":"); at != std::string::npos; at = text.find("\"flow_out\":", at + 1))
+      n += text.compare(text.find_first_not_of(' ', at + 11), 4, "true") == 0;
     return n;
   };
   for (const std::string name : {"matmul_add_4096.json", "occupancy.json"}) {

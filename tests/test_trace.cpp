@@ -8,6 +8,7 @@
 #include <cuprof/trace_reader.hpp>
 
 #include "child_process.hpp"
+#include "flow_arrows.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -261,6 +263,22 @@ json check_contract(const std::string& text) {
       CHECK(e["id"].is_number_unsigned());
       if (ph == "f") CHECK(e["bp"] == "e");
     }
+    // Flow v2 members: on X events only, an unsigned bind_id and one direction, true.
+    if (e.contains("bind_id") || e.contains("flow_in") || e.contains("flow_out")) {
+      CHECK(ph == "X");
+      CHECK(e["bind_id"].is_number_unsigned());
+      CHECK_MESSAGE(e.contains("flow_in") != e.contains("flow_out"), "flow_in and flow_out on one slice: " << e.dump());
+      const std::string cat = e.value("cat", "");
+      if (e.contains("flow_out")) {
+        CHECK(e["flow_out"] == true);
+        CHECK_MESSAGE((cat == "cuda_runtime" || cat == "cuda_driver"), "flow_out on " << cat);
+      }
+      if (e.contains("flow_in")) {
+        CHECK(e["flow_in"] == true);
+        CHECK_MESSAGE((cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "cuda_sync"),
+                      "flow_in on " << cat);
+      }
+    }
   }
 
   // Slices on one (pid, tid) nest or are disjoint; on equal starts the
@@ -284,13 +302,27 @@ json check_contract(const std::string& text) {
     }
   }
 
-  // Flows: every f has its s (same id, cat, name) and every s its f; each end
+  // Flows v1: every f has its s (same id, cat, name) and every s its f; each end
   // sits at the start of a slice on its own pid/tid.
   std::map<std::uint64_t, const json*> starts, finishes;
+  // Flows v2: each bind_id on one flow_out slice and one flow_in slice.
+  std::map<std::uint64_t, const json*> outs, ins;
   for (const json& e : doc["traceEvents"]) {
     if (e["ph"] == "s") CHECK(starts.emplace(e["id"].get<std::uint64_t>(), &e).second);
     if (e["ph"] == "f") CHECK(finishes.emplace(e["id"].get<std::uint64_t>(), &e).second);
+    if (e.value("flow_out", false)) CHECK(outs.emplace(e["bind_id"].get<std::uint64_t>(), &e).second);
+    if (e.value("flow_in", false)) CHECK(ins.emplace(e["bind_id"].get<std::uint64_t>(), &e).second);
   }
+  for (const auto& in : ins) CHECK_MESSAGE(outs.count(in.first), "flow_in without flow_out, bind_id " << in.first);
+  for (const auto& out : outs) CHECK_MESSAGE(ins.count(out.first), "flow_out without flow_in, bind_id " << out.first);
+  // Perfetto numbers v1 flows 0, 1, 2, ... in the space of the bind_ids: a
+  // bind_id below their count would cross arrows.
+  std::set<std::uint64_t> v1_ids;
+  for (const auto& s : starts) v1_ids.insert(s.first);
+  for (const auto& f : finishes) v1_ids.insert(f.first);
+  if (!outs.empty() && !v1_ids.empty())
+    CHECK_MESSAGE(outs.begin()->first >= v1_ids.size(),
+                  "bind_id " << outs.begin()->first << " among the ids Perfetto gives the " << v1_ids.size() << " v1 flows");
   CHECK(starts.size() == finishes.size());
   for (const auto& f : finishes) CHECK_MESSAGE(starts.count(f.first), "flow f without s, id " << f.first);
   for (const auto& s : starts) CHECK_MESSAGE(finishes.count(s.first), "flow s without f, id " << s.first);
@@ -304,6 +336,15 @@ json check_contract(const std::string& text) {
   for (const auto& s : starts) CHECK_MESSAGE(slice_starts_at(*s.second), "flow s " << s.first << " not at a slice start");
   for (const auto& f : finishes) CHECK_MESSAGE(slice_starts_at(*f.second), "flow f " << f.first << " not at a slice start");
   return doc;
+}
+
+// Keeps a document the writer made in CUPROF_TEST_KEEP_TRACES, where ctest's
+// validate_test_traces runs tests/validate_trace.py on it after this suite.
+void keep_trace(const std::string& name, const std::string& text) {
+  const char* dir = std::getenv("CUPROF_TEST_KEEP_TRACES");
+  if (!dir || !*dir) return;
+  fs::create_directories(dir);
+  std::ofstream(fs::path(dir) / name, std::ios::binary) << text;
 }
 
 std::string read_file(const fs::path& p) {
@@ -650,6 +691,7 @@ TEST_SUITE("chrome_trace") {
 TEST_CASE("chrome_trace_json: header, metadata and every event of a hand-made trace") {
   fixture f;
   const std::string text = cuprof::chrome_trace_json(f.t, "my \"trace\"");
+  keep_trace("writer_fixture.json", text);
   const json doc = check_contract(text);
   const json& ev = doc["traceEvents"];
 
@@ -814,33 +856,100 @@ TEST_CASE("chrome_trace_json: header, metadata and every event of a hand-made tr
   REQUIRE(find_meta(ev, "process_name", cuprof::overhead_pid, 0));
   CHECK((*find_meta(ev, "process_name", cuprof::overhead_pid, 0))["args"]["name"] == "CUPTI Overhead");
 
-  // Flows: s on the call at its start on its thread, f on the GPU record at its start.
-  std::map<std::uint64_t, const json*> s_by_id, f_by_id;
+  // Flows. A call's first GPU record: flow v2, "bind_id" after "dur" with
+  // "flow_out" on the call's slice and "flow_in" on the record's, no s/f event.
+  // The fixture has a graph launch (a v1 flow), so the bind_id is 2^32 + correlation.
+  const std::uint64_t v2_base = std::uint64_t(1) << 32;
+  std::map<std::uint64_t, const json*> s_by_id, f_by_id, out_by_id, in_by_id;
   for (const json& e : ev) {
     if (e["ph"] == "s") s_by_id[e["id"].get<std::uint64_t>()] = &e;
     if (e["ph"] == "f") f_by_id[e["id"].get<std::uint64_t>()] = &e;
+    if (e.contains("flow_out")) out_by_id[e["bind_id"].get<std::uint64_t>()] = &e;
+    if (e.contains("flow_in")) in_by_id[e["bind_id"].get<std::uint64_t>()] = &e;
   }
-  CHECK(f_by_id.size() == 9);  // gemm, memcpy, memset, stream sync, nvjet, 2 graph nodes, worker kernel, ctx sync
-  REQUIRE(s_by_id.count(11));
-  CHECK((*s_by_id[11])["pid"] == pid);
-  CHECK((*s_by_id[11])["tid"] == tid_main);
-  CHECK(ns_of((*s_by_id[11])["ts"]) == std::int64_t(epoch + 4000 - base));
-  REQUIRE(f_by_id.count(11));
-  CHECK((*f_by_id[11])["pid"] == 0);
-  CHECK((*f_by_id[11])["tid"] == 7);
-  CHECK(ns_of((*f_by_id[11])["ts"]) == std::int64_t(epoch + 20000 - base));
-  REQUIRE(f_by_id.count(14));
-  CHECK((*f_by_id[14])["tid"] == 1000007);  // the sync's own lane
-  CHECK(s_by_id.count(16) == 0);            // the occupancy query has no flow
-  CHECK(f_by_id.count(999) == 0);           // nor the orphan kernel
-  // The graph launch's two kernels: two distinct flows, both starting on the launch.
-  std::size_t graph_flows = 0;
-  for (const auto& s : s_by_id)
-    if ((s.first & 0xffffffffu) == 17) {
-      ++graph_flows;
-      CHECK(ns_of((*s.second)["ts"]) == std::int64_t(epoch + 300000 - base));
-    }
-  CHECK(graph_flows == 2);
+  // gemm, memcpy, memset, stream sync, nvjet, the first graph node, worker kernel, ctx sync
+  CHECK(in_by_id.size() == 8);
+  CHECK(out_by_id.size() == 8);
+  for (std::uint64_t corr : {11, 12, 13, 14, 15, 17, 18, 19}) {
+    CAPTURE(corr);
+    REQUIRE(out_by_id.count(v2_base | corr));
+    REQUIRE(in_by_id.count(v2_base | corr));
+    CHECK((*out_by_id[v2_base | corr])["args"]["correlation"] == corr);
+    CHECK((*in_by_id[v2_base | corr])["args"]["correlation"] == corr);
+    CHECK(s_by_id.count(corr) == 0);  // no v1 pair beside the v2 flow
+    CHECK(f_by_id.count(corr) == 0);
+  }
+  const json& launch_call = *out_by_id[v2_base | 11];
+  CHECK(launch_call["ph"] == "X");
+  CHECK(launch_call["name"] == "cudaLaunchKernel");
+  CHECK(launch_call["pid"] == pid);
+  CHECK(launch_call["tid"] == tid_main);
+  CHECK(ns_of(launch_call["ts"]) == std::int64_t(epoch + 4000 - base));
+  CHECK(launch_call["flow_out"] == true);
+  CHECK_FALSE(launch_call.contains("flow_in"));
+  const json& gemm_record = *in_by_id[v2_base | 11];
+  CHECK(gemm_record["name"] == "gemm");
+  CHECK(gemm_record["pid"] == 0);
+  CHECK(gemm_record["tid"] == 7);
+  CHECK(ns_of(gemm_record["ts"]) == std::int64_t(epoch + 20000 - base));
+  CHECK(gemm_record["flow_in"] == true);
+  CHECK_FALSE(gemm_record.contains("flow_out"));
+  CHECK((*in_by_id[v2_base | 14])["tid"] == 1000007);  // the sync's own lane
+  CHECK(out_by_id.count(v2_base | 16) == 0);           // the occupancy query has no flow
+  CHECK(in_by_id.count(v2_base | 999) == 0);           // nor the orphan kernel
+  // The members sit right after "dur", before "args", the rest of the event as before.
+  const std::regex launch_line(R"(\{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":\d+,"tid":\d+,)"
+                               R"("ts":[0-9.]+,"dur":[0-9.]+,"bind_id":4294967307,"flow_out":true,"args":\{)");
+  const std::regex gemm_line(R"(\{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,)"
+                             R"("ts":[0-9.]+,"dur":[0-9.]+,"bind_id":4294967307,"flow_in":true,"args":\{)");
+  CHECK(std::regex_search(text, launch_line));
+  CHECK(std::regex_search(text, gemm_line));
+  // The graph launch's two kernels: the first by v2, the second by a v1 s/f pair
+  // (a slice carries one bind_id), id 1 << 32 | correlation, starting on the launch.
+  CHECK((*in_by_id[v2_base | 17])["name"] == "graph_node_a");
+  CHECK((*out_by_id[v2_base | 17])["name"] == "cudaGraphLaunch");
+  CHECK(s_by_id.size() == 1);
+  CHECK(f_by_id.size() == 1);
+  const std::uint64_t second = std::uint64_t(1) << 32 | 17;
+  REQUIRE(s_by_id.count(second));
+  REQUIRE(f_by_id.count(second));
+  CHECK((*s_by_id[second])["tid"] == tid_main);
+  CHECK(ns_of((*s_by_id[second])["ts"]) == std::int64_t(epoch + 300000 - base));
+  CHECK(ns_of((*f_by_id[second])["ts"]) == std::int64_t(epoch + 311500 - base));
+  CHECK((*f_by_id[second])["bp"] == "e");
+  const flow_test::arrows arrows(ev);
+  CHECK(arrows.v2 == 8);
+  CHECK(arrows.v1 == 1);
+  CHECK(arrows.out_of(ev, 17).size() == 2);
+}
+
+TEST_CASE("chrome_trace_json: flow v2 for a call's first GPU record, bind_id its correlation id without v1 flows") {
+  fixture f;
+  // No graph launch: every arrow is v2, no s/f event, bind_id = correlation.
+  cuprof::trace& t = f.t;
+  t.gpu.erase(std::remove_if(t.gpu.begin(), t.gpu.end(),
+                             [&](const cuprof::gpu_activity& g) { return t.names.str(g.name) == "graph_node_b"; }),
+              t.gpu.end());
+  cuprof::attribute(t);
+  const std::string text = cuprof::chrome_trace_json(t);
+  const json doc = check_contract(text);
+  const json& ev = doc["traceEvents"];
+  CHECK(text.find("\"ph\":\"s\"") == std::string::npos);
+  CHECK(text.find("\"ph\":\"f\"") == std::string::npos);
+  const flow_test::arrows arrows(ev);
+  CHECK(arrows.v1 == 0);
+  CHECK(arrows.v2 == 8);
+  for (const flow_test::arrow& a : arrows.all) {
+    CAPTURE(a.id);
+    CHECK((*a.from)["args"]["correlation"] == a.id);
+    CHECK((*a.to)["args"]["correlation"] == a.id);
+  }
+  CHECK(text.find(R"("dur":5,"bind_id":11,"flow_out":true,"args":{)") != std::string::npos);
+  // A call without a flow, or whose record is lost, gets no member.
+  for (const json& e : ev)
+    if (e.value("ph", "") == "X" && (e["name"] == "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags" ||
+                                     e["name"] == "orphan" || e["name"] == "cudaMalloc"))
+      CHECK_FALSE(e.contains("bind_id"));
 }
 
 TEST_CASE("chrome_trace_json: every category the writer emits is one the reader reads back") {
@@ -1116,12 +1225,15 @@ TEST_CASE("blocks formatted on several threads make the serial writer's document
     return std::string(writer.out().data(), writer.out().size());
   };
   const std::string expected = serial(t, plain), expected_gz = serial(t, gz);
+  keep_trace("writer_every_kind.json", expected);
   json doc;
   REQUIRE_NOTHROW(doc = json::parse(expected));
   const std::size_t events = doc["traceEvents"].size();
-  // What crosses blocks is there: a call's second flow (ordinal 1 in the id's high half),
-  // contexts (two on device 1), GPU annotations, overhead lanes, escapes and U+FFFD.
-  for (const char* part : {"\"id\":4294967305,", "\"context\":2", "\"gpu_user_annotation\"", "\"tid\":1,",
+  // What crosses blocks is there: a call's first flow (v2, 2^32 + correlation: the trace
+  // has v1 flows) and its second (v1, ordinal 1 in the id's high half), contexts (two on
+  // device 1), GPU annotations, overhead lanes, escapes and U+FFFD.
+  for (const char* part : {"\"bind_id\":4294967297,\"flow_out\":true,", "\"bind_id\":4294967297,\"flow_in\":true,",
+                           "\"id\":4294967305,", "\"context\":2", "\"gpu_user_annotation\"", "\"tid\":1,",
                            "\\u0001", "\xEF\xBF\xBD", "\xf0\x9f\x9a\x80", "quote \\\" back \\\\"})
     CHECK_MESSAGE(expected.find(part) != std::string::npos, std::string(part));
 
@@ -1327,12 +1439,8 @@ TEST_CASE("traces written on a GPU (tests/fixtures/gpu) satisfy the contract") {
     const std::string text = read_file(file);
     const json doc = check_contract(text);
     const json& ev = doc["traceEvents"];
-    std::map<std::uint64_t, const json*> s_by_id, f_by_id;
+    const flow_test::arrows arrows(ev);  // v1 (recorded before flow v2) or v2
     std::size_t kernels = 0;
-    for (const json& e : ev) {
-      if (e["ph"] == "s") s_by_id[e["id"].get<std::uint64_t>()] = &e;
-      if (e["ph"] == "f") f_by_id[e["id"].get<std::uint64_t>()] = &e;
-    }
     for (const json& e : ev) {
       if (e["ph"] != "X") continue;
       const std::string cat = e["cat"];
@@ -1357,9 +1465,12 @@ TEST_CASE("traces written on a GPU (tests/fixtures/gpu) satisfy the contract") {
         // Every launch, copy and memset is linked to its call by a flow.
         const std::uint64_t corr = e["args"]["correlation"];
         CAPTURE(corr);
-        CHECK(f_by_id.count(corr));
-        CHECK(s_by_id.count(corr));
-        if (f_by_id.count(corr)) CHECK((*f_by_id[corr])["ts"] == e["ts"]);
+        const flow_test::arrow* in = arrows.into(e);
+        REQUIRE(in);
+        CHECK((*in->to)["ts"] == e["ts"]);
+        std::size_t from_call = 0;
+        for (const flow_test::arrow* a : arrows.out_of(ev, corr)) from_call += a == in;
+        CHECK(from_call == 1);
         CHECK(e["args"].contains("External id"));  // the examples launch everything inside scopes
       }
     }

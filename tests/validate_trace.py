@@ -41,6 +41,7 @@ VERSION_SUFFIX_RE = re.compile(r"_v\d+$")
 PROFILER_STEP_RE = re.compile(r"ProfilerStep#\d+$")
 
 Slice = namedtuple("Slice", "index name cat lane start end args")
+V2_KEYS = ("bind_id", "flow_in", "flow_out")  # flow v2 members of a slice
 
 
 def is_int(v):
@@ -277,11 +278,90 @@ def check_nesting(slices, rep):
 
 
 def flow_events(events):
-    """(index, event) for every s/f event."""
+    """(index, event) for every s/f event (flow v1)."""
     return [(i, ev) for i, ev in enumerate(events) if isinstance(ev, dict) and ev.get("ph") in ("s", "f")]
 
 
+def v2_flow_events(events):
+    """(index, event) for every event with a flow v2 member (bind_id, flow_in, flow_out)."""
+    return [(i, ev) for i, ev in enumerate(events) if isinstance(ev, dict) and any(k in ev for k in V2_KEYS)]
+
+
+def v2_flow_outs(events, slices):
+    """bind_id -> [Slice] of the well-formed X slices with "flow_out": true (and not flow_in)."""
+    by_index = {s.index: s for s in slices}
+    outs = defaultdict(list)
+    for i, ev in v2_flow_events(events):
+        if ev.get("flow_out") is True and ev.get("flow_in") is not True and is_int(ev.get("bind_id")) \
+                and i in by_index:
+            outs[ev["bind_id"]].append(by_index[i])
+    return outs
+
+
 def check_flows(events, slices, rep):
+    """Rule 11 (and 19): ac2g flows, v1 and v2."""
+    check_flows_v1(events, slices, rep)
+    check_flows_v2(events, slices, rep)
+
+
+def check_flows_v2(events, slices, rep):
+    """Rule 11 (and 19): flow v2 members -- "bind_id" (an integer) with "flow_out": true on the call's
+    X slice and "flow_in": true on its GPU record's; one flow_out per bind_id, each flow_in with one.
+
+    Perfetto (json_trace_parser MaybeAddFlow) binds them to the slice itself; flow_in and flow_out on
+    one slice make a flow step there. It numbers v1 flows 0, 1, 2, ... (FlowTracker::GetFlowIdForV1Event)
+    in the id space it uses for bind_ids as they are, so a bind_id below the number of v1 flows would
+    cross two arrows. Catapult takes bind_id 0 as none.
+    """
+    by_index = {s.index: s for s in slices}
+    v1_flows = {(ev.get("cat"), ev.get("name"), ev.get("id")) for _, ev in flow_events(events)}
+    outs, ins = defaultdict(list), []
+    for i, ev in v2_flow_events(events):
+        bid, ph = ev.get("bind_id"), ev.get("ph")
+        if ph != "X":
+            rep.add(11, f"flow v2 members {sorted(k for k in V2_KEYS if k in ev)} on a {ph!r} event, not an X slice", i)
+        if not is_int(bid) or bid < 0:
+            rep.add(11, f"flow v2 bind_id {bid!r} is not an integer >= 0", i)
+            continue
+        if bid == 0:
+            rep.add(11, "flow v2 bind_id 0: catapult (chrome://tracing) takes it as no bind_id", i)
+        for key in ("flow_in", "flow_out"):
+            if key in ev and ev[key] is not True:
+                rep.add(11, f"flow v2 {key} is {ev[key]!r}, not true (Perfetto reads a boolean only)", i)
+        fin, fout = ev.get("flow_in") is True, ev.get("flow_out") is True
+        if fin and fout:
+            rep.add(11, f"bind_id {bid}: flow_in and flow_out on one slice (a flow step, not a call's arrow)", i)
+            continue
+        if not fin and not fout:
+            rep.add(11, f"bind_id {bid} without flow_in or flow_out: true", i)
+            continue
+        if v1_flows and bid < len(v1_flows):
+            rep.add(11, f"bind_id {bid} is below the number of v1 flows ({len(v1_flows)}): Perfetto gives v1 "
+                        "flows the ids 0, 1, 2, ... of the bind_ids, crossing arrows", i)
+        wanted = API_CATS if fout else FLOW_END_CATS
+        s = by_index.get(i)
+        if s is None or s.cat not in wanted:
+            rep.add(11, f"{'flow_out' if fout else 'flow_in'} bind_id {bid} is not on a "
+                        f"{'/'.join(sorted(wanted))} slice (cat {ev.get('cat')!r})", i)
+            continue
+        if fout:
+            if outs[bid]:
+                rep.add(11, f"bind_id {bid} has a second flow_out (first at event index {outs[bid][0].index})", i)
+            outs[bid].append(s)
+        else:
+            ins.append(s)
+    for dst in ins:
+        bid = events[dst.index]["bind_id"]
+        if not outs.get(bid):
+            rep.add(11, f"flow_in bind_id {bid} has no flow_out slice with that bind_id", dst.index)
+        elif len(outs[bid]) == 1:
+            src = outs[bid][0]
+            if src.args.get("correlation") != dst.args.get("correlation"):
+                rep.add(19, f"bind_id {bid} links correlation {src.args.get('correlation')!r} "
+                            f"to {dst.cat} correlation {dst.args.get('correlation')!r}", dst.index)
+
+
+def check_flows_v1(events, slices, rep):
     """Rule 11 (and 19): ac2g s/f shape, pairing, and binding to slice starts."""
     starts = defaultdict(list)
     for s in slices:
@@ -335,7 +415,13 @@ def check_launch_correlation(slices, rep):
 
 
 def check_gpu_links(events, slices, rep):
-    """--require-gpu: kernels exist; each GPU record has a flow from a CPU lane, launched before it ran."""
+    """--require-gpu: kernels exist; each GPU record has a flow from a CPU lane, launched before it ran.
+
+    Linked: a v1 'f' at the record's start whose 's' is on a CPU lane no later than the record, or
+    flow v2: "flow_in" with a bind_id of exactly one "flow_out" slice on a CPU lane that started no
+    later than the record. A broken link (an 'f' without 's', a flow_in without flow_out) is reported
+    by check_flows.
+    """
     if not any(s.cat == "kernel" for s in slices):
         rep.add(23, "--require-gpu: trace has no kernel event")
     cpu_pids = {ev.get("pid") for ev in events if isinstance(ev, dict) and ev.get("ph") == "M"
@@ -349,24 +435,33 @@ def check_gpu_links(events, slices, rep):
             s_by_id.setdefault(ev["id"], ev)
         else:
             f_at[(lane_of(ev), to_ns(ev["ts"]))].append(ev["id"])
+    outs = v2_flow_outs(events, slices)
     for s in slices:
         if s.cat not in GPU_CATS:
             continue
+        sources = []  # (what, pid, start ns) of each arrow's start
         ids = f_at.get((s.lane, s.start), [])
-        # Work launched on the device (conditional graph nodes, device graph launch) has no CPU
-        # call: CUPTI gives it correlation 0, and it has no arrow.
-        if not ids and s.args.get("correlation") != 0:
-            rep.add(11, f"--require-gpu: {s.cat} {s.name!r} has no incoming ac2g 'f' flow", s.index)
         for fid in ids:
             src = s_by_id.get(fid)
-            if src is None:
-                continue  # reported by check_flows
-            if src.get("pid") not in cpu_pids:
-                rep.add(11, f"--require-gpu: flow {fid} into {s.cat} starts on pid {src.get('pid')}, "
+            if src is not None:  # else reported by check_flows
+                sources.append((f"flow {fid}", src.get("pid"), to_ns(src["ts"])))
+        ev = events[s.index]
+        v2 = ev.get("flow_in") is True and ev.get("flow_out") is not True and is_int(ev.get("bind_id"))
+        if v2 and len(outs.get(ev["bind_id"], [])) == 1:  # else reported by check_flows
+            src = outs[ev["bind_id"]][0]
+            sources.append((f"bind_id {ev['bind_id']}", src.lane[0], src.start))
+        # Work launched on the device (conditional graph nodes, device graph launch) has no CPU
+        # call: CUPTI gives it correlation 0, and it has no arrow.
+        if not ids and not v2 and s.args.get("correlation") != 0:
+            rep.add(11, f"--require-gpu: {s.cat} {s.name!r} has no incoming ac2g flow ('f' event or flow_in)",
+                    s.index)
+        for what, pid, start in sources:
+            if pid not in cpu_pids:
+                rep.add(11, f"--require-gpu: {what} into {s.cat} starts on pid {pid}, "
                             "which has no process_labels 'CPU'", s.index)
-            if s.start < to_ns(src["ts"]):
-                rep.add(5, f"--require-gpu: {s.cat} {s.name!r} starts {to_ns(src['ts']) - s.start} ns "
-                           f"before its launching call (flow {fid})", s.index)
+            if s.start < start:
+                rep.add(5, f"--require-gpu: {s.cat} {s.name!r} starts {start - s.start} ns "
+                           f"before its launching call ({what})", s.index)
 
 
 def validate(raw_text, obj, require_gpu=False):
@@ -435,6 +530,47 @@ def sample_trace():
     ]
     return {"schemaVersion": 1, "distributedInfo": {"backend": "none", "rank": 0}, "displayTimeUnit": "ms",
             "baseTimeNanoseconds": 1700000000000000000, "traceEvents": events}
+
+
+def sample_trace_v2():
+    """The sample as cuprof writes flows now: a call's first GPU record linked by flow v2 members on
+    the two slices, its further ones (a graph launch's) by v1 s/f events; with v1 flows in the file,
+    each bind_id is 2**32 + correlation (above the ids Perfetto gives the v1 flows). Node_b's v1 id
+    equals node_a's bind_id: the two id spaces are apart."""
+    trace = sample_trace()
+    cpu, tid = 4242, 4243
+    base = 2**32
+    events = [e for e in trace["traceEvents"] if e.get("ph") not in ("s", "f")]
+    by_name = {e["name"]: e for e in events if e.get("ph") == "X"}
+    for call, record in (("cudaLaunchKernel", "gemm"), ("cudaMemcpyAsync", "Memcpy HtoD")):
+        bid = base + by_name[call]["args"]["correlation"]
+        by_name[call].update(bind_id=bid, flow_out=True)
+        by_name[record].update(bind_id=bid, flow_in=True)
+
+    def x(cat, name, pid, t, ts, dur, **extra):
+        args = extra.pop("args")
+        return dict({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": t, "ts": ts, "dur": dur}, **extra,
+                    args=args)
+
+    def flow(ph, fid, pid, t, ts):
+        ev = {"ph": ph, "id": fid, "pid": pid, "tid": t, "ts": ts, "cat": "ac2g", "name": "ac2g"}
+        return dict(ev, bp="e") if ph == "f" else ev
+
+    gpu = dict(device=0, stream=7, correlation=3)
+    at = events.index(by_name["Memcpy HtoD"]) + 1
+    events[at:at] = [
+        x("kernel", "node_a", 0, 7, 53.0, 1.0, bind_id=base + 3, flow_in=True, args=gpu),
+        x("kernel", "node_b", 0, 7, 54.5, 0.5, args=gpu), flow("f", 1 << 32 | 3, 0, 7, 54.5),
+        x("kernel", "node_c", 0, 7, 56.0, 1.0, args=gpu), flow("f", 2 << 32 | 3, 0, 7, 56.0),
+    ]
+    at = events.index(by_name["cudaMemcpyAsync"]) + 1
+    events[at:at] = [
+        x("cuda_runtime", "cudaGraphLaunch", cpu, tid, 36.0, 3.0, bind_id=base + 3, flow_out=True,
+          args={"correlation": 3}),
+        flow("s", 1 << 32 | 3, cpu, tid, 36.0), flow("s", 2 << 32 | 3, cpu, tid, 36.0),
+    ]
+    trace["traceEvents"] = events
+    return trace
 
 
 def _set(name, key, value, ph="X", nth=0):
@@ -529,6 +665,31 @@ CASES = [
 ]
 
 
+# The same on sample_trace_v2(): flow v2 members and v1 events mixed.
+CASES_V2 = [
+    ("bind_id_string", 11, _set("gemm", "bind_id", "100000001")),
+    ("bind_id_float", 11, _set("gemm", "bind_id", 4294967297.5)),
+    ("bind_id_negative", 11, _set("cudaLaunchKernel", "bind_id", -1)),
+    ("bind_id_zero", 11, _both(_set("cudaLaunchKernel", "bind_id", 0), _set("gemm", "bind_id", 0))),
+    ("bind_id_among_v1_ids", 11, _both(_set("cudaLaunchKernel", "bind_id", 1), _set("gemm", "bind_id", 1))),
+    ("flow_in_without_flow_out", 11, _set("gemm", "bind_id", 4294967300)),
+    ("two_flow_out", 11, _set("cudaMemcpyAsync", "bind_id", 4294967297)),
+    ("flow_in_and_flow_out", 11, _set("gemm", "flow_out", True)),
+    ("flow_in_string", 11, _set("gemm", "flow_in", "true")),
+    ("no_direction", 11, _set("gemm", "flow_in", None)),
+    ("flow_out_on_kernel", 11, _both(_set("gemm", "flow_in", None), _set("gemm", "flow_out", True))),
+    ("flow_in_on_cpu_op", 11, _both(_set("aten::mm", "bind_id", 4294967298), _set("aten::mm", "flow_in", True))),
+    ("on_instant_event", 11, _both(_set("Record Window End", "bind_id", 4294967301, "i"),
+                                   _set("Record Window End", "flow_out", True, "i"))),
+    ("v1_pair_dropped", 11, lambda t: t.__setitem__("traceEvents", [e for e in t["traceEvents"]
+                                                                     if not (e.get("ph") == "s" and e["id"] >> 32 == 1)])),
+    ("correlation_mismatch", 19, _set("Memcpy HtoD", "args.correlation", 4)),
+    ("gpu_no_incoming_flow", 11, _both(_set("gemm", "bind_id", None), _set("gemm", "flow_in", None)), True),
+    ("gpu_flow_from_non_cpu", 11, _set("process_labels", "args.labels", "Other", "M"), True),
+    ("gpu_kernel_before_launch", 5, _set("gemm", "ts", 24.0), True),
+]
+
+
 def _kineto_samples():
     """The torch traces in shared/reference/kineto-samples, beside or inside the repo."""
     from pathlib import Path
@@ -560,6 +721,17 @@ def run_self_test():
         def test_valid_trace_passes(self):
             self.assertEqual(self.check(sample_trace()), [])
             self.assertEqual(self.check(sample_trace(), require_gpu=True), [])
+
+        def test_valid_v2_trace_passes(self):
+            self.assertEqual(self.check(sample_trace_v2()), [])
+            self.assertEqual(self.check(sample_trace_v2(), require_gpu=True), [])
+
+        def test_v2_flow_linked_only_from_a_launch_before_the_record(self):
+            trace = sample_trace_v2()  # the launch moved after its kernel: the link no longer counts
+            launch = next(e for e in trace["traceEvents"] if e.get("name") == "cudaLaunchKernel")
+            launch["ts"] = 45.0
+            problems = self.check(trace, require_gpu=True)
+            self.assertTrue(any(p.startswith("rule 5: --require-gpu: kernel 'gemm'") for p in problems), problems)
 
         def test_device_launched_kernel_needs_no_flow(self):
             trace = sample_trace()  # a conditional graph node's kernel: launched on the GPU, correlation 0
@@ -593,9 +765,9 @@ def run_self_test():
                 self.assertTrue(any(p.startswith("rule 6:") and "'Spans'" in p for p in problems), problems)
                 self.assertTrue(any(p.startswith("rule 17:") for p in problems), problems)
 
-    def make_test(rule, mutate, require_gpu):
+    def make_test(rule, mutate, require_gpu, sample=sample_trace):
         def test(self):
-            trace = sample_trace()
+            trace = sample()
             out = mutate(trace)
             problems = self.check(out if isinstance(out, str) else trace, require_gpu)
             self.assertTrue(any(p.startswith(f"rule {rule}:") for p in problems), problems)
@@ -603,6 +775,8 @@ def run_self_test():
 
     for name, rule, mutate, *gpu in CASES:
         setattr(RuleTests, f"test_rule{rule:02d}_{name}", make_test(rule, mutate, bool(gpu)))
+    for name, rule, mutate, *gpu in CASES_V2:
+        setattr(RuleTests, f"test_rule{rule:02d}_v2_{name}", make_test(rule, mutate, bool(gpu), sample_trace_v2))
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(
         unittest.defaultTestLoader.loadTestsFromTestCase(RuleTests))
     failed, skipped = len(result.failures) + len(result.errors), len(result.skipped)

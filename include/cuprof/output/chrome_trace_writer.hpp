@@ -39,11 +39,11 @@ namespace detail {
 // before formatting (ids of flows, lanes, names escaped, ...), so that any
 // block of events formats alone and blocks concatenated in order are the
 // document. The events are items in order -- CPU spans, API calls (each with
-// its flow starts), GPU annotations, GPU records (each with its flow end),
-// CUPTI overhead -- cut into blocks of `items_per_block`; the first block
+// its v1 flow starts), GPU annotations, GPU records (each with its v1 flow
+// end), CUPTI overhead -- cut into blocks of `items_per_block`; the first block
 // also holds the header and the metadata events, the last the closing lines.
 struct chrome_trace_layout {
-  // About 1 MiB of JSON at the 250-350 bytes of a launch's call or kernel
+  // About 1 MiB of JSON at the 190-290 bytes of a launch's call or kernel
   // with its flow: one gzip member, one write.
   static constexpr std::size_t default_items_per_block = 4096;
 
@@ -88,10 +88,21 @@ struct chrome_trace_layout {
   std::uint64_t base_ns = 0;
   std::vector<std::string> escaped_names;  // each name escaped once per document
   std::vector<std::uint32_t> several_contexts;  // devices with work in more than one context
-  // One flow start per GPU record the call caused; the first uses the
-  // correlation id itself, later ones (graph nodes) a derived unique id.
+  // One arrow per GPU record a call with a flow caused, by the record's flow
+  // ordinal (its call's records before it). The first (ordinal 0) is flow v2:
+  // "bind_id" with "flow_out" on the call's slice and "flow_in" on the
+  // record's, no event of its own. A slice carries one bind_id, so the others
+  // (a graph launch's further nodes) are v1 "s"/"f" event pairs, with id
+  // ordinal << 32 | correlation. v2_flow() is where that is decided.
+  static constexpr bool v2_flow(std::uint32_t ordinal) { return ordinal == 0; }
+  // A call's v2 bind_id: its correlation id, plus 2^32 where the document also
+  // has v1 flows. Perfetto numbers v1 flows 0, 1, 2, ... in the id space of
+  // the bind_ids (FlowTracker::GetFlowIdForV1Event): a bind_id below the number
+  // of v1 flows would cross arrows.
+  std::uint64_t bind_id(std::uint32_t correlation) const { return bind_id_base | correlation; }
   std::vector<std::uint32_t> records_per_call;  // per API call
-  std::vector<std::uint32_t> flow_ordinal;      // per GPU record: its call's records before it
+  std::vector<std::uint32_t> flow_ordinal;      // per GPU record
+  std::uint64_t bind_id_base = 0;               // 0, or 2^32 with v1 flows
   std::vector<std::uint32_t> overhead_lane;     // per overhead record
   std::set<std::uint32_t> devices;              // GPU processes, and lanes: {device, tid}
   std::set<std::pair<std::uint32_t, std::uint32_t>> gpu_lanes;
@@ -111,7 +122,10 @@ struct chrome_trace_layout {
     std::pair<std::uint32_t, std::uint32_t> last_lane{0, 0};
     for (std::size_t i = 0; i < t.gpu.size(); ++i) {
       const gpu_activity& g = t.gpu[i];
-      if (g.api != no_index) flow_ordinal[i] = records_per_call[g.api]++;
+      if (g.api != no_index) {
+        const std::uint32_t ordinal = flow_ordinal[i] = records_per_call[g.api]++;
+        if (!v2_flow(ordinal) && t.api_calls[g.api].has_flow) bind_id_base = std::uint64_t(1) << 32;
+      }
       const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == g.device; });
       if (d == seen.end()) {
         seen.push_back({g.device, g.context, false});
@@ -250,6 +264,16 @@ class chrome_trace_writer {
     append_us(out_, end > start ? end - start : 0);
   }
 
+  // A v2 flow's members, after the slice's "dur": `direction` is ",\"flow_out\":true"
+  // on the call, ",\"flow_in\":true" on its GPU record.
+  template <std::size_t N>
+  [[gnu::always_inline]] void bind(std::uint32_t correlation, const char (&direction)[N]) {
+    out_ += ",\"bind_id\":";
+    append_int(out_, l_.bind_id(correlation));
+    out_ += direction;
+  }
+
+  // A v1 flow event: 's' on the call, 'f' on the GPU record.
   void flow(char phase, std::uint64_t id, std::uint32_t pid, std::uint32_t tid, std::uint64_t at) {
     begin_event();
     out_ += "{\"ph\":\"";
@@ -392,8 +416,10 @@ class chrome_trace_writer {
   void api_call_event(std::size_t i) {
     const api_call& a = t_.api_calls[i];
     const std::uint32_t pid = t_.meta.pid;
+    const std::uint32_t flows = a.has_flow ? l_.records_per_call[i] : 0;
     complete(a.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
              escaped_name(a.name), pid, a.tid, a.start_ns, a.end_ns);
+    if (flows != 0 && chrome_trace_layout::v2_flow(0)) bind(a.correlation, ",\"flow_out\":true");
     out_ += ",\"args\":{";
     if (a.parent != no_index) {
       key(schema::arg_external_id);
@@ -407,8 +433,8 @@ class chrome_trace_writer {
       append_int(out_, a.external_id);
     }
     out_ += "}}";
-    if (a.has_flow)
-      for (std::uint32_t k = 0; k < l_.records_per_call[i]; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
+    for (std::uint32_t k = 0; k < flows; ++k)
+      if (!chrome_trace_layout::v2_flow(k)) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
   }
 
   // The scope's own arguments, after its External id (a key spelled so is
@@ -467,12 +493,20 @@ class chrome_trace_writer {
     out_ += "}}";
   }
 
+  // A GPU record's event up to its "dur", with its call's v2 flow end if it is linked so.
+  [[gnu::always_inline]] void gpu_complete(std::string_view cat, const gpu_activity& g, std::uint32_t tid, bool flow_in) {
+    complete(cat, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
+    if (flow_in) bind(g.correlation, ",\"flow_in\":true");
+  }
+
   void gpu_event(std::size_t i) {
     const gpu_activity& g = t_.gpu[i];
     const std::uint32_t tid = chrome_trace_layout::gpu_tid(g);
+    const bool linked = g.api != no_index && t_.api_calls[g.api].has_flow;
+    const bool v2 = linked && chrome_trace_layout::v2_flow(l_.flow_ordinal[i]);
     switch (g.kind) {
       case gpu_kind::kernel: {
-        complete(schema::cat_kernel, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
+        gpu_complete(schema::cat_kernel, g, tid, v2);
         gpu_common_args(g);
         if (g.details != no_index) {
           const kernel_details& k = t_.kernels[g.details];
@@ -494,8 +528,7 @@ class chrome_trace_writer {
       }
       case gpu_kind::memcpy:
       case gpu_kind::memset: {
-        complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset,
-                 escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
+        gpu_complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset, g, tid, v2);
         gpu_common_args(g);
         next_key(schema::arg_bytes);
         append_int(out_, g.bytes);
@@ -507,7 +540,7 @@ class chrome_trace_writer {
         break;
       }
       case gpu_kind::sync: {
-        complete(schema::cat_cuda_sync, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
+        gpu_complete(schema::cat_cuda_sync, g, tid, v2);
         out_ += ",\"args\":{";
         key(schema::arg_sync_kind); out_ += '"'; out_ += std::string_view(sync_kind_name(g.subkind)); out_ += '"';
         next_key(schema::arg_device); append_int(out_, g.device);
@@ -519,8 +552,7 @@ class chrome_trace_writer {
         break;
       }
     }
-    if (g.api != no_index && t_.api_calls[g.api].has_flow)
-      flow('f', flow_id(g.correlation, l_.flow_ordinal[i]), g.device, tid, g.start_ns);
+    if (linked && !v2) flow('f', flow_id(g.correlation, l_.flow_ordinal[i]), g.device, tid, g.start_ns);
   }
 
   void overhead_event(std::size_t i) {
