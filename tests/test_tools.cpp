@@ -417,7 +417,14 @@ TEST_CASE("reader: a trace read, written again and read back gives the same tabl
       n += text.compare(text.find_first_not_of(' ', at + 11), 4, "true") == 0;
     return n;
   };
-  for (const std::string name : {"matmul_add_4096.json", "occupancy.json"}) {
+  // Every GPU fixture; written again, each is kept in CUPROF_TEST_KEEP_TRACES (as rewritten_NAME)
+  // for validate_test_traces and for scripts/test-hta: today's writer on work recorded on a GPU.
+  const char* keep = std::getenv("CUPROF_TEST_KEEP_TRACES");
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(fixture("")))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().filename().string());
+  REQUIRE(names.size() >= 6);
+  for (const std::string& name : names) {
     CAPTURE(name);
     const cuprof::loaded_trace first = cuprof::read_trace_file(fixture(name));
     const std::string path = dir.file("again_" + name);
@@ -427,6 +434,11 @@ TEST_CASE("reader: a trace read, written again and read back gives the same tabl
           cuprof::key_averages(first.t).table("cuda_time_total", -1));
     CHECK(second.t.overhead.size() == first.t.overhead.size());
     CHECK(flow_starts(cuprof::chrome_trace_json(first.t)) == flow_starts(slurp(fixture(name))));
+    if (keep && *keep) {
+      std::filesystem::create_directories(keep);
+      std::filesystem::copy_file(path, std::filesystem::path(keep) / ("rewritten_" + name),
+                                 std::filesystem::copy_options::overwrite_existing);
+    }
   }
 }
 
