@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from real_work import use_carried_libraries
+
 LAUNCH_ONLY = "runtime:211"          # cudaLaunchKernel_v7000
 NESTED_DRIVER = "driver:307"         # cuLaunchKernel, made inside cudaLaunchKernel
 VARIANTS = [  # name, MINIMAL_CUPTI_ACTIVITY, more of the minimal tracer's variables, what
@@ -48,10 +50,7 @@ def main():
     parser.add_argument("--launches", type=int, default=200000)
     parser.add_argument("--cpus", default="", help="taskset CPU list for every process")
     a = parser.parse_args()
-    carried_libs = os.path.join(a.build, "lib")  # the CLI's simdjson, carried by scripts/gpu-check --build-only
-    if os.path.isdir(carried_libs):
-        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(
-            p for p in (os.path.abspath(carried_libs), os.environ.get("LD_LIBRARY_PATH")) if p)
+    use_carried_libraries(a.build)
     bench = [os.path.join(a.build, "bench", "launch_bench"), "--mode", "untraced", "--launches", str(a.launches)]
     pin = ["taskset", "-c", a.cpus] if a.cpus else []
     inject = os.path.abspath(os.path.join(a.build, "bench", "libminimal_cupti_inject.so"))

@@ -84,6 +84,15 @@ class Mode:
         return f"{self.program}_untraced"
 
 
+def use_carried_libraries(build):
+    """The libraries scripts/gpu-check --build-only carries in BUILD/lib (the CLI's simdjson, libdeflate),
+    for this process's children."""
+    carried = os.path.join(build, "lib")
+    if os.path.isdir(carried):
+        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (os.path.abspath(carried), os.environ.get("LD_LIBRARY_PATH")) if p)
+
+
 def make_modes(a):
     cuprof = os.path.join(a.build, "tools", "cuprof")
     cuprof_run = [cuprof, "run", "--output", TRACE, "--no-table", "--"]
@@ -385,10 +394,7 @@ def main():
                         "process-to-process spread on a host whose scheduler moves processes between cores")
     parser.add_argument("--dry-run", action="store_true", help="print the command lines and the schedule, run nothing")
     a = parser.parse_args()
-    carried_libs = os.path.join(a.build, "lib")  # scripts/gpu-check --build-only puts the CLI's simdjson there
-    if os.path.isdir(carried_libs):
-        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(
-            p for p in (os.path.abspath(carried_libs), os.environ.get("LD_LIBRARY_PATH")) if p)
+    use_carried_libraries(a.build)
     modes = make_modes(a)
     if a.modes:
         wanted = {m.name for m in modes if any(m.name.startswith(p) for p in a.modes.split(","))}
