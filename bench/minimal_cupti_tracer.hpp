@@ -151,8 +151,8 @@ class minimal_cupti_tracer {
       *d->correlationData = now;
       return;
     }
-    ring[next++ % 4096] = {*d->correlationData, now, d->correlationId, cbid};
-    count().fetch_add(1, std::memory_order_relaxed);
+    const call_stamp& kept = ring[next++ % 4096] = {*d->correlationData, now, d->correlationId, cbid};
+    count().fetch_add(kept.end_ns >= kept.start_ns, std::memory_order_relaxed);  // the record, read back
   }
   static std::atomic<std::uint64_t>& count() {
     static std::atomic<std::uint64_t> n{0};
