@@ -140,8 +140,12 @@ class minimal_cupti_tracer {
     std::uint64_t start_ns, end_ns;
     std::uint32_t correlation, cbid;
   };
+  static constexpr std::uint32_t ring_size = 4096;
+  static call_stamp* thread_ring() {
+    thread_local call_stamp ring[ring_size];
+    return ring;
+  }
   static void CUPTIAPI on_call(void*, CUpti_CallbackDomain, CUpti_CallbackId cbid, const void* data) {
-    thread_local call_stamp ring[4096];
     thread_local std::uint32_t next = 0;
     const auto* d = static_cast<const CUpti_CallbackData*>(data);
     timespec ts;
@@ -151,8 +155,8 @@ class minimal_cupti_tracer {
       *d->correlationData = now;
       return;
     }
-    const call_stamp& kept = ring[next++ % 4096] = {*d->correlationData, now, d->correlationId, cbid};
-    count().fetch_add(kept.end_ns >= kept.start_ns, std::memory_order_relaxed);  // the record, read back
+    thread_ring()[next++ % ring_size] = {*d->correlationData, now, d->correlationId, cbid};
+    count().fetch_add(1, std::memory_order_relaxed);
   }
   static std::atomic<std::uint64_t>& count() {
     static std::atomic<std::uint64_t> n{0};
