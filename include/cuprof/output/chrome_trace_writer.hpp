@@ -93,8 +93,7 @@ struct chrome_trace_layout {
   // "bind_id" with "flow_out" on the call's slice and "flow_in" on the
   // record's, no event of its own. A slice carries one bind_id, so the others
   // (a graph launch's further nodes) are v1 "s"/"f" event pairs, with id
-  // ordinal << 32 | correlation. v2_flow() is where that is decided.
-  static constexpr bool v2_flow(std::uint32_t ordinal) { return ordinal == 0; }
+  // ordinal << 32 | correlation.
   // A call's v2 bind_id: its correlation id, plus 2^32 where the document also
   // has v1 flows. Perfetto numbers v1 flows 0, 1, 2, ... in the id space of
   // the bind_ids (FlowTracker::GetFlowIdForV1Event): a bind_id below the number
@@ -124,7 +123,7 @@ struct chrome_trace_layout {
       const gpu_activity& g = t.gpu[i];
       if (g.api != no_index) {
         const std::uint32_t ordinal = flow_ordinal[i] = records_per_call[g.api]++;
-        if (!v2_flow(ordinal) && t.api_calls[g.api].has_flow) bind_id_base = std::uint64_t(1) << 32;
+        if (ordinal > 0 && t.api_calls[g.api].has_flow) bind_id_base = std::uint64_t(1) << 32;
       }
       const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == g.device; });
       if (d == seen.end()) {
@@ -419,7 +418,7 @@ class chrome_trace_writer {
     const std::uint32_t flows = a.has_flow ? l_.records_per_call[i] : 0;
     complete(a.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
              escaped_name(a.name), pid, a.tid, a.start_ns, a.end_ns);
-    if (flows != 0 && chrome_trace_layout::v2_flow(0)) bind(a.correlation, ",\"flow_out\":true");
+    if (flows != 0) bind(a.correlation, ",\"flow_out\":true");  // to its first record
     out_ += ",\"args\":{";
     if (a.parent != no_index) {
       key(schema::arg_external_id);
@@ -433,8 +432,7 @@ class chrome_trace_writer {
       append_int(out_, a.external_id);
     }
     out_ += "}}";
-    for (std::uint32_t k = 0; k < flows; ++k)
-      if (!chrome_trace_layout::v2_flow(k)) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
+    for (std::uint32_t k = 1; k < flows; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
   }
 
   // The scope's own arguments, after its External id (a key spelled so is
@@ -503,7 +501,7 @@ class chrome_trace_writer {
     const gpu_activity& g = t_.gpu[i];
     const std::uint32_t tid = chrome_trace_layout::gpu_tid(g);
     const bool linked = g.api != no_index && t_.api_calls[g.api].has_flow;
-    const bool v2 = linked && chrome_trace_layout::v2_flow(l_.flow_ordinal[i]);
+    const bool v2 = linked && l_.flow_ordinal[i] == 0;
     switch (g.kind) {
       case gpu_kind::kernel: {
         gpu_complete(schema::cat_kernel, g, tid, v2);
