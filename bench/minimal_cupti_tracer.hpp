@@ -60,10 +60,7 @@ class minimal_cupti_tracer {
   // "runtime:211,driver:307" as (domain, callback id) pairs; `variable` names it in the error.
   static std::vector<std::pair<std::string, std::uint32_t>> parse_calls(const std::string& list, const char* variable) {
     std::vector<std::pair<std::string, std::uint32_t>> calls;
-    std::size_t from = 0;
-    while (from < list.size()) {
-      const std::size_t comma = std::min(list.find(',', from), list.size());
-      const std::string item = list.substr(from, comma - from);
+    for (const std::string& item : split_commas(list)) {
       const std::size_t colon = item.find(':');
       const std::string domain = item.substr(0, colon);
       const std::uint32_t cbid = colon == std::string::npos ? 0 : std::uint32_t(std::strtoul(item.c_str() + colon + 1, nullptr, 10));
@@ -72,9 +69,19 @@ class minimal_cupti_tracer {
         std::exit(1);
       }
       calls.emplace_back(domain, cbid);
-      from = comma + 1;
     }
     return calls;
+  }
+
+  // "a,b,c" to its items ("" to one empty item).
+  static std::vector<std::string> split_commas(const std::string& list) {
+    std::vector<std::string> items;
+    for (std::size_t from = 0; from <= list.size();) {
+      const std::size_t comma = std::min(list.find(',', from), list.size());
+      items.push_back(list.substr(from, comma - from));
+      from = comma + 1;
+    }
+    return items;
   }
 
   static void keep_only_calls(const std::string& list) {
@@ -115,10 +122,7 @@ class minimal_cupti_tracer {
                  {"marker", CUPTI_ACTIVITY_KIND_MARKER},
                  {"external_correlation", CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}};
     std::vector<CUpti_ActivityKind> kinds;
-    std::size_t from = 0;
-    while (from <= list.size()) {
-      const std::size_t comma = std::min(list.find(',', from), list.size());
-      const std::string name = list.substr(from, comma - from);
+    for (const std::string& name : split_commas(list)) {
       bool known = false;
       for (const auto& n : names)
         if (name == n.name) kinds.push_back(n.kind), known = true;
@@ -126,7 +130,6 @@ class minimal_cupti_tracer {
         std::fprintf(stderr, "minimal tracer: unknown activity kind '%s'\n", name.c_str());
         std::exit(1);
       }
-      from = comma + 1;
     }
     return kinds;
   }

@@ -38,7 +38,8 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-KERNEL_EVENT = re.compile(rb'"cat":\s*"kernel"')
+from real_work import KERNEL_EVENT
+
 PROFILER_ACTIVITIES = {"torch_cuda": [ProfilerActivity.CUDA],
                        "torch_cpu_cuda": [ProfilerActivity.CPU, ProfilerActivity.CUDA]}
 
