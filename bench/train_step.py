@@ -21,13 +21,24 @@ perf_counter_ns.
                           the window_start_ns / window_end_ns that file gives, a step's width of
                           margin on each side); then --steps untraced steps and --steps steps under
                           torch.profiler CUDA-only (the tracer has released CUPTI by then), whose
-                          trace goes to --trace. Prints paired_* lines: each block's median step
-                          and step count.
+                          trace goes to --trace; then --steps untraced steps and --steps steps under
+                          torch.profiler CPU+CUDA, whose trace goes to --trace + ".cpu_cuda.json".
+                          Prints paired_* lines: each block's median step and step count
+                          (paired_<block>_us, paired_<block>_steps; blocks untraced_before_window,
+                          window, untraced_before_torch, torch_cuda, untraced_before_torch_cpu_cuda,
+                          torch_cpu_cuda), the kernels in each trace (paired_tracer_kernels,
+                          paired_torch_kernels, paired_torch_cpu_cuda_kernels) and the end-to-end
+                          costs in us (the time beyond the untraced steps just before it):
+                          paired_tracer_end_to_end_us, the steps from the window's start until its
+                          file is on disk (only for a tracer whose file holds kernels: cuprof's, not
+                          the minimal tracer's), and paired_torch_cpu_cuda_end_to_end_us, profiler
+                          start to trace exported.
 
 Prints key=value lines: mode, emit_nvtx, torch, steps_timed, steps_total, step_us_median,
 step_us_p10, step_us_p90, timed_loop_ms (the timed steps' sum) and, for the torch.profiler modes,
 profiler_start_to_trace_ms (profiler start to the trace on disk, timed steps included).
-Kernels are counted by real_work.py in the trace, not here: counting would add to the process's time.
+Kernels are counted by real_work.py in the trace, not here: counting would add to the process's time
+(--mode paired counts its traces' kernels itself, once its blocks are done).
 """
 import argparse
 import contextlib
@@ -76,6 +87,12 @@ def timed_steps(train_step, count):
     return times_us
 
 
+def kernels_in(path):
+    """The kernel events in the Chrome trace at `path`."""
+    with open(path, "rb") as f:
+        return len(KERNEL_EVENT.findall(f.read()))
+
+
 def recorded_window(path):
     """(start, end) of the tracer's window in Unix-epoch ns, from its file (a cuprof trace's header), or None."""
     try:
@@ -88,8 +105,9 @@ def recorded_window(path):
     return (int(start.group(1)), int(end.group(1))) if start and end else None
 
 
-def paired(train_step, window_file, torch_trace, steps, timeout_s):
-    """The blocks of --mode paired: {block: [step us]}."""
+def paired(train_step, window_file, torch_trace, cpu_cuda_trace, steps, timeout_s):
+    """The blocks of --mode paired, {block: [step us]}, and the end-to-end costs, {"tracer": us or None,
+    "torch_cpu_cuda": us}: what the steps beside each took beyond the untraced steps just before it."""
     stamped = []  # (start, end) in epoch ns: the tracers' clock is the same Unix-epoch one
     deadline = time.monotonic() + timeout_s
     while recorded_window(window_file) is None:
@@ -107,18 +125,35 @@ def paired(train_step, window_file, torch_trace, steps, timeout_s):
     blocks = {"untraced_before_window": [(e - s) / 1000 for s, e in stamped if e < window_start - margin],
               "window": [(e - s) / 1000 for s, e in stamped
                          if s > window_start + margin and e < window_end - margin]}
+    before = blocks["untraced_before_window"]
+    untraced_us = statistics.median(before) if before else None
+    # From the window's start to its file on disk: the trace's writing after the window closed included.
+    # A step that straddles the window's start counts whole: its part before the start ran at the
+    # untraced pace and adds next to nothing, while the tracer's start-up, at the start, lands in it whole.
+    end_to_end_us = {"tracer": sum((e - s) / 1000 - untraced_us for s, e in stamped if e > window_start)
+                     if untraced_us is not None else None}
     blocks["untraced_before_torch"] = timed_steps(train_step, steps)
     with profile(activities=PROFILER_ACTIVITIES["torch_cuda"]) as prof:
         blocks["torch_cuda"] = timed_steps(train_step, steps)
     prof.export_chrome_trace(torch_trace)
-    return blocks
+    blocks["untraced_before_torch_cpu_cuda"] = timed_steps(train_step, steps)
+    # Not the process's first CUPTI session: CUPTI's one-time start-up, which a lone torch_cpu_cuda
+    # process pays, is not in this figure (it can only make torch.profiler look cheaper).
+    start = time.perf_counter_ns()
+    with profile(activities=PROFILER_ACTIVITIES["torch_cpu_cuda"]) as prof:
+        blocks["torch_cpu_cuda"] = timed_steps(train_step, steps)
+    prof.export_chrome_trace(cpu_cuda_trace)
+    end_to_end_us["torch_cpu_cuda"] = ((time.perf_counter_ns() - start) / 1000
+                                       - steps * statistics.median(blocks["untraced_before_torch_cpu_cuda"]))
+    return blocks, end_to_end_us
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", choices=["untraced", *PROFILER_ACTIVITIES, "paired"], default="untraced")
     parser.add_argument("--emit-nvtx", action="store_true")
-    parser.add_argument("--trace", help="where the torch.profiler modes write their Chrome trace")
+    parser.add_argument("--trace", help="where the torch.profiler modes write their Chrome trace "
+                        "(--mode paired: the CPU+CUDA one to this path + .cpu_cuda.json)")
     parser.add_argument("--window-file", help="--mode paired: the trace `cuprof run --output` writes, or the minimal tracer's window file")
     parser.add_argument("--timeout-s", type=float, default=60, help="--mode paired: longest wait for the window file")
     parser.add_argument("--warmup", type=int, default=30)
@@ -141,14 +176,22 @@ def main():
     train_step = build(args.layers, args.width, args.batch)
     if args.mode == "paired":
         timed_steps(train_step, args.warmup)
-        blocks = paired(train_step, args.window_file, args.trace, args.steps, args.timeout_s)
+        cpu_cuda_trace = args.trace + ".cpu_cuda.json"
+        blocks, end_to_end_us = paired(train_step, args.window_file, args.trace, cpu_cuda_trace, args.steps,
+                                       args.timeout_s)
         print(f"mode=paired\ntorch={torch.__version__}")
         for name, times_us in blocks.items():
             print(f"paired_{name}_steps={len(times_us)}")
             print(f"paired_{name}_us={statistics.median(times_us) if times_us else float('nan'):.1f}")
-        with open(args.trace, "rb") as f:  # torch.profiler did trace after the tracer let CUPTI go
-            torch_kernels = len(KERNEL_EVENT.findall(f.read()))
-        print(f"paired_torch_kernels={torch_kernels}")
+        # Counted once every block is done: reading the traces would add to their steps.
+        tracer_kernels = kernels_in(args.window_file)
+        print(f"paired_tracer_kernels={tracer_kernels}")
+        # The minimal CUPTI tracer's window file lists no kernels: no cost per traced kernel to give.
+        if tracer_kernels and end_to_end_us["tracer"] is not None:
+            print(f"paired_tracer_end_to_end_us={end_to_end_us['tracer']:.1f}")
+        print(f"paired_torch_kernels={kernels_in(args.trace)}")  # torch.profiler did trace after the tracer let CUPTI go
+        print(f"paired_torch_cpu_cuda_kernels={kernels_in(cpu_cuda_trace)}\n"
+              f"paired_torch_cpu_cuda_end_to_end_us={end_to_end_us['torch_cpu_cuda']:.1f}")
         # real_work.py's common columns: the untraced steps
         print(f"steps_timed={len(blocks['untraced_before_torch'])}\n"
               f"step_us_median={statistics.median(blocks['untraced_before_torch']):.1f}")
