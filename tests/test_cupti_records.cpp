@@ -2,6 +2,7 @@
 // filtering, folding of nested driver calls, windowing, then attribution,
 // key_averages() and the Chrome trace. No GPU, no libcupti: plain structs.
 #include <cuprof/cuprof.hpp>
+#include <cuprof/detail/cupti/call_recorder.hpp>
 #include <cuprof/detail/cupti/records.hpp>
 
 #include "flow_arrows.hpp"
@@ -15,6 +16,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 using json = nlohmann::json;
@@ -810,6 +812,111 @@ TEST_CASE("graph launches: every node kernel links to the one launch") {
       REQUIRE(in);
       CHECK(in->v2 == (e["name"] == "node_a"));
     }
+}
+
+// One CUDA call as CUPTI's callback API reports it: entry, what the call
+// does inside (a nested driver call), exit with its result.
+template <class Inside>
+void traced_call(cuprof::detail::cupti::call_recorder& r, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                 std::uint32_t correlation, std::int32_t result, Inside&& inside) {
+  std::uint64_t per_call = 0;  // CUPTI's correlationData: one slot per call, entry to exit
+  CUpti_CallbackData d;
+  std::memset(static_cast<void*>(&d), 0, sizeof d);
+  d.correlationData = &per_call;
+  d.correlationId = correlation;
+  d.functionReturnValue = &result;
+  d.callbackSite = CUPTI_API_ENTER;
+  r.on_call(domain, cbid, d);
+  inside();
+  d.callbackSite = CUPTI_API_EXIT;
+  r.on_call(domain, cbid, d);
+}
+void traced_call(cuprof::detail::cupti::call_recorder& r, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                 std::uint32_t correlation, std::int32_t result = 0) {
+  traced_call(r, domain, cbid, correlation, result, [] {});
+}
+
+constexpr std::uint64_t whole_time = std::uint64_t(1) << 62;
+
+// The process's one recorder (threads keep their buffers in a thread_local);
+// each test drains what it recorded.
+cuprof::detail::cupti::call_recorder& process_recorder() {
+  static auto* recorder = new cuprof::detail::cupti::call_recorder;  // never destroyed, as the tracer's
+  return *recorder;
+}
+
+TEST_CASE("call_recorder: calls from callbacks reach the store as the activity records CUPTI would write") {
+  cuprof::detail::cupti::call_recorder& recorder = process_recorder();
+  record_store store(raw_name);
+  const std::uint64_t before = cuprof::detail::now_ticks();
+  recorder.start_recording(before);
+  // cudaLaunchKernel -> cuLaunchKernel; a failed cudaStreamSynchronize; a hidden getter.
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 10, 0,
+              [&] { traced_call(recorder, CUPTI_CB_DOMAIN_DRIVER_API, 307, 11); });
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 131, 12, 700);
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 3, 13);
+  const std::uint64_t after = cuprof::detail::now_ticks();
+  CHECK(store.staged() == 0);  // nothing until drained
+  recorder.drain_into(store);
+  kernel(store, "k", after + 10, after + 20, 11);  // the kernel carries the nested driver call's id
+  REQUIRE(store.window_complete(0, whole_time));
+  cuprof::trace t;
+  store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
+  REQUIRE(t.api_calls.size() == 2);  // the driver call folded, the getter dropped as noise
+  const cuprof::api_call& launch = t.api_calls[0];
+  CHECK(t.names.str(launch.name) == "cudaLaunchKernel");
+  CHECK(launch.domain == api_domain::runtime);
+  CHECK(launch.correlation == 10);
+  CHECK(launch.tid == cuprof::detail::current_tid());
+  CHECK(launch.start_ns >= before);
+  CHECK(launch.start_ns <= launch.end_ns);
+  const cuprof::api_call& sync = t.api_calls[1];
+  CHECK(t.names.str(sync.name) == "cudaStreamSynchronize");
+  CHECK(sync.return_value == 700);
+  CHECK(sync.start_ns >= launch.end_ns);
+  CHECK(sync.end_ns <= after);
+  REQUIRE(t.gpu.size() == 1);
+  CHECK(t.gpu[0].correlation == 10);  // linked to the outer runtime call
+  CHECK(t.meta.dropped_cpu_events == 0);
+  recorder.drain_into(store);
+  CHECK(store.staged() == 0);  // a drain takes each call once
+}
+
+TEST_CASE("call_recorder: a call entered before recording began is not recorded") {
+  cuprof::detail::cupti::call_recorder& recorder = process_recorder();
+  record_store store(raw_name);
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 1, 0, [&] {
+    recorder.start_recording(cuprof::detail::now_ticks());  // the window opens mid-call
+    traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 165, 2);
+  });
+  recorder.drain_into(store);
+  cuprof::trace t;
+  store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
+  REQUIRE(t.api_calls.size() == 1);
+  CHECK(t.names.str(t.api_calls[0].name) == "cudaDeviceSynchronize");
+}
+
+TEST_CASE("call_recorder: each thread's calls carry its id, also once the thread has exited") {
+  cuprof::detail::cupti::call_recorder& recorder = process_recorder();
+  record_store store(raw_name);
+  recorder.start_recording(0);
+  std::uint32_t worker_tid = 0;
+  constexpr std::uint32_t calls_per_thread = 5000;  // more than one chunk holds
+  std::thread worker([&] {
+    worker_tid = cuprof::detail::current_tid();
+    for (std::uint32_t i = 0; i < calls_per_thread; ++i) traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 165, 2 * i + 1);
+  });
+  for (std::uint32_t i = 0; i < calls_per_thread; ++i) traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 165, 2 * i + 2);
+  worker.join();
+  recorder.drain_into(store);
+  cuprof::trace t;
+  store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
+  std::map<std::uint32_t, std::set<std::uint32_t>> ids_by_thread;
+  for (const cuprof::api_call& c : t.api_calls) ids_by_thread[c.tid].insert(c.correlation);
+  REQUIRE(ids_by_thread.size() == 2);
+  CHECK(ids_by_thread[worker_tid].size() == calls_per_thread);
+  CHECK(ids_by_thread[cuprof::detail::current_tid()].size() == calls_per_thread);
+  CHECK(*ids_by_thread[worker_tid].begin() % 2 == 1);
 }
 
 TEST_CASE("attribution, key_averages and flows over the converted window") {

@@ -146,7 +146,7 @@ struct trace_metadata {
   int cupti_version = 0;
   std::uint64_t dropped_gpu_records = 0;   // CUPTI reported them lost
   std::string dropped_gpu_detail;          // why, for the message (not written to the trace)
-  std::uint64_t dropped_cpu_events = 0;    // scopes lost when memory ran out
+  std::uint64_t dropped_cpu_events = 0;    // scopes and CUDA calls lost when memory ran out
   std::uint64_t unmatched_gpu_records = 0; // GPU work whose launch was not found
   std::string cuda_status;                 // why CUDA tracing is off, empty when on
 };

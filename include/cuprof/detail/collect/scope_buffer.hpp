@@ -120,6 +120,16 @@ class thread_buffer {
     return true;
   }
 
+  // A record of n slots (n <= chunk_slots) that no scope reader sees: the
+  // tracer's recorded CUDA calls (cupti/call_recorder.hpp). Published whole.
+  bool push_record(const slot* record, std::size_t n) noexcept {
+    if (CUPROF_UNLIKELY(write_index_ + n > chunk_slots) && !next_chunk()) return false;
+    std::memcpy(write_chunk_->slots + write_index_, record, n * sizeof(slot));
+    write_index_ += std::uint32_t(n);
+    write_chunk_->count.store(write_index_, std::memory_order_release);
+    return true;
+  }
+
   // ---- the runtime (thread_buffer.hpp) ------------------------------------
   // Moves the owner on to `fresh` (owner thread only).
   void continue_in(chunk* fresh) noexcept {

@@ -46,8 +46,6 @@ struct cupti_library {
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
   decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped_records = nullptr;
-  decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
-  decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
   decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
   decltype(&cuptiFinalize) finalize = nullptr;
   std::string path;  // of the loaded library
@@ -69,8 +67,6 @@ struct cupti_library {
                     bind(lib, flush_all, "cuptiActivityFlushAll") &&
                     bind(lib, get_next_record, "cuptiActivityGetNextRecord") &&
                     bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords") &&
-                    bind(lib, enable_driver_api, "cuptiActivityEnableDriverApi") &&
-                    bind(lib, enable_runtime_api, "cuptiActivityEnableRuntimeApi") &&
                     bind(lib, unsubscribe, "cuptiUnsubscribe") && bind(lib, finalize, "cuptiFinalize");
     if (!ok) {
       const char* why = ::dlerror();  // once: a second call returns null

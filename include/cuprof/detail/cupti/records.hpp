@@ -187,6 +187,8 @@ class record_store {
   }
 
   void add_dropped(std::uint64_t n) { dropped_ += n; }
+  // Calls the call recorder lost for want of memory (CUPROF_MAX_CPU_EVENTS).
+  void add_dropped_calls(std::uint64_t n) { dropped_calls_ += n; }
 
   // True when every launch, copy and memset called in [start, end] has its
   // GPU record staged: the window can be finalised without a device sync.
@@ -351,6 +353,8 @@ class record_store {
       out.meta.dropped_gpu_detail = std::to_string(dropped_) + " dropped by CUPTI, " + std::to_string(lost_timestamps_) +
                                     " without valid timestamps, " + std::to_string(over_cap_) + " over CUPROF_MAX_RECORDS";
     dropped_ = lost_timestamps_ = over_cap_ = 0;
+    out.meta.dropped_cpu_events += dropped_calls_;
+    dropped_calls_ = 0;
   }
 
   // Everything recorded before `ticks` is discarded (warmup).
@@ -368,7 +372,7 @@ class record_store {
     open_ranges_.clear();
     external_ids_.clear();
     std::vector<std::pair<std::uint32_t, std::uint32_t>>().swap(folded_);
-    dropped_ = lost_timestamps_ = over_cap_ = 0;  // after the last window: not the next one's
+    dropped_ = lost_timestamps_ = over_cap_ = dropped_calls_ = 0;  // after the last window: not the next one's
   }
 
   std::size_t staged() const noexcept { return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size(); }
@@ -733,6 +737,7 @@ class record_store {
   std::uint64_t dropped_ = 0;
   std::uint64_t lost_timestamps_ = 0;
   std::uint64_t over_cap_ = 0;
+  std::uint64_t dropped_calls_ = 0;
 };
 
 }  // namespace cuprof::detail::cupti

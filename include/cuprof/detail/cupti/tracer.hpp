@@ -19,6 +19,7 @@
 // thread, or the caller of flush(), parses them into the record_store.
 #pragma once
 
+#include "call_recorder.hpp"
 #include "libraries.hpp"
 #include "records.hpp"
 #include "../collect/clock.hpp"
@@ -86,9 +87,10 @@ class tracer {
       if (!why.empty()) return why;
     }
     for (CUpti_ActivityKind kind : kinds()) cupti_.enable(kind);
-    keep_only_shown_calls();
+    calls_.start_recording(now_ticks());
     enabled_ = true;
     enabled_flag_.store(true, std::memory_order_relaxed);
+    record_shown_calls(true);
     return {};
   }
 
@@ -113,6 +115,7 @@ class tracer {
     std::lock_guard<std::mutex> lock(control_);
     if (!enabled_ || forked_child()) return;
     if (!closed_) at_exit_guarded("disabling CUPTI", [this] {
+      record_shown_calls(false);
       for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
     });
     enabled_ = false;
@@ -215,12 +218,11 @@ class tracer {
     return use_setting(read_record_cap("CUPROF_MAX_RECORDS", std::getenv("CUPROF_MAX_RECORDS"), record_store::default_max_staged));
   }
 
+  // The API calls come through callbacks (call_recorder.hpp), not activity records.
   static const std::vector<CUpti_ActivityKind>& kinds() {
     static const std::vector<CUpti_ActivityKind> k = {
-        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
-        CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_RUNTIME,
-        CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-        CUPTI_ACTIVITY_KIND_MARKER};
+        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMSET,
+        CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_MARKER};
     return k;
   }
 
@@ -285,9 +287,7 @@ class tracer {
     }
     for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_MODULE_LOADED})
       cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, cbid);
-    cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
-    for (CUpti_CallbackId cbid : {CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2})
-      cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    for (const auto& [domain, cbid] : context_teardown_calls) cupti_.enable_callback(1, subscriber_, domain, cbid);
     // CUPTI counts a record or so dropped while the previous session released
     // it (cuptiFinalize), and reports it at the next read: that loss belongs
     // to no window (nothing was recording), so the count starts afresh here.
@@ -307,16 +307,32 @@ class tracer {
   }
   static constexpr int max_gate_registrations = 256;
 
-  // Context and module events re-register the exit gate; the calls that
+  // Their callbacks stay on while CUPTI is attached, recording or not.
+  static constexpr std::pair<CUpti_CallbackDomain, CUpti_CallbackId> context_teardown_calls[] = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2}};
+  static bool tears_down_context(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    for (const auto& [d, id] : context_teardown_calls)
+      if (d == domain && id == cbid) return true;
+    return false;
+  }
+
+  // Shown calls are recorded while a window is open (call_recorder.hpp);
+  // context and module events re-register the exit gate; the calls that
   // destroy a context get its records out first (CUPTI would drop them).
-  static void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
+  static void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     tracer* t = self();
-    if (!t || t->closed_ || forked_child()) return;
+    if (!t || t->closed_.load(std::memory_order_relaxed) || forked_child()) return;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) return register_exit_gate();
-    if (static_cast<const CUpti_CallbackData*>(data)->callbackSite != CUPTI_API_ENTER || !t->enabled_flag_.load()) return;
-    t->driver_.ctx_synchronize();  // the context the call destroys is current
-    t->cupti_.flush_all(0);
-    t->process_completed();
+    if (!t->enabled_flag_.load(std::memory_order_relaxed)) return;
+    const auto& call = *static_cast<const CUpti_CallbackData*>(data);
+    if (CUPROF_UNLIKELY(call.callbackSite == CUPTI_API_ENTER && tears_down_context(domain, cbid))) {
+      t->driver_.ctx_synchronize();  // the context the call destroys is current
+      t->cupti_.flush_all(0);
+      t->process_completed();
+    }
+    t->calls_.on_call(domain, cbid, call);
   }
 
   // The gate's last step: everything the GPU did reaches the store, then the
@@ -387,20 +403,20 @@ class tracer {
     }
   }
 
-  // Records CUPTI does not write cost nothing: switch off at the source every
-  // call cuprof would drop (cuBLAS makes dozens of other driver calls per GEMM).
-  void keep_only_shown_calls() {
-    if (!shown_calls_known_) {
-      for (std::uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid)
-        if (!classify_api(api_domain::driver, api_base_name(callback_name(api_domain::driver, cbid))).display_name)
-          hidden_driver_calls_.push_back(cbid);
-      for (std::uint32_t cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid)
-        if (!classify_api(api_domain::runtime, api_base_name(callback_name(api_domain::runtime, cbid))).display_name)
-          hidden_runtime_calls_.push_back(cbid);
-      shown_calls_known_ = true;
+  // Only the calls cuprof shows get a callback: the others (cuBLAS makes
+  // dozens of driver calls per GEMM, PyTorch several runtime getters per
+  // kernel) then cost nothing. Turning them off keeps the teardown calls' on.
+  void record_shown_calls(bool on) {
+    if (shown_calls_.empty()) {
+      for (const auto& [domain, size] : {std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE)},
+                                        std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)}}) {
+        const api_domain d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? api_domain::driver : api_domain::runtime;
+        for (std::uint32_t cbid = 1; cbid < size; ++cbid)
+          if (classify_api(d, api_base_name(callback_name(d, cbid))).display_name) shown_calls_.emplace_back(domain, cbid);
+      }
     }
-    for (std::uint32_t cbid : hidden_driver_calls_) cupti_.enable_driver_api(cbid, 0);
-    for (std::uint32_t cbid : hidden_runtime_calls_) cupti_.enable_runtime_api(cbid, 0);
+    for (const auto& [domain, cbid] : shown_calls_)
+      if (on || !tears_down_context(domain, cbid)) cupti_.enable_callback(on, subscriber_, domain, cbid);
   }
 
   std::string callback_name(api_domain domain, std::uint32_t cbid) const {
@@ -492,6 +508,8 @@ class tracer {
       }
       s.state.store(free_slot, std::memory_order_release);
     }
+    std::lock_guard<std::mutex> lock(store_mutex_);
+    calls_.drain_into(store_);
   }
 
   // Parses completed buffers as they come; while tracing, also asks CUPTI for
@@ -534,13 +552,13 @@ class tracer {
   std::atomic<bool> closed_{false};        // no CUPTI or driver call any more
   std::size_t buffers_lost_at_exit_ = 0;
   std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread
-  bool shown_calls_known_ = false;
-  std::vector<std::uint32_t> hidden_driver_calls_, hidden_runtime_calls_;
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> shown_calls_;  // found once, at the first enable()
   buffer_slot slots_[max_buffers];
   std::atomic<std::uint64_t> buffers_refused_{0};
   sem_t work_ready_;
   std::mutex store_mutex_;
   record_store store_;
+  call_recorder calls_;
 };
 
 }  // namespace cuprof::detail::cupti
