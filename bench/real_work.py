@@ -269,6 +269,10 @@ def paired_summary(modes, runs):
             "torch_cpu_cuda_added_us": spread([r["paired_torch_cpu_cuda_us"] - r["paired_untraced_before_torch_cpu_cuda_us"]
                                                for r in ok if r.get("paired_torch_cpu_cuda_steps", 0) > 0]),
             "tracer_end_to_end_us_per_traced_kernel": tracer_spread,
+            # of which the steps after the window closed, while the trace was still being made
+            "tracer_after_window_us_per_traced_kernel": spread([
+                r["paired_tracer_end_to_end_after_window_us"] / r["paired_tracer_kernels"] for r in ok
+                if r.get("paired_tracer_kernels") and "paired_tracer_end_to_end_after_window_us" in r]),
             "torch_cpu_cuda_end_to_end_us_per_traced_kernel": torch_spread,
             # Only where the tracer's cost is above 0: at or below, it is lost in the step-time noise.
             "end_to_end_cheaper_by_per_process": spread([t / c for c, t in zip(tracer_e2e, torch_e2e)
@@ -346,7 +350,8 @@ def print_table(result):
               f"{fmt(p['ratio_per_process'], digits=3)} per process; torch kernels per step "
               f"{fmt(p['torch_kernels_per_step'])}; torch.profiler CPU+CUDA added per step "
               f"{fmt(p['torch_cpu_cuda_added_us'])} us; end to end per traced kernel: tracer "
-              f"{fmt(p['tracer_end_to_end_us_per_traced_kernel'], digits=2)} us, torch.profiler CPU+CUDA "
+              f"{fmt(p['tracer_end_to_end_us_per_traced_kernel'], digits=2)} us (after the window "
+              f"{fmt(p.get('tracer_after_window_us_per_traced_kernel'), digits=2)}), torch.profiler CPU+CUDA "
               f"{fmt(p['torch_cpu_cuda_end_to_end_us_per_traced_kernel'], digits=2)} us, torch / tracer "
               f"{cheaper_by} of the medians, {fmt(p['end_to_end_cheaper_by_per_process'], 'x')} per process")
     if not result["done_when"]:

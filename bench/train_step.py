@@ -25,14 +25,15 @@ perf_counter_ns.
                           torch.profiler CPU+CUDA, whose trace goes to --trace + ".cpu_cuda.json".
                           Prints paired_* lines: each block's median step and step count
                           (paired_<block>_us, paired_<block>_steps; blocks untraced_before_window,
-                          window, untraced_before_torch, torch_cuda, untraced_before_torch_cpu_cuda,
+                          window, after_window, untraced_before_torch, torch_cuda, untraced_before_torch_cpu_cuda,
                           torch_cpu_cuda), the kernels in each trace (paired_tracer_kernels,
                           paired_torch_kernels, paired_torch_cpu_cuda_kernels) and the end-to-end
                           costs in us (the time beyond the untraced steps just before it):
                           paired_tracer_end_to_end_us, the steps from the window's start until its
                           file is on disk (only for a tracer whose file holds kernels: cuprof's, not
-                          the minimal tracer's), and paired_torch_cpu_cuda_end_to_end_us, profiler
-                          start to trace exported.
+                          the minimal tracer's; paired_tracer_end_to_end_after_window_us is the part
+                          of it spent once the window had closed, the steps of block after_window),
+                          and paired_torch_cpu_cuda_end_to_end_us, profiler start to trace exported.
 
 Prints key=value lines: mode, emit_nvtx, torch, steps_timed, steps_total, step_us_median,
 step_us_p10, step_us_p90, timed_loop_ms (the timed steps' sum) and, for the torch.profiler modes,
@@ -131,7 +132,11 @@ def paired(train_step, window_file, torch_trace, cpu_cuda_trace, steps, timeout_
     # A step that straddles the window's start counts whole: its part before the start ran at the
     # untraced pace and adds next to nothing, while the tracer's start-up, at the start, lands in it whole.
     end_to_end_us = {"tracer": sum((e - s) / 1000 - untraced_us for s, e in stamped if e > window_start)
+                     if untraced_us is not None else None,
+                     # of which the steps begun once the window had closed, until its file was on disk
+                     "tracer_after_window": sum((e - s) / 1000 - untraced_us for s, e in stamped if s >= window_end)
                      if untraced_us is not None else None}
+    blocks["after_window"] = [(e - s) / 1000 for s, e in stamped if s >= window_end]
     blocks["untraced_before_torch"] = timed_steps(train_step, steps)
     with profile(activities=PROFILER_ACTIVITIES["torch_cuda"]) as prof:
         blocks["torch_cuda"] = timed_steps(train_step, steps)
@@ -188,7 +193,8 @@ def main():
         print(f"paired_tracer_kernels={tracer_kernels}")
         # The minimal CUPTI tracer's window file lists no kernels: no cost per traced kernel to give.
         if tracer_kernels and end_to_end_us["tracer"] is not None:
-            print(f"paired_tracer_end_to_end_us={end_to_end_us['tracer']:.1f}")
+            print(f"paired_tracer_end_to_end_us={end_to_end_us['tracer']:.1f}\n"
+                  f"paired_tracer_end_to_end_after_window_us={end_to_end_us['tracer_after_window']:.1f}")
         print(f"paired_torch_kernels={kernels_in(args.trace)}")  # torch.profiler did trace after the tracer let CUPTI go
         print(f"paired_torch_cpu_cuda_kernels={kernels_in(cpu_cuda_trace)}\n"
               f"paired_torch_cpu_cuda_end_to_end_us={end_to_end_us['torch_cpu_cuda']:.1f}")

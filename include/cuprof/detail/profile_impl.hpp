@@ -71,6 +71,11 @@ void profile::stop() {
   if (tracer_) {
     tracer_->sync_devices();
     tracer_->flush(true);
+    // The window's records are all in the store: CUPTI goes now, not after
+    // the trace is built and handed over, which the program would otherwise
+    // spend running traced (every kernel and call recorded, then discarded).
+    tracer_->disable();
+    tracer_->detach();
   }
   struct stopped_anyway {
     profile& p;
@@ -210,6 +215,8 @@ void profile::finalize_ready(bool at_stop) {
                               return s.window_complete(w.start_ticks, w.end_ticks);
                             });
       if (!complete) return;
+      // No window records after this one: tracing stops before the trace is built, not after.
+      if (!detail::records(action_) && pending_.size() == 1) tracer_->disable();
       tracer_->trim_buffers();
       const std::size_t scopes = w.collected->spans.size();
       tracer_->with_store([&](detail::cupti::record_store& s) {
