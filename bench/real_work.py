@@ -367,6 +367,8 @@ def print_table(result):
 def schedule(modes, rep, anchor_every):
     """The modes of repetition `rep`, their order rotated by one each repetition."""
     now = [m for m in modes if not m.anchor or (anchor_every and rep % anchor_every == 0)]
+    if not now:  # only anchors selected, and this repetition runs none
+        return []
     shift = rep % len(now)
     return now[shift:] + now[:shift]
 

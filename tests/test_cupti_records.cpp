@@ -161,14 +161,6 @@ void overhead_rec(record_store& s, CUpti_ActivityOverheadKind kind, std::uint64_
   feed(s, o);
 }
 
-void external_rec(record_store& s, std::uint64_t external, std::uint32_t corr) {
-  auto e = zeroed<CUpti_ActivityExternalCorrelation>(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
-  e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-  e.externalId = external;
-  e.correlationId = corr;
-  feed(s, e);
-}
-
 std::uint32_t span(cuprof::trace& t, const char* name, std::uint64_t start, std::uint64_t end, std::uint32_t parent) {
   cuprof::cpu_span s;
   s.start_ns = start;
@@ -226,7 +218,6 @@ struct scenario {
     runtime(store, 131, 36000, 39000, 22); // cudaStreamSynchronize
     runtime(store, 165, 91000, 95000, 23); // cudaDeviceSynchronize, outside every scope
     runtime(store, 211, 150000, 151000, 30);  // after the window
-    external_rec(store, 4242, 10);            // pushed by other code around the first launch
   }
   void gpu_records_but_the_first_kernel() {
     kernel(store, "_Z14VectorSubtractPKiS0_Pii", 900, 950, 5);  // launched before the window
@@ -399,6 +390,25 @@ TEST_CASE("a driver call inside a runtime call is folded on arrival, in either r
   CHECK(store.staged() == 0);
 }
 
+TEST_CASE("a driver call that shares its runtime call's correlation id folds into it, in either order") {
+  record_store store{raw_name};
+  driver(store, 307, 3500, 7500, 10);
+  runtime(store, 211, 3000, 8000, 10);
+  runtime(store, 211, 9000, 12000, 11);
+  driver(store, 307, 9500, 11000, 11);
+  kernel(store, "first", 20000, 21000, 10);
+  kernel(store, "second", 22000, 23000, 11);
+  CHECK(store.staged() == 4);
+  REQUIRE(store.window_complete(1000, 100000));
+  cuprof::trace t;
+  store.take(t, 1000, 100000, cuprof::detail::tick_converter{});
+  CHECK(calls_named(t, "cuLaunchKernel") == 0);
+  CHECK(calls_named(t, "cudaLaunchKernel") == 2);
+  REQUIRE(gpu_named(t, "first"));
+  CHECK(gpu_named(t, "first")->correlation == 10);
+  CHECK(gpu_named(t, "second")->correlation == 11);
+}
+
 TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, window respected") {
   scenario sc;
   const cuprof::trace t = sc.full();
@@ -430,9 +440,6 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
   CHECK(first->cbid == 211);
   CHECK(first->domain == api_domain::runtime);
   CHECK(first->has_flow);
-  CHECK(first->external_id == 4242);
-  for (const auto& c : t.api_calls)
-    if (&c != first) CHECK(c.external_id == 0);
   const cuprof::api_call* ex = call_named(t, "cuLaunchKernelEx");
   REQUIRE(ex);
   CHECK(ex->domain == api_domain::driver);
@@ -682,15 +689,12 @@ TEST_CASE("records over the store's cap are counted as dropped, not staged") {
   CHECK(store.staged() == 4);
   runtime(store, 211, 900, 950, 3);  // over the cap
   kernel(store, "k3", 1000, 1100, 3);
-  external_rec(store, 77, 1);        // external ids are not capped
   CHECK(store.staged() == 4);
   cuprof::trace t;
   store.take(t, 0, 2000, cuprof::detail::tick_converter{});
   CHECK(t.api_calls.size() == 2);
   CHECK(t.gpu.size() == 2);
   CHECK(t.meta.dropped_gpu_records == 2);
-  REQUIRE_FALSE(t.api_calls.empty());
-  CHECK(t.api_calls[0].external_id == 77);
   CHECK(store.staged() == 0);
   runtime(store, 211, 3000, 3100, 4);  // room again
   CHECK(store.staged() == 1);
@@ -1009,15 +1013,6 @@ TEST_CASE("attribution, key_averages and flows over the converted window") {
     CHECK(std::llround(s["ts"].get<double>() * 1000) + doc["baseTimeNanoseconds"].get<std::int64_t>() ==
           std::int64_t(call->start_ns));
   }
-  // The external correlation id rides on its runtime call.
-  std::size_t with_external = 0;
-  for (const json& e : doc["traceEvents"])
-    if (e.value("cat", "") == "cuda_runtime" && e["args"].contains("external correlation")) {
-      ++with_external;
-      CHECK(e["args"]["correlation"] == 10);
-      CHECK(e["args"]["external correlation"] == 4242);
-    }
-  CHECK(with_external == 1);
   // No arrow start without its end: the failed launch and the occupancy query have none.
   std::size_t outs = 0;
   for (const json& e : ev) outs += e.contains("flow_out");

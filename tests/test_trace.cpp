@@ -496,7 +496,6 @@ cuprof::trace every_kind_trace(std::size_t rounds) {
     c.name = names[(r + 3) % 5];
     c.tid = tid;
     c.correlation = r + 1;
-    c.external_id = r % 3 ? 0 : r;
     c.domain = r % 2 ? cuprof::api_domain::driver : cuprof::api_domain::runtime;
     c.has_flow = r % 11 != 10;
     t.api_calls.push_back(c);

@@ -68,7 +68,6 @@ struct api_call {
   std::uint32_t correlation = 0;
   std::uint32_t parent = no_index;  // innermost cpu_span open at the call (attribution)
   std::int32_t return_value = 0;
-  std::uint64_t external_id = 0;    // pushed by other code via CUPTI external correlation, 0 if none
   api_domain domain = api_domain::runtime;
   bool has_flow = false;  // launches, copies, memsets, syncs: drawn with an ac2g arrow
 };

@@ -427,10 +427,6 @@ class chrome_trace_writer {
     }
     key(schema::arg_correlation);
     append_int(out_, a.correlation);
-    if (a.external_id) {
-      out_ += ",\"external correlation\":";
-      append_int(out_, a.external_id);
-    }
     out_ += "}}";
     for (std::uint32_t k = 1; k < flows; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
   }

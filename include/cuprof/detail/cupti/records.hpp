@@ -144,7 +144,7 @@ class record_store {
 
   // Converts one CUPTI record; records of kinds cuprof does not show are ignored.
   void add(const CUpti_Activity* record) {
-    if (staged() >= max_staged_ && record->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+    if (staged() >= max_staged_) {
       ++over_cap_;  // reported with the window's dropped records
       return;
     }
@@ -167,12 +167,6 @@ class record_store {
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
         add_sync(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
         break;
-      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-        // Precedes the API record it names; kept until that record's window is taken.
-        const auto& e = *reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
-        external_ids_[e.correlationId] = e.externalId;
-        break;
-      }
       case CUPTI_ACTIVITY_KIND_MARKER:
         add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
         break;
@@ -218,16 +212,12 @@ class record_store {
       if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
       return names[id];
     };
-    // Ticks to epoch ns, the name into out's table, the external id: done
-    // once the calls are in call order, which the sort compares in ticks.
+    // Ticks to epoch ns, the name into out's table: done once the calls are
+    // in call order, which the sort compares in ticks.
     const auto finish = [&](api_call& c) {
       c.start_ns = clock.to_epoch_ns(c.start_ns);
       c.end_ns = std::max(c.start_ns, clock.to_epoch_ns(c.end_ns));
       c.name = name_in_out(c.name);
-      if (!external_ids_.empty()) {
-        auto external = external_ids_.find(c.correlation);
-        if (external != external_ids_.end()) c.external_id = external->second;
-      }
     };
     // The window's calls are copied in storage order as their chunks are
     // freed, then put in the order select() gave them unless storage order
@@ -237,14 +227,11 @@ class record_store {
     out.api_calls.reserve(out.api_calls.size() + w.kept.size());
     populating_appender<api_call> calls_out(out.api_calls);
     chunked_vector<staged_call> later_api;
-    std::unordered_map<std::uint32_t, std::uint64_t> later_external;
     std::size_t index = 0;
     api_.consume([&](const staged_call& staged) {
       const std::size_t i = index++;
       if (staged.start_ns > end) {
         later_api.push_back(staged);
-        auto external = external_ids_.find(staged.correlation);
-        if (external != external_ids_.end()) later_external.insert(*external);
         return;
       }
       const std::uint32_t pos = w.owner.find(staged.correlation);
@@ -340,9 +327,6 @@ class record_store {
 
     // Ids of calls whose API record has not arrived yet are newer than any taken call.
     const std::uint32_t newest_taken = w.owner.empty() ? 0 : w.owner.highest();
-    for (const auto& external : external_ids_)
-      if (external.first > newest_taken) later_external.insert(external);
-    external_ids_.swap(later_external);
     std::vector<std::pair<std::uint32_t, std::uint32_t>> later_folded;
     for (const auto& f : folded_)
       if (f.second > newest_taken) later_folded.push_back(f);
@@ -370,7 +354,6 @@ class record_store {
     std::vector<overhead_span>().swap(overhead_);
     std::vector<cpu_span>().swap(nvtx_ranges_);
     open_ranges_.clear();
-    external_ids_.clear();
     std::vector<std::pair<std::uint32_t, std::uint32_t>>().swap(folded_);
     dropped_ = lost_timestamps_ = over_cap_ = dropped_calls_ = 0;  // after the last window: not the next one's
   }
@@ -587,6 +570,7 @@ class record_store {
   }
 
   void fold(staged_call& outer, std::uint32_t inner) {
+    if (inner == outer.correlation) return;  // the nested call shares the outer's id: nothing to map
     const std::int64_t offset = std::int64_t(inner) - std::int64_t(outer.correlation);
     if (outer.folded_offset == 0 && offset != 0 && offset >= INT16_MIN && offset <= INT16_MAX)
       outer.folded_offset = std::int16_t(offset);
@@ -729,7 +713,6 @@ class record_store {
   std::vector<overhead_span> overhead_;
   std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
   std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start
-  std::unordered_map<std::uint32_t, std::uint64_t> external_ids_;  // correlation -> external id
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside),
                                                                   // those not in the runtime call's folded_offset
   std::uint64_t api_changes_ = 0;  // API records added: a checked window's selection is stale after one
