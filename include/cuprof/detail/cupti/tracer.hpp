@@ -551,7 +551,7 @@ class tracer {
   std::atomic<bool> exit_started_{false};  // the exit gate ran: no detach, no trimming
   std::atomic<bool> closed_{false};        // no CUPTI or driver call any more
   std::size_t buffers_lost_at_exit_ = 0;
-  std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread
+  std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread and the callbacks
   std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> shown_calls_;  // found once, at the first enable()
   buffer_slot slots_[max_buffers];
   std::atomic<std::uint64_t> buffers_refused_{0};
