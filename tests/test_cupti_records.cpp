@@ -923,6 +923,31 @@ TEST_CASE("call_recorder: each thread's calls carry its id, also once the thread
   CHECK(*ids_by_thread[worker_tid].begin() % 2 == 1);
 }
 
+TEST_CASE("call_recorder: calls past the chunk cap are dropped and counted, the ones recorded kept") {
+  cuprof::detail::cupti::call_recorder& recorder = process_recorder();
+  record_store store(raw_name);
+  recorder.start_recording(0);
+  cuprof::detail::chunk_pool& pool = cuprof::detail::global_chunk_pool();
+  const std::size_t cap = pool.max_chunks();
+  constexpr std::uint32_t calls = 3 * 4096;  // a chunk holds 4096 calls
+  std::uint32_t recorder_tid = 0;
+  // A fresh thread gets its first chunk whatever the cap; none after it.
+  pool.set_max_chunks(0);
+  std::thread caller([&] {
+    recorder_tid = cuprof::detail::current_tid();
+    for (std::uint32_t i = 0; i < calls; ++i) traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 165, i + 1);
+  });
+  caller.join();
+  pool.set_max_chunks(cap);
+  recorder.drain_into(store);
+  cuprof::trace t;
+  store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
+  std::size_t kept = 0;
+  for (const cuprof::api_call& c : t.api_calls) kept += c.tid == recorder_tid;
+  CHECK(kept == 4096);
+  CHECK(t.meta.dropped_cpu_events == calls - 4096);
+}
+
 TEST_CASE("attribution, key_averages and flows over the converted window") {
   scenario sc;
   const cuprof::trace t = sc.full();
