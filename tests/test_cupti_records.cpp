@@ -1,4 +1,4 @@
-// Synthetic CUPTI activity records through record_store: conversion, noise
+// Synthetic CUPTI activity records and callback data through record_store: conversion, noise
 // filtering, folding of nested driver calls, windowing, then attribution,
 // key_averages() and the Chrome trace. No GPU, no libcupti: plain structs.
 #include <cuprof/cuprof.hpp>
@@ -71,15 +71,15 @@ void feed(record_store& s, const T& r) {
 
 void api(record_store& s, api_domain d, std::uint32_t cbid, std::uint64_t start, std::uint64_t end, std::uint32_t corr,
          std::uint32_t thread = tid, std::uint32_t ret = 0) {
-  auto r = zeroed<CUpti_ActivityAPI>(d == api_domain::driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME);
-  r.cbid = cbid;
+  cuprof::detail::cupti::call_record r;
   r.start = start;
   r.end = end;
-  r.processId = 1;
-  r.threadId = thread;
-  r.correlationId = corr;
-  r.returnValue = ret;
-  feed(s, r);
+  r.tid = thread;
+  r.cbid = cbid;
+  r.correlation = corr;
+  r.return_value = std::int32_t(ret);
+  r.domain = d;
+  s.add_call(r);
 }
 void runtime(record_store& s, std::uint32_t cbid, std::uint64_t start, std::uint64_t end, std::uint32_t corr,
              std::uint32_t ret = 0) {
@@ -849,7 +849,7 @@ cuprof::detail::cupti::call_recorder& process_recorder() {
   return *recorder;
 }
 
-TEST_CASE("call_recorder: calls from callbacks reach the store as the activity records CUPTI would write") {
+TEST_CASE("call_recorder: calls from callbacks reach the store with their times, thread, id and result") {
   cuprof::detail::cupti::call_recorder& recorder = process_recorder();
   record_store store(raw_name);
   const std::uint64_t before = cuprof::detail::now_ticks();

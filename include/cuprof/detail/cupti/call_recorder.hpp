@@ -9,9 +9,7 @@
 //
 // Each call becomes one two-slot record in its thread's buffer (the chunks of
 // scope recording, scope_buffer.hpp: single producer, no lock, a chunk from
-// the pool every 4096 calls); the tracer drains them into the record_store as
-// the CUpti_ActivityAPI records CUPTI would have written, so that everything
-// after the store is as before.
+// the pool every 4096 calls); the tracer drains them into the record_store.
 #pragma once
 
 #include "records.hpp"
@@ -19,7 +17,6 @@
 #include "../collect/thread_buffer.hpp"
 
 #include <cupti_callbacks.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -58,25 +55,21 @@ class call_recorder {
     calls->push_record(record, record_slots);
   }
 
-  // Moves every call recorded so far into `store`, as CUPTI's activity record
-  // of the call; calls lost for want of memory are counted there.
+  // Moves every call recorded so far into `store`; calls lost for want of
+  // memory are counted there.
   void drain_into(record_store& store) {
-    const std::uint32_t pid = std::uint32_t(::getpid());
     threads_.for_each([&](thread_buffer& b) {
       b.drain([&](const slot* s, std::size_t n) {
         for (std::size_t i = 0; i + record_slots <= n; i += record_slots) {
-          const bool driver = (s[i + 1].payload >> 32) & 1;
-          CUpti_ActivityAPI r;
-          std::memset(static_cast<void*>(&r), 0, sizeof r);
-          r.kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
-          r.cbid = CUpti_CallbackId(s[i + 1].payload & 0xffffffffu);
+          call_record r;
           r.start = s[i].payload;
           r.end = s[i].head;
-          r.processId = pid;
-          r.threadId = b.tid();
-          r.correlationId = std::uint32_t(s[i + 1].head);
-          r.returnValue = std::uint32_t(s[i + 1].head >> 32);
-          store.add(reinterpret_cast<const CUpti_Activity*>(&r));
+          r.tid = b.tid();
+          r.cbid = std::uint32_t(s[i + 1].payload);
+          r.correlation = std::uint32_t(s[i + 1].head);
+          r.return_value = std::int32_t(std::uint32_t(s[i + 1].head >> 32));
+          r.domain = (s[i + 1].payload >> 32) & 1 ? api_domain::driver : api_domain::runtime;
+          store.add_call(r);
         }
         return n;
       });

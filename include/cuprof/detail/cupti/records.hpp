@@ -94,7 +94,18 @@ inline const char* overhead_kind_name(std::uint32_t kind) {
 // Resolves an API callback id to its raw CUPTI name ("cudaLaunchKernel_v7000").
 using api_name_lookup = std::function<std::string(api_domain, std::uint32_t cbid)>;
 
-// A staged API call: the fields of an api_call that CUPTI's record gives,
+// A CUDA call as the call recorder (call_recorder.hpp) reports it, times in ticks.
+struct call_record {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  std::uint32_t tid = 0;
+  std::uint32_t cbid = 0;
+  std::uint32_t correlation = 0;
+  std::int32_t return_value = 0;
+  api_domain domain = api_domain::runtime;
+};
+
+// A staged API call: the fields of an api_call that the call's record gives,
 // times in ticks (40 bytes, against 56 for the api_call it becomes).
 struct staged_call {
   std::uint64_t start_ns = 0;
@@ -142,18 +153,11 @@ class record_store {
   explicit record_store(api_name_lookup lookup, std::size_t max_staged = default_max_staged)
       : lookup_(std::move(lookup)), max_staged_(max_staged) {}
 
-  // Converts one CUPTI record; records of kinds cuprof does not show are ignored.
+  // Converts one CUPTI activity record; records of kinds cuprof does not show
+  // are ignored. API calls come through add_call() instead.
   void add(const CUpti_Activity* record) {
-    if (staged() >= max_staged_) {
-      ++over_cap_;  // reported with the window's dropped records
-      return;
-    }
+    if (at_cap()) return;
     switch (record->kind) {
-      case CUPTI_ACTIVITY_KIND_RUNTIME:
-      case CUPTI_ACTIVITY_KIND_DRIVER:
-        add_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record),
-                record->kind == CUPTI_ACTIVITY_KIND_DRIVER ? api_domain::driver : api_domain::runtime);
-        break;
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
         add_kernel(*reinterpret_cast<const CUpti_ActivityKernel10*>(record));
@@ -178,6 +182,35 @@ class record_store {
       default:
         break;
     }
+  }
+
+  // Stages one CUDA call; calls cuprof does not show (classify_api) are dropped.
+  void add_call(const call_record& r) {
+    if (at_cap()) return;
+    ++api_changes_;
+    bool has_flow = false;
+    const name_id name = api_name(r.domain, r.cbid, has_flow);
+    if (name == no_index) return;
+    staged_call c;
+    c.start_ns = r.start;
+    c.end_ns = r.end;
+    c.name = name;
+    c.tid = r.tid;
+    c.cbid = r.cbid;
+    c.correlation = r.correlation;
+    c.return_value = r.return_value;
+    c.domain = r.domain;
+    c.has_flow = has_flow;
+    // A driver call made inside a runtime call (cudaLaunchKernel -> cuLaunchKernel)
+    // is folded into it on arrival, whichever of the two records comes first:
+    // one staged call per launch instead of two. select() folds what this misses
+    // (records of other threads in between).
+    if (!api_.empty() && folds_into(api_.back(), c)) return fold(api_.back(), c.correlation);
+    while (!api_.empty() && folds_into(c, api_.back())) {
+      fold(c, api_.back().correlation);
+      api_.pop_back();
+    }
+    api_.push_back(c);
   }
 
   void add_dropped(std::uint64_t n) { dropped_ += n; }
@@ -542,31 +575,11 @@ class record_store {
     return last_config_ = it->second;
   }
 
-  void add_api(const CUpti_ActivityAPI& r, api_domain domain) {
-    ++api_changes_;
-    bool has_flow = false;
-    const name_id name = api_name(domain, r.cbid, has_flow);
-    if (name == no_index) return;
-    staged_call c;
-    c.start_ns = r.start;
-    c.end_ns = r.end;
-    c.name = name;
-    c.tid = r.threadId;
-    c.cbid = r.cbid;
-    c.correlation = r.correlationId;
-    c.return_value = std::int32_t(r.returnValue);
-    c.domain = domain;
-    c.has_flow = has_flow;
-    // A driver call made inside a runtime call (cudaLaunchKernel -> cuLaunchKernel)
-    // is folded into it on arrival, whichever of the two records comes first:
-    // one staged call per launch instead of two. select() folds what this misses
-    // (records of other threads in between).
-    if (!api_.empty() && folds_into(api_.back(), c)) return fold(api_.back(), c.correlation);
-    while (!api_.empty() && folds_into(c, api_.back())) {
-      fold(c, api_.back().correlation);
-      api_.pop_back();
-    }
-    api_.push_back(c);
+  // Records past CUPROF_MAX_RECORDS are counted, reported with the window's dropped records.
+  bool at_cap() {
+    if (staged() < max_staged_) return false;
+    ++over_cap_;
+    return true;
   }
 
   void fold(staged_call& outer, std::uint32_t inner) {
