@@ -106,7 +106,7 @@ struct call_record {
 };
 
 // A staged API call: the fields of an api_call that the call's record gives,
-// times in ticks (40 bytes, against 56 for the api_call it becomes).
+// times in ticks (40 bytes, against 48 for the api_call it becomes).
 struct staged_call {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
