@@ -32,6 +32,13 @@ VARIANTS = [  # name, MINIMAL_CUPTI_ACTIVITY, more of the minimal tracer's varia
     ("kernel_launch_callbacks", "kernel", {"MINIMAL_CUPTI_CALLBACKS": f"{LAUNCH_ONLY},{NESTED_DRIVER}"},
      "kernel records, the two launch calls through callbacks instead"),
     ("kernel_runtime", "kernel,runtime", {}, "kernel + every runtime record"),
+    ("cuprof_set_callbacks", "kernel,memcpy,memset,synchronization,overhead,marker",
+     {"MINIMAL_CUPTI_CALLBACKS": f"{LAUNCH_ONLY},{NESTED_DRIVER}"},
+     "cuprof's activity kinds, the two launch calls through callbacks (what cuprof asks of CUPTI here)"),
+] + [  # each of cuprof's other activity kinds alone over kernel_launch_callbacks: which one costs
+    (f"callbacks_{kinds.replace(',', '_')}", f"kernel,{kinds}", {"MINIMAL_CUPTI_CALLBACKS": f"{LAUNCH_ONLY},{NESTED_DRIVER}"},
+     f"kernel records, the launch callbacks, and {kinds} records")
+    for kinds in ("memcpy,memset", "synchronization", "overhead", "marker")
 ]
 
 
@@ -49,9 +56,13 @@ def main():
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--launches", type=int, default=200000)
     parser.add_argument("--cpus", default="", help="taskset CPU list for every process")
+    parser.add_argument("--getters", type=int, default=0,
+                        help="cudaGetDevice + cudaGetLastError pairs before each launch, as PyTorch makes (not shown)")
+    parser.add_argument("--modes", default="", help="comma-separated subset of the modes (default: all)")
     a = parser.parse_args()
     use_carried_libraries(a.build)
-    bench = [os.path.join(a.build, "bench", "launch_bench"), "--mode", "untraced", "--launches", str(a.launches)]
+    bench = [os.path.join(a.build, "bench", "launch_bench"), "--mode", "untraced", "--launches", str(a.launches),
+             "--getters", str(a.getters)]
     pin = ["taskset", "-c", a.cpus] if a.cpus else []
     inject = os.path.abspath(os.path.join(a.build, "bench", "libminimal_cupti_inject.so"))
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("CUPROF_", "MINIMAL_CUPTI_", "CUDA_INJECTION"))}
@@ -61,6 +72,11 @@ def main():
         modes[name] = (bench, dict(base_env, CUDA_INJECTION64_PATH=inject, MINIMAL_CUPTI_ACTIVITY=kinds, **extra))
     modes["cuprof"] = ([os.path.join(a.build, "tools", "cuprof"), "run", "--output", trace, "--no-table", "--"] + bench,
                        base_env)
+    if a.modes:
+        unknown = set(a.modes.split(",")) - set(modes)
+        if unknown:
+            sys.exit(f"api_cost: unknown modes {sorted(unknown)}; known: {', '.join(modes)}")
+        modes = {n: m for n, m in modes.items() if n in a.modes.split(",")}
     names = list(modes)
     ns = {n: [] for n in names}
     for rep in range(a.reps):
@@ -69,14 +85,18 @@ def main():
             cmd, env = modes[n]
             ns[n].append(run(pin + cmd, env))
     med = {n: statistics.median(v) for n, v in ns.items()}
-    print(f"reps={a.reps}\nlaunches={a.launches}")
+    print(f"reps={a.reps}\nlaunches={a.launches}\ngetters={a.getters}")
     for n in names:
         v = sorted(ns[n])
         print(f"{n}_ns_per_launch={med[n]:.1f} (min {v[0]:.1f}, max {v[-1]:.1f})")
     whats = {name: what for name, _, _, what in VARIANTS}
     steps = [("kernel", "untraced"), ("kernel_launch", "kernel"), ("kernel_launch_nested", "kernel_launch"),
-             ("kernel_launch_callbacks", "kernel"), ("kernel_runtime", "kernel"), ("cuprof", "kernel_launch_nested")]
+             ("kernel_launch_callbacks", "kernel"), ("kernel_runtime", "kernel"),
+             ("cuprof_set_callbacks", "kernel_launch_callbacks"), ("cuprof", "cuprof_set_callbacks")] + [
+                 (name, "kernel_launch_callbacks") for name, _, _, _ in VARIANTS if name.startswith("callbacks_")]
     for n, base in steps:
+        if n not in med or base not in med:
+            continue
         what = whats.get(n, "cuprof run (everything it records and its processing)")
         print(f"cost_{n}_over_{base}_ns={med[n] - med[base]:.1f}  # {what}")
 

@@ -15,6 +15,9 @@
 //   fork          --forks children forked during a traced loop while a thread runs scopes;
 //                 each child runs CPU-only scopes and _exit(0)s: forks=, children_ok=,
 //                 children_hung=; --trace PATH writes the parent's trace
+// --getters N (any mode): before each launch, N times cudaGetDevice and
+// cudaGetLastError, the calls PyTorch makes around each kernel and cuprof does
+// not show: what a tracer costs the calls it does not record.
 // Prints key=value lines: loop_ns (the launch loop, batch syncs included),
 // launch_ns (host time in the launch calls only), collect_ns (profiler start
 // to a stopped profiler whose trace is ready), events, rss_*_kb (burst also
@@ -65,6 +68,8 @@ void check(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
+int getters_per_launch = 0;
+
 struct loop_times {
   std::uint64_t loop_ns = 0;
   std::uint64_t launch_ns = 0;
@@ -80,7 +85,14 @@ loop_times launch_loop(long launches, int batch, OnBatch on_batch) {
     const std::uint64_t b0 = now_ns();
     {
       CUPROF_SCOPE("launch_batch");
-      for (int i = 0; i < batch; ++i) empty_kernel<<<1, 32>>>();
+      for (int i = 0; i < batch; ++i) {
+        for (int g = 0; g < getters_per_launch; ++g) {
+          int device = 0;
+          (void)cudaGetDevice(&device);
+          (void)cudaGetLastError();
+        }
+        empty_kernel<<<1, 32>>>();
+      }
     }
     t.launch_ns += now_ns() - b0;
     check(cudaStreamSynchronize(0), "sync");
@@ -129,6 +141,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--trace")) trace_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--forks")) forks = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--getters")) getters_per_launch = std::atoi(argv[i + 1]);
   }
   check(cudaFree(nullptr), "init");
   launch_loop(4096, batch, [] {});  // module load, first-launch costs

@@ -453,6 +453,22 @@ def main():
         check("syncs appear as cuda_sync records with their synchronize call", syncs and sync_calls,
               f"{len(syncs)} x {syncs[0]['name'] if syncs else '-'}, calls {sorted({e['name'] for e in sync_calls})}")
 
+    # --- stream syncs on their streams (cuprof makes the sync records from the calls) -----------
+    proc, raw, obj, events = example(build, out, "concurrency", ["--threads", "2", "--iterations", "3"], "concurrency")
+    if events is not None:
+        check_trace_contract("concurrency", os.path.join(out, "concurrency.json"))
+        kernel_streams = {e["tid"] for e in events if e.get("cat") == "kernel"}
+        calls = {e["args"]["correlation"]: e["name"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+        stream_syncs = [e for e in events if e.get("cat") == "cuda_sync" and e["name"] == "Stream Sync"]
+        on_kernel_streams = [e for e in stream_syncs if e["tid"] - 1000000 in kernel_streams]
+        with_call = [e for e in stream_syncs if calls.get(e["args"]["correlation"]) == "cudaStreamSynchronize"]
+        check("concurrency: each cudaStreamSynchronize has one Stream Sync record, on the stream its kernels ran on",
+              len(stream_syncs) == sum(1 for n in calls.values() if n == "cudaStreamSynchronize") >= 3
+              and len(on_kernel_streams) == len(with_call) == len(stream_syncs),
+              f"{len(stream_syncs)} Stream Sync records, {len(on_kernel_streams)} on a kernel stream "
+              f"({sorted(kernel_streams)}), {len(with_call)} with their call")
+
     # --- trace at exit, no code: CUPROF_TRACE ---------------------------------------------------
     autostart = os.path.join(out, "autostart.json")
     proc = run([os.path.join(build, "examples", "matmul_add"), "--size", "64", "--trace", os.path.join(out, "ignored.json")],

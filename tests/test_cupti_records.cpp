@@ -4,6 +4,8 @@
 #include <cuprof/cuprof.hpp>
 #include <cuprof/detail/cupti/call_recorder.hpp>
 #include <cuprof/detail/cupti/records.hpp>
+#include <cuda_runtime_api.h>
+#include <generated_cuda_runtime_api_meta.h>
 
 #include "flow_arrows.hpp"
 
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -41,6 +44,7 @@ std::string raw_name(api_domain d, std::uint32_t cbid) {
       {251, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000"},
       {131, "cudaStreamSynchronize_v3020"},
       {165, "cudaDeviceSynchronize_v3020"},
+      {239, "cudaStreamSynchronize_ptsz_v7000"},
       {311, "cudaGraphLaunch_v10000"},
   };
   static const std::map<std::uint32_t, std::string> driver = {
@@ -49,6 +53,7 @@ std::string raw_name(api_domain d, std::uint32_t cbid) {
       {1000, "cuKernelGetName"},
       {451, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
       {17, "cuCtxSynchronize"},
+      {126, "cuStreamSynchronize"},
       {514, "cuGraphLaunch"},
   };
   const auto& m = d == api_domain::runtime ? runtime : driver;
@@ -140,17 +145,20 @@ void memset_rec(record_store& s, std::uint16_t kind, std::uint64_t bytes, std::u
   feed(s, m);
 }
 
-void sync_rec(record_store& s, CUpti_ActivitySynchronizationType type, std::uint64_t start, std::uint64_t end,
-              std::uint32_t corr, std::uint32_t context, std::uint32_t stream) {
-  auto r = zeroed<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-  r.type = type;
+// A runtime synchronization call as the call recorder reports it, with what
+// its sync record needs: kind, context, the stream waited on.
+void sync_call(record_store& s, std::uint32_t cbid, CUpti_ActivitySynchronizationType kind, std::uint64_t start,
+               std::uint64_t end, std::uint32_t corr, std::uint32_t context, std::uint32_t stream) {
+  cuprof::detail::cupti::call_record r;
   r.start = start;
   r.end = end;
-  r.correlationId = corr;
-  r.contextId = context;
-  r.streamId = stream;
-  r.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-  feed(s, r);
+  r.tid = tid;
+  r.cbid = cbid;
+  r.correlation = corr;
+  r.sync_kind = std::uint8_t(kind);
+  r.context = context;
+  r.stream = stream;
+  s.add_call(r);
 }
 
 void overhead_rec(record_store& s, CUpti_ActivityOverheadKind kind, std::uint64_t start, std::uint64_t end) {
@@ -215,8 +223,9 @@ struct scenario {
     runtime(store, 211, 19000, 19500, 26, 700);  // a launch that failed: no kernel will come
     runtime(store, 41, 31000, 33000, 20);  // cudaMemcpyAsync
     runtime(store, 51, 34000, 35000, 21);  // cudaMemsetAsync
-    runtime(store, 131, 36000, 39000, 22); // cudaStreamSynchronize
-    runtime(store, 165, 91000, 95000, 23); // cudaDeviceSynchronize, outside every scope
+    sync_call(store, 131, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 36000, 39000, 22, 1, 7);
+    // cudaDeviceSynchronize, outside every scope
+    sync_call(store, 165, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, 91000, 95000, 23, 1, 0);
     runtime(store, 211, 150000, 151000, 30);  // after the window
   }
   void gpu_records_but_the_first_kernel() {
@@ -227,9 +236,6 @@ struct scenario {
     memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1 << 20, 71000, 72000, 20);
     memset_rec(store, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 4, 72500, 72600, 21);
-    sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 72600, 73000, 22, 1, 7);
-    sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, 91500, 94000, 23, 1,
-             CUPTI_SYNCHRONIZATION_INVALID_VALUE);
     kernel(store, "late_kernel", 152000, 153000, 30);  // belongs to the next window
     memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 64, 0, 0, 24);  // timestamps lost
@@ -491,7 +497,7 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
   CHECK(ss->device == 0);
   const cuprof::gpu_activity* cs = gpu_named(t, "Context Sync");
   REQUIRE(cs);
-  CHECK(cs->stream == 0);  // CUPTI_SYNCHRONIZATION_INVALID_VALUE
+  CHECK(cs->stream == 0);  // a context sync waits on no one stream
   CHECK(cs->subkind == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
   for (const auto& g : t.gpu) {
     CHECK(g.start_ns >= 1000);
@@ -671,13 +677,12 @@ TEST_CASE("lost timestamps (start = end = 0, or end before start) are counted, n
   kernel(store, "lost", 0, 0, 1);
   memcpy_rec(store, 1, 1, 3, 8, 0, 0, 2);
   memset_rec(store, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 4, 0, 0, 3);
-  sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 0, 0, 4, 1, 7);
   kernel(store, "inverted", 500, 400, 1);
   CHECK(store.staged() == 1);
   cuprof::trace t;
   store.take(t, 0, 1000, cuprof::detail::tick_converter{});
   CHECK(t.gpu.empty());
-  CHECK(t.meta.dropped_gpu_records == 5);
+  CHECK(t.meta.dropped_gpu_records == 4);
 }
 
 TEST_CASE("records over the store's cap are counted as dropped, not staged") {
@@ -729,10 +734,9 @@ TEST_CASE("take() converts ticks with the window's clock") {
 
 TEST_CASE("sync records take their device from the context's other records") {
   record_store store(raw_name);
-  runtime(store, 131, 100, 900, 1);
   kernel(store, "on_device_2", 200, 300, 2, 7, /*device*/ 2, /*context*/ 5);
   runtime(store, 211, 150, 160, 2);
-  sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 400, 800, 1, 5, 7);
+  sync_call(store, 131, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 400, 900, 1, 5, 7);
   cuprof::trace t;
   store.take(t, 0, 1000, cuprof::detail::tick_converter{});
   const cuprof::gpu_activity* s = gpu_named(t, "Stream Sync");
@@ -745,9 +749,8 @@ TEST_CASE("a sync record that arrives before its context's first kernel still ge
   // Records of one window are all staged before take(); their order in
   // CUPTI's buffers should not decide which GPU a sync is drawn on.
   record_store store(raw_name);
-  runtime(store, 131, 100, 900, 1);
   runtime(store, 211, 150, 160, 2);
-  sync_rec(store, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 400, 800, 1, 5, 7);
+  sync_call(store, 131, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 400, 900, 1, 5, 7);
   kernel(store, "on_device_2", 200, 300, 2, 7, /*device*/ 2, /*context*/ 5);
   cuprof::trace t;
   store.take(t, 0, 1000, cuprof::detail::tick_converter{});
@@ -822,13 +825,16 @@ TEST_CASE("graph launches: every node kernel links to the one launch") {
 // does inside (a nested driver call), exit with its result.
 template <class Inside>
 void traced_call(cuprof::detail::cupti::call_recorder& r, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                 std::uint32_t correlation, std::int32_t result, Inside&& inside) {
+                 std::uint32_t correlation, std::int32_t result, Inside&& inside, const void* params = nullptr,
+                 std::uint32_t context_uid = 0) {
   std::uint64_t per_call = 0;  // CUPTI's correlationData: one slot per call, entry to exit
   CUpti_CallbackData d;
   std::memset(static_cast<void*>(&d), 0, sizeof d);
   d.correlationData = &per_call;
   d.correlationId = correlation;
   d.functionReturnValue = &result;
+  d.functionParams = params;
+  d.contextUid = context_uid;
   d.callbackSite = CUPTI_API_ENTER;
   r.on_call(domain, cbid, d);
   inside();
@@ -1042,6 +1048,71 @@ TEST_CASE("attribution, key_averages and flows over the converted window") {
   std::size_t outs = 0;
   for (const json& e : ev) outs += e.contains("flow_out");
   CHECK(outs == 8);
+}
+
+// The recorder reads the stream from the first parameter of these calls (the
+// driver's cuStreamSynchronize and cuStreamWaitEvent take it first too; their
+// params header needs the driver API's old types, which cuda.h here hides).
+static_assert(offsetof(cudaStreamSynchronize_v3020_params, stream) == 0 &&
+              offsetof(cudaStreamSynchronize_ptsz_v7000_params, stream) == 0 &&
+              offsetof(cudaStreamWaitEvent_v3020_params, stream) == 0 &&
+              offsetof(cudaStreamWaitEvent_ptsz_v7000_params, stream) == 0,
+              "a synchronization's stream is no longer its call's first parameter");
+
+// Stands in for cuptiGetStreamIdEx: stream ids 100 + the handle's value;
+// the default streams 1 (legacy) and 2 (the calling thread's).
+CUptiResult fake_stream_id(CUcontext, CUstream stream, std::uint8_t per_thread, std::uint32_t* id) {
+  *id = stream ? 100 + std::uint32_t(reinterpret_cast<std::uintptr_t>(stream)) : per_thread ? 2 : 1;
+  return CUPTI_SUCCESS;
+}
+
+TEST_CASE("call_recorder: synchronizations get their sync records from the calls, once per wait") {
+  cuprof::detail::cupti::call_recorder& recorder = process_recorder();
+  recorder.set_synchronization(CUPTI_CB_DOMAIN_RUNTIME_API, 131, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, false);
+  recorder.set_synchronization(CUPTI_CB_DOMAIN_RUNTIME_API, 239, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, true);
+  recorder.set_synchronization(CUPTI_CB_DOMAIN_RUNTIME_API, 165, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, false);
+  recorder.set_synchronization(CUPTI_CB_DOMAIN_DRIVER_API, 126, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, false);
+  recorder.set_stream_id_lookup(&fake_stream_id);
+  record_store store(raw_name);
+  recorder.start_recording(0);
+  const cudaStream_t user_stream = reinterpret_cast<cudaStream_t>(std::uintptr_t(0x40));
+  const CUstream per_thread = CU_STREAM_PER_THREAD;
+  const cudaStream_t default_stream = nullptr;
+  // cudaStreamSynchronize(s) and the driver call it makes: one wait, one record.
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 131, 1, 0,
+              [&] { traced_call(recorder, CUPTI_CB_DOMAIN_DRIVER_API, 126, 2, 0, [] {}, &user_stream, 3); },
+              &user_stream, 3);
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 165, 3, 0, [] {}, nullptr, 3);          // cudaDeviceSynchronize
+  traced_call(recorder, CUPTI_CB_DOMAIN_DRIVER_API, 126, 4, 0, [] {}, &per_thread, 3);       // cuStreamSynchronize alone
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 239, 5, 0, [] {}, &default_stream, 3);  // the _ptsz variant
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 6);                                // a launch: no sync record
+  recorder.drain_into(store);
+  cuprof::trace t;
+  store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
+  std::map<std::uint32_t, const cuprof::gpu_activity*> by_correlation;
+  for (const cuprof::gpu_activity& g : t.gpu) {
+    CHECK(g.kind == cuprof::gpu_kind::sync);
+    by_correlation[g.correlation] = &g;
+  }
+  REQUIRE(by_correlation.size() == 4);
+  REQUIRE(t.gpu.size() == 4);  // the nested driver call made none of its own
+  const cuprof::gpu_activity& stream_sync = *by_correlation[1];
+  CHECK(t.names.str(stream_sync.name) == "Stream Sync");
+  CHECK(stream_sync.stream == 100 + 0x40);
+  CHECK(stream_sync.context == 3);
+  const cuprof::api_call* call = call_named(t, "cudaStreamSynchronize");
+  REQUIRE(call);
+  CHECK(stream_sync.start_ns == call->start_ns);  // the call's times, as CUPTI's record has them
+  CHECK(stream_sync.end_ns == call->end_ns);
+  CHECK(t.names.str(by_correlation[3]->name) == "Context Sync");
+  CHECK(by_correlation[3]->stream == 0);
+  CHECK(by_correlation[4]->stream == 2);  // CU_STREAM_PER_THREAD: the thread's default stream
+  CHECK(by_correlation[5]->stream == 2);  // a null stream in a _ptsz call: the same
+  // The other tests share the recorder: as it was.
+  for (const auto& [domain, cbid] : {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 131}, std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 239},
+                                     std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 165}, std::pair{CUPTI_CB_DOMAIN_DRIVER_API, 126}})
+    recorder.set_synchronization(domain, CUpti_CallbackId(cbid), 0, false);
+  recorder.set_stream_id_lookup(nullptr);
 }
 
 }  // TEST_SUITE cupti_records

@@ -10,6 +10,7 @@
 
 #include "../detail/text.hpp"
 
+#include <cstdint>
 #include <string_view>
 
 namespace cuprof::detail {
@@ -67,6 +68,18 @@ inline bool is_cpu_blocking_synchronization(std::string_view name) {
 inline bool is_synchronization(std::string_view name) {
   const std::string_view n = api_base_name(name);
   return is_cpu_blocking_synchronization(n) || n == "cudaStreamWaitEvent" || n == "cuStreamWaitEvent";
+}
+
+// What CUPTI would record for a synchronization call, numbered as CUPTI and
+// sync_kind_name() (event.hpp) number them: 1 an event sync, 2 a stream waiting
+// on an event, 3 a stream sync, 4 a context (device) sync; 0 for other calls.
+inline std::uint8_t synchronization_kind(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  if (n == "cudaEventSynchronize" || n == "cuEventSynchronize") return 1;
+  if (n == "cudaStreamWaitEvent" || n == "cuStreamWaitEvent") return 2;
+  if (n == "cudaStreamSynchronize" || n == "cuStreamSynchronize") return 3;
+  if (n == "cudaDeviceSynchronize" || n == "cudaThreadSynchronize" || n == "cuCtxSynchronize") return 4;
+  return 0;
 }
 
 // Calls whose GPU records (the work, or the synchronization) are linked to

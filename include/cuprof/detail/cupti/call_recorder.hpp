@@ -10,6 +10,11 @@
 // Each call becomes one two-slot record in its thread's buffer (the chunks of
 // scope recording, scope_buffer.hpp: single producer, no lock, a chunk from
 // the pool every 4096 calls); the tracer drains them into the record_store.
+//
+// Synchronizations are recorded here too, instead of by CUPTI's SYNCHRONIZATION
+// activity, which makes CUPTI intercept every runtime call (the getters
+// included) at a few hundred ns each: a synchronization call's record gets a
+// third slot with its context and the stream it waited on.
 #pragma once
 
 #include "records.hpp"
@@ -17,6 +22,8 @@
 #include "../collect/thread_buffer.hpp"
 
 #include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 
 #include <atomic>
 #include <cstdint>
@@ -34,25 +41,51 @@ class call_recorder {
   // when recording began has no start stamped by cuprof.
   void start_recording(std::uint64_t ticks) noexcept { recording_since_.store(ticks, std::memory_order_relaxed); }
 
+  // Before the first callback: which callback ids synchronize (kind as
+  // synchronization_kind() gives it), and which of them are the per-thread
+  // default stream variants (_ptsz), whose null stream is the thread's own.
+  void set_synchronization(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, std::uint8_t kind, bool per_thread) noexcept {
+    std::uint8_t* table = domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_sync_ : runtime_sync_;
+    const std::size_t size = domain == CUPTI_CB_DOMAIN_DRIVER_API ? sizeof driver_sync_ : sizeof runtime_sync_;
+    if (cbid < size) table[cbid] = std::uint8_t(kind | (per_thread ? per_thread_flag : 0));
+  }
+  // cuptiGetStreamIdEx, or a stand-in (tests): a stream handle to the id its records carry.
+  using stream_id_lookup = CUptiResult (*)(CUcontext, CUstream, std::uint8_t per_thread, std::uint32_t* id);
+  void set_stream_id_lookup(stream_id_lookup lookup) noexcept { stream_id_ = lookup; }
+
   // The hot path: CUPTI's callback at a shown call's entry and exit. Stamps
   // the entry in CUPTI's per-call slot; at the exit, appends the call.
   void on_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData& call) noexcept {
+    const bool driver = domain == CUPTI_CB_DOMAIN_DRIVER_API;
+    const std::uint8_t sync = sync_entry(driver, cbid);
     if (call.callbackSite == CUPTI_API_ENTER) {
+      if (sync && !driver) t_inside_runtime_sync = true;
       *call.correlationData = now_ticks();
       return;
     }
     const std::uint64_t start = *call.correlationData;
     const std::uint64_t end = now_ticks();
+    // The driver call a runtime synchronization makes is the same wait: one
+    // record of it. Consumed here, so a runtime exit this recorder missed (the
+    // window closed mid-call) costs at most one later driver sync its record.
+    bool sync_record = sync != 0;
+    if (sync && (!driver || t_inside_runtime_sync)) {
+      sync_record = !driver;
+      t_inside_runtime_sync = false;
+    }
     if (start < recording_since_.load(std::memory_order_relaxed) || start > end) return;
     thread_buffer* calls = thread_calls();
     if (!calls) return;
     std::int32_t result = 0;  // a cudaError_t or a CUresult: both int-sized enums
     if (call.functionReturnValue) std::memcpy(&result, call.functionReturnValue, sizeof result);
-    const slot record[record_slots] = {
+    slot record[sync_record_slots] = {
         {end, start},
         {std::uint64_t(call.correlationId) | std::uint64_t(std::uint32_t(result)) << 32,
-         std::uint64_t(cbid) | std::uint64_t(domain == CUPTI_CB_DOMAIN_DRIVER_API) << 32}};
-    calls->push_record(record, record_slots);
+         std::uint64_t(cbid) | std::uint64_t(driver) << driver_bit | std::uint64_t(sync_record) << sync_bit},
+        {}};
+    if (sync_record) record[2] = {std::uint64_t(call.contextUid) | std::uint64_t(waited_stream(sync, call)) << 32,
+                                  std::uint64_t(sync & kind_mask)};
+    calls->push_record(record, sync_record ? sync_record_slots : record_slots);
   }
 
   // Moves every call recorded so far into `store`; calls lost for want of
@@ -60,7 +93,8 @@ class call_recorder {
   void drain_into(record_store& store) {
     threads_.for_each([&](thread_buffer& b) {
       b.drain([&](const slot* s, std::size_t n) {
-        for (std::size_t i = 0; i + record_slots <= n; i += record_slots) {
+        std::size_t i = 0;
+        while (i + record_slots <= n) {
           call_record r;
           r.start = s[i].payload;
           r.end = s[i].head;
@@ -68,17 +102,56 @@ class call_recorder {
           r.cbid = std::uint32_t(s[i + 1].payload);
           r.correlation = std::uint32_t(s[i + 1].head);
           r.return_value = std::int32_t(std::uint32_t(s[i + 1].head >> 32));
-          r.domain = (s[i + 1].payload >> 32) & 1 ? api_domain::driver : api_domain::runtime;
+          r.domain = (s[i + 1].payload >> driver_bit) & 1 ? api_domain::driver : api_domain::runtime;
+          if ((s[i + 1].payload >> sync_bit) & 1) {
+            r.context = std::uint32_t(s[i + 2].head);
+            r.stream = std::uint32_t(s[i + 2].head >> 32);
+            r.sync_kind = std::uint8_t(s[i + 2].payload);
+            i += sync_record_slots;
+          } else {
+            i += record_slots;
+          }
           store.add_call(r);
         }
-        return n;
+        return i;
       });
       store.add_dropped_calls(b.take_dropped());
     });
   }
 
  private:
-  static constexpr std::size_t record_slots = 2;  // {end, start}, {correlation | result << 32, cbid | driver << 32}
+  // {end, start}, {correlation | result << 32, cbid | driver << 32 | sync << 33},
+  // and for a synchronization {context | stream << 32, kind}.
+  static constexpr std::size_t record_slots = 2;
+  static constexpr std::size_t sync_record_slots = 3;
+  static constexpr int driver_bit = 32;
+  static constexpr int sync_bit = 33;
+  static constexpr std::uint8_t kind_mask = 0x7;
+  static constexpr std::uint8_t per_thread_flag = 0x8;
+
+  std::uint8_t sync_entry(bool driver, CUpti_CallbackId cbid) const noexcept {
+    if (driver) return cbid < sizeof driver_sync_ ? driver_sync_[cbid] : 0;
+    return cbid < sizeof runtime_sync_ ? runtime_sync_[cbid] : 0;
+  }
+
+  // The stream a stream sync or a stream's wait names (the first parameter of
+  // cudaStreamSynchronize, cudaStreamWaitEvent, cuStreamSynchronize and
+  // cuStreamWaitEvent: tests check the layout), as its records number it; 0
+  // for the other kinds, or when CUPTI cannot tell.
+  std::uint32_t waited_stream(std::uint8_t sync, const CUpti_CallbackData& call) const noexcept {
+    const std::uint8_t kind = sync & kind_mask;
+    if ((kind != 2 && kind != 3) || !stream_id_ || !call.functionParams) return 0;
+    CUstream stream = nullptr;
+    std::memcpy(&stream, call.functionParams, sizeof stream);
+    // The handles CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) name the default streams.
+    bool per_thread = (sync & per_thread_flag) != 0;
+    if (stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+      per_thread = stream == CU_STREAM_PER_THREAD;
+      stream = nullptr;
+    }
+    std::uint32_t id = 0;
+    return stream_id_(nullptr, stream, per_thread, &id) == CUPTI_SUCCESS ? id : 0;
+  }
 
   // The calling thread's buffer, registered at its first call. A thread whose
   // buffer was given back (it is exiting) records no more.
@@ -102,6 +175,11 @@ class call_recorder {
 
   static inline thread_local thread_buffer* t_calls = nullptr;
   static inline thread_local bool t_calls_given_back = false;
+  static inline thread_local bool t_inside_runtime_sync = false;
+
+  std::uint8_t runtime_sync_[CUPTI_RUNTIME_TRACE_CBID_SIZE] = {};
+  std::uint8_t driver_sync_[CUPTI_DRIVER_TRACE_CBID_SIZE] = {};
+  stream_id_lookup stream_id_ = nullptr;
 
   chunk_pool& pool_;
   thread_registry threads_;

@@ -48,6 +48,7 @@ struct cupti_library {
   decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped_records = nullptr;
   decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
   decltype(&cuptiFinalize) finalize = nullptr;
+  decltype(&cuptiGetStreamIdEx) get_stream_id_ex = nullptr;
   std::string path;  // of the loaded library
 
   // Empty on success, otherwise why CUPTI cannot be used.
@@ -67,7 +68,8 @@ struct cupti_library {
                     bind(lib, flush_all, "cuptiActivityFlushAll") &&
                     bind(lib, get_next_record, "cuptiActivityGetNextRecord") &&
                     bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords") &&
-                    bind(lib, unsubscribe, "cuptiUnsubscribe") && bind(lib, finalize, "cuptiFinalize");
+                    bind(lib, unsubscribe, "cuptiUnsubscribe") && bind(lib, finalize, "cuptiFinalize") &&
+                    bind(lib, get_stream_id_ex, "cuptiGetStreamIdEx");
     if (!ok) {
       const char* why = ::dlerror();  // once: a second call returns null
       return "the loaded libcupti lacks CUPTI 13 entry points (" + std::string(why ? why : "?") + ")";

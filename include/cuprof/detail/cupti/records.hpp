@@ -103,6 +103,12 @@ struct call_record {
   std::uint32_t correlation = 0;
   std::int32_t return_value = 0;
   api_domain domain = api_domain::runtime;
+  // For a synchronization call, what CUPTI's SYNCHRONIZATION record would hold:
+  // its kind (synchronization_kind()), the call's context and the stream waited
+  // on (0 where none applies: a context or event sync).
+  std::uint8_t sync_kind = 0;
+  std::uint32_t context = 0;
+  std::uint32_t stream = 0;
 };
 
 // A staged API call: the fields of an api_call that the call's record gives,
@@ -154,7 +160,7 @@ class record_store {
       : lookup_(std::move(lookup)), max_staged_(max_staged) {}
 
   // Converts one CUPTI activity record; records of kinds cuprof does not show
-  // are ignored. API calls come through add_call() instead.
+  // are ignored. API calls and synchronizations come through add_call() instead.
   void add(const CUpti_Activity* record) {
     if (at_cap()) return;
     switch (record->kind) {
@@ -167,9 +173,6 @@ class record_store {
         break;
       case CUPTI_ACTIVITY_KIND_MEMSET:
         add_memset(*reinterpret_cast<const CUpti_ActivityMemset4*>(record));
-        break;
-      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-        add_sync(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
         break;
       case CUPTI_ACTIVITY_KIND_MARKER:
         add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
@@ -184,13 +187,15 @@ class record_store {
     }
   }
 
-  // Stages one CUDA call; calls cuprof does not show (classify_api) are dropped.
+  // Stages one CUDA call, and a synchronization's record; calls cuprof does
+  // not show (classify_api) are dropped.
   void add_call(const call_record& r) {
     if (at_cap()) return;
     ++api_changes_;
     bool has_flow = false;
     const name_id name = api_name(r.domain, r.cbid, has_flow);
     if (name == no_index) return;
+    if (r.sync_kind) add_sync(r);
     staged_call c;
     c.start_ns = r.start;
     c.end_ns = r.end;
@@ -674,13 +679,13 @@ class record_store {
     gpu_.push_back(g);
   }
 
-  void add_sync(const CUpti_ActivitySynchronization2& s) {
-    if (lost_times(s.start, s.end)) return;
-    const std::uint32_t stream = s.streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? 0 : s.streamId;
-    const std::uint32_t context = s.contextId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? 0 : s.contextId;
-    staged_gpu g = gpu_common(gpu_kind::sync, s.start, s.end, 0, context, stream, s.correlationId);
-    g.subkind = std::uint8_t(s.type);
-    g.name = intern(sync_kind_name(std::uint8_t(s.type)));
+  // The record CUPTI's SYNCHRONIZATION activity would write, made from the
+  // call: that activity costs every runtime call a few hundred ns, shown or
+  // not (docs/performance.md), and its times are the call's anyway.
+  void add_sync(const call_record& r) {
+    staged_gpu g = gpu_common(gpu_kind::sync, r.start, r.end, 0, r.context, r.stream, r.correlation);
+    g.subkind = r.sync_kind;
+    g.name = intern(sync_kind_name(r.sync_kind));
     gpu_.push_back(g);
   }
 

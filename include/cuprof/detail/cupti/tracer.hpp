@@ -218,11 +218,12 @@ class tracer {
     return use_setting(read_record_cap("CUPROF_MAX_RECORDS", std::getenv("CUPROF_MAX_RECORDS"), record_store::default_max_staged));
   }
 
-  // The API calls come through callbacks (call_recorder.hpp), not activity records.
+  // The API calls and synchronizations come through callbacks
+  // (call_recorder.hpp), not activity records.
   static const std::vector<CUpti_ActivityKind>& kinds() {
-    static const std::vector<CUpti_ActivityKind> k = {
-        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMSET,
-        CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_MARKER};
+    static const std::vector<CUpti_ActivityKind> k = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                                      CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_OVERHEAD,
+                                                      CUPTI_ACTIVITY_KIND_MARKER};
     return k;
   }
 
@@ -411,9 +412,15 @@ class tracer {
       for (const auto& [domain, size] : {std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE)},
                                         std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)}}) {
         const api_domain d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? api_domain::driver : api_domain::runtime;
-        for (std::uint32_t cbid = 1; cbid < size; ++cbid)
-          if (classify_api(d, api_base_name(callback_name(d, cbid))).display_name) shown_calls_.emplace_back(domain, cbid);
+        for (std::uint32_t cbid = 1; cbid < size; ++cbid) {
+          const std::string name = callback_name(d, cbid);
+          if (!classify_api(d, api_base_name(name)).display_name) continue;
+          shown_calls_.emplace_back(domain, cbid);
+          if (const std::uint8_t sync = synchronization_kind(name))
+            calls_.set_synchronization(domain, cbid, sync, name.find("_ptsz") != std::string::npos);
+        }
       }
+      calls_.set_stream_id_lookup(cupti_.get_stream_id_ex);
     }
     for (const auto& [domain, cbid] : shown_calls_)
       if (on || !tears_down_context(domain, cbid)) cupti_.enable_callback(on, subscriber_, domain, cbid);
