@@ -74,7 +74,7 @@ void profile::stop() {
     // The window's records are all in the store: CUPTI goes now, not after
     // the trace is built and handed over, which the program would otherwise
     // spend running traced (every kernel and call recorded, then discarded).
-    tracer_->disable();
+    tracer_->disable(/*detaching=*/true);
     tracer_->detach();
   }
   struct stopped_anyway {

@@ -106,16 +106,24 @@ class tracer {
     // finalize, where they are dropped or handed to the next session: drain them.
     cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     process_completed();
+    // Finalizing with the call callbacks switched off corrupted the heap of a
+    // PyTorch process now and then (H200, CUDA 13.0: 8 of 28 processes, none
+    // with them left on, docs/reliability.md): they go back on first, and
+    // on_callback() ignores them while nothing records.
+    if (!shown_calls_on_ && !shown_calls_.empty()) record_shown_calls(true);
     cupti_.unsubscribe(subscriber_);
     cupti_.finalize();
     attached_ = false;
+    shown_calls_on_ = false;  // a later attach() subscribes afresh
   }
 
-  void disable() {
+  // `detaching`: detach() follows at once, so the call callbacks stay on
+  // (see there); between windows they go off, sparing the calls their cost.
+  void disable(bool detaching = false) {
     std::lock_guard<std::mutex> lock(control_);
     if (!enabled_ || forked_child()) return;
-    if (!closed_) at_exit_guarded("disabling CUPTI", [this] {
-      record_shown_calls(false);
+    if (!closed_) at_exit_guarded("disabling CUPTI", [this, detaching] {
+      if (!detaching) record_shown_calls(false);
       for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
     });
     enabled_ = false;
@@ -424,6 +432,7 @@ class tracer {
     }
     for (const auto& [domain, cbid] : shown_calls_)
       if (on || !tears_down_context(domain, cbid)) cupti_.enable_callback(on, subscriber_, domain, cbid);
+    shown_calls_on_ = on;
   }
 
   std::string callback_name(api_domain domain, std::uint32_t cbid) const {
@@ -560,6 +569,7 @@ class tracer {
   std::size_t buffers_lost_at_exit_ = 0;
   std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread and the callbacks
   std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> shown_calls_;  // found once, at the first enable()
+  bool shown_calls_on_ = false;  // their callbacks enabled on this subscriber
   buffer_slot slots_[max_buffers];
   std::atomic<std::uint64_t> buffers_refused_{0};
   sem_t work_ready_;
