@@ -6,12 +6,18 @@ one activity set after another, and under `cuprof run`; one process each, interl
 repetitions, medians of the loop's time per launch.
 
     python3 bench/api_cost.py --build build-gpu-carry [--reps 10] [--launches 200000] [--cpus 2-5]
+                              [--getters 2] [--modes untraced,kernel,...]
 
 The minimal tracer's sets grow one record kind at a time: the kernel record; the runtime's
 cudaLaunchKernel record too (every other runtime call's record off); the driver's cuLaunchKernel
 made inside it too; every runtime record. One more records the two launch calls through the
-callback API instead of activity records. The steps between them price each kind of record;
-`cuprof run` against the set with the two launch records is what cuprof adds to CUPTI.
+callback API instead of activity records, as cuprof does; `cuprof_set_callbacks` adds the other
+activity kinds cuprof once enabled, and `callbacks_<kind>` each of them alone. The steps between
+them price each kind of record; `cuprof run` against `cuprof_set_callbacks` is what cuprof adds.
+
+--getters N makes each launch come with N cudaGetDevice + cudaGetLastError pairs, as PyTorch's do:
+calls no tracer shows, which some activity kinds still make dearer (SYNCHRONIZATION: every runtime
+call intercepted).
 """
 import argparse
 import os
