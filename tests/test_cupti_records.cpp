@@ -74,8 +74,8 @@ void feed(record_store& s, const T& r) {
   s.add(reinterpret_cast<const CUpti_Activity*>(&r));
 }
 
-void api(record_store& s, api_domain d, std::uint32_t cbid, std::uint64_t start, std::uint64_t end, std::uint32_t corr,
-         std::uint32_t thread = tid, std::uint32_t ret = 0) {
+cuprof::detail::cupti::call_record call_of(api_domain d, std::uint32_t cbid, std::uint64_t start, std::uint64_t end,
+                                           std::uint32_t corr, std::uint32_t thread = tid, std::uint32_t ret = 0) {
   cuprof::detail::cupti::call_record r;
   r.start = start;
   r.end = end;
@@ -84,7 +84,11 @@ void api(record_store& s, api_domain d, std::uint32_t cbid, std::uint64_t start,
   r.correlation = corr;
   r.return_value = std::int32_t(ret);
   r.domain = d;
-  s.add_call(r);
+  return r;
+}
+void api(record_store& s, api_domain d, std::uint32_t cbid, std::uint64_t start, std::uint64_t end, std::uint32_t corr,
+         std::uint32_t thread = tid, std::uint32_t ret = 0) {
+  s.add_call(call_of(d, cbid, start, end, corr, thread, ret));
 }
 void runtime(record_store& s, std::uint32_t cbid, std::uint64_t start, std::uint64_t end, std::uint32_t corr,
              std::uint32_t ret = 0) {
@@ -149,12 +153,7 @@ void memset_rec(record_store& s, std::uint16_t kind, std::uint64_t bytes, std::u
 // its sync record needs: kind, context, the stream waited on.
 void sync_call(record_store& s, std::uint32_t cbid, CUpti_ActivitySynchronizationType kind, std::uint64_t start,
                std::uint64_t end, std::uint32_t corr, std::uint32_t context, std::uint32_t stream) {
-  cuprof::detail::cupti::call_record r;
-  r.start = start;
-  r.end = end;
-  r.tid = tid;
-  r.cbid = cbid;
-  r.correlation = corr;
+  cuprof::detail::cupti::call_record r = call_of(api_domain::runtime, cbid, start, end, corr);
   r.sync_kind = std::uint8_t(kind);
   r.context = context;
   r.stream = stream;
@@ -1086,6 +1085,7 @@ TEST_CASE("call_recorder: synchronizations get their sync records from the calls
   traced_call(recorder, CUPTI_CB_DOMAIN_DRIVER_API, 126, 4, 0, [] {}, &per_thread, 3);       // cuStreamSynchronize alone
   traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 239, 5, 0, [] {}, &default_stream, 3);  // the _ptsz variant
   traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 6);                                // a launch: no sync record
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 131, 7, 900, [] {}, &user_stream, 3);  // failed: waited for nothing
   recorder.drain_into(store);
   cuprof::trace t;
   store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
@@ -1095,7 +1095,8 @@ TEST_CASE("call_recorder: synchronizations get their sync records from the calls
     by_correlation[g.correlation] = &g;
   }
   REQUIRE(by_correlation.size() == 4);
-  REQUIRE(t.gpu.size() == 4);  // the nested driver call made none of its own
+  REQUIRE(t.gpu.size() == 4);  // the nested driver call made none of its own, nor the failed sync
+  CHECK(calls_named(t, "cudaStreamSynchronize") == 3);  // the failed one still shown as a call (and the _ptsz one)
   const cuprof::gpu_activity& stream_sync = *by_correlation[1];
   CHECK(t.names.str(stream_sync.name) == "Stream Sync");
   CHECK(stream_sync.stream == 100 + 0x40);

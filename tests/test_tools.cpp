@@ -1386,6 +1386,15 @@ TEST_CASE("api vocabulary: launches, copies, synchronizations and occupancy quer
     CHECK(draws_flow(name));
     CHECK_FALSE(enqueues_gpu_work(name));
   }
+  // The sync record each makes, numbered as CUPTI numbers its types (sync_kind_name); none for other calls.
+  for (const auto& [name, kind] : std::vector<std::pair<const char*, int>>{
+           {"cudaEventSynchronize_v3020", 1}, {"cuEventSynchronize", 1}, {"cudaStreamWaitEvent_ptsz_v7000", 2},
+           {"cuStreamWaitEvent", 2}, {"cudaStreamSynchronize_v3020", 3}, {"cuStreamSynchronize_ptsz", 3},
+           {"cudaDeviceSynchronize_v3020", 4}, {"cudaThreadSynchronize_v3020", 4}, {"cuCtxSynchronize_v2", 4},
+           {"cudaLaunchKernel_v7000", 0}, {"cudaMemcpyAsync_v3020", 0}, {"cudaStreamQuery_v3020", 0}}) {
+    CAPTURE(name);
+    CHECK(int(synchronization_kind(name)) == kind);
+  }
   // Kernel launches, runtime and driver, with CUPTI's suffixes and CUDA 13's <<<>>> path.
   for (const char* name : {"cudaLaunchKernel", "cudaLaunchKernel_ptsz_v7000", "___cudaLaunchKernel_v13000",
                            "cudaLaunchKernelExC_v11060", "cudaLaunchCooperativeKernel_v9000",

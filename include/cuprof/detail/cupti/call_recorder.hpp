@@ -78,6 +78,7 @@ class call_recorder {
     if (!calls) return;
     std::int32_t result = 0;  // a cudaError_t or a CUresult: both int-sized enums
     if (call.functionReturnValue) std::memcpy(&result, call.functionReturnValue, sizeof result);
+    if (result != 0) sync_record = false;  // a failed synchronization waited for nothing
     slot record[sync_record_slots] = {
         {end, start},
         {std::uint64_t(call.correlationId) | std::uint64_t(std::uint32_t(result)) << 32,
