@@ -137,8 +137,8 @@ class call_recorder {
 
   // The stream a stream sync or a stream's wait names (the first parameter of
   // cudaStreamSynchronize, cudaStreamWaitEvent, cuStreamSynchronize and
-  // cuStreamWaitEvent: tests check the layout), as its records number it; 0
-  // for the other kinds, or when CUPTI cannot tell.
+  // cuStreamWaitEvent; tests check the runtime params' layout), as its
+  // records number it; 0 for the other kinds, or when CUPTI cannot tell.
   std::uint32_t waited_stream(std::uint8_t sync, const CUpti_CallbackData& call) const noexcept {
     const std::uint8_t kind = sync & kind_mask;
     if ((kind != 2 && kind != 3) || !stream_id_ || !call.functionParams) return 0;
