@@ -282,18 +282,27 @@ def paired_summary(modes, runs):
     return out
 
 
+# Issue 14 asks for its figures from one run of at least this many interleaved repetitions.
+GOAL_REPETITIONS = 20
+
+
 def paired_done_when(paired):
     """Issue 14's targets measured within processes: cuprof run's added time <= 0.8x torch.profiler CUDA-only's;
-    its end-to-end cost per traced kernel >= 10x cheaper than torch.profiler CPU+CUDA's."""
+    its end-to-end cost per traced kernel >= 10x cheaper than torch.profiler CPU+CUDA's; from at least
+    GOAL_REPETITIONS processes."""
     p = paired.get("py_paired", {})
+    processes = p.get("processes", 0)
+    enough = processes >= GOAL_REPETITIONS
     result = {}
     if p.get("ratio_of_medians") is not None:
         r = p["ratio_of_medians"]
-        result["py_paired_in_loop_vs_torch_cuda"] = {"ratio": r, "goal": "<= 0.8", "met": r <= 0.8}
+        result["py_paired_in_loop_vs_torch_cuda"] = {"ratio": r, "goal": "<= 0.8", "processes": processes,
+                                                     "met": r <= 0.8 and enough}
     if p.get("tracer_end_to_end_us_per_traced_kernel") and p.get("torch_cpu_cuda_end_to_end_us_per_traced_kernel"):
         # None: cuprof's median at or below 0, its cost lost in the noise; met, as done_when() counts it.
         r = p["end_to_end_cheaper_by_of_medians"]
-        result["py_paired_end_to_end_vs_torch_cpu_cuda"] = {"cheaper_by": r, "goal": ">= 10x", "met": r is None or r >= 10}
+        result["py_paired_end_to_end_vs_torch_cpu_cuda"] = {"cheaper_by": r, "goal": ">= 10x", "processes": processes,
+                                                            "met": (r is None or r >= 10) and enough}
     return result
 
 
@@ -359,7 +368,9 @@ def print_table(result):
     for name, d in result["done_when"].items():
         value = (f"{d['ratio']:.3f}" if "ratio" in d else f"{d['cheaper_by']:.1f}x" if d["cheaper_by"]
                  else "cuprof's cost is within the noise")
-        print(f"done-when {name}: {value} (goal {d['goal']}): {'met' if d['met'] else 'NOT met'}")
+        few = ("" if d.get("processes", GOAL_REPETITIONS) >= GOAL_REPETITIONS
+               else f"; {d['processes']} processes, the goal asks {GOAL_REPETITIONS} in one run")
+        print(f"done-when {name}: {value} (goal {d['goal']}{few}): {'met' if d['met'] else 'NOT met'}")
     if result["stopped_early"]:
         print(f"NOTE: {result['stopped_early']}")
 
