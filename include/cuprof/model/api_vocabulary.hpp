@@ -54,25 +54,10 @@ inline bool enqueues_gpu_work(std::string_view name) {
          starts_with(n, "cuMemset");
 }
 
-// The calling CPU thread blocks until GPU work is done: cudaDeviceSynchronize,
-// cudaStreamSynchronize, cudaEventSynchronize, cudaThreadSynchronize,
-// cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize. This is the CPU
-// time insights calls waiting. (A synchronous cudaMemcpy blocks too, but is a copy.)
-inline bool is_cpu_blocking_synchronization(std::string_view name) {
-  return ends_with(api_base_name(name), "Synchronize");
-}
-
-// A synchronization, as CUPTI records one (a cuda_sync event) and as Kineto and
-// HTA class it: the CPU-blocking ones, and cudaStreamWaitEvent/cuStreamWaitEvent,
-// which make a stream wait on the GPU while the CPU thread returns at once.
-inline bool is_synchronization(std::string_view name) {
-  const std::string_view n = api_base_name(name);
-  return is_cpu_blocking_synchronization(n) || n == "cudaStreamWaitEvent" || n == "cuStreamWaitEvent";
-}
-
-// What CUPTI would record for a synchronization call, numbered as CUPTI and
-// sync_kind_name() (event.hpp) number them: 1 an event sync, 2 a stream waiting
-// on an event, 3 a stream sync, 4 a context (device) sync; 0 for other calls.
+// A synchronization, as CUPTI records one (a cuda_sync record) and as Kineto
+// and HTA class it, numbered as CUPTI and sync_kind_name() (event.hpp) number
+// them: 1 an event sync, 2 a stream waiting on an event, 3 a stream sync, 4 a
+// context (device) sync; 0 for every other call. The one list of them.
 inline std::uint8_t synchronization_kind(std::string_view name) {
   const std::string_view n = api_base_name(name);
   if (n == "cudaEventSynchronize" || n == "cuEventSynchronize") return 1;
@@ -80,6 +65,17 @@ inline std::uint8_t synchronization_kind(std::string_view name) {
   if (n == "cudaStreamSynchronize" || n == "cuStreamSynchronize") return 3;
   if (n == "cudaDeviceSynchronize" || n == "cudaThreadSynchronize" || n == "cuCtxSynchronize") return 4;
   return 0;
+}
+
+inline bool is_synchronization(std::string_view name) { return synchronization_kind(name) != 0; }
+
+// The calling CPU thread blocks until GPU work is done: every synchronization
+// but a stream's wait on an event, which makes the stream wait on the GPU while
+// the CPU thread returns at once. This is the CPU time insights calls waiting.
+// (A synchronous cudaMemcpy blocks too, but is a copy.)
+inline bool is_cpu_blocking_synchronization(std::string_view name) {
+  const std::uint8_t kind = synchronization_kind(name);
+  return kind != 0 && kind != 2;
 }
 
 // Calls whose GPU records (the work, or the synchronization) are linked to

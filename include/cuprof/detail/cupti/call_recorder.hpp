@@ -141,7 +141,10 @@ class call_recorder {
   // records number it; 0 for the other kinds, or when CUPTI cannot tell.
   std::uint32_t waited_stream(std::uint8_t sync, const CUpti_CallbackData& call) const noexcept {
     const std::uint8_t kind = sync & kind_mask;
-    if ((kind != 2 && kind != 3) || !stream_id_ || !call.functionParams) return 0;
+    if ((kind != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT &&
+         kind != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE) ||
+        !stream_id_ || !call.functionParams)
+      return 0;
     CUstream stream = nullptr;
     std::memcpy(&stream, call.functionParams, sizeof stream);
     // The handles CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) name the default streams.
