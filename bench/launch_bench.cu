@@ -12,9 +12,16 @@
 //                 syncs in between; --trace PATH writes the trace (prints dropped=, kernels=)
 //   after_stop    the launch loop timed --reps times before the first start(), then a
 //                 profiled loop, then --reps times after stop(): before_ns=, after_ns= (medians)
+//   after_stop_cupti  the same around the minimal CUPTI tracer with cuprof's activity kinds
+//                 (MINIMAL_CUPTI_CALLBACKS adds call callbacks), unsubscribed but not
+//                 finalized: what cuprof's cuptiFinalize at stop() spares the program
 //   fork          --forks children forked during a traced loop while a thread runs scopes;
 //                 each child runs CPU-only scopes and _exit(0)s: forks=, children_ok=,
 //                 children_hung=; --trace PATH writes the parent's trace
+//   stop_between_windows  --reps profiles one after another, each recording one step of a
+//                 schedule and then stepping outside any window (the call callbacks off)
+//                 before stop() releases CUPTI, while --threads threads keep making CUDA
+//                 calls, as PyTorch's threads do: rounds=, rounds_with_kernels=, thread_loops=
 // --getters N (any mode): before each launch, N times cudaGetDevice and
 // cudaGetLastError, the calls PyTorch makes around each kernel and cuprof does
 // not show: what a tracer costs the calls it does not record.
@@ -134,6 +141,7 @@ int main(int argc, char** argv) {
   std::string trace_path;  // burst, fork
   int reps = 7;            // after_stop
   int forks = 20;          // fork
+  int threads = 3;         // stop_between_windows
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--mode")) mode = argv[i + 1];
     else if (!std::strcmp(argv[i], "--launches")) launches = std::atol(argv[i + 1]);
@@ -142,6 +150,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--forks")) forks = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--getters")) getters_per_launch = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
   }
   check(cudaFree(nullptr), "init");
   launch_loop(4096, batch, [] {});  // module load, first-launch costs
@@ -244,17 +253,22 @@ int main(int argc, char** argv) {
       std::printf("export_ns=%llu\ntrace_events=%llu\n", (unsigned long long)(now_ns() - e0),
                   (unsigned long long)r.events);
     }
-  } else if (mode == "after_stop") {
+  } else if (mode == "after_stop" || mode == "after_stop_cupti") {
     // The same loop before any profiler started and after one stopped.
     std::vector<std::uint64_t> before, after;
     launch_loop(launches, batch, [] {});  // clocks up
     for (int r = 0; r < reps; ++r) before.push_back(launch_loop(launches, batch, [] {}).loop_ns);
-    {
+    if (mode == "after_stop") {
       cuprof::profile prof;
       prof.start();
       t = launch_loop(launches, batch, [] {});
       prof.stop();
       events = prof.last_trace().api_calls.size() + prof.last_trace().gpu.size();
+    } else {
+      bench::minimal_cupti_tracer::start(bench::minimal_cupti_tracer::parse_kinds("kernel,memcpy,memset,overhead,marker"));
+      t = launch_loop(launches, batch, [] {});
+      bench::minimal_cupti_tracer::stop();
+      events = bench::minimal_cupti_tracer::records();
     }
     for (int r = 0; r < reps; ++r) after.push_back(launch_loop(launches, batch, [] {}).loop_ns);
     std::printf("before_ns=%llu\nafter_ns=%llu\nreps=%d\n", (unsigned long long)median(before),
@@ -305,6 +319,43 @@ int main(int argc, char** argv) {
                                         [](const cuprof::gpu_activity& g) { return g.kind == cuprof::gpu_kind::kernel; }));
     if (!trace_path.empty()) prof.export_chrome_trace(trace_path);
     std::printf("forks=%d\nchildren_ok=%d\nchildren_hung=%d\nchildren_failed=%d\n", forks, ok, hung, failed);
+  } else if (mode == "stop_between_windows") {
+    // stop() between windows switches the call callbacks back on before
+    // cuptiFinalize (docs/reliability.md, finding 8): here with other threads
+    // inside CUDA calls throughout, attach and detach alike.
+    std::atomic<bool> quit{false};
+    std::atomic<std::uint64_t> thread_loops{0};
+    std::vector<std::thread> workers;
+    for (int w = 0; w < threads; ++w)
+      workers.emplace_back([&] {
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+        while (!quit.load(std::memory_order_relaxed)) {
+          int device = 0;
+          (void)cudaGetDevice(&device);
+          (void)cudaGetLastError();
+          empty_kernel<<<1, 32, 0, stream>>>();
+          (void)cudaStreamSynchronize(stream);
+          thread_loops.fetch_add(1, std::memory_order_relaxed);
+        }
+        (void)cudaStreamDestroy(stream);
+      });
+    int with_kernels = 0;
+    for (int r = 0; r < reps; ++r) {
+      cuprof::profile_options o;
+      o.schedule = cuprof::schedule(/*wait*/ 0, /*warmup*/ 0, /*active*/ 1, /*repeat*/ 1);  // then no window
+      cuprof::profile prof(o);
+      prof.start();
+      t = launch_loop(launches, batch, [&] { prof.step(); });
+      prof.stop();
+      const cuprof::trace& tr = prof.last_trace();
+      with_kernels += std::any_of(tr.gpu.begin(), tr.gpu.end(),
+                                  [](const cuprof::gpu_activity& g) { return g.kind == cuprof::gpu_kind::kernel; });
+    }
+    quit.store(true);
+    for (std::thread& w : workers) w.join();
+    std::printf("rounds=%d\nrounds_with_kernels=%d\nthread_loops=%llu\n", reps, with_kernels,
+                (unsigned long long)thread_loops.load());
   } else {
     std::fprintf(stderr, "launch_bench: unknown mode %s\n", mode.c_str());
     return 2;

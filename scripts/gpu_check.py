@@ -129,8 +129,9 @@ def is_gemm(name):
 
 def reliability_checks(build, out, summary):
     """The GPU-side scenarios of docs/reliability.md: libcupti not loadable, torch.profiler
-    holding CUPTI in the same process, 1,000,000 launches, fork during a traced run, no
-    slowdown after stop(), and every example clean under compute-sanitizer memcheck."""
+    holding CUPTI in the same process, torch.profiler after a cuprof window, 1,000,000 launches,
+    fork during a traced run, stop() between windows while threads make CUDA calls, no slowdown
+    after stop(), and every example clean under compute-sanitizer memcheck."""
     rel = summary.setdefault("reliability", {})
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bench = os.path.join(build, "bench", "launch_bench")
@@ -206,6 +207,32 @@ def reliability_checks(build, out, summary):
               f"{r.get('torch_kernels')} kernels, {r.get('torch_kernels_after_probe')} after cuprof's attempt")
     guarded("torch.profiler in the same process", torch_probe)
 
+    # --- torch.profiler after cuprof in the same process --------------------------------------
+    def cuprof_then_torch():
+        # Letting CUPTI go without finalizing it broke this (finding 9: Kineto was handed a
+        # buffer of cuprof's, "bufferCompleted called with unknown buffer", and torch's stop
+        # failed an internal assert). bench/train_step.py --mode paired: a `cuprof run` window
+        # on a training loop, then torch.profiler CUDA-only and CPU+CUDA.
+        results = []
+        for i in range(2):
+            trace = os.path.join(out, f"rel_cuprof_then_torch_{i}.json")
+            proc = run_unset([cli, "run", "--output", trace, "--no-table", "--delay", "9", "--duration", "1.5", "--",
+                              sys.executable, os.path.join(root, "bench", "train_step.py"), "--warmup", "10",
+                              "--steps", "100", "--mode", "paired", "--window-file", trace,
+                              "--trace", trace + ".torch.json"], f"rel_cuprof_then_torch_{i}", timeout=300)
+            torch_kernels = 0
+            if os.path.exists(trace + ".torch.json"):
+                _, _, events = load(trace + ".torch.json")
+                torch_kernels = sum(1 for e in events if e.get("cat") == "kernel")
+            results.append((proc.returncode, "unknown buffer" in proc.stderr, torch_kernels))
+        rel["cuprof_then_torch"] = [{"exit": r, "unknown_buffer": u, "torch_kernels": k} for r, u, k in results]
+        check("torch.profiler after a cuprof window in the same process (train_step.py --mode paired under cuprof "
+              "run, 2 processes): exit 0, torch.profiler's trace has its kernels, no buffer of cuprof's reaches it",
+              all(r == 0 and not u and k > 0 for r, u, k in results),
+              "; ".join(f"exit {r}, {'an unknown buffer' if u else 'no unknown buffer'}, {k} torch kernels"
+                        for r, u, k in results))
+    guarded("torch.profiler after cuprof", cuprof_then_torch)
+
     # --- Load: 1,000,000 launches --------------------------------------------------------------
     def burst():
         proc = run_unset([bench, "--mode", "cuprof", "--launches", "1000000"], "rel_launches_1m", timeout=900)
@@ -261,30 +288,66 @@ def reliability_checks(build, out, summary):
               f"kernels={kv.get('kernels')}; {'; '.join(problems[:3])}")
     guarded("fork during a traced run", fork)
 
-    # --- no slowdown after profiling -------------------------------------------------------------
-    def after_stop():
-        # Three processes, the median of their ratios: within one process the
-        # "before" loops come first and the GPU host's launch cost drifts by
-        # several percent over a run (185 -> 217 ms seen on an H100), which one
-        # run cannot tell from a slowdown. The slowdown this guards against
-        # (CUPTI left hooked in after stop) measured 1.28.
-        ratios, runs = [], []
-        for i in range(3):
-            proc = run_unset([bench, "--mode", "after_stop", "--launches", "50000", "--reps", "9"], f"rel_after_stop_{i}")
+    # --- stop() between windows while other threads are in CUDA calls ----------------------------
+    def stop_between_windows():
+        # Finding 9 of reliability.md: cuptiFinalize while other threads are inside CUDA calls
+        # corrupts the heap now and then, CUPTI alone too (tests/gpu/cupti_finalize_race.cu,
+        # run here as information). Not fixed: this check fails when it happens.
+        processes, rounds = 5, 20
+        results = []
+        for i in range(processes):
+            proc = run_unset([bench, "--mode", "stop_between_windows", "--launches", "10240", "--reps", str(rounds),
+                              "--threads", "3"], f"rel_stop_between_windows_{i}", timeout=300)
             kv = key_values(proc.stdout)
-            before, after = number(kv, "before_ns"), number(kv, "after_ns")
-            if proc.returncode != 0 or before <= 0:
-                ratios.append(float("inf"))
-                runs.append(f"run {i + 1}: exit {proc.returncode}")
-                continue
-            ratios.append(after / before)
-            runs.append(f"{before / 1e6:.1f} / {after / 1e6:.1f} ms ({after / before:.3f})")
-            rel.setdefault("after_stop_runs", []).append(kv)
-        ratio = sorted(ratios)[1]
-        rel["after_stop"] = {"median_ratio": ratio, "ratios": ratios}
+            results.append((proc.returncode, number(kv, "rounds_with_kernels"), number(kv, "thread_loops")))
+        race = os.path.join(build, "tests", "gpu", "cupti_finalize_race")
+        cupti_alone = {}
+        for mode in ("finalize", "unsubscribe"):
+            codes = [run_unset([race, mode, str(rounds), "3"], f"rel_cupti_finalize_race_{mode}_{i}", timeout=300).returncode
+                     for i in range(3)]
+            cupti_alone[mode] = codes
+        rel["stop_between_windows"] = {"cuprof": [{"exit": r, "rounds_with_kernels": k, "thread_loops": n}
+                                                  for r, k, n in results], "cupti_alone_exit_codes": cupti_alone}
+        alone = "; ".join(f"CUPTI alone, {mode}: {sum(c != 0 for c in codes)} of {len(codes)} processes crashed"
+                          for mode, codes in cupti_alone.items())
+        check(f"stop() between windows, 3 threads in CUDA calls throughout: {processes} processes of {rounds} "
+              "profiles each (one recorded step, then none) exit 0, each profile's trace with its kernels",
+              all(r == 0 and k == rounds and n > 0 for r, k, n in results),
+              "; ".join(f"exit {r}, {k} of {rounds} traces with kernels" for r, k, n in results) + f" ({alone})")
+    guarded("stop() between windows", stop_between_windows)
+
+    # --- no slowdown after profiling ---------------------------------------------------------------
+    def after_stop():
+        # Three processes of each, alternated, the median of their ratios: within one process
+        # the "before" loops come first and the GPU host's launch cost drifts by several
+        # percent over a run (185 -> 217 ms seen on an H100), which one run cannot tell from a
+        # slowdown. The slowdown this guards against (CUPTI left hooked in after stop) measured
+        # 1.28. The anchor, the minimal tracer with cuprof's activity kinds and the launch
+        # calls' callbacks, unsubscribed but not finalized, shows what finalizing spares.
+        ratios = {"after_stop": [], "after_stop_cupti": []}
+        runs = []
+        anchor_env = {"MINIMAL_CUPTI_CALLBACKS": "runtime:211,driver:307,driver:652"}
+        for i in range(3):
+            for mode in ratios:
+                proc = run_unset([bench, "--mode", mode, "--launches", "50000", "--reps", "9"], f"rel_{mode}_{i}",
+                                 env=anchor_env if mode == "after_stop_cupti" else None)
+                kv = key_values(proc.stdout)
+                before, after = number(kv, "before_ns"), number(kv, "after_ns")
+                if proc.returncode != 0 or before <= 0:
+                    ratios[mode].append(float("inf"))
+                    runs.append(f"{mode} {i + 1}: exit {proc.returncode}")
+                    continue
+                ratios[mode].append(after / before)
+                runs.append(f"{mode} {before / 1e6:.1f} / {after / 1e6:.1f} ms ({after / before:.3f})")
+                rel.setdefault("after_stop_runs", []).append(dict(kv, mode=mode))
+        cuprof_ratio, cupti_ratio = sorted(ratios["after_stop"])[1], sorted(ratios["after_stop_cupti"])[1]
+        rel["after_stop"] = {"median_ratio": cuprof_ratio, "ratios": ratios["after_stop"],
+                             "cupti_unsubscribed_median_ratio": cupti_ratio, "cupti_ratios": ratios["after_stop_cupti"]}
         check("no slowdown after profiling: a launch loop after stop() within 5% of the same loop before start() "
               "(median ratio of 3 processes, each the median of 9 x 50,000 launches before and after)",
-              ratio <= 1.05, f"median after/before {ratio:.3f}; before / after: " + ", ".join(runs))
+              cuprof_ratio <= 1.05,
+              f"median after/before {cuprof_ratio:.3f} (CUPTI unsubscribed, not finalized: {cupti_ratio:.3f}); "
+              + ", ".join(runs))
     guarded("no slowdown after profiling", after_stop)
 
     # --- every example clean under compute-sanitizer memcheck -------------------------------------
