@@ -29,6 +29,7 @@
 // launch_ns (host time in the launch calls only), collect_ns (profiler start
 // to a stopped profiler whose trace is ready), events, rss_*_kb (burst also
 // prints the peak before stop() and after it: rss_peak_recording_kb, rss_peak_stopped_kb).
+#include "busy_cuda_threads.cuh"
 #include "minimal_cupti_tracer.hpp"
 
 #define CUPROF_IMPLEMENTATION  // one-file program: cuprof's runtime is compiled here
@@ -323,23 +324,7 @@ int main(int argc, char** argv) {
     // stop() between windows switches the call callbacks back on before
     // cuptiFinalize (docs/reliability.md, finding 8): here with other threads
     // inside CUDA calls throughout, attach and detach alike.
-    std::atomic<bool> quit{false};
-    std::atomic<std::uint64_t> thread_loops{0};
-    std::vector<std::thread> workers;
-    for (int w = 0; w < threads; ++w)
-      workers.emplace_back([&] {
-        cudaStream_t stream = nullptr;
-        check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-        while (!quit.load(std::memory_order_relaxed)) {
-          int device = 0;
-          (void)cudaGetDevice(&device);
-          (void)cudaGetLastError();
-          empty_kernel<<<1, 32, 0, stream>>>();
-          (void)cudaStreamSynchronize(stream);
-          thread_loops.fetch_add(1, std::memory_order_relaxed);
-        }
-        (void)cudaStreamDestroy(stream);
-      });
+    bench::busy_cuda_threads others(threads);
     int with_kernels = 0;
     for (int r = 0; r < reps; ++r) {
       cuprof::profile_options o;
@@ -352,10 +337,8 @@ int main(int argc, char** argv) {
       with_kernels += std::any_of(tr.gpu.begin(), tr.gpu.end(),
                                   [](const cuprof::gpu_activity& g) { return g.kind == cuprof::gpu_kind::kernel; });
     }
-    quit.store(true);
-    for (std::thread& w : workers) w.join();
     std::printf("rounds=%d\nrounds_with_kernels=%d\nthread_loops=%llu\n", reps, with_kernels,
-                (unsigned long long)thread_loops.load());
+                (unsigned long long)others.loops());
   } else {
     std::fprintf(stderr, "launch_bench: unknown mode %s\n", mode.c_str());
     return 2;

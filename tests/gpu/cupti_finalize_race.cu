@@ -12,6 +12,8 @@
 // unsubscribes. Other threads launch and sync throughout. Prints rounds=N,
 // how many finalizes ran in the callback, and the threads' loop count; a
 // corrupted heap aborts.
+#include "../../bench/busy_cuda_threads.cuh"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -20,8 +22,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
-#include <vector>
 
 __global__ void empty_kernel() {}
 
@@ -71,23 +71,7 @@ int main(int argc, char** argv) {
   const int threads = argc > 3 ? std::atoi(argv[3]) : 3;
   check(cudaFree(nullptr) == cudaSuccess, "cudaFree");
 
-  std::atomic<bool> quit{false};
-  std::atomic<unsigned long long> loops{0};
-  std::vector<std::thread> workers;
-  for (int w = 0; w < threads; ++w)
-    workers.emplace_back([&] {
-      cudaStream_t stream = nullptr;
-      check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate");
-      while (!quit.load(std::memory_order_relaxed)) {
-        int device = 0;
-        (void)cudaGetDevice(&device);
-        (void)cudaGetLastError();
-        empty_kernel<<<1, 32, 0, stream>>>();
-        (void)cudaStreamSynchronize(stream);
-        loops.fetch_add(1, std::memory_order_relaxed);
-      }
-      (void)cudaStreamDestroy(stream);
-    });
+  bench::busy_cuda_threads others(threads);
 
   int in_callback = 0;
   for (int r = 0; r < rounds; ++r) {
@@ -119,9 +103,7 @@ int main(int argc, char** argv) {
       if (mode == "finalize") cuptiFinalize();
     }
   }
-  quit.store(true);
-  for (std::thread& w : workers) w.join();
   std::printf("mode=%s\nrounds=%d\nfinalized_in_callback=%d\nrecords=%llu\nthread_loops=%llu\n", mode.c_str(), rounds,
-              in_callback, records.load(), loops.load());
+              in_callback, records.load(), others.loops());
   return 0;
 }
