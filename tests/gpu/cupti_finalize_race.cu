@@ -1,12 +1,14 @@
 // CUPTI alone, no cuprof: does cuptiFinalize corrupt the heap when other
 // threads are inside CUDA calls? (docs/reliability.md, finding 9)
 //
-//   cupti_finalize_race finalize|at_call_exit|unsubscribe [rounds] [threads]
+//   cupti_finalize_race finalize|all_calls|at_call_exit|unsubscribe [rounds] [threads]
 //
 // Each round does what a profiler's start and stop do: subscribe, enable the
 // runtime API's callbacks and kernel activity, launch 10,240 kernels, switch
 // the callbacks and the activity off, flush, and let CUPTI go: `finalize`
 // unsubscribes and finalizes from this thread between two CUDA calls;
+// `all_calls` finalizes still subscribed, with every runtime and driver call's
+// callback on;
 // `at_call_exit` finalizes from the exit callback of a call this thread makes
 // (cuDriverGetVersion), as cupti_activity.h recommends; `unsubscribe` only
 // unsubscribes. Other threads launch and sync throughout. Prints rounds=N,
@@ -63,8 +65,8 @@ void check(bool ok, const char* what) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "finalize" && mode != "at_call_exit" && mode != "unsubscribe") {
-    std::fprintf(stderr, "usage: cupti_finalize_race finalize|at_call_exit|unsubscribe [rounds] [threads]\n");
+  if (mode != "finalize" && mode != "all_calls" && mode != "at_call_exit" && mode != "unsubscribe") {
+    std::fprintf(stderr, "usage: cupti_finalize_race finalize|all_calls|at_call_exit|unsubscribe [rounds] [threads]\n");
     return 2;
   }
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 20;
@@ -99,8 +101,13 @@ int main(int argc, char** argv) {
       finalizes_at_call_exit = false;
       in_callback += finalized_in_callback.load();
     } else {
-      cuptiUnsubscribe(subscriber);
-      if (mode == "finalize") cuptiFinalize();
+      if (mode == "all_calls") {  // and still subscribed when finalizing
+        cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+        cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+      } else {
+        cuptiUnsubscribe(subscriber);
+      }
+      if (mode != "unsubscribe") cuptiFinalize();
     }
   }
   std::printf("mode=%s\nrounds=%d\nfinalized_in_callback=%d\nrecords=%llu\nthread_loops=%llu\n", mode.c_str(), rounds,
