@@ -322,8 +322,8 @@ int main(int argc, char** argv) {
     std::printf("forks=%d\nchildren_ok=%d\nchildren_hung=%d\nchildren_failed=%d\n", forks, ok, hung, failed);
   } else if (mode == "stop_between_windows") {
     // stop() between windows switches the call callbacks back on before
-    // cuptiFinalize (docs/reliability.md, finding 8): here with other threads
-    // inside CUDA calls throughout, attach and detach alike.
+    // cuptiFinalize (docs/reliability.md, finding 8); with other threads inside
+    // CUDA calls throughout, that finalize races them (finding 9, open).
     bench::busy_cuda_threads others(threads);
     int with_kernels = 0;
     for (int r = 0; r < reps; ++r) {
