@@ -5,15 +5,15 @@
 //
 // Each round does what a profiler's start and stop do: subscribe, enable the
 // runtime API's callbacks and kernel activity, launch 10,240 kernels, switch
-// the callbacks and the activity off, flush, and let CUPTI go: `finalize`
-// unsubscribes and finalizes from this thread between two CUDA calls;
-// `all_calls` finalizes still subscribed, with every runtime and driver call's
-// callback on;
-// `at_call_exit` finalizes from the exit callback of a call this thread makes
-// (cuDriverGetVersion), as cupti_activity.h recommends; `unsubscribe` only
-// unsubscribes. Other threads launch and sync throughout. Prints rounds=N,
-// how many finalizes ran in the callback, and the threads' loop count; a
-// corrupted heap aborts.
+// the callbacks and the activity off, flush, and let CUPTI go:
+//   finalize      unsubscribe, then finalize from this thread between two CUDA calls
+//   all_calls     finalize still subscribed, every runtime and driver call's callback on
+//   at_call_exit  finalize from the exit callback of a call this thread makes
+//                 (cuDriverGetVersion), as cupti_activity.h recommends
+//   unsubscribe   unsubscribe only
+// Other threads launch and sync throughout. Prints rounds=N, how many
+// finalizes ran in the callback, and the threads' loop count; a corrupted
+// heap aborts.
 #include "../../bench/busy_cuda_threads.cuh"
 
 #include <cuda.h>
