@@ -58,10 +58,11 @@ inline bool enqueues_gpu_work(std::string_view name) {
 // and HTA class it, numbered as CUPTI and sync_kind_name() (event.hpp) number
 // them: 1 an event sync, 2 a stream waiting on an event, 3 a stream sync, 4 a
 // context (device) sync; 0 for every other call. The one list of them.
+inline constexpr std::uint8_t stream_wait_event_sync = 2;  // the one kind that does not block the CPU thread
 inline std::uint8_t synchronization_kind(std::string_view name) {
   const std::string_view n = api_base_name(name);
   if (n == "cudaEventSynchronize" || n == "cuEventSynchronize") return 1;
-  if (n == "cudaStreamWaitEvent" || n == "cuStreamWaitEvent") return 2;
+  if (n == "cudaStreamWaitEvent" || n == "cuStreamWaitEvent") return stream_wait_event_sync;
   if (n == "cudaStreamSynchronize" || n == "cuStreamSynchronize") return 3;
   if (n == "cudaDeviceSynchronize" || n == "cudaThreadSynchronize" || n == "cuCtxSynchronize") return 4;
   return 0;
@@ -75,7 +76,7 @@ inline bool is_synchronization(std::string_view name) { return synchronization_k
 // (A synchronous cudaMemcpy blocks too, but is a copy.)
 inline bool is_cpu_blocking_synchronization(std::string_view name) {
   const std::uint8_t kind = synchronization_kind(name);
-  return kind != 0 && kind != 2;
+  return kind != 0 && kind != stream_wait_event_sync;
 }
 
 // Calls whose GPU records (the work, or the synchronization) are linked to
