@@ -490,7 +490,10 @@ class trace_event_reader {
                : c == event_category::memset ? gpu_kind::memset
                                        : gpu_kind::sync;
         const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
-        g.device = std::uint32_t(arg_int(schema::arg_device, pid));
+        const std::int64_t device = arg_int(schema::arg_device, pid);
+        if (device < 0 || device > 0xFFFF)
+          fail("a GPU event's device is " + std::to_string(device) + ", expected a device number (0 to 65535)");
+        g.device = std::uint32_t(device);
         std::int64_t stream = arg_int(schema::arg_stream, -2);
         if (stream < 0) {
           const bool sync_lane = g.kind == gpu_kind::sync && tid >= schema::sync_tid_offset;

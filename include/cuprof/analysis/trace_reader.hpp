@@ -198,7 +198,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     a.end_ns = std::uint64_t(r.end);
     a.name = name(r.name);
     a.tid = r.tid;
-    a.cbid = std::uint32_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFFFFFFll)));
+    a.cbid = std::uint16_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFF)));  // CUPTI's are below
     a.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
     a.domain = r.domain;
     t.api_calls.push_back(a);
@@ -218,7 +218,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     g.bytes = r.bytes;
     g.name = name(r.name);
     g.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
-    g.device = r.device;
+    g.device = std::uint16_t(r.device);  // checked when read
     g.context = r.context;
     g.stream = r.stream;
     g.kind = r.kind;

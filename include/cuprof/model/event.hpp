@@ -58,16 +58,18 @@ struct cpu_span {
 
 enum class api_domain : std::uint8_t { runtime, driver };
 
-// A CUDA runtime or driver API call made by the application.
+// A CUDA runtime or driver API call made by the application. A trace holds
+// one per launch: its size is a launch's memory (40 bytes; CUPTI's callback
+// ids are below 2^16).
 struct api_call {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
   name_id name = 0;
   std::uint32_t tid = 0;
-  std::uint32_t cbid = 0;
   std::uint32_t correlation = 0;
   std::uint32_t parent = no_index;  // innermost cpu_span open at the call (attribution)
   std::int32_t return_value = 0;
+  std::uint16_t cbid = 0;
   api_domain domain = api_domain::runtime;
   bool has_flow = false;  // launches, copies, memsets, syncs: drawn with an ac2g arrow
 };
@@ -85,23 +87,26 @@ struct kernel_details {
   std::uint64_t graph_node_id = 0;
 };
 
-// Work the GPU did: a kernel, a copy, a memset, or a synchronization.
+// Work the GPU did: a kernel, a copy, a memset, or a synchronization. One per
+// launch, as api_call: 56 bytes.
 struct gpu_activity {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
   std::uint64_t bytes = 0;           // memcpy / memset
   name_id name = 0;
   std::uint32_t correlation = 0;
-  std::uint32_t device = 0;
   std::uint32_t context = 0;
   std::uint32_t stream = 0;
   std::uint32_t api = no_index;      // launching api_call (attribution)
   std::uint32_t details = no_index;  // index into trace::kernels for kernels
-  gpu_kind kind = gpu_kind::kernel;
-  std::uint8_t subkind = 0;          // memcpy kind, or sync type
   std::uint32_t span = no_index;     // launching scope as a trace file names it ("External id"); when set,
                                      // attribution uses it instead of api's scope (trace_reader.hpp)
+  std::uint16_t device = 0;
+  gpu_kind kind = gpu_kind::kernel;
+  std::uint8_t subkind = 0;          // memcpy kind, or sync type
 };
+static_assert(sizeof(api_call) <= 40 && sizeof(gpu_activity) <= 56,
+              "a launch's trace records grew: docs/performance.md counts their bytes");
 
 // CUPTI's own work, shown rather than hidden.
 struct overhead_span {

@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -99,8 +100,18 @@ struct chrome_trace_layout {
   // the bind_ids (FlowTracker::GetFlowIdForV1Event): a bind_id below the number
   // of v1 flows would cross arrows.
   std::uint64_t bind_id(std::uint32_t correlation) const { return bind_id_base | correlation; }
-  std::vector<std::uint32_t> records_per_call;  // per API call
-  std::vector<std::uint32_t> flow_ordinal;      // per GPU record
+  // Its call's GPU records for an API call, and its flow ordinal for a GPU
+  // record. Nearly every call has at most one record: the exceptions are kept
+  // apart, so that a million launches add no per-record arrays to the export.
+  std::uint32_t records_of_call(std::size_t call) const {
+    if (!call_has_record[call]) return 0;
+    const auto more = records_of_busy_call.find(std::uint32_t(call));
+    return more == records_of_busy_call.end() ? 1 : more->second;
+  }
+  std::uint32_t flow_ordinal(std::size_t record) const {
+    const auto later = later_ordinal.find(std::uint32_t(record));
+    return later == later_ordinal.end() ? 0 : later->second;
+  }
   std::uint64_t bind_id_base = 0;               // 0, or 2^32 with v1 flows
   std::vector<std::uint32_t> overhead_lane;     // per overhead record
   std::set<std::uint32_t> devices;              // GPU processes, and lanes: {device, tid}
@@ -108,6 +119,10 @@ struct chrome_trace_layout {
   mutable std::vector<std::atomic<std::uint64_t>> occupancy = std::vector<std::atomic<std::uint64_t>>(t.kernels.size());
 
  private:
+  std::vector<bool> call_has_record;                                        // per API call
+  std::unordered_map<std::uint32_t, std::uint32_t> records_of_busy_call;  // calls with several records
+  std::unordered_map<std::uint32_t, std::uint32_t> later_ordinal;         // their records after the first
+
   // One pass over the GPU records for what their events need from the others.
   void scan_gpu_records() {
     struct contexts {
@@ -115,15 +130,17 @@ struct chrome_trace_layout {
       bool several;
     };
     std::vector<contexts> seen;  // a few devices: a linear search
-    records_per_call.assign(t.api_calls.size(), 0);
-    flow_ordinal.assign(t.gpu.size(), 0);
+    call_has_record.assign(t.api_calls.size(), false);
     for (const device_info& d : t.meta.devices) devices.insert(std::uint32_t(d.id));
     std::pair<std::uint32_t, std::uint32_t> last_lane{0, 0};
     for (std::size_t i = 0; i < t.gpu.size(); ++i) {
       const gpu_activity& g = t.gpu[i];
-      if (g.api != no_index) {
-        const std::uint32_t ordinal = flow_ordinal[i] = records_per_call[g.api]++;
-        if (ordinal > 0 && t.api_calls[g.api].has_flow) bind_id_base = std::uint64_t(1) << 32;
+      if (g.api != no_index && !call_has_record[g.api]) {
+        call_has_record[g.api] = true;
+      } else if (g.api != no_index) {
+        const std::uint32_t ordinal = records_of_busy_call.try_emplace(g.api, 1).first->second++;
+        later_ordinal.emplace(std::uint32_t(i), ordinal);
+        if (t.api_calls[g.api].has_flow) bind_id_base = std::uint64_t(1) << 32;
       }
       const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == g.device; });
       if (d == seen.end()) {
@@ -415,7 +432,7 @@ class chrome_trace_writer {
   void api_call_event(std::size_t i) {
     const api_call& a = t_.api_calls[i];
     const std::uint32_t pid = t_.meta.pid;
-    const std::uint32_t flows = a.has_flow ? l_.records_per_call[i] : 0;
+    const std::uint32_t flows = a.has_flow ? l_.records_of_call(i) : 0;
     complete(a.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
              escaped_name(a.name), pid, a.tid, a.start_ns, a.end_ns);
     if (flows != 0) bind(a.correlation, ",\"flow_out\":true");  // to its first record
@@ -497,7 +514,7 @@ class chrome_trace_writer {
     const gpu_activity& g = t_.gpu[i];
     const std::uint32_t tid = chrome_trace_layout::gpu_tid(g);
     const bool linked = g.api != no_index && t_.api_calls[g.api].has_flow;
-    const bool v2 = linked && l_.flow_ordinal[i] == 0;
+    const bool v2 = linked && l_.flow_ordinal(i) == 0;
     switch (g.kind) {
       case gpu_kind::kernel: {
         gpu_complete(schema::cat_kernel, g, tid, v2);
@@ -546,7 +563,7 @@ class chrome_trace_writer {
         break;
       }
     }
-    if (linked && !v2) flow('f', flow_id(g.correlation, l_.flow_ordinal[i]), g.device, tid, g.start_ns);
+    if (linked && !v2) flow('f', flow_id(g.correlation, l_.flow_ordinal(i)), g.device, tid, g.start_ns);
   }
 
   void overhead_event(std::size_t i) {

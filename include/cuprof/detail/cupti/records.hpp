@@ -112,15 +112,15 @@ struct call_record {
 };
 
 // A staged API call: the fields of an api_call that the call's record gives,
-// times in ticks (40 bytes, against 48 for the api_call it becomes).
+// times in ticks (40 bytes, as the api_call it becomes).
 struct staged_call {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
   name_id name = 0;
   std::uint32_t tid = 0;
-  std::uint32_t cbid = 0;
   std::uint32_t correlation = 0;
   std::int32_t return_value = 0;
+  std::uint16_t cbid = 0;
   api_domain domain = api_domain::runtime;
   bool has_flow = false;
   // A driver call folded into this one on arrival: its correlation id minus
@@ -131,7 +131,7 @@ struct staged_call {
 };
 
 // A staged GPU record: a gpu_activity less the fields attribution fills,
-// times in ticks (48 bytes, against 64).
+// times in ticks (48 bytes, against 56).
 struct staged_gpu {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
@@ -201,7 +201,7 @@ class record_store {
     c.end_ns = r.end;
     c.name = name;
     c.tid = r.tid;
-    c.cbid = r.cbid;
+    c.cbid = std::uint16_t(r.cbid);
     c.correlation = r.correlation;
     c.return_value = r.return_value;
     c.domain = r.domain;
@@ -317,7 +317,7 @@ class record_store {
       a.name = name_in_out(staged.name);
       // Folded calls' records belong to the outer call.
       a.correlation = pos != no_index ? out.api_calls[first_call + pos].correlation : staged.correlation;
-      a.device = staged.kind == gpu_kind::sync ? device_of_context(staged.context) : staged.device;  // known by now if ever
+      a.device = staged.kind == gpu_kind::sync ? std::uint16_t(device_of_context(staged.context)) : staged.device;  // known by now if ever
       a.context = staged.context;
       a.stream = staged.stream;
       a.kind = staged.kind;
