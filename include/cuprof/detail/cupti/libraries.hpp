@@ -41,6 +41,7 @@ struct cupti_library {
   decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
   decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp_callback = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+  decltype(&cuptiActivitySetAttribute) set_attribute = nullptr;
   decltype(&cuptiActivityEnable) enable = nullptr;
   decltype(&cuptiActivityDisable) disable = nullptr;
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
@@ -64,6 +65,7 @@ struct cupti_library {
                     bind(lib, set_thread_id_type, "cuptiSetThreadIdType") &&
                     bind(lib, register_timestamp_callback, "cuptiActivityRegisterTimestampCallback") &&
                     bind(lib, register_callbacks, "cuptiActivityRegisterCallbacks") &&
+                    bind(lib, set_attribute, "cuptiActivitySetAttribute") &&
                     bind(lib, enable, "cuptiActivityEnable") && bind(lib, disable, "cuptiActivityDisable") &&
                     bind(lib, flush_all, "cuptiActivityFlushAll") &&
                     bind(lib, get_next_record, "cuptiActivityGetNextRecord") &&

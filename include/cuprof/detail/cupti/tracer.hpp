@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <semaphore.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -289,6 +290,11 @@ class tracer {
     } else {
       const CUptiResult rc = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
       if (rc != CUPTI_SUCCESS) why = "CUPTI refused the buffer callbacks: " + cupti_.result_string(rc);
+      // Buffers come zeroed (clear_for_reuse()): CUPTI need not zero each one
+      // on the launching thread, and only the pages it writes take memory.
+      std::uint8_t zeroed = 1;
+      std::size_t size = sizeof zeroed;
+      cupti_.set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &size, &zeroed);
     }
     if (!why.empty()) {
       cupti_.unsubscribe(subscriber_);
@@ -496,6 +502,16 @@ class tracer {
     }
   }
 
+  // Zeroes a parsed buffer for its next use, as CUPTI is told buffers come:
+  // past the first page (which holds the slot index) the pages are handed
+  // back to the system, so a buffer takes memory only as CUPTI fills it.
+  static void clear_for_reuse(std::uint8_t* memory) {
+    static const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+    std::memset(memory + buffer_header, 0, page - buffer_header);
+    if (madvise(memory + page, buffer_header + buffer_bytes - page, MADV_DONTNEED) != 0)
+      std::memset(memory + page, 0, buffer_header + buffer_bytes - page);
+  }
+
   static void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t, std::size_t valid) {
     tracer* t = self();
     if (!buffer) return;
@@ -522,6 +538,7 @@ class tracer {
         while (cupti_.get_next_record(s.memory + buffer_header, s.valid, &record) == CUPTI_SUCCESS) store_.add(record);
         store_.add_dropped(dropped);
       }
+      clear_for_reuse(s.memory);
       s.state.store(free_slot, std::memory_order_release);
     }
     std::lock_guard<std::mutex> lock(store_mutex_);
