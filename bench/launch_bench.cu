@@ -28,7 +28,8 @@
 // Prints key=value lines: loop_ns (the launch loop, batch syncs included),
 // launch_ns (host time in the launch calls only), collect_ns (profiler start
 // to a stopped profiler whose trace is ready), events, rss_*_kb (burst also
-// prints the peak before stop() and after it: rss_peak_recording_kb, rss_peak_stopped_kb).
+// prints the peak before stop() and after it, rss_peak_recording_kb and
+// rss_peak_stopped_kb, and rss_stopped_kb, what stays once the trace is built).
 #include "busy_cuda_threads.cuh"
 #include "minimal_cupti_tracer.hpp"
 
@@ -243,6 +244,7 @@ int main(int argc, char** argv) {
     prof.stop();
     collect_ns = now_ns() - c0;
     std::printf("rss_peak_stopped_kb=%ld\n", status_kb("VmHWM:"));
+    std::printf("rss_stopped_kb=%ld\n", status_kb("VmRSS:"));  // what stays once the trace is built: the export starts there
     const cuprof::trace& tr = prof.last_trace();
     events = tr.api_calls.size() + tr.gpu.size() + tr.spans.size();
     dropped = tr.meta.dropped_gpu_records;

@@ -266,6 +266,7 @@ def reliability_checks(build, out, summary):
               f"dropped={dropped} kernels={kernels} table calls={calls} export_ns={kv.get('export_ns')} "
               f"trace {rel['burst_1m'].get('trace_mb')} MB; rss_kb before={kv.get('rss_before_kb')} "
               f"peak recording={kv.get('rss_peak_recording_kb')} stopped={kv.get('rss_peak_stopped_kb')} "
+              f"(then {kv.get('rss_stopped_kb')}) "
               f"exported={kv.get('rss_peak_kb')}")
     guarded("1,000,000 launches", burst)
 
