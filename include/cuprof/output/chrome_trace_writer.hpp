@@ -592,9 +592,9 @@ namespace detail {
 // block, formats it (and compresses it into one gzip member for a ".gz" path)
 // into a free slot and goes on to the next block; the worker that finishes
 // the block next in order writes it and every finished block after it. So a
-// worker waits for an earlier block only when every slot (two per worker)
-// holds a finished block. One worker formats and writes on the calling
-// thread, no thread started.
+// worker waits for an earlier block only when every slot (one per worker and
+// two more) holds a finished block. One worker formats and writes on the
+// calling thread, no thread started.
 class parallel_block_writer {
  public:
   // workers: 0 for one per core, at most 8 (each slot holds a block and its
@@ -602,7 +602,7 @@ class parallel_block_writer {
   parallel_block_writer(const chrome_trace_layout& layout, atomic_file& file, unsigned workers = 0)
       : layout_(layout), file_(file), libdeflate_(file.gzip() ? libdeflate() : nullptr), blocks_(layout.block_count()),
         workers_(unsigned(std::min<std::size_t>(blocks_, workers ? workers : std::min(8u, std::max(1u, std::thread::hardware_concurrency()))))),
-        slots_(2 * workers_), finished_(slots_.size(), nullptr) {
+        slots_(workers_ + 2), finished_(slots_.size(), nullptr) {
     for (slot& s : slots_) free_.push_back(&s);
   }
   parallel_block_writer(const parallel_block_writer&) = delete;
