@@ -244,7 +244,7 @@ class record_store {
   // Moves the window's records into `out` and drops staged records that
   // belong to no later window.
   void take(trace& out, std::uint64_t start, std::uint64_t end, const tick_converter& clock) {
-    const window_calls w = selection(start, end);
+    window_calls w = selection(start, end);
     std::vector<name_id> names(names_.size(), no_index);
     const auto name_in_out = [&](name_id id) {
       if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
@@ -292,6 +292,9 @@ class record_store {
       std::sort(out.api_calls.begin() + first_call, out.api_calls.end(), call_order<api_call>);
       for (auto c = out.api_calls.begin() + first_call; c != out.api_calls.end(); ++c) finish(*c);
     }
+    // The GPU records need only the index: the list of kept calls (4 bytes
+    // a call) goes before they are converted, where take() peaks.
+    std::vector<std::uint32_t>().swap(w.kept);
 
     std::vector<std::uint32_t> configs(kernel_configs_.size(), no_index);
     chunked_vector<staged_gpu> later;
