@@ -174,6 +174,17 @@ class tracer {
   // GPU buffers CUPTI still held when a call into it failed at exit; 0 otherwise.
   std::size_t buffers_lost_at_exit() const noexcept { return buffers_lost_at_exit_; }
 
+  // Zeroes a parsed buffer (a mapping of buffer_header + buffer_bytes) for
+  // its next use, as CUPTI is told buffers come: past the first page (which
+  // holds the slot index) the pages are handed back to the system, so a
+  // buffer takes memory only as CUPTI fills it.
+  static void clear_for_reuse(std::uint8_t* memory) {
+    static const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+    std::memset(memory + buffer_header, 0, page - buffer_header);
+    if (madvise(memory + page, buffer_header + buffer_bytes - page, MADV_DONTNEED) != 0)
+      std::memset(memory + page, 0, buffer_header + buffer_bytes - page);
+  }
+
  private:
   void sync_each_device() {
     int count = 0;
@@ -500,16 +511,6 @@ class tracer {
       *size = buffer_bytes;
       return;
     }
-  }
-
-  // Zeroes a parsed buffer for its next use, as CUPTI is told buffers come:
-  // past the first page (which holds the slot index) the pages are handed
-  // back to the system, so a buffer takes memory only as CUPTI fills it.
-  static void clear_for_reuse(std::uint8_t* memory) {
-    static const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
-    std::memset(memory + buffer_header, 0, page - buffer_header);
-    if (madvise(memory + page, buffer_header + buffer_bytes - page, MADV_DONTNEED) != 0)
-      std::memset(memory + page, 0, buffer_header + buffer_bytes - page);
   }
 
   static void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t, std::size_t valid) {
