@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -30,6 +31,19 @@ inline void populate_pages(const void* begin, const void* end) noexcept {
 #else
   (void)begin, (void)end;
 #endif
+}
+
+// Zeroes [begin, end): the whole pages inside are handed back to the system
+// (they read as zeros and take no memory until written again), the bytes
+// before and after them are cleared.
+inline void zero_and_release(void* begin, void* end) noexcept {
+  static const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t b = reinterpret_cast<std::uintptr_t>(begin), e = reinterpret_cast<std::uintptr_t>(end);
+  const std::uintptr_t from = std::min((b + page - 1) & ~(page - 1), e), to = std::max(e & ~(page - 1), from);
+  std::memset(begin, 0, from - b);
+  if (to > from && ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED) != 0)
+    std::memset(reinterpret_cast<void*>(from), 0, to - from);
+  std::memset(reinterpret_cast<void*>(to), 0, e - to);
 }
 
 // Appends to a vector within its reserved capacity, mapping the pages in a

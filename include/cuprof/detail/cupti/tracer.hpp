@@ -22,6 +22,7 @@
 #include "call_recorder.hpp"
 #include "libraries.hpp"
 #include "records.hpp"
+#include "../chunked_vector.hpp"
 #include "../collect/clock.hpp"
 #include "../crash_guard.hpp"
 #include "../env.hpp"
@@ -32,7 +33,6 @@
 #include <sys/mman.h>
 #include <semaphore.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -50,9 +50,10 @@ inline std::uint64_t CUPTIAPI timestamp_callback() { return now_ticks(); }
 
 class tracer {
  public:
-  static constexpr std::size_t buffer_bytes = 4u << 20;
   static constexpr std::size_t max_buffers = 256;  // 1 GiB at most; CUPTI drops (and counts) beyond
   static constexpr std::size_t buffer_header = 64;  // holds the slot index, keeps records 8-byte aligned
+  // A buffer's mapping is 4 MiB, whole pages: CUPTI gets it less the header.
+  static constexpr std::size_t buffer_bytes = (4u << 20) - buffer_header;
   static constexpr std::size_t buffers_kept_when_idle = 2;
   static constexpr long flush_period_ms = 100;  // full buffers reach the store at least this often
 
@@ -174,15 +175,12 @@ class tracer {
   // GPU buffers CUPTI still held when a call into it failed at exit; 0 otherwise.
   std::size_t buffers_lost_at_exit() const noexcept { return buffers_lost_at_exit_; }
 
-  // Zeroes a parsed buffer (a mapping of buffer_header + buffer_bytes) for
-  // its next use, as CUPTI is told buffers come: past the first page (which
-  // holds the slot index) the pages are handed back to the system, so a
-  // buffer takes memory only as CUPTI fills it.
+  // Zeroes a parsed buffer (a mapping of buffer_header + buffer_bytes; the
+  // header holds the slot index) for its next use, as CUPTI is told buffers
+  // come: its pages go back to the system, so a buffer takes memory only as
+  // CUPTI fills it.
   static void clear_for_reuse(std::uint8_t* memory) {
-    static const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
-    std::memset(memory + buffer_header, 0, page - buffer_header);
-    if (madvise(memory + page, buffer_header + buffer_bytes - page, MADV_DONTNEED) != 0)
-      std::memset(memory + page, 0, buffer_header + buffer_bytes - page);
+    zero_and_release(memory + buffer_header, memory + buffer_header + buffer_bytes);
   }
 
  private:
