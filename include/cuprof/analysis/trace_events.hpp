@@ -168,7 +168,8 @@ struct raw_gpu {
   name_id name = 0;
   gpu_kind kind = gpu_kind::kernel;
   std::uint8_t subkind = 0;
-  std::uint32_t device = 0, stream = 0, context = 0;
+  std::uint16_t device = 0;  // as gpu_activity's: checked when read
+  std::uint32_t stream = 0, context = 0;
   std::int64_t ext = -1, correlation = -1;
   std::uint64_t bytes = 0;
   bool has_details = false;
@@ -493,7 +494,7 @@ class trace_event_reader {
         const std::int64_t device = arg_int(schema::arg_device, pid);
         if (device < 0 || device > 0xFFFF)
           fail("a GPU event's device is " + std::to_string(device) + ", expected a device number (0 to 65535)");
-        g.device = std::uint32_t(device);
+        g.device = std::uint16_t(device);
         std::int64_t stream = arg_int(schema::arg_stream, -2);
         if (stream < 0) {
           const bool sync_lane = g.kind == gpu_kind::sync && tid >= schema::sync_tid_offset;

@@ -218,7 +218,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     g.bytes = r.bytes;
     g.name = name(r.name);
     g.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
-    g.device = std::uint16_t(r.device);  // checked when read
+    g.device = r.device;
     g.context = r.context;
     g.stream = r.stream;
     g.kind = r.kind;

@@ -135,12 +135,14 @@ struct chrome_trace_layout {
     std::pair<std::uint32_t, std::uint32_t> last_lane{0, 0};
     for (std::size_t i = 0; i < t.gpu.size(); ++i) {
       const gpu_activity& g = t.gpu[i];
-      if (g.api != no_index && !call_has_record[g.api]) {
-        call_has_record[g.api] = true;
-      } else if (g.api != no_index) {
-        const std::uint32_t ordinal = records_of_busy_call.try_emplace(g.api, 1).first->second++;
-        later_ordinal.emplace(std::uint32_t(i), ordinal);
-        if (t.api_calls[g.api].has_flow) bind_id_base = std::uint64_t(1) << 32;
+      if (g.api != no_index) {
+        if (!call_has_record[g.api]) {
+          call_has_record[g.api] = true;
+        } else {  // a further record of its call (a graph launch's next node): a v1 flow
+          const std::uint32_t ordinal = records_of_busy_call.try_emplace(g.api, 1).first->second++;
+          later_ordinal.emplace(std::uint32_t(i), ordinal);
+          if (t.api_calls[g.api].has_flow) bind_id_base = std::uint64_t(1) << 32;
+        }
       }
       const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == g.device; });
       if (d == seen.end()) {
