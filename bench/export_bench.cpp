@@ -4,7 +4,8 @@
 //   export_bench [--shape launch|matmul] [--count N] [--dir DIR] [--keep]
 // launch (default): launch_bench's loop, N launches (default 1 M);
 // matmul: the matmul_add-shaped trace, N steps (default 100000 = 1.9 M events).
-// --keep leaves DIR/cuprof_export_bench.json and .json.gz for bench/trace_bytes.py.
+// --keep leaves DIR/cuprof_export_bench.json and .json.gz, and the lean trace's
+// cuprof_export_bench.lean.json and .json.gz, for bench/trace_bytes.py.
 // "in_memory" is formatting alone on one thread (the export formats on one per core);
 // last, one core's gzip speed and size with each compressor (libdeflate where installed, zlib).
 #define CUPROF_IMPLEMENTATION  // the writer is compiled here
@@ -98,6 +99,15 @@ int main(int argc, char** argv) {
   std::printf("export_gzip_events_per_s=%.0f\n", double(events) / gzip);
   std::printf("export_gzip_compressor=%s\n", cuprof::detail::libdeflate() ? "libdeflate" : "zlib");
 
+  // The same trace with trace_detail::lean (GPU records without launch configuration).
+  const cuprof::export_options lean{cuprof::trace_detail::lean};
+  const std::string lean_json = dir + "/cuprof_export_bench.lean.json", lean_gz = lean_json + ".gz";
+  const double lean_to_file = median_seconds(3, [&] { cuprof::export_chrome_trace(t, lean_json, lean); });
+  cuprof::export_chrome_trace(t, lean_gz, lean);
+  std::printf("export_lean_events_per_s_to_file=%.0f\n", double(events) / lean_to_file);
+  std::printf("export_lean_bytes_per_launch=%.1f\n", double(file_size(lean_json)) / double(launches));
+  std::printf("export_lean_gzip_bytes_per_launch=%.1f\n", double(file_size(lean_gz)) / double(launches));
+
   // One core's gzip of the writer's own blocks, per compressor: what the .gz speed is made
   // of, and what the zlib fallback costs where libdeflate is absent.
   std::vector<std::string> blocks;
@@ -114,8 +124,6 @@ int main(int argc, char** argv) {
     std::printf("export_gzip_one_core_mb_per_s_%s=%.0f\n", name, double(bytes) / seconds / 1e6);
     std::printf("export_gzip_bytes_per_launch_%s=%.1f\n", name, double(compressed) / double(launches));
   }
-  if (!keep) {
-    std::remove(json.c_str());
-    std::remove(gz.c_str());
-  }
+  if (!keep)
+    for (const std::string* path : {&json, &gz, &lean_json, &lean_gz}) std::remove(path->c_str());
 }

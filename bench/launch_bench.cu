@@ -9,7 +9,8 @@
 //   cupti_idle    a CUPTI subscriber with no activity enabled: the anchor for cuprof_idle
 // Reliability modes (scripts/gpu_check.py, docs/reliability.md):
 //   burst         a cold profile (no warm-up session) around `launches` launches with no
-//                 syncs in between; --trace PATH writes the trace (prints dropped=, kernels=)
+//                 syncs in between; --trace PATH writes the trace (prints dropped=, kernels=),
+//                 --lean-trace PATH the same with trace_detail::lean (lean_export_ns=)
 //   after_stop    the launch loop timed --reps times before the first start(), then a
 //                 profiled loop, then --reps times after stop(): before_ns=, after_ns= (medians)
 //   after_stop_cupti  the same around the minimal CUPTI tracer with cuprof's activity kinds
@@ -141,6 +142,7 @@ int main(int argc, char** argv) {
   long launches = 200000;
   int batch = 256;
   std::string trace_path;  // burst, fork
+  std::string lean_trace_path;  // burst
   int reps = 7;            // after_stop
   int forks = 20;          // fork
   int threads = 3;         // stop_between_windows
@@ -149,6 +151,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--launches")) launches = std::atol(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--batch")) batch = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--trace")) trace_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--lean-trace")) lean_trace_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--forks")) forks = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--getters")) getters_per_launch = std::atoi(argv[i + 1]);
@@ -255,6 +258,11 @@ int main(int argc, char** argv) {
       const cuprof::export_result r = prof.export_chrome_trace(trace_path);
       std::printf("export_ns=%llu\ntrace_events=%llu\n", (unsigned long long)(now_ns() - e0),
                   (unsigned long long)r.events);
+    }
+    if (!lean_trace_path.empty()) {
+      const std::uint64_t e0 = now_ns();
+      prof.export_chrome_trace(lean_trace_path, {cuprof::trace_detail::lean});
+      std::printf("lean_export_ns=%llu\n", (unsigned long long)(now_ns() - e0));
     }
   } else if (mode == "after_stop" || mode == "after_stop_cupti") {
     // The same loop before any profiler started and after one stopped.

@@ -247,19 +247,27 @@ def reliability_checks(build, out, summary):
               f"dropped={dropped} kernels={kernels} collect_ns={kv.get('collect_ns')} rss_peak_kb={kv.get('rss_peak_kb')}")
 
         trace = os.path.join(out, "rel_burst.json")
-        proc = run_unset([bench, "--mode", "burst", "--launches", "1000000", "--trace", trace], "rel_burst", timeout=900)
+        lean_trace = os.path.join(out, "rel_burst_lean.json")
+        proc = run_unset([bench, "--mode", "burst", "--launches", "1000000", "--trace", trace,
+                          "--lean-trace", lean_trace], "rel_burst", timeout=900)
         kv = key_values(proc.stdout)
         rel["burst_1m"] = kv
         dropped, kernels = number(kv, "dropped"), number(kv, "kernels")
-        calls = None
-        if proc.returncode == 0 and os.path.exists(trace) and os.path.exists(cli):
-            table = run_unset([cli, "table", trace, "--rows", "20"], "rel_burst_table", timeout=900)
+        calls = lean_calls = None
+
+        def kernel_calls(path, name):
+            table = run_unset([cli, "table", path, "--rows", "20"], name, timeout=900)
             rows, _ = parse_table(table.stdout)
-            calls = next((r.get("# of Calls") for r in rows if "empty_kernel" in r.get("Name", "")), None)
-            rel["burst_1m"]["table_exit"] = table.returncode
+            return table.returncode, next((r.get("# of Calls") for r in rows if "empty_kernel" in r.get("Name", "")), None)
+        if proc.returncode == 0 and os.path.exists(trace) and os.path.exists(cli):
+            rel["burst_1m"]["table_exit"], calls = kernel_calls(trace, "rel_burst_table")
             rel["burst_1m"]["trace_mb"] = round(os.path.getsize(trace) / 1e6, 1)
-        if os.path.exists(trace):
-            os.remove(trace)  # about 1 GB: not for the results tarball
+        if proc.returncode == 0 and os.path.exists(lean_trace) and os.path.exists(cli):
+            rel["burst_1m"]["lean_table_exit"], lean_calls = kernel_calls(lean_trace, "rel_burst_lean_table")
+            rel["burst_1m"]["lean_trace_mb"] = round(os.path.getsize(lean_trace) / 1e6, 1)
+        for path in (trace, lean_trace):
+            if os.path.exists(path):
+                os.remove(path)  # hundreds of MB: not for the results tarball
         check("1,000,000 launches back to back in a cold profile: no dropped record, the trace is written and the "
               "cuprof command reads all 1,000,000 kernels back",
               proc.returncode == 0 and dropped == 0 and kernels == 1000000 and calls == "1000000",
@@ -268,6 +276,12 @@ def reliability_checks(build, out, summary):
               f"peak recording={kv.get('rss_peak_recording_kb')} stopped={kv.get('rss_peak_stopped_kb')} "
               f"(then {kv.get('rss_stopped_kb')}) "
               f"exported={kv.get('rss_peak_kb')}")
+        lean_mb = rel["burst_1m"].get("lean_trace_mb")
+        check("the same burst written lean (trace_detail::lean): at most 400 bytes a launch, and the cuprof command "
+              "reads all 1,000,000 kernels back",
+              lean_mb is not None and lean_mb <= 400.0 and lean_calls == "1000000",
+              f"lean trace {lean_mb} MB ({rel['burst_1m'].get('trace_mb')} MB with Kineto's args), table calls="
+              f"{lean_calls}, lean_export_ns={kv.get('lean_export_ns')}")
     guarded("1,000,000 launches", burst)
 
     # --- fork during a traced run ------------------------------------------------------------

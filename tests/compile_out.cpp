@@ -91,10 +91,13 @@ int main() {
   const char* path = "compile_out_trace.json";
   const cuprof::export_result written = idle.export_chrome_trace(std::string(path));
   cuprof::export_chrome_trace(idle.last_trace(), path);
+  const cuprof::export_options lean{cuprof::trace_detail::lean};
+  idle.export_chrome_trace(path, lean);
+  cuprof::export_chrome_trace(idle.last_trace(), path, lean);
   struct stat st;
   check(written.events == 0 && written.bytes == 0 && ::stat(path, &st) != 0, "export_chrome_trace writes no file");
   cuprof::profile_options with_handler;
-  with_handler.on_trace_ready = cuprof::tensorboard_trace_handler("compile_out_traces");
+  with_handler.on_trace_ready = cuprof::tensorboard_trace_handler("compile_out_traces", "", true, lean);
   with_handler.activities = cuprof::activity::cpu | cuprof::activity::cuda;
   check(!with_handler.on_trace_ready, "a handler is never called");
   check(idle.cuda_status().empty() && !idle.running() && idle.step_num() == 0 &&

@@ -612,12 +612,12 @@ TEST_CASE("schedule: stop() in the middle of an active window hands it over; in 
   }
 }
 
-TEST_CASE("tensorboard_trace_handler writes one valid file per window") {
+TEST_CASE("tensorboard_trace_handler writes one valid file per window, with the export options it was given") {
   temp_dir dir;
   const fs::path out = dir.path / "nested" / "traces";
   cuprof::profile_options o = cpu_only();
   o.schedule = cuprof::schedule(0, 1, 1, 2);  // W S W S
-  o.on_trace_ready = cuprof::tensorboard_trace_handler(out.string(), "worker0");
+  o.on_trace_ready = cuprof::tensorboard_trace_handler(out.string(), "worker0", false, {cuprof::trace_detail::lean});
   cuprof::profile prof(o);
   prof.start();
   for (int i = 0; i < 5; ++i) {
@@ -638,6 +638,7 @@ TEST_CASE("tensorboard_trace_handler writes one valid file per window") {
     std::size_t work = 0;
     for (const json& e : doc["traceEvents"]) work += e["ph"] == "X" && e["name"] == "tb_work";
     CHECK(work == 1);
+    CHECK(doc["cuprof"]["trace_detail"] == "lean");  // the handler's export options reach the file
   }
   // gzip variant, default worker name <host>_<pid>.
   const fs::path gz = dir.path / "gz";

@@ -1176,6 +1176,12 @@ TEST_CASE("environment: one parser per kind of setting; a bad value gives one wa
                            "CUPROF_DELAY=nan is not a number of seconds from 0 to 1e7; using 0",
                            "CUPROF_DURATION=0x10 is not a number of seconds from 0 to 1e7; using 0"});
   CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_DELAY", "1.5"}, {"CUPROF_DURATION", "2e1"}}).duration_s == 20);
+  CHECK(config({{"CUPROF_TRACE", "t.json"}}).export_with.detail == cuprof::trace_detail::kineto);
+  for (const char* lean : {"lean", "LEAN", "Lean"})
+    CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TRACE_DETAIL", lean}}).export_with.detail == cuprof::trace_detail::lean);
+  const environment_config fat = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TRACE_DETAIL", "full"}});
+  CHECK(fat.export_with.detail == cuprof::trace_detail::kineto);
+  CHECK(fat.problems == std::vector<std::string>{"CUPROF_TRACE_DETAIL=full is not kineto or lean; using kineto"});
   for (const char* seconds : {"inf", "1e999", "-1", " 1", "1 ", "0x10", "1e8", "5s", "infinity"})
     CHECK_MESSAGE(parse_seconds(seconds) == std::nullopt, seconds);
   CHECK(parse_seconds(".5") == 0.5);

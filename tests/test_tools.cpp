@@ -417,8 +417,9 @@ TEST_CASE("reader: a trace read, written again and read back gives the same tabl
       n += text.compare(text.find_first_not_of(' ', at + 11), 4, "true") == 0;
     return n;
   };
-  // Every GPU fixture; written again, each is kept in CUPROF_TEST_KEEP_TRACES (as rewritten_NAME)
-  // for validate_test_traces and for scripts/test-hta: today's writer on work recorded on a GPU.
+  // Every GPU fixture; written again, each is kept in CUPROF_TEST_KEEP_TRACES (as rewritten_NAME,
+  // and lean as rewritten_lean_NAME) for validate_test_traces and for scripts/test-hta: today's
+  // writer on work recorded on a GPU.
   const char* keep = std::getenv("CUPROF_TEST_KEEP_TRACES");
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(fixture("")))
@@ -434,9 +435,19 @@ TEST_CASE("reader: a trace read, written again and read back gives the same tabl
           cuprof::key_averages(first.t).table("cuda_time_total", -1));
     CHECK(second.t.overhead.size() == first.t.overhead.size());
     CHECK(flow_starts(cuprof::chrome_trace_json(first.t)) == flow_starts(slurp(fixture(name))));
+    // Lean: the same table, CPU and GPU, and the same arrows.
+    const std::string lean_path = dir.file("lean_" + name);
+    cuprof::export_chrome_trace(first.t, lean_path, {cuprof::trace_detail::lean});
+    const cuprof::loaded_trace lean = cuprof::read_trace_file(lean_path);
+    for (const char* key : {"cuda_time_total", "cpu_time_total", "self_cuda_time_total"})
+      CHECK(cuprof::key_averages(lean.t).table(key, -1) == cuprof::key_averages(first.t).table(key, -1));
+    CHECK(flow_starts(slurp(lean_path)) == flow_starts(slurp(path)));
+    CHECK(std::filesystem::file_size(lean_path) < std::filesystem::file_size(path));
     if (keep && *keep) {
       std::filesystem::create_directories(keep);
       std::filesystem::copy_file(path, std::filesystem::path(keep) / ("rewritten_" + name),
+                                 std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::copy_file(lean_path, std::filesystem::path(keep) / ("rewritten_lean_" + name),
                                  std::filesystem::copy_options::overwrite_existing);
     }
   }

@@ -1330,6 +1330,49 @@ TEST_CASE("context is written for devices with work in several contexts, shared 
   CHECK_FALSE(kernel_args(t, "gemm").contains("shared memory"));
 }
 
+TEST_CASE("trace_detail::lean: GPU records lose device, External id and launch configuration, nothing else; the table reads back the same") {
+  fixture f;
+  cuprof::trace t = f.t;
+  for (cuprof::gpu_activity& g : t.gpu)
+    if (t.names.str(g.name) == "nvjet") g.context = 2;  // context still says which, where it tells something
+  const std::string kineto = cuprof::chrome_trace_json(t);
+  const std::string lean = cuprof::chrome_trace_json(t, "cuprof", {cuprof::trace_detail::lean});
+  const json dk = check_contract(kineto), dl = check_contract(lean);
+  CHECK_FALSE(dk["cuprof"].contains("trace_detail"));
+  CHECK(dl["cuprof"]["trace_detail"] == "lean");
+  const json &ek = dk["traceEvents"], &el = dl["traceEvents"];
+  REQUIRE(ek.size() == el.size());
+  const std::set<std::string> dropped = {"device", "External id", "registers per thread", "shared memory",
+                                         "grid", "block", "est. achieved occupancy %"};
+  std::size_t lean_records = 0;
+  for (std::size_t i = 0; i < ek.size(); ++i) {
+    json expected = ek[i];
+    const std::string cat = expected.value("cat", "");
+    CAPTURE(cat);
+    CAPTURE(expected.value("name", ""));
+    if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
+      ++lean_records;
+      for (const std::string& key : dropped) expected["args"].erase(key);
+      CHECK(el[i]["args"].contains("stream"));
+      CHECK(el[i]["args"].contains("correlation"));
+    }
+    CHECK(el[i] == expected);  // the same slice, flow members and other args, in the same place
+  }
+  CHECK(lean_records == 8);  // six kernels, a copy, a memset
+  for (const json& e : el)
+    if (e.value("name", "") == "graph_node_a") CHECK(e["args"]["graph id"] == 2);  // a node's identity stays
+  const cuprof::loaded_trace back = cuprof::parse_trace(lean, "lean");
+  CHECK(back.unmatched_annotations == 0);
+  for (const char* key : {"cuda_time_total", "cpu_time_total", "self_cuda_time_total", "count"}) {
+    CAPTURE(key);
+    CHECK(cuprof::key_averages(back.t).table(key, -1) == cuprof::key_averages(t).table(key, -1));
+  }
+  for (const cuprof::gpu_activity& g : back.t.gpu) {
+    CHECK(g.device == 0);  // from the lane
+    if (g.kind == cuprof::gpu_kind::kernel) CHECK(g.context == (back.t.names.str(g.name) == "nvjet" ? 2u : 1u));
+  }
+}
+
 TEST_CASE("export failures throw cuprof::error, leave no temporary file and keep the old target") {
   fixture f;
   temp_dir dir;

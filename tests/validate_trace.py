@@ -188,8 +188,11 @@ def check_metadata(i, ev, rep):
         rep.add(12, f"{name} needs args.{key} of type {typ.__name__} (got {value!r})", i)
 
 
-def check_args(i, ev, rep):
-    """Rules 19, 20, 26: stream/correlation/device args by category, API names."""
+def check_args(i, ev, rep, lean=False):
+    """Rules 19, 20, 26: stream/correlation/device args by category, API names.
+
+    lean: a trace cuprof wrote with trace_detail lean, whose GPU records may leave device out
+    (their pid is the device); one they carry must still equal the pid."""
     cat, name = ev.get("cat"), ev.get("name")
     args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
     if cat in GPU_CATS:
@@ -198,7 +201,7 @@ def check_args(i, ev, rep):
             rep.add(19, f"{cat} args.stream {stream!r} is not an integer > 0", i)
         if not is_int(args.get("correlation")):
             rep.add(19, f"{cat} has no integer args.correlation", i)
-        if not is_int(args.get("device")) or args.get("device") != ev.get("pid"):
+        if (not lean or "device" in args) and (not is_int(args.get("device")) or args.get("device") != ev.get("pid")):
             rep.add(26, f"{cat} args.device {args.get('device')!r} is not an integer equal to pid {ev.get('pid')!r}", i)
     elif cat in CPU_CATS and "stream" in args:
         rep.add(19, f"CPU event ({cat}) has args.stream", i)
@@ -225,7 +228,7 @@ def check_misc(i, ev, rep):
             rep.add(21, f"{name} must be an X event with cat user_annotation or cpu_op", i)
 
 
-def check_event(i, ev, rep):
+def check_event(i, ev, rep, lean=False):
     """All per-event rules."""
     if not isinstance(ev, dict):
         rep.add(3, f"event is a JSON {type(ev).__name__}, not an object", i)
@@ -235,7 +238,7 @@ def check_event(i, ev, rep):
         check_complete(i, ev, rep)
     if ev.get("ph") == "M":
         check_metadata(i, ev, rep)
-    check_args(i, ev, rep)
+    check_args(i, ev, rep, lean)
     check_misc(i, ev, rep)
 
 
@@ -477,8 +480,10 @@ def validate(raw_text, obj, require_gpu=False):
     if not check_top_level(raw_text, obj, rep):
         return rep.result()
     events = obj["traceEvents"]
+    cuprof_block = obj.get("cuprof")
+    lean = isinstance(cuprof_block, dict) and cuprof_block.get("trace_detail") == "lean"
     for i, ev in enumerate(events):
-        check_event(i, ev, rep)
+        check_event(i, ev, rep, lean)
     slices = collect_slices(events)
     check_nesting(slices, rep)
     check_flows(events, slices, rep)
@@ -658,6 +663,8 @@ CASES = [
     ("version_suffix", 20, _set("cudaLaunchKernel", "name", "cudaLaunchKernel_v7000")),
     ("profiler_step_cat", 21, _set("ProfilerStep#1", "cat", "python_function")),
     ("kernel_device_not_pid", 26, _set("gemm", "args.device", 1)),
+    ("kernel_no_device", 26, _set("gemm", "args.device", None)),
+    ("lean_kernel_device_not_pid", 26, _both(_top("cuprof", {"trace_detail": "lean"}), _set("gemm", "args.device", 1))),
     ("gpu_no_kernel", 23, _set("gemm", "cat", "cuda_sync"), True),
     ("gpu_no_incoming_flow", 11, lambda t: t["traceEvents"].remove(t["traceEvents"][-2]), True),
     ("gpu_flow_from_non_cpu", 11, _set("process_labels", "args.labels", "Other", "M"), True),
@@ -732,6 +739,13 @@ def run_self_test():
             launch["ts"] = 45.0
             problems = self.check(trace, require_gpu=True)
             self.assertTrue(any(p.startswith("rule 5: --require-gpu: kernel 'gemm'") for p in problems), problems)
+
+        def test_lean_trace_leaves_device_out(self):
+            trace = sample_trace_v2()  # cuprof's trace_detail lean: GPU records without args.device
+            trace["cuprof"] = {"trace_detail": "lean"}
+            dropped = [e["args"].pop("device", None) for e in trace["traceEvents"] if e.get("cat") in GPU_CATS]
+            self.assertTrue(any(d is not None for d in dropped))
+            self.assertEqual(self.check(trace, require_gpu=True), [])
 
         def test_device_launched_kernel_needs_no_flow(self):
             trace = sample_trace()  # a conditional graph node's kernel: launched on the GPU, correlation 0

@@ -105,7 +105,7 @@ class profile {
   }
   // A profile that was refused (another one was running) writes nothing: its
   // empty trace would replace a file the user may still want.
-  export_result export_chrome_trace(const std::string& path) const;
+  export_result export_chrome_trace(const std::string& path, const export_options& options = {}) const;
 
  private:
   struct pending_window {

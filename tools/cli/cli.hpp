@@ -539,7 +539,7 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
 
 inline int run_command(const std::vector<std::string>& args, std::string& out, launch_plan& plan) {
   std::size_t i = 2;
-  std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration;
+  std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration, detail_level;
   bool table = true, nvtx = true, dry_run = false;
   const auto value = [&](const std::string& name) -> std::string {
     if (i + 1 >= args.size()) throw usage_error("option " + name + " needs a value", "run");
@@ -552,6 +552,7 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     else if (a == "--activities") activities = value(a);
     else if (a == "--delay") delay = value(a);
     else if (a == "--duration") duration = value(a);
+    else if (a == "--detail") detail_level = value(a);
     else if (a == "--no-table") table = false;
     else if (a == "--no-nvtx") nvtx = false;
     else if (a == "--dry-run") dry_run = true;
@@ -565,6 +566,8 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
       throw usage_error(std::string(name) + " takes a number of seconds from 0 to 1e7, not '" +
                             detail::terminal_safe(*seconds) + "'",
                         "run");
+  if (!detail_level.empty() && !detail::parse_lean_trace(detail_level.c_str()))
+    throw usage_error("--detail takes kineto or lean, not '" + detail::terminal_safe(detail_level) + "'", "run");
   const std::string library = find_injection_library(inject);
   if (library.empty())
     throw error("cannot find libcuprof_inject.so (give it with --inject PATH or CUPROF_INJECT_LIBRARY)");
@@ -582,6 +585,7 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!activities.empty()) plan.environment.emplace_back("CUPROF_ACTIVITIES", activities);
   if (!delay.empty()) plan.environment.emplace_back("CUPROF_DELAY", delay);
   if (!duration.empty()) plan.environment.emplace_back("CUPROF_DURATION", duration);
+  if (!detail_level.empty()) plan.environment.emplace_back("CUPROF_TRACE_DETAIL", detail_level);
   if (!table) plan.environment.emplace_back("CUPROF_TABLE", "0");
   // NVTX reads this once, at the program's first NVTX call: it must be set
   // before the program starts. The injection library hands NVTX to the

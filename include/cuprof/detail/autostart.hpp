@@ -11,6 +11,7 @@
 //   CUPROF_ACTIVITIES=cpu  CPU only (default cpu,cuda)
 //   CUPROF_DELAY=S         start recording S seconds after start-up
 //   CUPROF_DURATION=S      stop after S seconds of recording and write the trace then
+//   CUPROF_TRACE_DETAIL=lean  GPU records without launch configuration (default kineto)
 #pragma once
 
 #include "abnormal_exit.hpp"
@@ -43,6 +44,7 @@ struct environment_config {
   bool print_table = true;
   double delay_s = 0;     // 0: from start-up
   double duration_s = 0;  // 0: until exit
+  export_options export_with;
   std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
 };
 
@@ -96,6 +98,7 @@ inline environment_config read_environment(const std::function<const char*(const
   }
   c.delay_s = use(read_seconds("CUPROF_DELAY", env("CUPROF_DELAY")));
   c.duration_s = use(read_seconds("CUPROF_DURATION", env("CUPROF_DURATION")));
+  if (use(read_lean_trace(env("CUPROF_TRACE_DETAIL")))) c.export_with.detail = trace_detail::lean;
   return c;
 }
 
@@ -151,7 +154,7 @@ inline void write_environment_trace(environment_session& s) {
   }
   try {
     p->stop();
-    p->export_chrome_trace(s.config.trace_path);
+    p->export_chrome_trace(s.config.trace_path, s.config.export_with);
     if (s.config.print_table) std::fprintf(stderr, "%s", p->key_averages().table("self_cuda_time_total", 30).c_str());
   } catch (const std::exception& e) {
     log_line(std::string("could not write the trace: ") + e.what());

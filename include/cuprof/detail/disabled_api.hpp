@@ -107,9 +107,14 @@ struct export_result {
   unsigned long long bytes = 0;
 };
 
+enum class trace_detail : unsigned char { kineto, lean };
+struct export_options {
+  trace_detail detail = trace_detail::kineto;
+};
+
 inline event_averages key_averages(const trace&, group_by = group_by::name) noexcept { return {}; }
 template <class Path>
-export_result export_chrome_trace(const trace&, const Path&) noexcept {
+export_result export_chrome_trace(const trace&, const Path&, const export_options& = {}) noexcept {
   return {};
 }
 template <class... Name>
@@ -148,7 +153,7 @@ class profile {
   }
   event_averages key_averages(group_by = group_by::name) const noexcept { return {}; }
   template <class Path>
-  export_result export_chrome_trace(const Path&) const noexcept {
+  export_result export_chrome_trace(const Path&, const export_options& = {}) const noexcept {
     return {};
   }
 };

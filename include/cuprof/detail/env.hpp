@@ -77,6 +77,17 @@ inline std::optional<bool> parse_clock_forced_monotonic(const char* v) {
   return std::nullopt;
 }
 
+// CUPROF_TRACE_DETAIL (and `cuprof run --detail`): "kineto" or "lean", in any
+// case; true for lean (trace_detail in output/chrome_trace.hpp).
+inline std::optional<bool> parse_lean_trace(const char* v) {
+  if (!v) return std::nullopt;
+  std::string s(v);
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "lean") return true;
+  if (s == "kineto") return false;
+  return std::nullopt;
+}
+
 // A setting as its variable gives it: the parsed value, or the default and the
 // one line that says what was wrong and what is used instead. Unset or empty
 // is the default, silently.
@@ -107,6 +118,10 @@ inline env_setting<std::size_t> read_record_cap(const char* name, const char* te
 
 inline env_setting<double> read_seconds(const char* name, const char* text) {
   return read_setting(name, text, parse_seconds(text), 0.0, "a number of seconds from 0 to 1e7", "0");
+}
+
+inline env_setting<bool> read_lean_trace(const char* text) {
+  return read_setting("CUPROF_TRACE_DETAIL", text, parse_lean_trace(text), false, "kineto or lean", "kineto");
 }
 
 inline env_setting<bool> read_clock_forced_monotonic(const char* text) {

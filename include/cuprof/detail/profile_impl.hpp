@@ -105,12 +105,12 @@ void profile::step() {
   }
 }
 
-export_result profile::export_chrome_trace(const std::string& path) const {
+export_result profile::export_chrome_trace(const std::string& path, const export_options& options) const {
   if (refused_ && !last_) {
     detail::log_line("this profile recorded nothing (another profiler was running): '" + path + "' left as it was");
     return export_result{path, 0, 0};
   }
-  return cuprof::export_chrome_trace(last_trace(), path);
+  return cuprof::export_chrome_trace(last_trace(), path, options);
 }
 
 void profile::release() noexcept {

@@ -14,9 +14,9 @@
 
 namespace cuprof {
 
-std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::string worker_name,
-                                                                              bool use_gzip) {
-  return [dir = std::move(dir), worker_name = std::move(worker_name), use_gzip](profile& p) {
+std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::string worker_name, bool use_gzip,
+                                                        export_options options) {
+  return [dir = std::move(dir), worker_name = std::move(worker_name), use_gzip, options](profile& p) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw error("cannot create trace directory '" + dir + "': " + ec.message());
@@ -25,7 +25,8 @@ std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::st
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
-    p.export_chrome_trace(dir + "/" + worker + "." + std::to_string(ns) + ".pt.trace.json" + (use_gzip ? ".gz" : ""));
+    p.export_chrome_trace(dir + "/" + worker + "." + std::to_string(ns) + ".pt.trace.json" + (use_gzip ? ".gz" : ""),
+                         options);
   };
 }
 

@@ -23,11 +23,27 @@ struct export_result {
   std::uint64_t bytes = 0;  // on disk (compressed for .gz)
 };
 
+// How much of each GPU record's detail a trace carries (docs/trace-format.md).
+enum class trace_detail : std::uint8_t {
+  // Every arg Kineto writes that cuprof has, as torch.profiler's trace shows them.
+  kineto,
+  // What the viewers draw and HTA reads, for long windows: kernels, copies and
+  // memsets lose the args their lane or their call already gives (device,
+  // External id), kernels their launch configuration (registers, shared memory,
+  // grid, block, estimated occupancy). About 360 bytes a launch against 480.
+  lean,
+};
+
+struct export_options {
+  trace_detail detail = trace_detail::kineto;
+};
+
 // Writes `t` to `path` atomically (".gz" compresses). Throws cuprof::error.
-export_result export_chrome_trace(const trace& t, const std::string& path);
+export_result export_chrome_trace(const trace& t, const std::string& path, const export_options& options = {});
 
 // The same document as a string, for tests and tools.
-std::string chrome_trace_json(const trace& t, const std::string& trace_name = "cuprof");
+std::string chrome_trace_json(const trace& t, const std::string& trace_name = "cuprof",
+                              const export_options& options = {});
 
 }  // namespace cuprof
 

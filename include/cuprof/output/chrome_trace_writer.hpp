@@ -48,8 +48,10 @@ struct chrome_trace_layout {
   // with its flow: one gzip member, one write.
   static constexpr std::size_t default_items_per_block = 4096;
 
-  chrome_trace_layout(const trace& trace, std::string name, std::size_t block_items = default_items_per_block)
-      : t(trace), trace_name(std::move(name)), items_per_block(std::max<std::size_t>(1, block_items)) {
+  chrome_trace_layout(const trace& trace, std::string name, std::size_t block_items = default_items_per_block,
+                      export_options export_with = {})
+      : t(trace), trace_name(std::move(name)), items_per_block(std::max<std::size_t>(1, block_items)),
+        options(export_with) {
     escaped_names.reserve(t.names.size());
     for (std::size_t i = 0; i < t.names.size(); ++i) escaped_names.push_back(json_escaped(t.names.str(name_id(i))));
     scan_gpu_records();
@@ -85,6 +87,8 @@ struct chrome_trace_layout {
   const trace& t;
   const std::string trace_name;
   const std::size_t items_per_block;
+  const export_options options;
+  bool lean() const { return options.detail == trace_detail::lean; }
   std::size_t items = 0;
   std::uint64_t base_ns = 0;
   std::vector<std::string> escaped_names;  // each name escaped once per document
@@ -383,6 +387,7 @@ class chrome_trace_writer {
     out_ += '"'; append_json_escaped(out_, m.cuda_status.empty() ? schema::cuda_status_on : m.cuda_status); out_ += '"';
     next_key(schema::cuprof_window_start_ns); append_int(out_, m.window_start_ns);
     next_key(schema::cuprof_window_end_ns); append_int(out_, m.window_end_ns);
+    if (l_.lean()) next_key(schema::cuprof_trace_detail), out_ += "\"lean\"";
     out_ += "},\n  \"displayTimeUnit\":\"ms\",\n  ";
     key(schema::key_base_time); append_int(out_, base_ns_);
     out_ += ",\n  "; key(schema::key_trace_events); out_ += '[';
@@ -481,17 +486,23 @@ class chrome_trace_writer {
     append_int(out_, g.context);
   }
 
+  // A lean trace leaves out what the record's lane (device) and its call's
+  // slice (External id, through correlation) already say.
   void gpu_common_args(const gpu_activity& g) {
     out_ += ",\"args\":{";
-    const std::uint32_t span = launching_span(t_, g);
-    if (span != no_index) {
-      key(schema::arg_external_id);
-      append_int(out_, t_.spans[span].id);
+    if (!l_.lean()) {
+      const std::uint32_t span = launching_span(t_, g);
+      if (span != no_index) {
+        key(schema::arg_external_id);
+        append_int(out_, t_.spans[span].id);
+        out_ += ',';
+      }
+      key(schema::arg_device); append_int(out_, g.device);
+      context(g);
       out_ += ',';
     }
-    key(schema::arg_device); append_int(out_, g.device);
-    context(g);
-    next_key(schema::arg_stream); append_int(out_, g.stream);
+    key(schema::arg_stream); append_int(out_, g.stream);
+    if (l_.lean()) context(g);
     next_key(schema::arg_correlation); append_int(out_, g.correlation);
   }
 
@@ -523,14 +534,16 @@ class chrome_trace_writer {
         gpu_common_args(g);
         if (g.details != no_index) {
           const kernel_details& k = t_.kernels[g.details];
-          next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
-          if (const std::uint32_t shared = k.static_shared_memory + k.dynamic_shared_memory) {
-            next_key(schema::arg_shared_memory);
-            append_int(out_, shared);
+          if (!l_.lean()) {
+            next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
+            if (const std::uint32_t shared = k.static_shared_memory + k.dynamic_shared_memory) {
+              next_key(schema::arg_shared_memory);
+              append_int(out_, shared);
+            }
+            dims3(schema::arg_grid, k.grid);
+            dims3(schema::arg_block, k.block);
+            out_ += ",\"est. achieved occupancy %\":"; append_int(out_, l_.occupancy_percent(g));
           }
-          dims3(schema::arg_grid, k.grid);
-          dims3(schema::arg_block, k.block);
-          out_ += ",\"est. achieved occupancy %\":"; append_int(out_, l_.occupancy_percent(g));
           if (k.graph_id) {
             next_key(schema::arg_graph_id); append_int(out_, k.graph_id);
             next_key(schema::arg_graph_node_id); append_int(out_, k.graph_node_id);
@@ -731,9 +744,9 @@ class parallel_block_writer {
 // The two entry points, compiled where the runtime is (chrome_trace.hpp); the
 // classes above are inline, for tests and benchmarks to include anywhere.
 #ifdef CUPROF_IMPLEMENTATION
-export_result export_chrome_trace(const trace& t, const std::string& path) {
+export_result export_chrome_trace(const trace& t, const std::string& path, const export_options& options) {
   detail::atomic_file file(path);
-  const detail::chrome_trace_layout layout(t, path);
+  const detail::chrome_trace_layout layout(t, path, detail::chrome_trace_layout::default_items_per_block, options);
   export_result r{path, detail::parallel_block_writer(layout, file).run()};
   file.commit();
   struct stat st;
@@ -746,8 +759,8 @@ export_result export_chrome_trace(const trace& t, const std::string& path) {
   return r;
 }
 
-std::string chrome_trace_json(const trace& t, const std::string& trace_name) {
-  const detail::chrome_trace_layout layout(t, trace_name);
+std::string chrome_trace_json(const trace& t, const std::string& trace_name, const export_options& options) {
+  const detail::chrome_trace_layout layout(t, trace_name, detail::chrome_trace_layout::default_items_per_block, options);
   detail::chrome_trace_writer writer(layout);
   std::string all;
   for (std::size_t k = 0; k < layout.block_count(); ++k) {

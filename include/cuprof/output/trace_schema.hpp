@@ -93,5 +93,6 @@ inline constexpr std::string_view cuprof_cuda_status = "cuda_status";
 inline constexpr std::string_view cuda_status_on = "on";  // the cuda_status of a trace with CUDA tracing on
 inline constexpr std::string_view cuprof_window_start_ns = "window_start_ns";
 inline constexpr std::string_view cuprof_window_end_ns = "window_end_ns";
+inline constexpr std::string_view cuprof_trace_detail = "trace_detail";  // written only when not Kineto's
 
 }  // namespace cuprof::detail::schema
