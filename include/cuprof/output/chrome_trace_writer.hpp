@@ -387,7 +387,10 @@ class chrome_trace_writer {
     out_ += '"'; append_json_escaped(out_, m.cuda_status.empty() ? schema::cuda_status_on : m.cuda_status); out_ += '"';
     next_key(schema::cuprof_window_start_ns); append_int(out_, m.window_start_ns);
     next_key(schema::cuprof_window_end_ns); append_int(out_, m.window_end_ns);
-    if (l_.lean()) next_key(schema::cuprof_trace_detail), out_ += "\"lean\"";
+    if (l_.lean()) {
+      next_key(schema::cuprof_trace_detail);
+      out_ += "\"lean\"";
+    }
     out_ += "},\n  \"displayTimeUnit\":\"ms\",\n  ";
     key(schema::key_base_time); append_int(out_, base_ns_);
     out_ += ",\n  "; key(schema::key_trace_events); out_ += '[';
