@@ -6,6 +6,8 @@
 // branch. Pure string work: no CUDA, no allocation beyond the result.
 #pragma once
 
+#include "../detail/text.hpp"
+
 #include <cctype>
 #include <cstdint>
 #include <string>
@@ -663,8 +665,7 @@ inline kernel_name_info decode_kernel_name(std::string_view name) {
     k.op = detail::aten_functor(name);
     return k;
   }
-  std::string lower(name);
-  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = detail::ascii_lowercase(name);
   if (lower.find("cublas") != std::string::npos) k.library = name.find("cublasLt") != std::string_view::npos ? "cuBLASLt" : "cuBLAS";
   if (lower.find("gemv") != std::string::npos) {
     k.category = kernel_category::gemv;

@@ -9,7 +9,6 @@
 
 #include "text.hpp"
 
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -50,8 +49,7 @@ inline std::optional<std::size_t> parse_record_cap(const char* v) {
 // CUPROF_QUIET, CUPROF_TABLE: 1/0, yes/no, true/false or on/off, in any case.
 inline std::optional<bool> parse_switch(const char* v) {
   if (!v) return std::nullopt;
-  std::string s(v);
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const std::string s = ascii_lowercase(v);
   if (s == "1" || s == "yes" || s == "true" || s == "on") return true;
   if (s == "0" || s == "no" || s == "false" || s == "off") return false;
   return std::nullopt;
@@ -71,8 +69,7 @@ inline std::optional<double> parse_seconds(const char* v) {
 // CUPROF_CLOCK: "monotonic" (in any case) forces clock_gettime.
 inline std::optional<bool> parse_clock_forced_monotonic(const char* v) {
   if (!v) return std::nullopt;
-  std::string s(v);
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const std::string s = ascii_lowercase(v);
   if (s == "monotonic") return true;
   return std::nullopt;
 }
@@ -81,8 +78,7 @@ inline std::optional<bool> parse_clock_forced_monotonic(const char* v) {
 // case; true for lean (trace_detail in output/chrome_trace.hpp).
 inline std::optional<bool> parse_lean_trace(const char* v) {
   if (!v) return std::nullopt;
-  std::string s(v);
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const std::string s = ascii_lowercase(v);
   if (s == "lean") return true;
   if (s == "kineto") return false;
   return std::nullopt;

@@ -15,6 +15,15 @@ inline bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// A..Z to a..z, every other byte as it is (settings and kernel names are
+// matched without regard to case, and without the locale).
+inline std::string ascii_lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  return out;
+}
+
 // Widths and cuts count characters, as torch's (Python) layout does, and a cut
 // never splits a multi-byte UTF-8 character.
 inline std::size_t utf8_length(std::string_view s) {
