@@ -501,11 +501,10 @@ class chrome_trace_writer {
         out_ += ',';
       }
       key(schema::arg_device); append_int(out_, g.device);
-      context(g);
       out_ += ',';
     }
     key(schema::arg_stream); append_int(out_, g.stream);
-    if (l_.lean()) context(g);
+    context(g);
     next_key(schema::arg_correlation); append_int(out_, g.correlation);
   }
 
