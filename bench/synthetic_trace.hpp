@@ -39,6 +39,7 @@ inline cuprof::trace synthetic_trace(std::size_t steps) {
   d.max_blocks_per_multiprocessor = 32;
   t.meta.devices.push_back(d);
   std::uint32_t correlation = 1;
+  const std::uint32_t stream_7 = t.add_gpu_lane({0, 1, 7});
   for (std::size_t s = 0; s < steps; ++s) {
     const std::uint64_t t0 = base + s * 250000;
     const std::uint32_t first = std::uint32_t(t.spans.size());
@@ -53,23 +54,19 @@ inline cuprof::trace synthetic_trace(std::size_t steps) {
       api_call c;
       c.start_ns = call_at[k];
       c.end_ns = call_at[k] + 6000;
-      c.name = api_names[k];
+      c.kind = std::uint16_t(t.add_call_kind({api_names[k], 211, k == 1 ? api_domain::driver : api_domain::runtime, true}));
       c.tid = 4242;
-      c.cbid = 211;
       c.correlation = correlation;
       c.parent = parent[k];
-      c.domain = k == 1 ? api_domain::driver : api_domain::runtime;
-      c.has_flow = true;
       gpu_activity g;
       g.start_ns = t0 + 70000 + std::uint64_t(k) * 60000;
       g.end_ns = g.start_ns + (k == 1 ? 56000 : 900);
       g.name = kernel_of[k];
       g.correlation = correlation++;
-      g.stream = 7;
-      g.context = 1;
+      g.lane = stream_7;
       g.api = std::uint32_t(t.api_calls.size());
       g.kind = k == 0 ? gpu_kind::memset : gpu_kind::kernel;
-      g.bytes = k == 0 ? 4 : 0;
+      if (k == 0) t.set_bytes(g, 4);
       if (k) {
         kernel_details kd;
         kd.grid[0] = k == 1 ? 2 : 65536, kd.grid[1] = k == 1 ? 66 : 1, kd.grid[2] = 1;
@@ -121,14 +118,14 @@ inline cuprof::trace launch_loop_trace(std::size_t launches, std::size_t batch =
   t.kernels.push_back(kd);
   std::uint32_t correlation = 1;
   std::uint64_t now = base + 1000;
+  const std::uint32_t stream_7 = t.add_gpu_lane({0, 1, 7});
   const auto gpu_record = [&](name_id name, gpu_kind kind, std::uint64_t start, std::uint64_t end) {
     gpu_activity g;
     g.start_ns = start;
     g.end_ns = end;
     g.name = name;
     g.correlation = correlation;
-    g.stream = 7;
-    g.context = 1;
+    g.lane = stream_7;
     g.api = std::uint32_t(t.api_calls.size() - 1);
     g.kind = kind;
     t.gpu.push_back(g);
@@ -137,12 +134,10 @@ inline cuprof::trace launch_loop_trace(std::size_t launches, std::size_t batch =
     api_call c;
     c.start_ns = start;
     c.end_ns = end;
-    c.name = name;
+    c.kind = std::uint16_t(t.add_call_kind({name, std::uint16_t(cbid), api_domain::runtime, true}));
     c.tid = 4242;
-    c.cbid = cbid;
     c.correlation = ++correlation;
     c.parent = parent;
-    c.has_flow = true;
     t.api_calls.push_back(c);
   };
   for (std::size_t done = 0; done < launches; done += batch) {

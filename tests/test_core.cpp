@@ -83,11 +83,9 @@ struct builder {
     cuprof::api_call c;
     c.start_ns = start;
     c.end_ns = end;
-    c.name = t.names.intern(name);
+    c.kind = std::uint16_t(t.add_call_kind({t.names.intern(name), 0, domain, flow}));
     c.tid = tid;
     c.correlation = correlation;
-    c.domain = domain;
-    c.has_flow = flow;
     t.api_calls.push_back(c);
     return std::uint32_t(t.api_calls.size() - 1);
   }
@@ -100,8 +98,7 @@ struct builder {
     g.name = t.names.intern(name);
     g.correlation = correlation;
     g.kind = kind;
-    g.device = device;
-    g.stream = stream;
+    g.lane = t.add_gpu_lane({device, 0, stream});
     t.gpu.push_back(g);
     return std::uint32_t(t.gpu.size() - 1);
   }
@@ -113,7 +110,7 @@ std::string parents(const cuprof::trace& t) {
   const auto name = [&](std::uint32_t s) { return s == no_index ? std::string("-") : t.names.str(t.spans[s].name); };
   std::set<std::string> links;
   for (const auto& s : t.spans) links.insert(t.names.str(s.name) + '<' + name(s.parent));
-  for (const auto& c : t.api_calls) links.insert(t.names.str(c.name) + '<' + name(c.parent));
+  for (const auto& c : t.api_calls) links.insert(t.names.str(t.name_of(c)) + '<' + name(c.parent));
   std::string out;
   for (const std::string& l : links) out += (out.empty() ? "" : " ") + l;
   return out;

@@ -185,7 +185,7 @@ std::uint32_t span(cuprof::trace& t, const char* name, std::uint64_t start, std:
 
 const cuprof::api_call* call_named(const cuprof::trace& t, const std::string& name, int nth = 0) {
   for (const auto& c : t.api_calls)
-    if (t.names.str(c.name) == name && nth-- == 0) return &c;
+    if (t.names.str(t.name_of(c)) == name && nth-- == 0) return &c;
   return nullptr;
 }
 const cuprof::gpu_activity* gpu_named(const cuprof::trace& t, const std::string& name) {
@@ -195,7 +195,7 @@ const cuprof::gpu_activity* gpu_named(const cuprof::trace& t, const std::string&
 }
 std::size_t calls_named(const cuprof::trace& t, const std::string& name) {
   std::size_t n = 0;
-  for (const auto& c : t.api_calls) n += t.names.str(c.name) == name;
+  for (const auto& c : t.api_calls) n += t.names.str(t.name_of(c)) == name;
   return n;
 }
 
@@ -423,7 +423,7 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
 
   // API calls kept, in (thread, start) order, times converted (identity here).
   std::vector<std::string> names;
-  for (const auto& c : t.api_calls) names.push_back(t.names.str(c.name));
+  for (const auto& c : t.api_calls) names.push_back(t.names.str(t.name_of(c)));
   CHECK(names == std::vector<std::string>{"cudaLaunchKernel", "cudaLaunchKernel", "cuLaunchKernelEx",
                                           "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cbid 999",
                                           "cudaLaunchKernel", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
@@ -433,7 +433,7 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
   CHECK(calls_named(t, "cuLaunchKernel") == 0);  // folded into the runtime calls around them
   CHECK(calls_named(t, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags") == 0);
   for (const auto& c : t.api_calls) {
-    const std::string n = t.names.str(c.name);
+    const std::string n = t.names.str(t.name_of(c));
     CHECK(n.find("_v") == std::string::npos);
     CHECK(n.rfind("_", 0) != 0);
     CHECK(c.start_ns >= sc.start);
@@ -445,20 +445,20 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
   CHECK(first->start_ns == 3000);
   CHECK(first->end_ns == 8000);
   CHECK(first->correlation == 10);
-  CHECK(first->cbid == 211);
-  CHECK(first->domain == api_domain::runtime);
-  CHECK(first->has_flow);
+  CHECK(t.kind_of(*first).cbid == 211);
+  CHECK(t.kind_of(*first).domain == api_domain::runtime);
+  CHECK(t.kind_of(*first).has_flow);
   const cuprof::api_call* ex = call_named(t, "cuLaunchKernelEx");
   REQUIRE(ex);
-  CHECK(ex->domain == api_domain::driver);
-  CHECK(ex->has_flow);
+  CHECK(t.kind_of(*ex).domain == api_domain::driver);
+  CHECK(t.kind_of(*ex).has_flow);
   const cuprof::api_call* failed = call_named(t, "cudaLaunchKernel", 3);
   REQUIRE(failed);
   CHECK(failed->return_value == 700);
   const cuprof::api_call* occ = call_named(t, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
   REQUIRE(occ);
-  CHECK_FALSE(occ->has_flow);
-  CHECK(call_named(t, "cudaStreamSynchronize")->has_flow);
+  CHECK_FALSE(t.kind_of(*occ).has_flow);
+  CHECK(t.kind_of(*call_named(t, "cudaStreamSynchronize")).has_flow);
 
   // GPU records of the window only.
   CHECK(t.gpu.size() == 8);
@@ -468,8 +468,8 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
   CHECK(vs->start_ns == 50000);
   CHECK(vs->end_ns == 60000);
   CHECK(vs->kind == cuprof::gpu_kind::kernel);
-  CHECK(vs->stream == 7);
-  CHECK(vs->context == 1);
+  CHECK(t.lane_of(*vs).stream == 7);
+  CHECK(t.lane_of(*vs).context == 1);
   REQUIRE(vs->details != no_index);
   const cuprof::kernel_details& k = t.kernels[vs->details];
   CHECK(k.grid[0] == 120);
@@ -481,25 +481,25 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
   REQUIRE(gpu_named(t, "plain_kernel"));  // not mangled: kept as is
   CHECK(gpu_named(t, "plain_kernel")->correlation == 13);
   REQUIRE(gpu_named(t, "ptsz_kernel"));
-  CHECK(gpu_named(t, "ptsz_kernel")->stream == 9);
+  CHECK(t.lane_of(*gpu_named(t, "ptsz_kernel")).stream == 9);
   CHECK(gpu_named(t, "late_kernel") == nullptr);
   const cuprof::gpu_activity* cp = gpu_named(t, "Memcpy DtoD (Device -> Device)");
   REQUIRE(cp);
   CHECK(cp->kind == cuprof::gpu_kind::memcpy);
-  CHECK(cp->bytes == (1u << 20));
+  CHECK(t.bytes_of(*cp) == (1u << 20));
   CHECK(cp->subkind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD);
   const cuprof::gpu_activity* ms = gpu_named(t, "Memset (Device)");
   REQUIRE(ms);
   CHECK(ms->kind == cuprof::gpu_kind::memset);
-  CHECK(ms->bytes == 4);
+  CHECK(t.bytes_of(*ms) == 4);
   const cuprof::gpu_activity* ss = gpu_named(t, "Stream Sync");
   REQUIRE(ss);
   CHECK(ss->kind == cuprof::gpu_kind::sync);
-  CHECK(ss->stream == 7);
-  CHECK(ss->device == 0);
+  CHECK(t.lane_of(*ss).stream == 7);
+  CHECK(t.lane_of(*ss).device == 0);
   const cuprof::gpu_activity* cs = gpu_named(t, "Context Sync");
   REQUIRE(cs);
-  CHECK(cs->stream == 0);  // a context sync waits on no one stream
+  CHECK(t.lane_of(*cs).stream == 0);  // a context sync waits on no one stream
   CHECK(cs->subkind == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
   for (const auto& g : t.gpu) {
     CHECK(g.start_ns >= 1000);
@@ -520,6 +520,57 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
   // Lost timestamps and CUPTI's own drop count.
   CHECK(t.meta.dropped_gpu_records == 3 + 1);
   CHECK(t.meta.unmatched_gpu_records == 0);
+}
+
+TEST_CASE("take(): records share their kinds and lanes; a copy taken in a later window keeps its bytes") {
+  record_store store(raw_name);
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    runtime(store, 211, 1000 + i * 100, 1050 + i * 100, 10 + i);
+    kernel(store, "k", 5000 + i * 100, 5050 + i * 100, 10 + i, /*stream*/ 7 + i % 2);
+  }
+  runtime(store, 41, 2000, 2100, 20);  // cudaMemcpyAsync: its copy runs after the window, and belongs to it
+  memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
+             CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 3ull << 32, 9000, 9500, 20);  // 12 GiB: beyond 32 bits
+  runtime(store, 41, 20000, 20100, 21);  // the second window's copy, staged before the first is taken
+  memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+             CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 4096, 21000, 21500, 21);
+  runtime(store, 211, 22000, 22100, 22, 100000);  // a return value beyond 16 bits: clamped, still nonzero
+
+  cuprof::trace first;
+  store.take(first, 0, 8000, cuprof::detail::tick_converter{});
+  CHECK(first.api_calls.size() == 5);
+  CHECK(first.call_kinds.size() == 2);  // cudaLaunchKernel and cudaMemcpyAsync, once each
+  REQUIRE(first.gpu.size() == 5);
+  CHECK(first.gpu_lanes.size() == 2);
+  for (const cuprof::gpu_activity& g : first.gpu)
+    if (g.kind == cuprof::gpu_kind::kernel) CHECK(first.lane_of(g).stream == 7 + (g.correlation - 10) % 2);
+  CHECK(first.bytes_of(first.gpu.back()) == 3ull << 32);
+  CHECK(first.transfer_bytes.size() == 1);
+
+  cuprof::trace second;
+  store.take(second, 8001, 30000, cuprof::detail::tick_converter{});
+  REQUIRE(second.gpu.size() == 1);
+  CHECK(second.gpu[0].correlation == 21);  // staged while the first window was taken
+  CHECK(second.bytes_of(second.gpu[0]) == 4096);
+  CHECK(second.names.str(second.gpu[0].name) == "Memcpy DtoH (Device -> Pinned)");
+  const cuprof::api_call* failed = call_named(second, "cudaLaunchKernel");
+  REQUIRE(failed);
+  CHECK(failed->return_value == INT16_MAX);
+}
+
+TEST_CASE("take(): a program that creates a stream per launch gets a lane per stream, past 2^16") {
+  record_store store(raw_name);
+  constexpr std::uint32_t streams = 70000;
+  for (std::uint32_t i = 0; i < streams; ++i) {
+    runtime(store, 211, 1000 + i * 10, 1005 + i * 10, 10 + i);
+    kernel(store, "k", 2000000 + i * 10, 2000005 + i * 10, 10 + i, /*stream*/ 100 + i);
+  }
+  cuprof::trace t;
+  store.take(t, 0, 5000000, cuprof::detail::tick_converter{});
+  REQUIRE(t.gpu.size() == streams);
+  CHECK(t.gpu_lanes.size() == streams);
+  CHECK(t.lane_of(t.gpu.back()).stream == 100 + streams - 1);
+  CHECK(t.kernels.size() == 1);  // one launch configuration
 }
 
 TEST_CASE("take(): what belongs to a later window stays staged") {
@@ -574,7 +625,7 @@ TEST_CASE("take(): a window of many staged chunks, threads interleaved in storag
     CHECK(c.tid == tid + th);
     CHECK(c.start_ns == call_start(i, th));
     CHECK(c.correlation == runtime_id(i, th));
-    CHECK(c.domain == api_domain::runtime);
+    CHECK(t.kind_of(c).domain == api_domain::runtime);
   }
   for (const cuprof::gpu_activity& g : t.gpu) {  // linked to its launch's runtime call, whichever id it carried
     const std::uint64_t nth = (g.start_ns - 100000000) / 10;
@@ -623,7 +674,7 @@ TEST_CASE("take() after window_complete(): API records that arrived in between a
   cuprof::trace t;
   store.take(t, 0, 1000, cuprof::detail::tick_converter{});
   REQUIRE(t.api_calls.size() == 2);
-  CHECK(t.names.str(t.api_calls[1].name) == "cudaStreamSynchronize");
+  CHECK(t.names.str(t.name_of(t.api_calls[1])) == "cudaStreamSynchronize");
   REQUIRE(t.gpu.size() == 1);
   CHECK(t.gpu[0].correlation == 1);
   CHECK(store.staged() == 0);
@@ -743,8 +794,8 @@ TEST_CASE("sync records take their device from the context's other records") {
   store.take(t, 0, 1000, cuprof::detail::tick_converter{});
   const cuprof::gpu_activity* s = gpu_named(t, "Stream Sync");
   REQUIRE(s);
-  CHECK(s->device == 2);
-  CHECK(s->context == 5);
+  CHECK(t.lane_of(*s).device == 2);
+  CHECK(t.lane_of(*s).context == 5);
 }
 
 TEST_CASE("a sync record that arrives before its context's first kernel still gets the right device") {
@@ -758,7 +809,7 @@ TEST_CASE("a sync record that arrives before its context's first kernel still ge
   store.take(t, 0, 1000, cuprof::detail::tick_converter{});
   const cuprof::gpu_activity* s = gpu_named(t, "Stream Sync");
   REQUIRE(s);
-  CHECK(s->device == 2);
+  CHECK(t.lane_of(*s).device == 2);
 }
 
 TEST_CASE("a kernel record without a name, and repeated mangled names, demangled once") {
@@ -790,7 +841,7 @@ TEST_CASE("graph launches: every node kernel links to the one launch") {
   store.take(t, 0, 1000, cuprof::detail::tick_converter{});
   cuprof::attribute(t);
   REQUIRE(t.api_calls.size() == 1);
-  CHECK(t.names.str(t.api_calls[0].name) == "cudaGraphLaunch");
+  CHECK(t.names.str(t.name_of(t.api_calls[0])) == "cudaGraphLaunch");
   REQUIRE(t.gpu.size() == 3);
   for (const auto& g : t.gpu) {
     CHECK(g.api == 0);
@@ -876,14 +927,14 @@ TEST_CASE("call_recorder: calls from callbacks reach the store with their times,
   store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
   REQUIRE(t.api_calls.size() == 2);  // the driver call folded, the getter dropped as noise
   const cuprof::api_call& launch = t.api_calls[0];
-  CHECK(t.names.str(launch.name) == "cudaLaunchKernel");
-  CHECK(launch.domain == api_domain::runtime);
+  CHECK(t.names.str(t.name_of(launch)) == "cudaLaunchKernel");
+  CHECK(t.kind_of(launch).domain == api_domain::runtime);
   CHECK(launch.correlation == 10);
   CHECK(launch.tid == cuprof::detail::current_tid());
   CHECK(launch.start_ns >= before);
   CHECK(launch.start_ns <= launch.end_ns);
   const cuprof::api_call& sync = t.api_calls[1];
-  CHECK(t.names.str(sync.name) == "cudaStreamSynchronize");
+  CHECK(t.names.str(t.name_of(sync)) == "cudaStreamSynchronize");
   CHECK(sync.return_value == 700);
   CHECK(sync.start_ns >= launch.end_ns);
   CHECK(sync.end_ns <= after);
@@ -905,7 +956,7 @@ TEST_CASE("call_recorder: a call entered before recording began is not recorded"
   cuprof::trace t;
   store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
   REQUIRE(t.api_calls.size() == 1);
-  CHECK(t.names.str(t.api_calls[0].name) == "cudaDeviceSynchronize");
+  CHECK(t.names.str(t.name_of(t.api_calls[0])) == "cudaDeviceSynchronize");
 }
 
 TEST_CASE("call_recorder: each thread's calls carry its id, also once the thread has exited") {
@@ -1102,16 +1153,16 @@ TEST_CASE("call_recorder: synchronizations get their sync records from the calls
   CHECK(calls_named(t, "cudaStreamSynchronize") == 3);  // the failed one still shown as a call (and the _ptsz one)
   const cuprof::gpu_activity& stream_sync = *by_correlation[1];
   CHECK(t.names.str(stream_sync.name) == "Stream Sync");
-  CHECK(stream_sync.stream == 100 + 0x40);
-  CHECK(stream_sync.context == 3);
+  CHECK(t.lane_of(stream_sync).stream == 100 + 0x40);
+  CHECK(t.lane_of(stream_sync).context == 3);
   const cuprof::api_call* call = call_named(t, "cudaStreamSynchronize");
   REQUIRE(call);
   CHECK(stream_sync.start_ns == call->start_ns);  // the call's times, as CUPTI's record has them
   CHECK(stream_sync.end_ns == call->end_ns);
   CHECK(t.names.str(by_correlation[3]->name) == "Context Sync");
-  CHECK(by_correlation[3]->stream == 0);
-  CHECK(by_correlation[4]->stream == 2);  // CU_STREAM_PER_THREAD: the thread's default stream
-  CHECK(by_correlation[5]->stream == 2);  // a null stream in a _ptsz call: the same
+  CHECK(t.lane_of(*by_correlation[3]).stream == 0);
+  CHECK(t.lane_of(*by_correlation[4]).stream == 2);  // CU_STREAM_PER_THREAD: the thread's default stream
+  CHECK(t.lane_of(*by_correlation[5]).stream == 2);  // a null stream in a _ptsz call: the same
   // The other tests share the recorder: as it was.
   for (const auto& [domain, cbid] : {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 131}, std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 239},
                                      std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 165}, std::pair{CUPTI_CB_DOMAIN_DRIVER_API, 126}})

@@ -392,7 +392,7 @@ TEST_CASE("reader: cuprof traces; the file's GPU annotations equal the ones attr
     for (const cuprof::gpu_activity& g : lt.t.gpu)
       if (g.kind != cuprof::gpu_kind::sync) CHECK(cuprof::launching_span(lt.t, g) == lt.t.api_calls[g.api].parent);
     const std::vector<cuprof::gpu_annotation> from_file = lt.t.gpu_annotations;
-    for (cuprof::gpu_activity& g : lt.t.gpu) g.span = cuprof::no_index;  // attribution by thread and time only
+    lt.t.gpu_launch_spans.clear();  // attribution by thread and time only
     const std::vector<cuprof::gpu_annotation> derived = cuprof::derive_gpu_annotations(lt.t);
     REQUIRE(from_file.size() == derived.size());
     for (std::size_t i = 0; i < derived.size(); ++i) {
@@ -534,7 +534,7 @@ TEST_CASE("reader: gzip-compressed traces, and the JSON Array Format") {
                            "args": {"correlation": 3, "external id": 4}}]})",
       "old");
   REQUIRE(old.t.gpu.size() == 1);
-  CHECK(old.t.gpu[0].span == 0);
+  CHECK(old.t.gpu_launch_spans == std::vector<std::uint32_t>{0});
   CHECK(cuprof::key_averages(old.t).find("aten::mm", cuprof::row_kind::cpu_scope)->self_cuda_ns == 2000);
   CHECK(arr.t.gpu[0].start_ns == 12500);
   CHECK(arr.t.gpu[0].end_ns == 12750);
@@ -612,6 +612,28 @@ TEST_CASE("reader: malformed input throws cuprof::error with the place; nothing 
       CHECK(what.rfind("cuprof: input.json", 0) == 0);
       CHECK_MESSAGE(what.find(b.second) != std::string::npos, what);
     }
+  }
+}
+
+TEST_CASE("reader: calls share a kind per name and cbid; a file with more than 65536 kinds is refused") {
+  const auto calls = [](std::size_t names, std::size_t repeats) {
+    std::string json = "{\"traceEvents\": [";
+    for (std::size_t r = 0; r < repeats; ++r)
+      for (std::size_t i = 0; i < names; ++i)
+        json += std::string(r + i ? "," : "") + R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaCall)" +
+                std::to_string(i) + R"(", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "args": {"cbid": 7}})";
+    return json + "]}";
+  };
+  const cuprof::loaded_trace few = cuprof::parse_trace(calls(3, 4), "few.json");
+  CHECK(few.t.api_calls.size() == 12);
+  CHECK(few.t.call_kinds.size() == 3);
+  CHECK(few.t.kind_of(few.t.api_calls[0]).cbid == 7);
+  CHECK(cuprof::parse_trace(calls(65536, 1), "most.json").t.call_kinds.size() == 65536);
+  try {
+    (void)cuprof::parse_trace(calls(65537, 1), "many.json");
+    FAIL("no error for 65537 kinds of call");
+  } catch (const cuprof::error& e) {
+    CHECK(std::string(e.what()).find("many.json: more than 65536 different CUDA calls") != std::string::npos);
   }
 }
 
@@ -940,7 +962,7 @@ TEST_CASE("insights: the unfused MLP's GeLU and mul are the top finding, with th
     const cuprof::trace t = cuprof::read_trace_file(fixture("mlp_unfused.json")).t;
     double bytes = 0, seconds = 0;
     for (const cuprof::gpu_activity& g : t.gpu)
-      if (g.kind == cuprof::gpu_kind::memset) bytes += double(g.bytes), seconds += double(g.end_ns - g.start_ns) / 1e9;
+      if (g.kind == cuprof::gpu_kind::memset) bytes += double(t.bytes_of(g)), seconds += double(g.end_ns - g.start_ns) / 1e9;
     REQUIRE(bytes > 0);
     for (const cuprof::kernel_summary& k : unfused.kernels) {
       if (k.kind == cuprof::gpu_kind::memset) {
@@ -1063,17 +1085,16 @@ TEST_CASE("insights: elementwise kernels of one scope call chain across one othe
       cuprof::api_call a;
       a.start_ns = op.start_ns + 1000;
       a.end_ns = a.start_ns + 2000;
-      a.name = t.names.intern("cudaLaunchKernel");
+      a.kind = std::uint16_t(t.add_call_kind({t.names.intern("cudaLaunchKernel"), 0, cuprof::api_domain::runtime, true}));
       a.tid = 1;
       a.correlation = i + 1;
-      a.has_flow = true;
       t.api_calls.push_back(a);
       cuprof::gpu_activity g;
       g.start_ns = t0 + 500000 + i * 20000;
       g.end_ns = g.start_ns + (i + 1) * 1000;
       g.name = t.names.intern(kernels[i]);
       g.correlation = i + 1;
-      g.stream = 7;
+      g.lane = t.add_gpu_lane({0, 0, 7});
       t.gpu.push_back(g);
     }
     cuprof::attribute(t);
@@ -1140,17 +1161,16 @@ TEST_CASE("insights: a synthetic 1 M-event overhead-bound trace: the verdict, it
       cuprof::api_call a;
       a.start_ns = now + 2000;
       a.end_ns = a.start_ns + 5000;
-      a.name = launch;
+      a.kind = std::uint16_t(t.add_call_kind({launch, 0, cuprof::api_domain::runtime, true}));
       a.tid = 1;
       a.correlation = correlation;
-      a.has_flow = true;
       t.api_calls.push_back(a);
       cuprof::gpu_activity g;
       g.start_ns = a.end_ns + 1000;
       g.end_ns = g.start_ns + 2000;
       g.name = kernel;
       g.correlation = correlation++;
-      g.stream = 7;
+      g.lane = t.add_gpu_lane({0, 0, 7});
       t.gpu.push_back(g);
       kernel_ns += 2000;
       now = o.end_ns;
@@ -1249,7 +1269,7 @@ TEST_CASE("insights: cold start only where CPU time matters and warmup was not u
   // The queries' CPU time: the durations of the cudaOccupancy* calls before the launches.
   std::uint64_t query_ns = 0;
   for (const cuprof::api_call& a : occ_trace.t.api_calls)
-    if (cuprof::detail::is_occupancy_query(occ_trace.t.names.str(a.name))) query_ns += a.end_ns - a.start_ns;
+    if (cuprof::detail::is_occupancy_query(occ_trace.t.names.str(occ_trace.t.name_of(a)))) query_ns += a.end_ns - a.start_ns;
   CHECK(query->cost_ns == query_ns);
   CHECK(query->cost_of == cuprof::cost_base::cpu_time);
   CHECK(query->cost_share == doctest::Approx(double(query_ns) / double(occ.self_cpu_ns)));
@@ -1277,17 +1297,16 @@ TEST_CASE("insights: a kernel that varies step to step is one finding with its d
     cuprof::api_call a;
     a.start_ns = s.start_ns + 1000;
     a.end_ns = a.start_ns + 5000;
-    a.name = launch;
+    a.kind = std::uint16_t(t.add_call_kind({launch, 0, cuprof::api_domain::runtime, true}));
     a.tid = 1;
     a.correlation = i + 10;
-    a.has_flow = true;
     t.api_calls.push_back(a);
     cuprof::gpu_activity g;
     g.start_ns = a.start_ns + 8000 + i * 1000;
     g.end_ns = g.start_ns + durations[i];
     g.name = kernel;
     g.correlation = i + 10;
-    g.stream = 7;
+    g.lane = t.add_gpu_lane({0, 0, 7});
     t.gpu.push_back(g);
   }
   cuprof::attribute(t);
@@ -1352,7 +1371,7 @@ TEST_CASE("insights: only calls that block the CPU thread count as waiting; CUPT
     cuprof::api_call a;
     a.start_ns = s.start_ns + from_us * 1000;
     a.end_ns = s.start_ns + to_us * 1000;
-    a.name = t.names.intern(name);
+    a.kind = std::uint16_t(t.add_call_kind({t.names.intern(name), 0, cuprof::api_domain::runtime, false}));
     a.tid = 1;
     a.correlation = correlation;
     t.api_calls.push_back(a);
@@ -1367,7 +1386,7 @@ TEST_CASE("insights: only calls that block the CPU thread count as waiting; CUPT
   g.end_ns = s.start_ns + 790000;
   g.name = t.names.intern("my_kernel");
   g.correlation = 3;
-  g.stream = 7;
+  g.lane = t.add_gpu_lane({0, 0, 7});
   t.gpu.push_back(g);
   cuprof::attribute(t);
   const cuprof::insights in = cuprof::analyze(t);

@@ -74,12 +74,9 @@ struct fixture {
     cuprof::api_call c;
     c.start_ns = epoch + s;
     c.end_ns = epoch + e;
-    c.name = t.names.intern(name);
+    c.kind = std::uint16_t(t.add_call_kind({t.names.intern(name), std::uint16_t(cbid), d, flow}));
     c.tid = tid;
     c.correlation = corr;
-    c.has_flow = flow;
-    c.domain = d;
-    c.cbid = cbid;
     t.api_calls.push_back(c);
   }
   cuprof::gpu_activity& gpu(const std::string& name, std::uint64_t s, std::uint64_t e, std::uint32_t corr,
@@ -90,9 +87,7 @@ struct fixture {
     g.name = t.names.intern(name);
     g.correlation = corr;
     g.kind = kind;
-    g.device = 0;
-    g.context = 1;
-    g.stream = stream;
+    g.lane = t.add_gpu_lane({0, 1, stream});
     t.gpu.push_back(g);
     return t.gpu.back();
   }
@@ -154,9 +149,9 @@ struct fixture {
 
     kernel_details(gpu("gemm", 20000, 40000, 11));
     cuprof::gpu_activity& cp = gpu("Memcpy DtoD (Device -> Device)", 41000, 42000, 12, cuprof::gpu_kind::memcpy);
-    cp.bytes = 1048576;
+    t.set_bytes(cp, 1048576);
     cp.subkind = 8;
-    gpu("Memset (Device)", 42500, 42600, 13, cuprof::gpu_kind::memset).bytes = 4;
+    t.set_bytes(gpu("Memset (Device)", 42500, 42600, 13, cuprof::gpu_kind::memset), 4);
     gpu("Stream Sync", 42600, 59000, 14, cuprof::gpu_kind::sync).subkind = 3;
     kernel_details(gpu("nvjet", 210000, 260000, 15));
     kernel_details(gpu("graph_node_a", 310000, 311000, 17), 2);
@@ -493,23 +488,22 @@ cuprof::trace every_kind_trace(std::size_t rounds) {
     cuprof::api_call c;
     c.start_ns = now + 1000;
     c.end_ns = now + 2000;
-    c.name = names[(r + 3) % 5];
+    c.kind = std::uint16_t(t.add_call_kind({names[(r + 3) % 5], 0,
+                                            r % 2 ? cuprof::api_domain::driver : cuprof::api_domain::runtime,
+                                            r % 11 != 10}));
     c.tid = tid;
     c.correlation = r + 1;
-    c.domain = r % 2 ? cuprof::api_domain::driver : cuprof::api_domain::runtime;
-    c.has_flow = r % 11 != 10;
     t.api_calls.push_back(c);
     cuprof::gpu_activity g;
     g.start_ns = now + 3000;
     g.end_ns = now + 4000 + r % 13;
     g.name = names[(r + 4) % 5];
     g.correlation = r + 1;
-    g.device = (r / 3) % 2;
-    g.context = g.device == 1 ? 1 + r % 2 : 1;
-    g.stream = 7 + r % 2;
+    const std::uint32_t device = (r / 3) % 2;
+    g.lane = t.add_gpu_lane({device, device == 1 ? 1 + r % 2 : 1, 7 + r % 2});
     g.kind = cuprof::gpu_kind(r % 4);
     g.subkind = g.kind == cuprof::gpu_kind::sync ? std::uint8_t(3 + r % 2) : std::uint8_t(r % 9);
-    g.bytes = g.kind == cuprof::gpu_kind::memcpy || g.kind == cuprof::gpu_kind::memset ? 4096 + r : 0;
+    if (g.kind == cuprof::gpu_kind::memcpy || g.kind == cuprof::gpu_kind::memset) t.set_bytes(g, 4096 + r);
     if (g.kind == cuprof::gpu_kind::kernel) g.details = r % 3;
     t.gpu.push_back(g);
     if (g.kind == cuprof::gpu_kind::kernel && g.details == 2)
@@ -1319,12 +1313,12 @@ TEST_CASE("context is written for devices with work in several contexts; shared 
   };
   CHECK_FALSE(kernel_args(t, "gemm").contains("context"));  // every record in context 1 of device 0
   for (cuprof::gpu_activity& g : t.gpu)
-    if (t.names.str(g.name) == "nvjet") g.context = 2;
+    if (t.names.str(g.name) == "nvjet") g.lane = t.add_gpu_lane({0, 2, 7});
   CHECK(kernel_args(t, "gemm")["context"] == 1);
   CHECK(kernel_args(t, "nvjet")["context"] == 2);
   const cuprof::loaded_trace back = cuprof::parse_trace(cuprof::chrome_trace_json(t), "two contexts");
   for (const cuprof::gpu_activity& g : back.t.gpu)  // the reader takes them back
-    if (g.kind == cuprof::gpu_kind::kernel) CHECK(g.context == (back.t.names.str(g.name) == "nvjet" ? 2u : 1u));
+    if (g.kind == cuprof::gpu_kind::kernel) CHECK(back.t.lane_of(g).context == (back.t.names.str(g.name) == "nvjet" ? 2u : 1u));
   CHECK(kernel_args(t, "gemm")["shared memory"] == 16384);
   for (cuprof::kernel_details& k : t.kernels) k.static_shared_memory = k.dynamic_shared_memory = 0;
   CHECK(kernel_args(t, "gemm")["shared memory"] == 0);  // a resource-light kernel's footprint, as Kineto writes it
@@ -1334,7 +1328,7 @@ TEST_CASE("trace_detail::lean: GPU records lose device, External id and launch c
   fixture f;
   cuprof::trace t = f.t;
   for (cuprof::gpu_activity& g : t.gpu)
-    if (t.names.str(g.name) == "nvjet") g.context = 2;  // context still says which, where it tells something
+    if (t.names.str(g.name) == "nvjet") g.lane = t.add_gpu_lane({0, 2, 7});  // context still says which, where it tells something
   const std::string kineto = cuprof::chrome_trace_json(t);
   const std::string lean = cuprof::chrome_trace_json(t, "cuprof", {cuprof::trace_detail::lean});
   const json dk = check_contract(kineto), dl = check_contract(lean);
@@ -1368,8 +1362,8 @@ TEST_CASE("trace_detail::lean: GPU records lose device, External id and launch c
     CHECK(cuprof::key_averages(back.t).table(key, -1) == cuprof::key_averages(t).table(key, -1));
   }
   for (const cuprof::gpu_activity& g : back.t.gpu) {
-    CHECK(g.device == 0);  // from the lane
-    if (g.kind == cuprof::gpu_kind::kernel) CHECK(g.context == (back.t.names.str(g.name) == "nvjet" ? 2u : 1u));
+    CHECK(back.t.lane_of(g).device == 0);  // from the lane
+    if (g.kind == cuprof::gpu_kind::kernel) CHECK(back.t.lane_of(g).context == (back.t.names.str(g.name) == "nvjet" ? 2u : 1u));
   }
 }
 

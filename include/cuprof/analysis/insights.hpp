@@ -216,7 +216,7 @@ class analyzer {
       first_child_name_[parent] = name;
     };
     for (const cpu_span& s : t_.spans) child(s.parent, s.start_ns, s.name);
-    for (const api_call& a : t_.api_calls) child(a.parent, a.start_ns, a.name);
+    for (const api_call& a : t_.api_calls) child(a.parent, a.start_ns, t_.name_of(a));
 
     // Kernels by name, in first-start order.
     std::unordered_map<std::string, std::size_t> by_name;
@@ -299,7 +299,8 @@ class analyzer {
     std::string path = scope_path(launching_span(t_, g));
     if (path.empty()) path = step_name(step_of(g));
     std::string s = path.empty() ? std::string() : path + ", ";
-    s += "GPU " + std::to_string(g.device) + " stream " + std::to_string(g.stream) + " at " + ts_text(in_, g.start_ns);
+    const gpu_lane& where = t_.lane_of(g);
+    s += "GPU " + std::to_string(where.device) + " stream " + std::to_string(where.stream) + " at " + ts_text(in_, g.start_ns);
     return s;
   }
 
@@ -517,19 +518,19 @@ class analyzer {
         const api_call& a = t_.api_calls[i];
         const bool in_first = a.tid == first.tid && a.start_ns >= first.start_ns && a.end_ns <= first.end_ns;
         if (in_first) calls_inside.push_back(i);
-        else elsewhere[a.name].push_back(a.end_ns - a.start_ns);
+        else elsewhere[t_.name_of(a)].push_back(a.end_ns - a.start_ns);
       }
       std::unordered_map<name_id, std::uint64_t> median_elsewhere;  // once per name: a step may hold many calls
       for (auto& entry : elsewhere) median_elsewhere.emplace(entry.first, median_of(std::move(entry.second)));
       for (std::uint32_t i : calls_inside) {
         const api_call& a = t_.api_calls[i];
-        auto it = median_elsewhere.find(a.name);
+        auto it = median_elsewhere.find(t_.name_of(a));
         if (it == median_elsewhere.end()) continue;
         const std::uint64_t m = it->second, d = a.end_ns - a.start_ns;
         if (d > m && d - m > slow_excess) slow_excess = d - m, slow = i, slow_median = m;
       }
       if (slow != no_index && slow_excess >= 2000)
-        f.details.push_back("slowest call over its usual time: " + t_.names.str(t_.api_calls[slow].name) + " " +
+        f.details.push_back("slowest call over its usual time: " + t_.names.str(t_.name_of(t_.api_calls[slow])) + " " +
                             us_text(t_.api_calls[slow].end_ns - t_.api_calls[slow].start_ns) + " (median " + us_text(slow_median) +
                             " elsewhere)");
       std::map<std::string, std::uint64_t> overhead;
@@ -562,9 +563,9 @@ class analyzer {
       const gpu_activity& c = t_.gpu[order[k]];
       const gpu_activity& n = t_.gpu[order[k + 1]];
       if ((c.kind != gpu_kind::memcpy && c.kind != gpu_kind::memset) || n.kind != gpu_kind::kernel) continue;
-      if (c.device != n.device || c.stream != n.stream) continue;
+      if (!same_stream(c, n)) continue;
       if (!gemm_name(n.name)) continue;
-      auto key = std::make_tuple(t_.names.str(c.name), c.bytes, t_.names.str(n.name));
+      auto key = std::make_tuple(t_.names.str(c.name), t_.bytes_of(c), t_.names.str(n.name));
       auto [it, inserted] = groups.try_emplace(key, group{{}, {}, order[k + 1]});
       if (inserted) keys.push_back(key);
       it->second.copies.push_back(order[k]);
@@ -575,7 +576,7 @@ class analyzer {
       const gpu_activity& c = t_.gpu[gr.copies[0]];
       const std::string& copy_name = std::get<0>(key);
       const std::string& gemm_name = std::get<2>(key);
-      const std::string call = c.api != no_index ? t_.names.str(t_.api_calls[c.api].name) : std::string();  // the first's
+      const std::string call = c.api != no_index ? t_.names.str(t_.name_of(t_.api_calls[c.api])) : std::string();  // the first's
       const kernel_name_info gemm = decode_kernel_name(gemm_name);
       finding f;
       f.kind = c.kind == gpu_kind::memset ? "memset before GEMM" : "memcpy before GEMM";
@@ -610,7 +611,7 @@ class analyzer {
       f.cause = f.kind + ": " + copy_name + " of " + bytes_text(std::get<1>(key)) + " before " + gemm_name;
       f.cost_ns = on_cpu ? cpu_ns : gpu_ns;
       f.cost_of = on_cpu ? cost_base::cpu_time : cost_base::gpu_time;
-      const bool cublas_flag = c.kind == gpu_kind::memset && c.bytes <= 64;
+      const bool cublas_flag = c.kind == gpu_kind::memset && t_.bytes_of(c) <= 64;
       if (cublas_flag && !on_cpu) {
         f.estimate = "cuBLAS's own flag clear, a fraction of a microsecond of GPU time a GEMM";
       } else if (cublas_flag) {
@@ -677,7 +678,7 @@ class analyzer {
     for (std::uint32_t i : calls) {
       const api_call& a = t_.api_calls[i];
       if (a.tid != tid) pending.clear(), tid = a.tid;
-      const std::string& name = t_.names.str(a.name);
+      const std::string& name = t_.names.str(t_.name_of(a));
       if (is_occupancy_query(name)) {
         pending.push_back(i);
         continue;
@@ -692,7 +693,7 @@ class analyzer {
       if (!pending.empty()) {
         ++g.queried;
         for (std::uint32_t q : pending) {
-          ++g.queries[t_.names.str(t_.api_calls[q].name)];
+          ++g.queries[t_.names.str(t_.name_of(t_.api_calls[q]))];
           g.query_durs.push_back(t_.api_calls[q].end_ns - t_.api_calls[q].start_ns);
           if (g.first_query == no_index) g.first_query = q;
         }
@@ -838,17 +839,22 @@ class analyzer {
     add(std::move(f));
   }
 
+  bool same_stream(const gpu_activity& a, const gpu_activity& b) const {
+    const gpu_lane &x = t_.lane_of(a), &y = t_.lane_of(b);
+    return x.device == y.device && x.stream == y.stream;
+  }
+
   // GPU work in stream order: per (device, stream), by start.
   std::vector<std::uint32_t> stream_order() const {
     std::vector<std::uint32_t> order;
     for (std::uint32_t i = 0; i < t_.gpu.size(); ++i)
       if (t_.gpu[i].kind != gpu_kind::sync) order.push_back(i);
     std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      const gpu_activity& x = t_.gpu[a];
-      const gpu_activity& y = t_.gpu[b];
+      const gpu_lane& x = t_.lane_of(t_.gpu[a]);
+      const gpu_lane& y = t_.lane_of(t_.gpu[b]);
       if (x.device != y.device) return x.device < y.device;
       if (x.stream != y.stream) return x.stream < y.stream;
-      return x.start_ns < y.start_ns;
+      return t_.gpu[a].start_ns < t_.gpu[b].start_ns;
     });
     return order;
   }
@@ -913,7 +919,7 @@ class analyzer {
     };
     for (std::size_t k = 0; k < order.size(); ++k) {
       const gpu_activity& g = t_.gpu[order[k]];
-      if (!run.empty() && (g.device != t_.gpu[run[0]].device || g.stream != t_.gpu[run[0]].stream)) flush();
+      if (!run.empty() && !same_stream(g, t_.gpu[run[0]])) flush();
       if (g.kind != gpu_kind::kernel || category_of(g.name) != kernel_category::elementwise) {
         if (!run.empty() && g.kind == gpu_kind::kernel) pending.push_back(g.name);
         continue;
@@ -983,7 +989,7 @@ class analyzer {
     std::map<std::string, std::pair<std::uint64_t, std::vector<std::uint32_t>>> by_name;
     for (std::uint32_t i = 0; i < t_.api_calls.size(); ++i) {
       const api_call& a = t_.api_calls[i];
-      const std::string& name = t_.names.str(a.name);
+      const std::string& name = t_.names.str(t_.name_of(a));
       if (!is_cpu_blocking_synchronization(name)) continue;
       by_name[name].first += a.end_ns - a.start_ns;
       by_name[name].second.push_back(i);

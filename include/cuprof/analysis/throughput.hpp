@@ -174,11 +174,12 @@ inline std::vector<activity_throughput> gpu_throughput(const trace& t) {
     activity_throughput r;
     r.gpu = std::uint32_t(i);
     r.seconds = double(g.end_ns - g.start_ns) / 1e9;
-    const device_info* d = find_device(t, g.device);
+    const device_info* d = find_device(t, t.lane_of(g).device);
     if (g.kind == gpu_kind::memcpy || g.kind == gpu_kind::memset) {
-      if (!g.bytes) continue;
+      const std::uint64_t bytes = t.bytes_of(g);
+      if (!bytes) continue;
       r.what = activity_throughput::measure::bytes;
-      r.amount = double(g.bytes);
+      r.amount = double(bytes);
       const bool device_only = g.kind == gpu_kind::memset || g.subkind == 8;  // 8: DtoD
       if (!device_only) {
         r.peak.basis = std::string("unknown peak: a ") + memcpy_kind_name(g.subkind) +

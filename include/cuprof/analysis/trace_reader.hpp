@@ -192,15 +192,28 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     for (std::uint32_t i = 0; i < raw.calls.size(); ++i)
       if (const auto correlation = file_id(raw.calls[i].correlation)) add(*correlation, i);
   });
+  // Calls share a call_kind per name, callback id, domain and arrow: looked
+  // up in a map, as a file may have many. A trace holds at most 2^16 kinds.
+  std::unordered_map<std::uint64_t, std::uint16_t> kind_index;
+  const auto kind_of = [&](const call_kind& k) {
+    const std::uint64_t key = std::uint64_t(k.name) << 32 | std::uint64_t(k.cbid) << 2 |
+                              std::uint64_t(k.domain == api_domain::driver) << 1 | std::uint64_t(k.has_flow);
+    const auto [it, added] = kind_index.try_emplace(key, std::uint16_t(t.call_kinds.size()));
+    if (added) {
+      if (t.call_kinds.size() > 0xFFFF)
+        throw error(out.source + ": more than 65536 different CUDA calls (name and \"cbid\"); cuprof reads at most that");
+      t.call_kinds.push_back(k);
+    }
+    return it->second;
+  };
   for (const raw_call& r : raw.calls) {
     api_call a;
     a.start_ns = std::uint64_t(r.start);
     a.end_ns = std::uint64_t(r.end);
-    a.name = name(r.name);
     a.tid = r.tid;
-    a.cbid = std::uint16_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFF)));  // CUPTI's are below
+    const auto cbid = std::uint16_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFF)));  // CUPTI's are below
+    a.kind = kind_of({name(r.name), cbid, r.domain, false});
     a.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
-    a.domain = r.domain;
     t.api_calls.push_back(a);
   }
   link_parents(t, parents_of::spans_and_calls);
@@ -211,29 +224,45 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
     std::stable_sort(raw.gpu.begin(), raw.gpu.end(), starts_before);
   t.meta.unmatched_gpu_records = 0;
   t.gpu.reserve(raw.gpu.size());
+  std::unordered_map<gpu_lane, std::uint32_t, gpu_lane_hash> lane_index;
+  std::vector<std::uint32_t> launch_spans;
+  launch_spans.reserve(raw.gpu.size());
+  bool any_launch_span = false;
   for (const raw_gpu& r : raw.gpu) {
     gpu_activity g;
     g.start_ns = std::uint64_t(r.start);
     g.end_ns = std::uint64_t(r.end);
-    g.bytes = r.bytes;
     g.name = name(r.name);
     g.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
-    g.device = r.device;
-    g.context = r.context;
-    g.stream = r.stream;
+    const gpu_lane where{r.device, r.context, r.stream};
+    const auto [lane, added] = lane_index.try_emplace(where, std::uint32_t(t.gpu_lanes.size()));
+    if (added) t.gpu_lanes.push_back(where);
+    g.lane = lane->second;
     g.kind = r.kind;
     g.subkind = r.subkind;
     const auto correlation = file_id(r.correlation);
     g.api = correlation ? call_by_correlation.find(*correlation) : no_index;
-    g.span = span_of(r.ext);
-    if (r.kind != gpu_kind::sync && g.api == no_index && g.span == no_index) ++t.meta.unmatched_gpu_records;
-    if (g.api != no_index) t.api_calls[g.api].has_flow = true;  // as the writer drew it: syncs too
-    if (r.has_details) {
+    const std::uint32_t span = span_of(r.ext);
+    launch_spans.push_back(span);
+    any_launch_span = any_launch_span || span != no_index;
+    if (r.kind != gpu_kind::sync && g.api == no_index && span == no_index) ++t.meta.unmatched_gpu_records;
+    if (g.api != no_index) {  // drawn with an arrow, as the writer drew it: syncs too
+      api_call& call = t.api_calls[g.api];
+      if (!t.kind_of(call).has_flow) {
+        call_kind flowing = t.kind_of(call);
+        flowing.has_flow = true;
+        call.kind = kind_of(flowing);
+      }
+    }
+    if (r.kind == gpu_kind::memcpy || r.kind == gpu_kind::memset) {
+      t.set_bytes(g, r.bytes);
+    } else if (r.has_details) {
       g.details = std::uint32_t(t.kernels.size());
       t.kernels.push_back(r.details);
     }
     t.gpu.push_back(g);
   }
+  if (any_launch_span) t.gpu_launch_spans = std::move(launch_spans);
 
   // The file's scope extents on the GPU. Kineto (and cuprof) draw them 1 ns
   // wider on each side than the work they cover; the table uses the work's extent.

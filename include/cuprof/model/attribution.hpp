@@ -24,10 +24,13 @@ inline void link_spans(trace& t) {
   for (std::uint32_t i = 0; i < t.spans.size(); ++i) t.spans[i].id = i + 1;
 }
 
-// The scope that launched a GPU activity, or no_index. A trace read from a
-// file may name it explicitly (torch's "External id"); that wins.
+// The scope that launched a GPU activity (an element of t.gpu), or no_index.
+// A trace read from a file may name it explicitly (torch's "External id"); that wins.
 inline std::uint32_t launching_span(const trace& t, const gpu_activity& g) {
-  if (g.span != no_index) return g.span;
+  if (!t.gpu_launch_spans.empty()) {
+    const std::uint32_t named = t.gpu_launch_spans[std::size_t(&g - t.gpu.data())];
+    if (named != no_index) return named;
+  }
   return g.api == no_index ? no_index : t.api_calls[g.api].parent;
 }
 
@@ -48,7 +51,8 @@ inline std::vector<gpu_annotation> derive_gpu_annotations(const trace& t) {
   std::uint64_t last_lane = 0;
   for (const gpu_activity& g : t.gpu) {
     if (g.kind == gpu_kind::sync) continue;
-    const std::uint64_t lane = (std::uint64_t(g.device) << 32) | g.stream;
+    const gpu_lane& where = t.lane_of(g);
+    const std::uint64_t lane = (std::uint64_t(where.device) << 32) | where.stream;
     const std::uint32_t launcher = launching_span(t, g);
     if (launcher != last_span || lane != last_lane) {
       last_span = launcher, last_lane = lane;
@@ -56,7 +60,7 @@ inline std::vector<gpu_annotation> derive_gpu_annotations(const trace& t) {
       for (std::uint32_t s = launcher; s != no_index; s = t.spans[s].parent) {
         if (t.spans[s].is_step) continue;  // as torch: no GPU lane entry for steps
         auto [it, inserted] = index.try_emplace({s, lane}, out.size());
-        if (inserted) out.push_back({s, g.device, g.stream, g.start_ns, g.end_ns});
+        if (inserted) out.push_back({s, where.device, where.stream, g.start_ns, g.end_ns});
         last_chain.push_back(it->second);
       }
     }

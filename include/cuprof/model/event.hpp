@@ -58,20 +58,29 @@ struct cpu_span {
 
 enum class api_domain : std::uint8_t { runtime, driver };
 
+// What a CUDA call called, and how it is drawn: shared by the calls of one
+// function, so that the call itself (one per launch) stays small.
+struct call_kind {
+  name_id name = 0;
+  std::uint16_t cbid = 0;  // CUPTI's callback id (all are below 2^16)
+  api_domain domain = api_domain::runtime;
+  bool has_flow = false;  // launches, copies, memsets, syncs: drawn with an ac2g arrow
+};
+
+inline bool operator==(const call_kind& a, const call_kind& b) {
+  return a.name == b.name && a.cbid == b.cbid && a.domain == b.domain && a.has_flow == b.has_flow;
+}
+
 // A CUDA runtime or driver API call made by the application. A trace holds
-// one per launch: its size is a launch's memory (40 bytes; CUPTI's callback
-// ids are below 2^16).
+// one per launch: its size is a launch's memory (32 bytes).
 struct api_call {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
-  name_id name = 0;
   std::uint32_t tid = 0;
   std::uint32_t correlation = 0;
   std::uint32_t parent = no_index;  // innermost cpu_span open at the call (attribution)
-  std::int32_t return_value = 0;
-  std::uint16_t cbid = 0;
-  api_domain domain = api_domain::runtime;
-  bool has_flow = false;  // launches, copies, memsets, syncs: drawn with an ac2g arrow
+  std::uint16_t kind = 0;           // index into trace::call_kinds: its name, cbid, domain
+  std::int16_t return_value = 0;    // cudaError_t or CUresult, all below 1000 (clamped)
 };
 
 enum class gpu_kind : std::uint8_t { kernel, memcpy, memset, sync };
@@ -87,25 +96,39 @@ struct kernel_details {
   std::uint64_t graph_node_id = 0;
 };
 
+// Where GPU work ran: a device's context's stream. Shared by the work of one
+// stream, so that a record (one per launch) stays small.
+struct gpu_lane {
+  std::uint32_t device = 0;
+  std::uint32_t context = 0;
+  std::uint32_t stream = 0;
+};
+
+inline bool operator==(const gpu_lane& a, const gpu_lane& b) {
+  return a.device == b.device && a.context == b.context && a.stream == b.stream;
+}
+
+struct gpu_lane_hash {
+  std::size_t operator()(const gpu_lane& l) const noexcept {
+    return std::hash<std::uint64_t>()((std::uint64_t(l.context) << 32 | l.stream) * 31 + l.device);
+  }
+};
+
 // Work the GPU did: a kernel, a copy, a memset, or a synchronization. One per
-// launch, as api_call: 56 bytes.
+// launch, as api_call: 40 bytes.
 struct gpu_activity {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
-  std::uint64_t bytes = 0;           // memcpy / memset
   name_id name = 0;
   std::uint32_t correlation = 0;
-  std::uint32_t context = 0;
-  std::uint32_t stream = 0;
   std::uint32_t api = no_index;      // launching api_call (attribution)
-  std::uint32_t details = no_index;  // index into trace::kernels for kernels
-  std::uint32_t span = no_index;     // launching scope as a trace file names it ("External id"); when set,
-                                     // attribution uses it instead of api's scope (trace_reader.hpp)
-  std::uint16_t device = 0;
+  std::uint32_t details = no_index;  // kernels: index into trace::kernels; copies and memsets: into
+                                     // trace::transfer_bytes
+  std::uint32_t lane = 0;            // index into trace::gpu_lanes
   gpu_kind kind = gpu_kind::kernel;
   std::uint8_t subkind = 0;          // memcpy kind, or sync type
 };
-static_assert(sizeof(api_call) <= 40 && sizeof(gpu_activity) <= 56,
+static_assert(sizeof(api_call) <= 32 && sizeof(gpu_activity) <= 40,
               "a launch's trace records grew: docs/performance.md counts their bytes");
 
 // CUPTI's own work, shown rather than hidden.
@@ -198,13 +221,49 @@ struct trace {
   std::vector<cpu_span> spans;
   std::vector<span_arg> span_args;  // the spans' arguments, each span's together
   std::vector<api_call> api_calls;
+  std::vector<call_kind> call_kinds;  // what api_calls refer to by `kind`
   std::vector<gpu_activity> gpu;
-  std::vector<kernel_details> kernels;
+  std::vector<gpu_lane> gpu_lanes;             // what gpu refers to by `lane`
+  std::vector<kernel_details> kernels;         // what kernels refer to by `details`
+  std::vector<std::uint64_t> transfer_bytes;   // what copies and memsets refer to by `details`
+  // Read from a file only, one per GPU record or none: the scope the file names
+  // as its launcher ("External id"); attribution prefers it to the call's scope.
+  std::vector<std::uint32_t> gpu_launch_spans;
   std::vector<overhead_span> overhead;
   trace_metadata meta;
   // Each scope's extent per GPU stream, parents first: derived by attribute()
   // for a recorded trace, as the file has them (torch.profiler's own) for one read back.
   std::vector<gpu_annotation> gpu_annotations;
+
+  const call_kind& kind_of(const api_call& c) const { return call_kinds[c.kind]; }
+  name_id name_of(const api_call& c) const { return call_kinds[c.kind].name; }
+  const gpu_lane& lane_of(const gpu_activity& g) const { return gpu_lanes[g.lane]; }
+  std::uint64_t bytes_of(const gpu_activity& g) const {
+    const bool moves_bytes = g.kind == gpu_kind::memcpy || g.kind == gpu_kind::memset;
+    return moves_bytes && g.details != no_index ? transfer_bytes[g.details] : 0;
+  }
+
+  // The index of a kind or a lane, added when new. Linear: a trace has a
+  // handful of each; bulk builders (take(), the reader) keep their own maps.
+  // A trace holds at most 2^16 call kinds: no_index past that.
+  std::uint32_t add_call_kind(const call_kind& k) {
+    for (std::size_t i = 0; i < call_kinds.size(); ++i)
+      if (call_kinds[i] == k) return std::uint32_t(i);
+    if (call_kinds.size() > 0xFFFF) return no_index;
+    call_kinds.push_back(k);
+    return std::uint32_t(call_kinds.size() - 1);
+  }
+  std::uint32_t add_gpu_lane(const gpu_lane& l) {
+    for (std::size_t i = 0; i < gpu_lanes.size(); ++i)
+      if (gpu_lanes[i] == l) return std::uint32_t(i);
+    gpu_lanes.push_back(l);
+    return std::uint32_t(gpu_lanes.size() - 1);
+  }
+  // Sets a copy's or memset's bytes.
+  void set_bytes(gpu_activity& g, std::uint64_t bytes) {
+    g.details = std::uint32_t(transfer_bytes.size());
+    transfer_bytes.push_back(bytes);
+  }
 };
 
 // The deviceProperties entry of device `id`, or null.

@@ -63,8 +63,9 @@ struct chrome_trace_layout {
   chrome_trace_layout& operator=(const chrome_trace_layout&) = delete;
 
   // A GPU record's lane: its stream, or its stream's sync lane.
-  static std::uint32_t gpu_tid(const gpu_activity& g) {
-    return g.kind == gpu_kind::sync ? sync_tid_offset + g.stream : g.stream;
+  std::uint32_t gpu_tid(const gpu_activity& g) const {
+    const std::uint32_t stream = t.lane_of(g).stream;
+    return g.kind == gpu_kind::sync ? sync_tid_offset + stream : stream;
   }
 
   std::size_t block_count() const { return items == 0 ? 1 : (items - 1) / items_per_block + 1; }
@@ -76,9 +77,10 @@ struct chrome_trace_layout {
   int occupancy_percent(const gpu_activity& g) const {
     std::atomic<std::uint64_t>& entry = occupancy[g.details];
     std::uint64_t known = entry.load(std::memory_order_relaxed);  // device << 32 | percent + 1; 0: none yet
-    if (known == 0 || std::uint32_t(known >> 32) != g.device) {
-      const int percent = estimate_occupancy(t.kernels[g.details], find_device(t, g.device)).percent;
-      known = std::uint64_t(g.device) << 32 | std::uint32_t(percent + 1);
+    const std::uint32_t device = t.lane_of(g).device;
+    if (known == 0 || std::uint32_t(known >> 32) != device) {
+      const int percent = estimate_occupancy(t.kernels[g.details], find_device(t, device)).percent;
+      known = std::uint64_t(device) << 32 | std::uint32_t(percent + 1);
       entry.store(known, std::memory_order_relaxed);
     }
     return int(std::uint32_t(known)) - 1;
@@ -145,17 +147,18 @@ struct chrome_trace_layout {
         } else {  // a further record of its call (a graph launch's next node): a v1 flow
           const std::uint32_t ordinal = records_of_busy_call.try_emplace(g.api, 1).first->second++;
           later_ordinal.emplace(std::uint32_t(i), ordinal);
-          if (t.api_calls[g.api].has_flow) bind_id_base = std::uint64_t(1) << 32;
+          if (t.kind_of(t.api_calls[g.api]).has_flow) bind_id_base = std::uint64_t(1) << 32;
         }
       }
-      const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == g.device; });
+      const gpu_lane& where = t.lane_of(g);
+      const auto d = std::find_if(seen.begin(), seen.end(), [&](const contexts& c) { return c.device == where.device; });
       if (d == seen.end()) {
-        seen.push_back({g.device, g.context, false});
-        devices.insert(g.device);
+        seen.push_back({where.device, where.context, false});
+        devices.insert(where.device);
       } else {
-        d->several |= d->first != g.context;
+        d->several |= d->first != where.context;
       }
-      const std::pair<std::uint32_t, std::uint32_t> lane{g.device, gpu_tid(g)};
+      const std::pair<std::uint32_t, std::uint32_t> lane{where.device, gpu_tid(g)};
       if (i == 0 || lane != last_lane) gpu_lanes.insert(lane);  // runs of one lane: one set look-up each
       last_lane = lane;
     }
@@ -442,9 +445,10 @@ class chrome_trace_writer {
   void api_call_event(std::size_t i) {
     const api_call& a = t_.api_calls[i];
     const std::uint32_t pid = t_.meta.pid;
-    const std::uint32_t flows = a.has_flow ? l_.records_of_call(i) : 0;
-    complete(a.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
-             escaped_name(a.name), pid, a.tid, a.start_ns, a.end_ns);
+    const call_kind& kind = t_.kind_of(a);
+    const std::uint32_t flows = kind.has_flow ? l_.records_of_call(i) : 0;
+    complete(kind.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
+             escaped_name(kind.name), pid, a.tid, a.start_ns, a.end_ns);
     if (flows != 0) bind(a.correlation, ",\"flow_out\":true");  // to its first record
     out_ += ",\"args\":{";
     if (a.parent != no_index) {
@@ -481,17 +485,17 @@ class chrome_trace_writer {
 
   // "context" only where it tells something: on a device with work in more
   // than one context (most programs have one per device, the primary context).
-  void context(const gpu_activity& g) {
+  void context(const gpu_lane& where) {
     const std::vector<std::uint32_t>& several = l_.several_contexts;
-    if (several.empty() || std::find(several.begin(), several.end(), g.device) == several.end())
+    if (several.empty() || std::find(several.begin(), several.end(), where.device) == several.end())
       return;
     next_key(schema::arg_context);
-    append_int(out_, g.context);
+    append_int(out_, where.context);
   }
 
   // A lean trace leaves out what the record's lane (device) and its call's
   // slice (External id, through correlation) already say.
-  void gpu_common_args(const gpu_activity& g) {
+  void gpu_common_args(const gpu_activity& g, const gpu_lane& where) {
     out_ += ",\"args\":{";
     if (!l_.lean()) {
       const std::uint32_t span = launching_span(t_, g);
@@ -500,11 +504,11 @@ class chrome_trace_writer {
         append_int(out_, t_.spans[span].id);
         out_ += ',';
       }
-      key(schema::arg_device); append_int(out_, g.device);
+      key(schema::arg_device); append_int(out_, where.device);
       out_ += ',';
     }
-    key(schema::arg_stream); append_int(out_, g.stream);
-    context(g);
+    key(schema::arg_stream); append_int(out_, where.stream);
+    context(where);
     next_key(schema::arg_correlation); append_int(out_, g.correlation);
   }
 
@@ -520,20 +524,22 @@ class chrome_trace_writer {
   }
 
   // A GPU record's event up to its "dur", with its call's v2 flow end if it is linked so.
-  [[gnu::always_inline]] void gpu_complete(std::string_view cat, const gpu_activity& g, std::uint32_t tid, bool flow_in) {
-    complete(cat, escaped_name(g.name), g.device, tid, g.start_ns, g.end_ns);
+  [[gnu::always_inline]] void gpu_complete(std::string_view cat, const gpu_activity& g, std::uint32_t device,
+                                           std::uint32_t tid, bool flow_in) {
+    complete(cat, escaped_name(g.name), device, tid, g.start_ns, g.end_ns);
     if (flow_in) bind(g.correlation, ",\"flow_in\":true");
   }
 
   void gpu_event(std::size_t i) {
     const gpu_activity& g = t_.gpu[i];
-    const std::uint32_t tid = chrome_trace_layout::gpu_tid(g);
-    const bool linked = g.api != no_index && t_.api_calls[g.api].has_flow;
+    const gpu_lane& where = t_.lane_of(g);
+    const std::uint32_t tid = l_.gpu_tid(g);
+    const bool linked = g.api != no_index && t_.kind_of(t_.api_calls[g.api]).has_flow;
     const bool v2 = linked && l_.flow_ordinal(i) == 0;
     switch (g.kind) {
       case gpu_kind::kernel: {
-        gpu_complete(schema::cat_kernel, g, tid, v2);
-        gpu_common_args(g);
+        gpu_complete(schema::cat_kernel, g, where.device, tid, v2);
+        gpu_common_args(g, where);
         if (g.details != no_index) {
           const kernel_details& k = t_.kernels[g.details];
           if (!l_.lean()) {
@@ -555,31 +561,33 @@ class chrome_trace_writer {
       }
       case gpu_kind::memcpy:
       case gpu_kind::memset: {
-        gpu_complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset, g, tid, v2);
-        gpu_common_args(g);
+        gpu_complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset, g, where.device,
+                     tid, v2);
+        gpu_common_args(g, where);
+        const std::uint64_t bytes = t_.bytes_of(g);
         next_key(schema::arg_bytes);
-        append_int(out_, g.bytes);
+        append_int(out_, bytes);
         if (g.end_ns > g.start_ns) {
           out_ += ",\"memory bandwidth (GB/s)\":";
-          append_double(out_, double(g.bytes) / double(g.end_ns - g.start_ns));
+          append_double(out_, double(bytes) / double(g.end_ns - g.start_ns));
         }
         out_ += "}}";
         break;
       }
       case gpu_kind::sync: {
-        gpu_complete(schema::cat_cuda_sync, g, tid, v2);
+        gpu_complete(schema::cat_cuda_sync, g, where.device, tid, v2);
         out_ += ",\"args\":{";
         key(schema::arg_sync_kind); out_ += '"'; out_ += std::string_view(sync_kind_name(g.subkind)); out_ += '"';
-        next_key(schema::arg_device); append_int(out_, g.device);
-        context(g);
+        next_key(schema::arg_device); append_int(out_, where.device);
+        context(where);
         next_key(schema::arg_stream);
-        if (g.subkind == 4) out_ += "-1"; else append_int(out_, g.stream);
+        if (g.subkind == 4) out_ += "-1"; else append_int(out_, where.stream);
         next_key(schema::arg_correlation); append_int(out_, g.correlation);
         out_ += "}}";
         break;
       }
     }
-    if (linked && !v2) flow('f', flow_id(g.correlation, l_.flow_ordinal(i)), g.device, tid, g.start_ns);
+    if (linked && !v2) flow('f', flow_id(g.correlation, l_.flow_ordinal(i)), where.device, tid, g.start_ns);
   }
 
   void overhead_event(std::size_t i) {

@@ -440,7 +440,7 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     r.cuda_samples_ns.push_back(cuda_total[i]);
   }
   for (const api_call& a : t.api_calls) {
-    event_average& r = row(a.name, row_kind::cuda_api, a.start_ns, no_args);
+    event_average& r = row(t.name_of(a), row_kind::cuda_api, a.start_ns, no_args);
     r.cpu_total_ns += a.end_ns - a.start_ns;
     r.self_cpu_ns += a.end_ns - a.start_ns;
     r.cpu_samples_ns.push_back(a.end_ns - a.start_ns);

@@ -112,40 +112,41 @@ struct call_record {
 };
 
 // A staged API call: the fields of an api_call that the call's record gives,
-// times in ticks (40 bytes, as the api_call it becomes).
+// times in ticks (32 bytes, as the api_call it becomes).
 struct staged_call {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
-  name_id name = 0;
   std::uint32_t tid = 0;
   std::uint32_t correlation = 0;
-  std::int32_t return_value = 0;
-  std::uint16_t cbid = 0;
-  api_domain domain = api_domain::runtime;
-  bool has_flow = false;
+  std::uint16_t kind = 0;  // index into the store's call kinds
+  std::int16_t return_value = 0;
   // A driver call folded into this one on arrival: its correlation id minus
   // this one's (0: none, or one that does not fit, kept in the store's list).
   // In the padding: a launch stages no pair of ids for its folded driver call.
   std::int16_t folded_offset = 0;
+  api_domain domain = api_domain::runtime;  // its kind's, at hand for the sort and the fold
   std::uint32_t folded_correlation() const { return std::uint32_t(std::int64_t(correlation) + folded_offset); }
 };
 
 // A staged GPU record: a gpu_activity less the fields attribution fills,
-// times in ticks (48 bytes, against 56).
+// times in ticks, what it is and where it ran as indices into the store's
+// tables (32 bytes, against 40).
 struct staged_gpu {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
-  std::uint64_t bytes = 0;
-  name_id name = 0;
   std::uint32_t correlation = 0;
-  std::uint32_t context = 0;
-  std::uint32_t stream = 0;
-  std::uint32_t details = no_index;  // index into the store's kernel configurations
-  std::uint16_t device = 0;
-  gpu_kind kind = gpu_kind::kernel;
-  std::uint8_t subkind = 0;
+  std::uint32_t lane = 0;            // index into the store's lanes
+  std::uint32_t form = 0;            // index into the store's forms: name, kind, subkind
+  std::uint32_t details = no_index;  // kernels: index into the store's kernel configurations;
+                                     // copies and memsets: into its staged byte counts
 };
-static_assert(sizeof(staged_call) <= 40 && sizeof(staged_gpu) <= 48, "staged records grew: recording holds more per launch");
+static_assert(sizeof(staged_call) <= 32 && sizeof(staged_gpu) <= 32, "staged records grew: recording holds more per launch");
+
+// The int16 of a CUDA call's return value (api_call::return_value).
+inline std::int16_t narrow_return_value(std::int32_t v) {
+  return std::int16_t(std::clamp<std::int32_t>(v, INT16_MIN, INT16_MAX));
+}
+
 
 // Staged records are compact copies of the trace's structs with times still
 // in ticks, names as ids in the store's string table and kernel launch
@@ -192,20 +193,17 @@ class record_store {
   void add_call(const call_record& r) {
     if (at_cap()) return;
     ++api_changes_;
-    bool has_flow = false;
-    const name_id name = api_name(r.domain, r.cbid, has_flow);
-    if (name == no_index) return;
+    const std::uint32_t kind = api_kind(r.domain, r.cbid);
+    if (kind == no_index) return;
     if (r.sync_kind) add_sync(r);
     staged_call c;
     c.start_ns = r.start;
     c.end_ns = r.end;
-    c.name = name;
     c.tid = r.tid;
-    c.cbid = std::uint16_t(r.cbid);
+    c.kind = std::uint16_t(kind);
     c.correlation = r.correlation;
-    c.return_value = r.return_value;
+    c.return_value = narrow_return_value(r.return_value);
     c.domain = r.domain;
-    c.has_flow = has_flow;
     // A driver call made inside a runtime call (cudaLaunchKernel -> cuLaunchKernel)
     // is folded into it on arrival, whichever of the two records comes first:
     // one staged call per launch instead of two. select() folds what this misses
@@ -233,7 +231,7 @@ class record_store {
     });
     for (std::size_t pos = 0; pos < w.kept.size(); ++pos) {
       const staged_call& c = api_[w.kept[pos]];
-      if (!has_record[pos] && expects_gpu_record_[c.name] && c.return_value == 0) return false;
+      if (!has_record[pos] && call_kinds_[c.kind].expects_gpu_record && c.return_value == 0) return false;
     }
     // take() of this window comes next: it reuses the selection unless API
     // records arrived in between. Kept only now, not while the window waits.
@@ -250,12 +248,22 @@ class record_store {
       if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
       return names[id];
     };
-    // Ticks to epoch ns, the name into out's table: done once the calls are
-    // in call order, which the sort compares in ticks.
+    std::vector<std::uint32_t> kinds(call_kinds_.size(), no_index);
+    const auto kind_in_out = [&](std::uint16_t store_kind) {
+      std::uint32_t& k = kinds[store_kind];
+      if (k == no_index) {
+        call_kind shown = call_kinds_[store_kind].kind;
+        shown.name = name_in_out(shown.name);
+        k = out.add_call_kind(shown);  // the store has fewer than 2^16 kinds, so out's first window does
+      }
+      return std::uint16_t(k);
+    };
+    // Ticks to epoch ns, the kind into out's table: done once the calls are
+    // in call order, which the sort compares in ticks and store kinds.
     const auto finish = [&](api_call& c) {
       c.start_ns = clock.to_epoch_ns(c.start_ns);
       c.end_ns = std::max(c.start_ns, clock.to_epoch_ns(c.end_ns));
-      c.name = name_in_out(c.name);
+      c.kind = kind_in_out(c.kind);
     };
     // The window's calls are copied in storage order as their chunks are
     // freed, then put in the order select() gave them unless storage order
@@ -277,19 +285,18 @@ class record_store {
       api_call c;
       c.start_ns = staged.start_ns;
       c.end_ns = staged.end_ns;
-      c.name = staged.name;
       c.tid = staged.tid;
-      c.cbid = staged.cbid;
+      c.kind = staged.kind;
       c.correlation = staged.correlation;
       c.return_value = staged.return_value;
-      c.domain = staged.domain;
-      c.has_flow = staged.has_flow;
       if (w.in_order) finish(c);
       calls_out.push_back(c);
     });
     api_ = std::move(later_api);
     if (!w.in_order) {
-      std::sort(out.api_calls.begin() + first_call, out.api_calls.end(), call_order<api_call>);
+      std::sort(out.api_calls.begin() + first_call, out.api_calls.end(), [&](const api_call& x, const api_call& y) {
+        return call_order(x, call_kinds_[x.kind].kind.domain, y, call_kinds_[y.kind].kind.domain);
+      });
       for (auto c = out.api_calls.begin() + first_call; c != out.api_calls.end(); ++c) finish(*c);
     }
     // The GPU records need only the index: the list of kept calls (4 bytes
@@ -297,7 +304,23 @@ class record_store {
     std::vector<std::uint32_t>().swap(w.kept);
 
     std::vector<std::uint32_t> configs(kernel_configs_.size(), no_index);
+    std::vector<std::uint32_t> lanes(lanes_.size(), no_index);
+    std::unordered_map<gpu_lane, std::uint32_t, gpu_lane_hash> out_lanes;
+    for (std::uint32_t i = 0; i < out.gpu_lanes.size(); ++i) out_lanes.emplace(out.gpu_lanes[i], i);
+    // A sync's lane has its device once a kernel or copy showed the context's.
+    const auto lane_in_out = [&](std::uint32_t store_lane) {
+      std::uint32_t& l = lanes[store_lane];
+      if (l == no_index) {
+        gpu_lane shown = lanes_[store_lane];
+        if (shown.device == unknown_device) shown.device = device_of_context(shown.context);
+        auto [it, added] = out_lanes.try_emplace(shown, std::uint32_t(out.gpu_lanes.size()));
+        if (added) out.gpu_lanes.push_back(shown);
+        l = it->second;
+      }
+      return l;
+    };
     chunked_vector<staged_gpu> later;
+    chunked_vector<std::uint64_t> later_bytes;
     const auto unlinked_in_window = [&](const staged_gpu& g) {
       return g.correlation == 0 && g.start_ns >= start && g.start_ns <= end;
     };
@@ -310,22 +333,29 @@ class record_store {
       if (pos == no_index && !unlinked_in_window(staged)) {
         const bool launched_before = staged.correlation != 0 && (staged.correlation <= w.newest_before ||
                                                                  (!w.owner.empty() && staged.correlation < w.owner.lowest()));
-        if (!launched_before && !(staged.correlation == 0 && staged.start_ns < start)) later.push_back(staged);
+        if (!launched_before && !(staged.correlation == 0 && staged.start_ns < start)) {
+          staged_gpu kept = staged;
+          if (moves_bytes(staged)) {
+            kept.details = std::uint32_t(later_bytes.size());
+            later_bytes.push_back(bytes_[staged.details]);
+          }
+          later.push_back(kept);
+        }
         return;
       }
+      const gpu_form& form = forms_[staged.form];
       gpu_activity a;
       a.start_ns = clock.to_epoch_ns(staged.start_ns);
       a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(staged.end_ns));
-      a.bytes = staged.bytes;
-      a.name = name_in_out(staged.name);
+      a.name = name_in_out(form.name);
       // Folded calls' records belong to the outer call.
       a.correlation = pos != no_index ? out.api_calls[first_call + pos].correlation : staged.correlation;
-      a.device = staged.kind == gpu_kind::sync ? std::uint16_t(device_of_context(staged.context)) : staged.device;  // known by now if ever
-      a.context = staged.context;
-      a.stream = staged.stream;
-      a.kind = staged.kind;
-      a.subkind = staged.subkind;
-      if (staged.details != no_index) {
+      a.lane = lane_in_out(staged.lane);
+      a.kind = form.kind;
+      a.subkind = form.subkind;
+      if (moves_bytes(staged)) {
+        out.set_bytes(a, bytes_[staged.details]);
+      } else if (staged.details != no_index) {
         std::uint32_t& config = configs[staged.details];
         if (config == no_index) {
           config = std::uint32_t(out.kernels.size());
@@ -336,6 +366,7 @@ class record_store {
       gpu_out.push_back(a);
     });
     gpu_ = std::move(later);
+    bytes_ = std::move(later_bytes);
 
     std::vector<cpu_span> later_ranges;
     for (const cpu_span& r : nvtx_ranges_) {
@@ -392,6 +423,7 @@ class record_store {
     checked_.reset();
     api_.clear();
     gpu_.clear();
+    bytes_.clear();
     std::vector<overhead_span>().swap(overhead_);
     std::vector<cpu_span>().swap(nvtx_ranges_);
     open_ranges_.clear();
@@ -416,12 +448,13 @@ class record_store {
   // before the driver call it makes; the correlation id makes it total, so
   // that the staged calls and the trace's sort alike.
   template <class Call>
-  static bool call_order(const Call& x, const Call& y) {
+  static bool call_order(const Call& x, api_domain x_domain, const Call& y, api_domain y_domain) {
     if (x.tid != y.tid) return x.tid < y.tid;
     if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
-    if (x.domain != y.domain) return x.domain < y.domain;
+    if (x_domain != y_domain) return x_domain < y_domain;
     return x.correlation < y.correlation;
   }
+  static bool call_order(const staged_call& x, const staged_call& y) { return call_order(x, x.domain, y, y.domain); }
 
   // What window_complete() found for the window it passed, to be taken next.
   struct checked_window {
@@ -505,9 +538,11 @@ class record_store {
     return w;
   }
 
-  // The store's name id of a call, or no_index when it is dropped as noise.
-  name_id api_name(api_domain domain, std::uint32_t cbid, bool& has_flow) {
-    auto& cache = domain == api_domain::runtime ? runtime_names_ : driver_names_;
+  // The index of a call's kind in call_kinds_, or no_index when the call is
+  // dropped as noise. Callback ids are below 2^16 (CUPTI's are below 2^11).
+  std::uint32_t api_kind(api_domain domain, std::uint32_t cbid) {
+    auto& cache = domain == api_domain::runtime ? runtime_kinds_ : driver_kinds_;
+    if (cbid > 0xFFFF) return no_index;
     if (cbid >= cache.size()) cache.resize(std::size_t(cbid) + 1);
     cached_api& entry = cache[cbid];
     if (!entry.known) {
@@ -516,20 +551,36 @@ class record_store {
       const std::string_view shown = api_base_name(raw);
       const api_class c = classify_api(domain, shown);
       if (c.display_name) {
-        entry.name = intern(shown);
-        entry.has_flow = c.has_flow;
-        expects_gpu_record_[entry.name] = c.expects_gpu_record;
+        entry.kind = std::uint32_t(call_kinds_.size());
+        call_kinds_.push_back({{intern(shown), std::uint16_t(cbid), domain, c.has_flow}, c.expects_gpu_record});
       }
       entry.known = true;
     }
-    has_flow = entry.has_flow;
-    return entry.name;
+    return entry.kind;
   }
 
-  name_id intern(std::string_view s) {
-    const name_id id = names_.intern(s);
-    if (expects_gpu_record_.size() <= id) expects_gpu_record_.resize(id + 1, false);
-    return id;
+  name_id intern(std::string_view s) { return names_.intern(s); }
+
+  static bool moves_bytes(gpu_kind kind) { return kind == gpu_kind::memcpy || kind == gpu_kind::memset; }
+  bool moves_bytes(const staged_gpu& g) const { return moves_bytes(forms_[g.form].kind); }
+
+  // The store's index of what a GPU record is; records come in runs of one.
+  std::uint32_t form_index(name_id name, gpu_kind kind, std::uint8_t subkind) {
+    const std::uint64_t key = std::uint64_t(name) << 16 | std::uint64_t(kind) << 8 | subkind;
+    if (last_form_.first == key) return last_form_.second;
+    auto [it, added] = form_by_key_.try_emplace(key, std::uint32_t(forms_.size()));
+    if (added) forms_.push_back({name, kind, subkind});
+    last_form_ = {key, it->second};
+    return it->second;
+  }
+
+  // The store's index of where a GPU record ran; records come in runs of one.
+  std::uint32_t lane_index(const gpu_lane& l) {
+    if (last_lane_.first == l) return last_lane_.second;
+    auto [it, added] = lane_by_value_.try_emplace(l, std::uint32_t(lanes_.size()));
+    if (added) lanes_.push_back(l);
+    last_lane_ = {l, it->second};
+    return it->second;
   }
 
   name_id kernel_name(const char* mangled) {
@@ -631,27 +682,31 @@ class record_store {
     return true;
   }
 
-  staged_gpu gpu_common(gpu_kind kind, std::uint64_t start, std::uint64_t end, std::uint32_t device,
-                          std::uint32_t context, std::uint32_t stream, std::uint32_t correlation) {
+  // A record's times, lane and correlation; `device` is unknown_device for a sync.
+  staged_gpu gpu_common(std::uint64_t start, std::uint64_t end, std::uint32_t device, std::uint32_t context,
+                        std::uint32_t stream, std::uint32_t correlation) {
     staged_gpu g;
-    g.kind = kind;
     g.start_ns = start;
     g.end_ns = end;
-    g.device = std::uint16_t(device);
-    g.context = context;
-    g.stream = stream;
+    g.lane = lane_index({device, context, stream});
     g.correlation = correlation;
-    if (kind != gpu_kind::sync && (context != last_context_.first || device != last_context_.second)) {
+    if (device != unknown_device && (context != last_context_.first || device != last_context_.second)) {
       device_by_context_[context] = device;
       last_context_ = {context, device};
     }
     return g;
   }
 
+  // A copy's or memset's byte count, staged beside it.
+  void stage_bytes(staged_gpu& g, std::uint64_t bytes) {
+    g.details = std::uint32_t(bytes_.size());
+    bytes_.push_back(bytes);
+  }
+
   void add_kernel(const CUpti_ActivityKernel10& k) {
     if (lost_times(k.start, k.end)) return;
-    staged_gpu g = gpu_common(gpu_kind::kernel, k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId);
-    g.name = kernel_name(k.name);
+    staged_gpu g = gpu_common(k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId);
+    g.form = form_index(kernel_name(k.name), gpu_kind::kernel, 0);
     kernel_details d;
     d.grid[0] = std::uint32_t(k.gridX), d.grid[1] = std::uint32_t(k.gridY), d.grid[2] = std::uint32_t(k.gridZ);
     d.block[0] = std::uint32_t(k.blockX), d.block[1] = std::uint32_t(k.blockY), d.block[2] = std::uint32_t(k.blockZ);
@@ -666,19 +721,20 @@ class record_store {
 
   void add_memcpy(const CUpti_ActivityMemcpy6& m) {
     if (lost_times(m.start, m.end)) return;
-    staged_gpu g = gpu_common(gpu_kind::memcpy, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
-    g.bytes = m.bytes;
-    g.subkind = m.copyKind;
-    g.name = intern(std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" + memory_kind_name(m.srcKind) +
-                    " -> " + memory_kind_name(m.dstKind) + ")");
+    staged_gpu g = gpu_common(m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
+    const name_id name = intern(std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" +
+                                memory_kind_name(m.srcKind) + " -> " + memory_kind_name(m.dstKind) + ")");
+    g.form = form_index(name, gpu_kind::memcpy, m.copyKind);
+    stage_bytes(g, m.bytes);
     gpu_.push_back(g);
   }
 
   void add_memset(const CUpti_ActivityMemset4& m) {
     if (lost_times(m.start, m.end)) return;
-    staged_gpu g = gpu_common(gpu_kind::memset, m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
-    g.bytes = m.bytes;
-    g.name = intern(std::string("Memset (") + memory_kind_name(std::uint8_t(m.memoryKind)) + ")");
+    staged_gpu g = gpu_common(m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
+    g.form = form_index(intern(std::string("Memset (") + memory_kind_name(std::uint8_t(m.memoryKind)) + ")"),
+                        gpu_kind::memset, 0);
+    stage_bytes(g, m.bytes);
     gpu_.push_back(g);
   }
 
@@ -686,9 +742,8 @@ class record_store {
   // call: that activity costs every runtime call a few hundred ns, shown or
   // not (docs/performance.md), and its times are the call's anyway.
   void add_sync(const call_record& r) {
-    staged_gpu g = gpu_common(gpu_kind::sync, r.start, r.end, 0, r.context, r.stream, r.correlation);
-    g.subkind = r.sync_kind;
-    g.name = intern(sync_kind_name(r.sync_kind));
+    staged_gpu g = gpu_common(r.start, r.end, unknown_device, r.context, r.stream, r.correlation);
+    g.form = form_index(intern(sync_kind_name(r.sync_kind)), gpu_kind::sync, r.sync_kind);
     gpu_.push_back(g);
   }
 
@@ -707,15 +762,36 @@ class record_store {
   };
 
   struct cached_api {
-    name_id name = no_index;
-    bool has_flow = false;
+    std::uint32_t kind = no_index;
     bool known = false;
   };
+
+  // A call kind with its name in the store's table, and whether its calls
+  // make GPU work the window waits for (launches, copies, memsets).
+  struct staged_kind {
+    call_kind kind;
+    bool expects_gpu_record = false;
+  };
+
+  // What a GPU record is, with its name in the store's table.
+  struct gpu_form {
+    name_id name = 0;
+    gpu_kind kind = gpu_kind::kernel;
+    std::uint8_t subkind = 0;
+  };
+
+  static constexpr std::uint32_t unknown_device = no_index;  // a sync's lane until its context's device is known
 
   api_name_lookup lookup_;
   std::size_t max_staged_;
   string_table names_;
-  std::vector<bool> expects_gpu_record_;  // by name id: launches, copies, memsets
+  std::vector<staged_kind> call_kinds_;  // what staged calls refer to by `kind`
+  std::vector<gpu_form> forms_;          // what staged GPU records refer to by `form`
+  std::unordered_map<std::uint64_t, std::uint32_t> form_by_key_;
+  std::pair<std::uint64_t, std::uint32_t> last_form_{~std::uint64_t(0), 0};
+  std::vector<gpu_lane> lanes_;          // what staged GPU records refer to by `lane`
+  std::unordered_map<gpu_lane, std::uint32_t, gpu_lane_hash> lane_by_value_;
+  std::pair<gpu_lane, std::uint32_t> last_lane_{{no_index, no_index, no_index}, no_index};
   std::unordered_map<std::string, name_id> demangled_;
   std::unordered_map<const char*, std::pair<std::string, name_id>> by_pointer_;
   struct {
@@ -726,11 +802,12 @@ class record_store {
   std::unordered_map<kernel_details, std::uint32_t, config_hash, config_equal> config_index_;
   std::vector<kernel_details> kernel_configs_;
   std::uint32_t last_config_ = no_index;
-  std::vector<cached_api> runtime_names_, driver_names_;  // by callback id
+  std::vector<cached_api> runtime_kinds_, driver_kinds_;  // by callback id
   std::unordered_map<std::uint32_t, std::uint32_t> device_by_context_;
   std::pair<std::uint32_t, std::uint32_t> last_context_{no_index, 0};  // the last pair written there
   chunked_vector<staged_call> api_;
   chunked_vector<staged_gpu> gpu_;
+  chunked_vector<std::uint64_t> bytes_;  // the staged copies' and memsets' byte counts
   std::vector<overhead_span> overhead_;
   std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
   std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start

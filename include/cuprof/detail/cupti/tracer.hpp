@@ -50,10 +50,11 @@ inline std::uint64_t CUPTIAPI timestamp_callback() { return now_ticks(); }
 
 class tracer {
  public:
-  static constexpr std::size_t max_buffers = 256;  // 1 GiB at most; CUPTI drops (and counts) beyond
+  static constexpr std::size_t max_buffers = 1024;  // 1 GiB at most; CUPTI drops (and counts) beyond
   static constexpr std::size_t buffer_header = 64;  // holds the slot index, keeps records 8-byte aligned
-  // A buffer's mapping is 4 MiB, whole pages: CUPTI gets it less the header.
-  static constexpr std::size_t buffer_bytes = (4u << 20) - buffer_header;
+  // A buffer's mapping is 1 MiB, whole pages: CUPTI gets it less the header.
+  // Small, as the one CUPTI is filling is resident on top of the trace in a burst.
+  static constexpr std::size_t buffer_bytes = (1u << 20) - buffer_header;
   static constexpr std::size_t buffers_kept_when_idle = 2;
   static constexpr long flush_period_ms = 100;  // full buffers reach the store at least this often
 
