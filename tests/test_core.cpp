@@ -1175,3 +1175,46 @@ TEST_CASE("an empty trace gives an empty set of rows") {
 }
 
 }  // TEST_SUITE table
+
+TEST_CASE("correlation_index: dense ids take a byte each where values grow with them, else a word; the first entry wins") {
+  cuprof::detail::correlation_index index;
+  // A thread's launches: the runtime call's id and its driver call's, both to the launch's position.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> launches;
+  for (std::uint32_t i = 0; i < 100000; ++i) launches.push_back({1000 + 2 * i + 1, i}), launches.push_back({1000 + 2 * i, i});
+  launches.push_back({1001, 77});  // an id given twice: the first entry wins
+  index.build(launches);
+  CHECK(index.compact());
+  for (std::uint32_t i = 0; i < 100000; i += 997) {
+    CHECK(index.find(1000 + 2 * i) == i);
+    CHECK(index.find(1000 + 2 * i + 1) == i);
+  }
+  CHECK(index.find(1001) == 0);
+  CHECK(index.find(999) == cuprof::no_index);
+  CHECK(index.find(1000 + 200000) == cuprof::no_index);
+
+  // Every other id: the gaps find nothing.
+  index.build({{10, 5}, {12, 6}, {14, 7}, {400, 300}});
+  CHECK(index.compact());
+  CHECK(index.find(12) == 6);
+  CHECK(index.find(11) == cuprof::no_index);
+  CHECK(index.find(400) == 300);
+  CHECK(index.find(401) == cuprof::no_index);
+
+  // Two threads' calls, numbered thread by thread: values far apart within a block of ids.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> threads;
+  for (std::uint32_t i = 0; i < 1000; ++i) threads.push_back({2 * i, i}), threads.push_back({2 * i + 1, 1000 + i});
+  index.build(threads);
+  CHECK_FALSE(index.compact());
+  CHECK(index.find(0) == 0);
+  CHECK(index.find(1) == 1000);
+  CHECK(index.find(1999) == 1999);
+
+  // Sparse ids: a map.
+  index.build({{5, 1}, {4000000000u, 2}});
+  CHECK_FALSE(index.compact());
+  CHECK(index.find(4000000000u) == 2);
+  CHECK(index.find(6) == cuprof::no_index);
+  index.build({});
+  CHECK(index.empty());
+  CHECK(index.find(5) == cuprof::no_index);
+}
