@@ -456,13 +456,17 @@ def main():
             summary[label]["cuda_event_gemm_us"] = evt
             check("matmul_add_4096: traced bf16 GEMM duration within 5% of cudaEvent timing",
                   abs(traced - evt) <= 0.05 * evt, f"traced median {traced:.1f} us, cudaEvent median {evt:.1f} us")
-    if 64 in footers and "CUDA" in footers[64]:
-        ratio = footers[64]["CPU"] / max(footers[64]["CUDA"], 1e-9)
-        check("matmul_add_64: overhead-bound (Self CPU total >> Self CUDA total)", ratio >= 5, f"CPU/CUDA = {ratio:.1f}")
-    if 4096 in footers and "CUDA" in footers[4096]:
-        ratio = footers[4096]["CPU"] / max(footers[4096]["CUDA"], 1e-9)
-        check("matmul_add_4096: compute-bound (Self CPU and CUDA totals of one order)", 0.1 <= ratio <= 10,
-              f"CPU/CUDA = {ratio:.2f}")
+    cpu_over_cuda = {size: f["CPU"] / max(f["CUDA"], 1e-9) for size, f in footers.items() if "CUDA" in f}
+    if 64 in cpu_over_cuda:
+        # Judged against the 4096 run of the same process tree, not a fixed figure alone: the 64's
+        # CPU total moved between 48 and 67 us over runs of one day (CPU/CUDA 4.9-6.8) on one GPU host.
+        small, large = cpu_over_cuda[64], cpu_over_cuda.get(4096)
+        check("matmul_add_64: overhead-bound (Self CPU total >= 3x Self CUDA total, and >= 10x matmul_add_4096's ratio)",
+              small >= 3 and (large is None or small >= 10 * large),
+              f"CPU/CUDA = {small:.1f}" + ("" if large is None else f", {small / max(large, 1e-9):.0f}x matmul_add_4096's"))
+    if 4096 in cpu_over_cuda:
+        check("matmul_add_4096: compute-bound (Self CPU and CUDA totals of one order)", 0.1 <= cpu_over_cuda[4096] <= 10,
+              f"CPU/CUDA = {cpu_over_cuda[4096]:.2f}")
     proc, raw, obj, events = example(build, out, "matmul_add", ["--size", "64", "--batched"], "matmul_add_64_bmm")
     if events is not None:
         check_trace_contract("matmul_add_64_bmm", os.path.join(out, "matmul_add_64_bmm.json"))
