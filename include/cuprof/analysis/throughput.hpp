@@ -175,7 +175,7 @@ inline std::vector<activity_throughput> gpu_throughput(const trace& t) {
     r.gpu = std::uint32_t(i);
     r.seconds = double(g.end_ns - g.start_ns) / 1e9;
     const device_info* d = find_device(t, t.lane_of(g).device);
-    if (g.kind == gpu_kind::memcpy || g.kind == gpu_kind::memset) {
+    if (moves_bytes(g.kind)) {
       const std::uint64_t bytes = t.bytes_of(g);
       if (!bytes) continue;
       r.what = activity_throughput::measure::bytes;

@@ -254,7 +254,7 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
         call.kind = kind_of(flowing);
       }
     }
-    if (r.kind == gpu_kind::memcpy || r.kind == gpu_kind::memset) {
+    if (moves_bytes(r.kind)) {
       t.set_bytes(g, r.bytes);
     } else if (r.has_details) {
       g.details = std::uint32_t(t.kernels.size());

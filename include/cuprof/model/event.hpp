@@ -85,6 +85,9 @@ struct api_call {
 
 enum class gpu_kind : std::uint8_t { kernel, memcpy, memset, sync };
 
+// Copies and memsets: the GPU work with a byte count.
+inline bool moves_bytes(gpu_kind kind) { return kind == gpu_kind::memcpy || kind == gpu_kind::memset; }
+
 // Launch parameters of a kernel, kept beside the kernel record.
 struct kernel_details {
   std::uint32_t grid[3] = {0, 0, 0};
@@ -239,8 +242,7 @@ struct trace {
   name_id name_of(const api_call& c) const { return call_kinds[c.kind].name; }
   const gpu_lane& lane_of(const gpu_activity& g) const { return gpu_lanes[g.lane]; }
   std::uint64_t bytes_of(const gpu_activity& g) const {
-    const bool moves_bytes = g.kind == gpu_kind::memcpy || g.kind == gpu_kind::memset;
-    return moves_bytes && g.details != no_index ? transfer_bytes[g.details] : 0;
+    return moves_bytes(g.kind) && g.details != no_index ? transfer_bytes[g.details] : 0;
   }
 
   // The index of a kind or a lane, added when new. Linear: a trace has a

@@ -552,17 +552,14 @@ class record_store {
       const api_class c = classify_api(domain, shown);
       if (c.display_name) {
         entry.kind = std::uint32_t(call_kinds_.size());
-        call_kinds_.push_back({{intern(shown), std::uint16_t(cbid), domain, c.has_flow}, c.expects_gpu_record});
+        call_kinds_.push_back({{names_.intern(shown), std::uint16_t(cbid), domain, c.has_flow}, c.expects_gpu_record});
       }
       entry.known = true;
     }
     return entry.kind;
   }
 
-  name_id intern(std::string_view s) { return names_.intern(s); }
-
-  static bool moves_bytes(gpu_kind kind) { return kind == gpu_kind::memcpy || kind == gpu_kind::memset; }
-  bool moves_bytes(const staged_gpu& g) const { return moves_bytes(forms_[g.form].kind); }
+  bool moves_bytes(const staged_gpu& g) const { return cuprof::moves_bytes(forms_[g.form].kind); }
 
   // The store's index of what a GPU record is; records come in runs of one.
   std::uint32_t form_index(name_id name, gpu_kind kind, std::uint8_t subkind) {
@@ -584,7 +581,7 @@ class record_store {
   }
 
   name_id kernel_name(const char* mangled) {
-    if (!mangled) return intern("(unnamed kernel)");
+    if (!mangled) return names_.intern("(unnamed kernel)");
     // CUPTI hands the same pointer for every launch of a function; check the
     // characters too, in case a pointer is reused after a module unload.
     if (mangled == last_kernel_.pointer && std::strcmp(last_kernel_.text->c_str(), mangled) == 0) return last_kernel_.name;
@@ -605,7 +602,7 @@ class record_store {
     if (it != demangled_.end()) return it->second;
     int status = 0;
     std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
-    const name_id id = intern(status == 0 && out ? std::string_view(out.get()) : std::string_view(mangled));
+    const name_id id = names_.intern(status == 0 && out ? std::string_view(out.get()) : std::string_view(mangled));
     demangled_.emplace(mangled, id);
     return id;
   }
@@ -662,7 +659,7 @@ class record_store {
     if (m.domain && std::strcmp(m.domain, "cuprof") == 0) return;
     if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
       const std::uint32_t tid = m.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m.objectId.pt.threadId : 0;
-      open_ranges_[m.id] = {m.timestamp, intern(m.name && *m.name ? m.name : "(unnamed NVTX range)"), tid};
+      open_ranges_[m.id] = {m.timestamp, names_.intern(m.name && *m.name ? m.name : "(unnamed NVTX range)"), tid};
     } else if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
       auto it = open_ranges_.find(m.id);
       if (it == open_ranges_.end()) return;
@@ -722,7 +719,7 @@ class record_store {
   void add_memcpy(const CUpti_ActivityMemcpy6& m) {
     if (lost_times(m.start, m.end)) return;
     staged_gpu g = gpu_common(m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
-    const name_id name = intern(std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" +
+    const name_id name = names_.intern(std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" +
                                 memory_kind_name(m.srcKind) + " -> " + memory_kind_name(m.dstKind) + ")");
     g.form = form_index(name, gpu_kind::memcpy, m.copyKind);
     stage_bytes(g, m.bytes);
@@ -732,7 +729,7 @@ class record_store {
   void add_memset(const CUpti_ActivityMemset4& m) {
     if (lost_times(m.start, m.end)) return;
     staged_gpu g = gpu_common(m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
-    g.form = form_index(intern(std::string("Memset (") + memory_kind_name(std::uint8_t(m.memoryKind)) + ")"),
+    g.form = form_index(names_.intern(std::string("Memset (") + memory_kind_name(std::uint8_t(m.memoryKind)) + ")"),
                         gpu_kind::memset, 0);
     stage_bytes(g, m.bytes);
     gpu_.push_back(g);
@@ -743,7 +740,7 @@ class record_store {
   // not (docs/performance.md), and its times are the call's anyway.
   void add_sync(const call_record& r) {
     staged_gpu g = gpu_common(r.start, r.end, unknown_device, r.context, r.stream, r.correlation);
-    g.form = form_index(intern(sync_kind_name(r.sync_kind)), gpu_kind::sync, r.sync_kind);
+    g.form = form_index(names_.intern(sync_kind_name(r.sync_kind)), gpu_kind::sync, r.sync_kind);
     gpu_.push_back(g);
   }
 
