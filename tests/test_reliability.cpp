@@ -511,6 +511,79 @@ TEST_CASE("output: a full disk during a profile's on_trace_ready: stop() reports
   CHECK(rc == 0);
 }
 
+TEST_CASE("misuse: on_trace_ready throwing what is not a std::exception: stop() passes it on, the profile stops; the destructor says it") {
+  // In a child: std::terminate would end the test process.
+  const int rc = in_child([] {
+    stderr_capture err;
+    {
+      cuprof::profile_options o = cpu_only();
+      o.on_trace_ready = [](cuprof::profile&) { throw 42; };
+      cuprof::profile p(o);
+      p.start();
+      { CUPROF_SCOPE("thrown_window"); }
+      try {
+        p.stop();
+        return 10;
+      } catch (int v) {
+        if (v != 42) return 11;
+      }
+      if (p.running()) return 12;
+      cuprof::profile q(cpu_only());  // the process's slot was given back
+      q.start();
+      if (!q.running()) return 13;
+      q.stop();
+      p.start();  // restartable; destroyed running: ~profile stops, the handler throws again
+      if (!p.running()) return 14;
+      { CUPROF_SCOPE("second_window"); }
+    }
+    const std::string said = err.finish();
+    std::size_t lines = 0;
+    for (std::size_t at = said.find("stopping the profiler failed"); at != std::string::npos;
+         at = said.find("stopping the profiler failed", at + 1))
+      ++lines;
+    std::fprintf(stderr, "%s", said.c_str());
+    return lines == 1 ? 0 : 15;
+  });
+  CHECK(rc == 0);  // 128 + SIGABRT: std::terminate from ~profile
+}
+
+// The child half of the next test, in a fresh process: the line is said once per process.
+TEST_CASE("[child] a refused profile started again and again") {
+  if (!std::getenv("CUPROF_TEST_REFUSED") || !is_child_run()) return;
+  cuprof::profile first(cpu_only());
+  first.start();
+  REQUIRE(first.running());
+  stderr_capture err;
+  for (int i = 0; i < 200; ++i) {
+    cuprof::profile p(cpu_only());
+    p.start();
+    p.stop();
+  }
+  cuprof::profile again(cpu_only());
+  for (int i = 0; i < 200; ++i) {
+    again.start();
+    again.step();
+    again.stop();
+  }
+  const std::string said = err.finish();
+  std::size_t lines = 0;
+  for (std::size_t at = said.find("another cuprof profiler is already running"); at != std::string::npos;
+       at = said.find("another cuprof profiler is already running", at + 1))
+    ++lines;
+  CAPTURE(said.substr(0, 2000));
+  CHECK(lines == 1);
+  first.stop();
+}
+
+TEST_CASE("misuse: a profile refused because another is running says so once per process, however often it is started") {
+  scratch_dir dir;
+  const std::string err = (dir.path / "stderr.txt").string();
+  const int rc = run_child_case("[child] a refused profile started again and again", {{"CUPROF_TEST_REFUSED", "1"}}, err);
+  const std::string said = slurp(err);
+  CAPTURE(said.substr(0, 4000));
+  CHECK(rc == 0);
+}
+
 // --- API misuse with threads (test_profile.cpp "misuse: ..." covers start
 // twice, stop without start, step without a schedule) --------------------------
 

@@ -40,6 +40,9 @@ profile::~profile() {
     stop();
   } catch (const std::exception& e) {
     detail::log_line(std::string("stopping the profiler failed: ") + e.what());
+  } catch (...) {
+    // A destructor that lets anything out (on_trace_ready may throw 42) ends the program.
+    detail::log_line("stopping the profiler failed: on_trace_ready or the trace's export threw something that is not a std::exception");
   }
 }
 
@@ -48,7 +51,8 @@ void profile::start() {
   const void* expected = nullptr;
   if (!detail::process().running_profile.compare_exchange_strong(expected, this)) {
     refused_ = true;
-    return detail::log_line(
+    // Once: a program's own profile is usually started in a loop (a window per epoch).
+    return detail::log_line_once(
         "another cuprof profiler is already running (CUPROF_TRACE and `cuprof run` trace the whole process): "
         "this profile records nothing and will not write over its output files");
   }
