@@ -511,6 +511,110 @@ TEST_CASE("output: a full disk during a profile's on_trace_ready: stop() reports
   CHECK(rc == 0);
 }
 
+TEST_CASE("output: a trace whose name is 250 to 255 characters is written; its temporary file's name fits too") {
+  const cuprof::trace t = many_spans(10);
+  scratch_dir dir;
+  std::set<std::string> written;
+  for (const std::string& name : {std::string(250, 'n'), std::string(252, 'g') + ".gz", std::string(255, 'x')}) {
+    CAPTURE(name.size());
+    const std::string target = (dir.path / name).string();
+    try {
+      cuprof::export_chrome_trace(t, target);
+    } catch (const cuprof::error& e) {
+      FAIL(std::string(e.what()));
+    }
+    written.insert(name);
+    CHECK(cuprof::read_trace_file(target).t.spans.size() == t.spans.size());
+  }
+  std::set<std::string> present;
+  for (const fs::path& p : files_in(dir.path)) present.insert(p.filename().string());
+  CHECK(present == written);  // no temporary file left
+}
+
+TEST_CASE("output: leftovers of a long-named trace's killed writes are known by their shortened name and removed") {
+  using cuprof::detail::temporary_file_prefix;
+  const cuprof::trace t = many_spans(10);
+  scratch_dir dir;
+  const pid_t dead = ::fork();
+  REQUIRE(dead >= 0);
+  if (dead == 0) ::_exit(0);
+  REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+  CHECK(temporary_file_prefix("t.json") == "t.json.tmp.");
+  const std::string name(250, 'n'), sibling = std::string(249, 'n') + "m";
+  const std::string prefix = temporary_file_prefix(name);
+  CHECK(prefix.size() + 10 + 1 + 16 <= NAME_MAX);  // with the widest pid and the random part
+  CHECK(prefix != temporary_file_prefix(sibling));
+  const timespec two_minutes_ago[2] = {{std::time(nullptr) - 120, 0}, {std::time(nullptr) - 120, 0}};
+  const auto plant = [&](const std::string& file) {
+    const fs::path p = dir.path / file;
+    { std::ofstream(p) << "half a trace"; }
+    REQUIRE(::utimensat(AT_FDCWD, p.c_str(), two_minutes_ago, 0) == 0);
+    return p;
+  };
+  const fs::path ours = plant(prefix + std::to_string(dead) + ".5f3a9c01d2e4b786");
+  const fs::path siblings = plant(temporary_file_prefix(sibling) + std::to_string(dead) + ".5f3a9c01d2e4b786");
+  cuprof::export_chrome_trace(t, (dir.path / name).string());
+  CHECK_FALSE(fs::exists(ours));
+  CHECK(fs::exists(siblings));
+  CHECK(cuprof::read_trace_file((dir.path / name).string()).t.spans.size() == t.spans.size());
+}
+
+TEST_CASE("output: a file being written when its directory is swapped for a symlink lands in the directory it was created in") {
+  const cuprof::trace t = many_spans(10);
+  scratch_dir dir;
+  fs::create_directory(dir.path / "d");
+  fs::create_directory(dir.path / "other");
+  { std::ofstream(dir.path / "other" / "out.json") << "precious"; }
+  { std::ofstream(dir.path / "other" / "bound.json") << "precious"; }
+  const auto swap = [&] {
+    fs::rename(dir.path / "d", dir.path / "d_moved");
+    fs::create_directory_symlink(dir.path / "other", dir.path / "d");
+  };
+  const std::string sink_path = (dir.path / "d" / "out.json").string();
+  const std::string bound_path = (dir.path / "d" / "bound.json").string();
+  {
+    cuprof::detail::atomic_file sink(sink_path);
+    const cuprof::detail::trace_directory bound(bound_path);  // as CUPROF_TRACE binds its path at start
+    sink.write("{}", 2);
+    swap();
+    REQUIRE_NOTHROW(sink.commit());
+    REQUIRE_NOTHROW(cuprof::export_chrome_trace(t, bound, bound_path));
+  }
+  CHECK(slurp(dir.path / "other" / "out.json") == "precious");
+  CHECK(slurp(dir.path / "other" / "bound.json") == "precious");
+  CHECK(files_in(dir.path / "other").size() == 2);  // nor a temporary file
+  CHECK(slurp(dir.path / "d_moved" / "out.json") == "{}");
+  CHECK(cuprof::read_trace_file((dir.path / "d_moved" / "bound.json").string()).t.spans.size() == t.spans.size());
+  CHECK(files_in(dir.path / "d_moved").size() == 2);
+}
+
+TEST_CASE("output: a bound directory whose descriptor the program closed is opened by name again, only if it is the same directory") {
+  const cuprof::trace t = many_spans(10);
+  scratch_dir dir;
+  fs::create_directory(dir.path / "d");
+  fs::create_directory(dir.path / "other");
+  const std::string target = (dir.path / "d" / "t.json").string();
+  // In a child: it closes every descriptor above stderr, as a daemon may.
+  const int rc = in_child([&] {
+    const cuprof::detail::trace_directory bound(target);
+    for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+    cuprof::export_chrome_trace(t, bound, target);  // the same directory: written
+    if (cuprof::read_trace_file(target).t.spans.size() != t.spans.size()) return 10;
+    const cuprof::detail::trace_directory again(target);
+    for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+    fs::rename(dir.path / "d", dir.path / "d_moved");
+    fs::create_directory_symlink(dir.path / "other", dir.path / "d");
+    try {
+      cuprof::export_chrome_trace(t, again, target);
+      return 11;
+    } catch (const cuprof::error& e) {
+      if (std::string(e.what()).find("replaced") == std::string::npos) return 12;
+    }
+    return files_in(dir.path / "other").empty() ? 0 : 13;
+  });
+  CHECK(rc == 0);
+}
+
 TEST_CASE("misuse: on_trace_ready throwing what is not a std::exception: stop() passes it on, the profile stops; the destructor says it") {
   // In a child: std::terminate would end the test process.
   const int rc = in_child([] {

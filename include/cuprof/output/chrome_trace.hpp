@@ -42,6 +42,14 @@ struct export_options {
 // Writes `t` to `path` atomically (".gz" compresses). Throws cuprof::error.
 export_result export_chrome_trace(const trace& t, const std::string& path, const export_options& options = {});
 
+namespace detail {
+class trace_directory;  // output/file_sink.hpp
+}
+// The same, `path` being in the directory `where` held since it was bound
+// (CUPROF_TRACE's, at start), whatever the directory's name resolves to now.
+export_result export_chrome_trace(const trace& t, const detail::trace_directory& where, const std::string& path,
+                                  const export_options& options = {});
+
 // The same document as a string, for tests and tools.
 std::string chrome_trace_json(const trace& t, const std::string& trace_name = "cuprof",
                               const export_options& options = {});

@@ -756,12 +756,19 @@ class parallel_block_writer {
 // classes above are inline, for tests and benchmarks to include anywhere.
 #ifdef CUPROF_IMPLEMENTATION
 export_result export_chrome_trace(const trace& t, const std::string& path, const export_options& options) {
-  detail::atomic_file file(path);
+  return export_chrome_trace(t, detail::trace_directory(path), path, options);
+}
+
+export_result export_chrome_trace(const trace& t, const detail::trace_directory& where, const std::string& path,
+                                  const export_options& options) {
+  // A path elsewhere than the bound directory is looked up now.
+  std::unique_ptr<detail::trace_directory> elsewhere;
+  if (!where.holds(path)) elsewhere = std::make_unique<detail::trace_directory>(path);
+  detail::atomic_file file(elsewhere ? *elsewhere : where, path);
   const detail::chrome_trace_layout layout(t, path, detail::chrome_trace_layout::default_items_per_block, options);
   export_result r{path, detail::parallel_block_writer(layout, file).run()};
   file.commit();
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) r.bytes = std::uint64_t(st.st_size);
+  r.bytes = file.size();
   char size[32];
   std::snprintf(size, sizeof size, "%.1f MB", double(r.bytes) / 1e6);
   const std::uint64_t dropped = t.meta.dropped_gpu_records + t.meta.dropped_cpu_events;

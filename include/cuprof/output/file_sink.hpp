@@ -11,6 +11,12 @@
 // by another user in a shared directory, against a program run as root) is
 // never followed or opened. It gets the mode of the file it replaces, or what
 // fopen would give a new one (0666 less the umask).
+//
+// The directory is the one the path named when it was given (trace_directory):
+// held open, the file is created, renamed and removed relative to it, never
+// looked up by name again. Whoever can write the directory's parent cannot
+// redirect the write elsewhere by renaming the directory away and putting a
+// symlink in its place, against a program run as root.
 #pragma once
 
 #include "../detail/dynamic_library.hpp"
@@ -37,13 +43,28 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace cuprof::detail {
 
-// The pid in a temporary file's name "<target name>.tmp.<pid>.<anything>"
-// when `name` is one of `target_name`'s, else 0.
-inline pid_t temporary_file_writer(std::string_view name, std::string_view target_name) {
-  const std::string prefix = std::string(target_name) + ".tmp.";
+// What a target's temporary files' names start with, before "<pid>.<16 hex
+// digits>": "<target name>.tmp.", or, where that would make a name longer than
+// NAME_MAX with the widest pid, the target name's first 200 bytes, '~' and a
+// hash of the whole name: a target name of 255 bytes is a valid file name, its
+// temporary file's must be one too.
+inline std::string temporary_file_prefix(std::string_view target_name) {
+  constexpr std::size_t pid_and_random = 10 + 1 + 16;  // the widest pid_t, '.', the random part
+  if (target_name.size() + 5 + pid_and_random <= NAME_MAX) return std::string(target_name) + ".tmp.";
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (const char c : target_name) hash = (hash ^ std::uint8_t(c)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return std::string(target_name.substr(0, 200)) + "~" + hex + ".tmp.";
+}
+
+// The pid in a temporary file's name "<prefix><pid>.<anything>" when `name`
+// is one of the target's (`prefix`: temporary_file_prefix()), else 0.
+inline pid_t temporary_file_writer(std::string_view name, std::string_view prefix) {
   if (name.substr(0, prefix.size()) != prefix) return 0;
   long pid = 0;
   std::size_t i = prefix.size();
@@ -56,13 +77,20 @@ inline pid_t temporary_file_writer(std::string_view name, std::string_view targe
 // symlink is not followed, nor removed), ours, named by a writer whose pid no
 // longer exists, and untouched for a minute (a writer in another pid namespace
 // or on another host sharing the directory looks dead here, but keeps writing).
-inline void remove_dead_writers_files(const std::string& dir, std::string_view target_name) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;
+// `dir_fd`: the directory (O_PATH will do), left open.
+inline void remove_dead_writers_files(int dir_fd, std::string_view target_name) {
+  const int listing = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (listing < 0) return;
+  DIR* d = ::fdopendir(listing);
+  if (!d) {
+    ::close(listing);
+    return;
+  }
   const int fd = ::dirfd(d);
+  const std::string prefix = temporary_file_prefix(target_name);
   const std::time_t a_minute_ago = std::time(nullptr) - 60;
   while (const dirent* e = ::readdir(d)) {
-    const pid_t writer = temporary_file_writer(e->d_name, target_name);
+    const pid_t writer = temporary_file_writer(e->d_name, prefix);
     if (writer <= 0 || writer == ::getpid() || ::kill(writer, 0) == 0 || errno != ESRCH) continue;
     struct stat st;
     if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
@@ -72,24 +100,97 @@ inline void remove_dead_writers_files(const std::string& dir, std::string_view t
   ::closedir(d);
 }
 
+// A path's directory ("." for a bare name) and the file's name in it (empty
+// for a path ending in '/').
+inline std::pair<std::string, std::string> split_path(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// The directory of a trace's path, opened when the path is given and held
+// (O_PATH: search permission is enough): the file is written there however the
+// name resolves later. A profile that writes at exit binds it at start (CUPROF_TRACE).
+class trace_directory {
+ public:
+  // The directory of `path`. Throws cuprof::error when it cannot be opened.
+  explicit trace_directory(const std::string& path) : path_(path), dir_(split_path(path).first) {
+    if (path.empty()) throw error("cannot write a trace to an empty path");
+    fd_ = ::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0) {
+      const int saved = errno;
+      if (fd_ >= 0) ::close(fd_);
+      throw error("cannot create '" + terminal_safe(path_) + "': " + std::strerror(saved));
+    }
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+  }
+  trace_directory(const trace_directory&) = delete;
+  trace_directory& operator=(const trace_directory&) = delete;
+  ~trace_directory() { ::close(fd_); }
+
+  // Whether `path` names a file in this directory, spelled as the bound path
+  // spelled it (the same text before the last '/').
+  bool holds(const std::string& path) const { return !path.empty() && split_path(path).first == dir_; }
+
+  // A new descriptor of the directory, for one write (close it). A program may
+  // close descriptors it did not open (a daemon closing all, say): then the
+  // directory is opened by its name again and used only if it is still the
+  // one bound. Throws cuprof::error if not.
+  int open_again() const {
+    struct stat st;
+    if (::fstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) {
+      const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+      if (fd >= 0) return fd;
+    }
+    const int fd = ::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) throw error("cannot create '" + terminal_safe(path_) + "': " + std::strerror(errno));
+    if (::fstat(fd, &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_) {
+      ::close(fd);
+      throw error("cannot write into '" + terminal_safe(dir_) + "': the directory was replaced since the trace's path was given");
+    }
+    return fd;
+  }
+
+ private:
+  std::string path_, dir_;
+  int fd_ = -1;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
 class atomic_file {
  public:
-  explicit atomic_file(std::string path) : path_(std::move(path)), gzip_(ends_with(path_, ".gz")) {
-    if (path_.empty()) throw error("cannot write a trace to an empty path");
+  // `path` in its directory as it is now.
+  explicit atomic_file(std::string path) : atomic_file(trace_directory(path), path) {}
+  // `path` in the directory bound by `where` (where.holds(path)), which may go before this does.
+  atomic_file(const trace_directory& where, std::string path)
+      : path_(std::move(path)), name_(split_path(path_).second), gzip_(ends_with(path_, ".gz")) {
+    if (!where.holds(path_)) throw error("cannot write '" + terminal_safe(path_) + "': not in the directory bound for it");
+    dir_fd_ = where.open_again();
     struct stat target;
-    const bool replacing = ::stat(path_.c_str(), &target) == 0;
-    if (replacing && !S_ISREG(target.st_mode))
-      throw error("cannot write '" + path_ + "': it exists and is not a regular file");
-    const std::size_t slash = path_.rfind('/');
-    remove_dead_writers_files(slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash),
-                              std::string_view(path_).substr(slash == std::string::npos ? 0 : slash + 1));
-    fd_ = create_temporary_file(replacing ? &target : nullptr);
+    const bool replacing = !name_.empty() && ::fstatat(dir_fd_, name_.c_str(), &target, 0) == 0;
+    if (name_.empty() || (replacing && !S_ISREG(target.st_mode))) {
+      ::close(dir_fd_);
+      throw error("cannot write '" + terminal_safe(path_) + "': it exists and is not a regular file");
+    }
+    remove_dead_writers_files(dir_fd_, name_);
+    try {
+      fd_ = create_temporary_file(replacing ? &target : nullptr);
+    } catch (...) {
+      ::close(dir_fd_);
+      throw;
+    }
     struct statfs fs;
     ext4_ = ::fstatfs(fd_, &fs) == 0 && fs.f_type == EXT4_SUPER_MAGIC;
   }
   atomic_file(const atomic_file&) = delete;
   atomic_file& operator=(const atomic_file&) = delete;
-  ~atomic_file() { discard(); }
+  ~atomic_file() {
+    discard();
+    ::close(dir_fd_);
+  }
 
   // Writes bytes as they are (gzip members for a ".gz" path: gzip()), with one
   // write call for a block unless the system splits it.
@@ -121,27 +222,32 @@ class atomic_file {
     const bool closed = ::close(fd_) == 0;
     fd_ = -1;
     if (!closed) fail("cannot write");
-    if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) fail("cannot rename the temporary file onto");
-    tmp_path_.clear();
+    if (::renameat(dir_fd_, tmp_name_.c_str(), dir_fd_, name_.c_str()) != 0) fail("cannot rename the temporary file onto");
+    tmp_name_.clear();
   }
 
   const std::string& path() const noexcept { return path_; }
+  // Bytes written so far: the file's size once committed.
+  std::uint64_t size() const noexcept { return written_; }
   // Whether the path asks for gzip data (".gz").
   bool gzip() const noexcept { return gzip_; }
 
  private:
-  // "<path>.tmp.<pid>.<16 random hex digits>", created with the mode of the
+  // "<name>.tmp.<pid>.<16 random hex digits>" beside the target
+  // (temporary_file_prefix() for a long name), created with the mode of the
   // file it replaces (null: a new file's) and opened for writing. The pid lets
   // a later write of the same path know the file for a leftover once its
   // writer is gone.
   int create_temporary_file(const struct stat* replaced) {
     std::random_device random;
+    const std::string prefix = temporary_file_prefix(name_) + std::to_string(::getpid()) + ".";
     for (int attempt = 0; attempt < 100; ++attempt) {
       char suffix[17];
       std::snprintf(suffix, sizeof suffix, "%08x%08x", unsigned(random()), unsigned(random()));
-      tmp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + suffix;
+      tmp_name_ = prefix + suffix;
       // Private until its mode is set: a 0600 trace is never readable by others, not even half written.
-      const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, replaced ? 0600 : 0666);
+      const int fd = ::openat(dir_fd_, tmp_name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                              replaced ? 0600 : 0666);
       if (fd >= 0) {
         if (replaced && ::fchmod(fd, replaced->st_mode & 0777) != 0) {
           const int saved = errno;
@@ -152,11 +258,11 @@ class atomic_file {
         return fd;
       }
       if (errno != EEXIST) {
-        tmp_path_.clear();  // not ours to remove
+        tmp_name_.clear();  // not ours to remove
         fail("cannot create");
       }
     }
-    tmp_path_.clear();
+    tmp_name_.clear();
     errno = EEXIST;
     fail("cannot create");
   }
@@ -164,20 +270,22 @@ class atomic_file {
   [[noreturn]] void fail(const char* what) {
     const int saved = errno;
     discard();
-    std::string msg = std::string(what) + " '" + path_ + "'";
+    std::string msg = std::string(what) + " '" + terminal_safe(path_) + "'";
     if (saved) msg += std::string(": ") + std::strerror(saved);
     throw error(msg);
   }
   void discard() noexcept {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
-    if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
-    tmp_path_.clear();
+    if (!tmp_name_.empty()) ::unlinkat(dir_fd_, tmp_name_.c_str(), 0);
+    tmp_name_.clear();
   }
 
   std::string path_;
-  std::string tmp_path_;
+  std::string name_;      // in the directory dir_fd_
+  std::string tmp_name_;  // likewise
   bool gzip_;
+  int dir_fd_ = -1;
   int fd_ = -1;
   bool ext4_ = false;  // ext2 and ext3 share the magic: their fallocate fails, at no cost
   std::uint64_t written_ = 0;
