@@ -531,6 +531,41 @@ TEST_CASE("output: a trace whose name is 250 to 255 characters is written; its t
   CHECK(present == written);  // no temporary file left
 }
 
+// The child half of the next test: CUPROF_TRACE names <base>/d/out.json; while
+// the program runs, d is renamed away and a symlink d -> <base>/other takes its place.
+TEST_CASE("[child] the trace's directory is swapped for a symlink mid-run") {
+  const char* base_dir = std::getenv("CUPROF_TEST_SWAP_BASE");
+  if (!base_dir || !is_child_run()) return;
+  const fs::path base = base_dir;
+  { CUPROF_SCOPE("before_the_swap"); }
+  fs::rename(base / "d", base / "d_moved");
+  fs::create_directory_symlink(base / "other", base / "d");
+  { CUPROF_SCOPE("after_the_swap"); }
+}
+
+TEST_CASE("output: CUPROF_TRACE writes into the directory its path named at start, not through a symlink put in its place since") {
+  scratch_dir dir;
+  fs::create_directory(dir.path / "d");
+  fs::create_directory(dir.path / "other");
+  { std::ofstream(dir.path / "other" / "out.json") << "precious"; }
+  const std::string err = (dir.path / "stderr.txt").string();
+  const int rc = run_child_case("[child] the trace's directory is swapped for a symlink mid-run",
+                                {{"CUPROF_TEST_SWAP_BASE", dir.path.string()},
+                                 {"CUPROF_TRACE", (dir.path / "d" / "out.json").string()},
+                                 {"CUPROF_ACTIVITIES", "cpu"},
+                                 {"CUPROF_TABLE", "0"}},
+                                err);
+  const std::string said = slurp(err);
+  CAPTURE(said);
+  CHECK(rc == 0);
+  CHECK(slurp(dir.path / "other" / "out.json") == "precious");
+  CHECK(files_in(dir.path / "other").size() == 1);  // nor a temporary file
+  REQUIRE(fs::is_symlink(dir.path / "d"));
+  const fs::path landed = dir.path / "d_moved" / "out.json";
+  REQUIRE(fs::exists(landed));
+  CHECK(spans_named(cuprof::read_trace_file(landed.string()).t, "after_the_swap") == 1);
+}
+
 TEST_CASE("output: leftovers of a long-named trace's killed writes are known by their shortened name and removed") {
   using cuprof::detail::temporary_file_prefix;
   const cuprof::trace t = many_spans(10);

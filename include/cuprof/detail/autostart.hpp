@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -108,6 +109,7 @@ struct environment_session {
   profile* prof = nullptr;  // running or waiting for its window; null once written
   std::atomic<bool> trace_pending{false};  // prof != nullptr, readable from signal handlers
   environment_config config;
+  std::unique_ptr<trace_directory> directory;  // the trace's, held from start; null: it was not there then
   std::uint32_t owner_pid = 0;
 };
 
@@ -154,7 +156,8 @@ inline void write_environment_trace(environment_session& s) {
   }
   try {
     p->stop();
-    p->export_chrome_trace(s.config.trace_path, s.config.export_with);
+    if (s.directory) cuprof::export_chrome_trace(p->last_trace(), *s.directory, s.config.trace_path, s.config.export_with);
+    else p->export_chrome_trace(s.config.trace_path, s.config.export_with);
     if (s.config.print_table) std::fprintf(stderr, "%s", p->key_averages().table("self_cuda_time_total", 30).c_str());
   } catch (const std::exception& e) {
     log_line(std::string("could not write the trace: ") + e.what());
@@ -203,6 +206,12 @@ inline bool start_environment_profile(bool injected = false) {
   const char* pattern = std::getenv("CUPROF_TRACE");
   s.config.trace_path = resolve_trace_path(s.config.trace_path, std::uint32_t(::getpid()), std::getenv("CUPROF_ROOT_PID"),
                                            pattern && std::strstr(pattern, "%p"));
+  // Held from now: the directory's name looked up again at exit could lead elsewhere (a symlink put in its place).
+  try {
+    s.directory = std::make_unique<trace_directory>(s.config.trace_path);
+  } catch (const error&) {
+    // Not there yet: the program may create it; looked up when the trace is written.
+  }
   // Loaded now rather than at the write: a signal's trace is written while the
   // program is stopped wherever it was, perhaps inside the dynamic loader.
   if (ends_with(s.config.trace_path, ".gz")) libdeflate();
