@@ -724,18 +724,91 @@ TEST_CASE("discard_before() drops everything recorded before a tick") {
   CHECK(store.staged() == 0);
 }
 
-TEST_CASE("lost timestamps (start = end = 0, or end before start) are counted, not staged") {
+TEST_CASE("lost timestamps (start = end = 0, or end before start): copies, memsets and kernels with no launch id are counted, not staged") {
   record_store store(raw_name);
   runtime(store, 211, 100, 200, 1);
-  kernel(store, "lost", 0, 0, 1);
+  kernel(store, "lost", 0, 0, 1);  // kept, marked, placed by its launch (the next case)
   memcpy_rec(store, 1, 1, 3, 8, 0, 0, 2);
   memset_rec(store, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 4, 0, 0, 3);
   kernel(store, "inverted", 500, 400, 1);
-  CHECK(store.staged() == 1);
+  kernel(store, "no_launch_id", 0, 0, 0);
+  CHECK(store.staged() == 3);
   cuprof::trace t;
   store.take(t, 0, 1000, cuprof::detail::tick_converter{});
-  CHECK(t.gpu.empty());
-  CHECK(t.meta.dropped_gpu_records == 4);
+  REQUIRE(t.gpu.size() == 2);
+  for (const cuprof::gpu_activity& g : t.gpu) {
+    CHECK(g.flags == cuprof::gpu_timing_unknown);
+    CHECK(g.start_ns == 200);
+    CHECK(g.end_ns == 200);
+  }
+  CHECK(t.meta.dropped_gpu_records == 3);
+}
+
+TEST_CASE("a kernel CUPTI could not time (a device-side assert) is kept: on its stream, at its launch's end, 0 ns, marked, linked") {
+  record_store store(raw_name);
+  runtime(store, 211, 2000, 3000, 1);
+  kernel(store, "before_the_assert", 3500, 4000, 1);
+  runtime(store, 211, 5000, 6000, 2);
+  kernel(store, "_Z13assert_kernelv", 0, 0, 2);  // start = end = 0: the kernel never completed
+  runtime(store, 211, 7000, 7500, 3);
+  kernel(store, "long_kernel", 8000, 20000, 3, 9);
+  runtime(store, 211, 9000, 9500, 4);
+  kernel(store, "inverted_after_long", 600, 500, 4, 9);  // end before start; stream 9 is busy until 20000
+  cuprof::trace t;
+  const std::uint32_t step = span(t, "step", 1000, 30000, no_index);
+  store.take(t, 1000, 40000, cuprof::detail::tick_converter{});
+  cuprof::attribute(t);
+
+  CHECK(t.meta.dropped_gpu_records == 0);
+  const cuprof::gpu_activity* k = gpu_named(t, "assert_kernel()");
+  REQUIRE(k);
+  CHECK(k->start_ns == 6000);  // the launch call's end
+  CHECK(k->end_ns == k->start_ns);
+  CHECK(t.lane_of(*k).stream == 7);
+  REQUIRE(k->api != no_index);
+  CHECK(t.api_calls[k->api].correlation == 2);
+  CHECK(cuprof::launching_span(t, *k) == step);
+  const cuprof::gpu_activity* after_long = gpu_named(t, "inverted_after_long");
+  REQUIRE(after_long);
+  CHECK(after_long->start_ns == 20000);  // not before what ran on its stream before it
+  CHECK(after_long->end_ns == 20000);
+  CHECK(t.lane_of(*after_long).stream == 9);
+  CHECK((k->flags & cuprof::gpu_timing_unknown) != 0);
+  CHECK((gpu_named(t, "before_the_assert")->flags & cuprof::gpu_timing_unknown) == 0);
+
+  // Counted as a launch with no GPU time: nothing made up goes into a total.
+  const cuprof::event_averages avg = cuprof::key_averages(t);
+  const auto* row = avg.find("assert_kernel()", cuprof::row_kind::gpu_work);
+  REQUIRE(row);
+  CHECK(row->count == 1);
+  CHECK(row->self_cuda_ns == 0);
+  CHECK(avg.self_cuda_time_total_ns() == 500 + 12000);
+
+  for (const cuprof::trace_detail detail : {cuprof::trace_detail::kineto, cuprof::trace_detail::lean}) {
+    cuprof::export_options o;
+    o.detail = detail;
+    const json doc = json::parse(cuprof::chrome_trace_json(t, "cuprof", o));
+    const flow_test::arrows arrows(doc["traceEvents"]);
+    const json* kernel_event = nullptr;
+    const json* launch_event = nullptr;
+    for (const json& e : doc["traceEvents"]) {
+      if (e.value("name", "") == "assert_kernel()") kernel_event = &e;
+      if (e.value("cat", "") == "cuda_runtime" && e["args"].value("correlation", 0) == 2) launch_event = &e;
+      if (e.value("cat", "") == "kernel" && e.value("name", "") != "assert_kernel()" &&
+          e.value("name", "") != "inverted_after_long")
+        CHECK_FALSE(e["args"].contains("timing"));
+    }
+    REQUIRE(kernel_event);
+    REQUIRE(launch_event);
+    CHECK((*kernel_event)["cat"] == "kernel");
+    CHECK((*kernel_event)["dur"].get<double>() == 0);
+    CHECK((*kernel_event)["tid"] == 7);
+    REQUIRE((*kernel_event)["args"].contains("timing"));
+    CHECK((*kernel_event)["args"]["timing"].get<std::string>().rfind("unknown", 0) == 0);
+    const flow_test::arrow* in = arrows.into(*kernel_event);
+    REQUIRE(in);
+    CHECK(in->from == launch_event);
+  }
 }
 
 TEST_CASE("records over the store's cap are counted as dropped, not staged") {

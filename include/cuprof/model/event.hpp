@@ -117,6 +117,12 @@ struct gpu_lane_hash {
   }
 };
 
+// gpu_activity::flags: CUPTI gave the record no valid start and end (the
+// kernel did not complete: a device-side assert or fault). It is shown rather
+// than dropped, at the best time known (its launch call's end, or the end of
+// what its stream ran before it), lasting 0 ns: no GPU time is made up.
+constexpr std::uint8_t gpu_timing_unknown = 1;
+
 // Work the GPU did: a kernel, a copy, a memset, or a synchronization. One per
 // launch, as api_call: 40 bytes.
 struct gpu_activity {
@@ -130,6 +136,7 @@ struct gpu_activity {
   std::uint32_t lane = 0;            // index into trace::gpu_lanes
   gpu_kind kind = gpu_kind::kernel;
   std::uint8_t subkind = 0;          // memcpy kind, or sync type
+  std::uint8_t flags = 0;            // gpu_timing_unknown
 };
 static_assert(sizeof(api_call) <= 32 && sizeof(gpu_activity) <= 40,
               "a launch's trace records grew: docs/performance.md counts their bytes");

@@ -542,6 +542,12 @@ class chrome_trace_writer {
       case gpu_kind::kernel: {
         gpu_complete(schema::cat_kernel, g, where.device, tid, v2);
         gpu_common_args(g, where);
+        // Also in a lean trace: the kernel a user most wants to find (the one that hit an assert) says why it has no time.
+        if (g.flags & gpu_timing_unknown) {
+          next_key(schema::arg_timing);
+          out_ += "\"unknown: CUPTI gave no start or end, the kernel did not complete (a device-side assert or "
+                  "fault?); shown at its launch's end or after its stream's previous work, 0 ns\"";
+        }
         if (g.details != no_index) {
           const kernel_details& k = t_.kernels[g.details];
           if (!l_.lean()) {

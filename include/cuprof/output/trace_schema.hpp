@@ -46,6 +46,8 @@ inline constexpr std::string_view arg_grid = "grid";
 inline constexpr std::string_view arg_block = "block";
 inline constexpr std::string_view arg_graph_id = "graph id";
 inline constexpr std::string_view arg_graph_node_id = "graph node id";
+// On a kernel CUPTI could not time (gpu_timing_unknown): why its place and 0 ns are not measured.
+inline constexpr std::string_view arg_timing = "timing";
 inline constexpr std::string_view arg_input_dims = "Input Dims";  // a torch op's input shapes (record_shapes=True)
 
 // Metadata events ("ph":"M") and the arg holding their value.

@@ -328,6 +328,7 @@ class record_store {
     // are touched as records are written, and staged chunks freed as read.
     out.gpu.reserve(out.gpu.size() + gpu_.size());
     populating_appender<gpu_activity> gpu_out(out.gpu);
+    std::vector<std::uint64_t> lane_busy_until;  // by out lane: the latest end of the work taken on it so far
     gpu_.consume([&](const staged_gpu& staged) {
       const std::uint32_t pos = w.owner.find(staged.correlation);
       if (pos == no_index && !unlinked_in_window(staged)) {
@@ -345,12 +346,22 @@ class record_store {
       }
       const gpu_form& form = forms_[staged.form];
       gpu_activity a;
-      a.start_ns = clock.to_epoch_ns(staged.start_ns);
-      a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(staged.end_ns));
       a.name = name_in_out(form.name);
       // Folded calls' records belong to the outer call.
       a.correlation = pos != no_index ? out.api_calls[first_call + pos].correlation : staged.correlation;
       a.lane = lane_in_out(staged.lane);
+      if (a.lane >= lane_busy_until.size()) lane_busy_until.resize(std::size_t(a.lane) + 1, 0);
+      if (form.timing_unknown) {
+        // No earlier than its launch returned, nor than what its stream ran before it; 0 ns.
+        const std::uint64_t launched = pos != no_index ? out.api_calls[first_call + pos].end_ns : 0;
+        a.start_ns = a.end_ns = std::max(launched, lane_busy_until[a.lane]);
+        a.flags = gpu_timing_unknown;
+      } else {
+        a.start_ns = clock.to_epoch_ns(staged.start_ns);
+        a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(staged.end_ns));
+      }
+      // A sync record's times are its call's, on the CPU: not work the stream ran.
+      if (form.kind != gpu_kind::sync) lane_busy_until[a.lane] = std::max(lane_busy_until[a.lane], a.end_ns);
       a.kind = form.kind;
       a.subkind = form.subkind;
       if (moves_bytes(staged)) {
@@ -562,11 +573,12 @@ class record_store {
   bool moves_bytes(const staged_gpu& g) const { return cuprof::moves_bytes(forms_[g.form].kind); }
 
   // The store's index of what a GPU record is; records come in runs of one.
-  std::uint32_t form_index(name_id name, gpu_kind kind, std::uint8_t subkind) {
-    const std::uint64_t key = std::uint64_t(name) << 16 | std::uint64_t(kind) << 8 | subkind;
+  std::uint32_t form_index(name_id name, gpu_kind kind, std::uint8_t subkind, bool timing_unknown = false) {
+    const std::uint64_t key =
+        std::uint64_t(name) << 17 | std::uint64_t(timing_unknown) << 16 | std::uint64_t(kind) << 8 | subkind;
     if (last_form_.first == key) return last_form_.second;
     auto [it, added] = form_by_key_.try_emplace(key, std::uint32_t(forms_.size()));
-    if (added) forms_.push_back({name, kind, subkind});
+    if (added) forms_.push_back({name, kind, subkind, timing_unknown});
     last_form_ = {key, it->second};
     return it->second;
   }
@@ -673,8 +685,10 @@ class record_store {
     }
   }
 
+  static bool valid_times(std::uint64_t start, std::uint64_t end) { return start != 0 && end >= start; }
+
   bool lost_times(std::uint64_t start, std::uint64_t end) {
-    if (start != 0 && end >= start) return false;
+    if (valid_times(start, end)) return false;
     ++lost_timestamps_;  // CUPTI could not time it (start == end == 0)
     return true;
   }
@@ -700,10 +714,19 @@ class record_store {
     bytes_.push_back(bytes);
   }
 
+  // A kernel without valid times did not complete (CUPTI writes start = end
+  // = 0 for one that hit a device-side assert or faulted): the kernel a user
+  // most wants to find. It is kept, marked, and placed by its launch when the
+  // window is taken; only one with no launch to place it by is counted lost.
   void add_kernel(const CUpti_ActivityKernel10& k) {
-    if (lost_times(k.start, k.end)) return;
-    staged_gpu g = gpu_common(k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId);
-    g.form = form_index(kernel_name(k.name), gpu_kind::kernel, 0);
+    const bool untimed = !valid_times(k.start, k.end);
+    if (untimed && k.correlationId == 0) {
+      ++lost_timestamps_;
+      return;
+    }
+    staged_gpu g = gpu_common(untimed ? 0 : k.start, untimed ? 0 : k.end, k.deviceId, k.contextId, k.streamId,
+                              k.correlationId);
+    g.form = form_index(kernel_name(k.name), gpu_kind::kernel, 0, untimed);
     kernel_details d;
     d.grid[0] = std::uint32_t(k.gridX), d.grid[1] = std::uint32_t(k.gridY), d.grid[2] = std::uint32_t(k.gridZ);
     d.block[0] = std::uint32_t(k.blockX), d.block[1] = std::uint32_t(k.blockY), d.block[2] = std::uint32_t(k.blockZ);
@@ -775,6 +798,7 @@ class record_store {
     name_id name = 0;
     gpu_kind kind = gpu_kind::kernel;
     std::uint8_t subkind = 0;
+    bool timing_unknown = false;  // CUPTI gave no valid times: placed when taken (gpu_timing_unknown)
   };
 
   static constexpr std::uint32_t unknown_device = no_index;  // a sync's lane until its context's device is known
