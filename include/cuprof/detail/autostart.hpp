@@ -151,7 +151,7 @@ inline void write_environment_trace(environment_session& s) {
   if (root && std::to_string(s.owner_pid) == root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
   if (!p->running()) {
     log_line("recording never started (CUPROF_DELAY=" + std::to_string(s.config.delay_s) +
-             " s is longer than the run): no trace written, '" + s.config.trace_path + "' left as it was");
+             " s is longer than the run): no trace written, '" + terminal_safe(s.config.trace_path) + "' left as it was");
     return;
   }
   try {
@@ -160,7 +160,7 @@ inline void write_environment_trace(environment_session& s) {
     else p->export_chrome_trace(s.config.trace_path, s.config.export_with);
     if (s.config.print_table) std::fprintf(stderr, "%s", p->key_averages().table("self_cuda_time_total", 30).c_str());
   } catch (const std::exception& e) {
-    log_line(std::string("could not write the trace: ") + e.what());
+    log_line("could not write the trace: " + message_of(e));
   }
 }
 

@@ -39,7 +39,7 @@ profile::~profile() {
   try {
     stop();
   } catch (const std::exception& e) {
-    detail::log_line(std::string("stopping the profiler failed: ") + e.what());
+    detail::log_line("stopping the profiler failed: " + detail::message_of(e));
   } catch (...) {
     // A destructor that lets anything out (on_trace_ready may throw 42) ends the program.
     detail::log_line("stopping the profiler failed: on_trace_ready or the trace's export threw something that is not a std::exception");
@@ -111,7 +111,7 @@ void profile::step() {
 
 export_result profile::export_chrome_trace(const std::string& path, const export_options& options) const {
   if (refused_ && !last_) {
-    detail::log_line("this profile recorded nothing (another profiler was running): '" + path + "' left as it was");
+    detail::log_line("this profile recorded nothing (another profiler was running): '" + detail::terminal_safe(path) + "' left as it was");
     return export_result{path, 0, 0};
   }
   return cuprof::export_chrome_trace(last_trace(), path, options);
