@@ -1,7 +1,8 @@
 // The `cuprof` command: table, insights and diff for cuprof and torch.profiler
 // traces. Everything but main() lives here so the test suite can run it in
 // process. Exit status: 0 success, 1 unreadable or malformed input, 2 bad
-// usage, 3 `diff --fail-above`: B grew by more than allowed.
+// usage (or `diff --fail-above` given traces it cannot compare), 3 `diff
+// --fail-above`: B grew by more than allowed.
 #pragma once
 
 #include <cuprof/config.hpp>
@@ -35,6 +36,7 @@ namespace cuprof::cli {
 constexpr int exit_ok = 0;
 constexpr int exit_input = 1;
 constexpr int exit_usage = 2;
+constexpr int exit_cannot_compare = 2;  // diff --fail-above: a trace lacks what the metric compares
 constexpr int exit_grew = 3;
 
 // What main() knows of where the output goes. The tests' in-process runs,
@@ -65,8 +67,8 @@ inline const char* main_help =
     "\n"
     "options: --help on every command; --format text|csv|json for table, insights, diff;\n"
     "--version\n"
-    "exit status: 0 ok, 1 unreadable or malformed trace, 2 bad usage,\n"
-    "3 diff --fail-above: B grew by more than PCT\n";
+    "exit status: 0 ok, 1 unreadable or malformed trace, 2 bad usage or traces\n"
+    "diff --fail-above cannot compare, 3 diff --fail-above: B grew by more than PCT\n";
 
 inline const char* table_help =
     "usage: cuprof table TRACE [--sort KEY] [--rows N] [--group-by args] [--stats] [--kernels] [--wide]\n"
@@ -127,7 +129,10 @@ inline const char* diff_help =
     "  --fail-above PCT  a CI gate: exit 3 when B's GPU time per step grew by more than\n"
     "                    PCT percent over A's, naming the kernels that grew most; exit 0\n"
     "                    otherwise. Per step: divided by the ProfilerStep#N count of each\n"
-    "                    trace when both have steps, else the totals.\n"
+    "                    trace when both have steps, else the totals. The gate fails\n"
+    "                    closed: exit 2 when either trace lacks what the metric needs\n"
+    "                    (GPU time, CPU time) or says CUDA tracing was off (for cpu:\n"
+    "                    in one of them only), with a line saying why.\n"
     "  --metric M        gpu (default: Self CUDA time) or cpu (Self CPU time without\n"
     "                    synchronize calls; names the scopes, ops and calls that grew most)\n"
     "  --format F        text (default), csv (the GPU work list) or json (everything)\n";
@@ -235,7 +240,7 @@ inline loaded_trace load(const std::string& path, const terminal& term, const st
 
 inline std::string describe(const loaded_trace& lt) {
   const std::size_t steps = detail::steps_in(lt.t);
-  std::string s = lt.source + " (" + trace_format_name(lt.format) + ", " + std::to_string(lt.t.spans.size()) +
+  std::string s = detail::terminal_safe(lt.source) + " (" + trace_format_name(lt.format) + ", " + std::to_string(lt.t.spans.size()) +
                   " scopes/ops, " + std::to_string(lt.t.api_calls.size()) + " CUDA calls, " +
                   std::to_string(lt.t.gpu.size()) + " GPU records";
   if (steps) s += ", " + std::to_string(steps) + " steps";
@@ -327,7 +332,7 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
     try {
       (void)detail::find_sort_key(*sort);
     } catch (const error& e) {
-      throw usage_error(std::string(e.what()).substr(8), "table");
+      throw usage_error(detail::message_of(e), "table");
     }
   }
   group_by grouping = group_by::name;
@@ -342,7 +347,8 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
   const event_averages avg = key_averages(lt.t, grouping);
   if (sort) o.sort_by = *sort == "none" ? std::string() : *sort;
   else o.sort_by = avg.self_cuda_time_total_ns() > 0 ? "cuda_time_total" : "cpu_time_total";
-  if (avg.rows().empty()) err += "cuprof: " + lt.source + ": no scopes, CUDA calls or GPU work in the trace\n";
+  if (avg.rows().empty())
+    err += "cuprof: " + detail::terminal_safe(lt.source) + ": no scopes, CUDA calls or GPU work in the trace\n";
   if (format == output_format::text) {
     out += avg.table(o);
     if (is_cpu_only(lt.t)) out += std::string("Note: ") + cpu_only_note + "\n";
@@ -468,6 +474,14 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
   const loaded_trace a = load(p.positional[0], term, "diff");
   const loaded_trace b = load(p.positional[1], term, "diff");
   const trace_diff d = diff_traces(a.t, b.t);
+  if (fail_above) {
+    // A CI gate fails closed: a trace without what it compares would pass as -100%.
+    if (const std::string why = gate_blocker(a.t, b.t, d, metric); !why.empty()) {
+      err += std::string("cuprof: --fail-above cannot compare ") + (metric == diff_metric::gpu ? "GPU" : "CPU") +
+             " time: " + detail::terminal_safe(why) + "\n";
+      return exit_cannot_compare;
+    }
+  }
   std::optional<diff_gate> gate;
   if (fail_above) gate = check_growth(d, metric, threshold);
   if (gate && gate->failed) {
@@ -650,14 +664,11 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
     err += "cuprof: " + detail::terminal_safe(e.message) + "\n";
     err += e.command.empty() ? "Try 'cuprof --help'.\n" : "Try 'cuprof " + e.command + " --help'.\n";
     return exit_usage;
-  } catch (const error& e) {
-    err += detail::terminal_safe(e.what()) + "\n";
-    return exit_input;
   } catch (const std::bad_alloc&) {
     err += "cuprof: out of memory reading the trace\n";
     return exit_input;
-  } catch (const std::exception& e) {
-    err += std::string("cuprof: ") + e.what() + "\n";
+  } catch (const std::exception& e) {  // cuprof::error's message has the prefix already: one a line
+    err += "cuprof: " + detail::terminal_safe(detail::message_of(e)) + "\n";
     return exit_input;
   }
 }

@@ -3,10 +3,7 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -23,14 +20,6 @@ int main(int argc, char** argv) {
     return rc ? rc : 1;
   }
   if (!err.empty()) std::fwrite(err.data(), 1, err.size(), stderr);
-  if (rc == 0 && !plan.command.empty()) {  // cuprof run: become the program
-    for (const auto& [name, value] : plan.environment) ::setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv;
-    for (std::string& word : plan.command) argv.push_back(word.data());
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "cuprof: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    return 127;
-  }
+  if (rc == 0 && !plan.command.empty()) return cuprof::cli::exec_plan(plan);  // cuprof run: become the program
   return rc;
 }

@@ -60,10 +60,16 @@ inline std::string json_string(std::string_view s) {
 // A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma,
 // a quote or starts or ends with a blank. Names are made terminal-safe as in
 // the text output, which also writes line breaks as \x0a: one record a line.
+// A name is data from the traced program, and a spreadsheet runs a cell that
+// starts with =, +, -, @, tab or CR as a formula: such a cell gets
+// a leading single quote, which makes it text (OWASP's advice on CSV
+// injection), and is quoted. Numbers are literals and stay numbers.
 inline std::string csv_field(const cell& c) {
   if (c.type == cell::kind::literal) return c.text == "null" ? std::string() : c.text;
-  const std::string safe = detail::terminal_safe(c.text);
-  if (safe.find_first_of(",\"") == std::string::npos && (safe.empty() || (safe.front() != ' ' && safe.back() != ' ')))
+  const bool formula = !c.text.empty() && std::string_view("=+-@\t\r").find(c.text.front()) != std::string_view::npos;
+  const std::string safe = (formula ? "'" : "") + detail::terminal_safe(c.text);
+  if (!formula && safe.find_first_of(",\"") == std::string::npos &&
+      (safe.empty() || (safe.front() != ' ' && safe.back() != ' ')))
     return safe;
   std::string out = "\"";
   for (char ch : safe) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);

@@ -4,10 +4,15 @@
 // its pid, its standard streams and its exit code.
 #pragma once
 
+#include <cuprof/detail/text.hpp>
+
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +82,22 @@ inline std::string not_an_injection_library(const std::string& library) {
   const bool exports = ::dlsym(handle, "InitializeInjection") != nullptr;
   ::dlclose(handle);
   return exports ? std::string() : "a shared library, but it does not export InitializeInjection (not an injection library)";
+}
+
+// Replaces this process with the plan's program in its environment; returns
+// only when that failed, with a line on stderr and the status a shell gives:
+// 127 when the program was not found, 126 when it was found but cannot run
+// (a directory, a file without execute permission, not an executable format).
+inline int exec_plan(launch_plan& plan) {
+  for (const auto& [name, value] : plan.environment) ::setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> argv;
+  for (std::string& word : plan.command) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  const int why = errno;
+  const std::string line = "cuprof: cannot run " + detail::terminal_safe(plan.command[0]) + ": " + std::strerror(why) + "\n";
+  std::fputs(line.c_str(), stderr);
+  return why == ENOENT ? 127 : 126;
 }
 
 }  // namespace cuprof::cli

@@ -354,6 +354,36 @@ inline diff_gate check_growth(const trace_diff& d, diff_metric metric, double th
   return g;
 }
 
+// Why the gate cannot compare A and B on `metric`, or empty when it can. A
+// trace without the metric's time would read as -100% (a pass) or +inf; a
+// trace recorded with CUDA tracing off (cuda_status in its metadata) has no
+// GPU time to compare, and counts the CPU's time in synchronize calls as CPU
+// time, which a trace with CUDA tracing on leaves out. `a` and `b` are the
+// traces `d` was made from.
+inline std::string gate_blocker(const trace& a, const trace& b, const trace_diff& d, diff_metric metric) {
+  const struct {
+    const char* name;
+    const trace& t;
+    const time_totals& totals;
+  } sides[] = {{"A", a, d.totals_a}, {"B", b, d.totals_b}};
+  const auto off = [](const char* name, const trace& t) {
+    return std::string(name) + " says CUDA tracing was off (" + t.meta.cuda_status + ")";
+  };
+  for (const auto& side : sides) {
+    if (metric == diff_metric::gpu && !side.t.meta.cuda_status.empty()) return off(side.name, side.t);
+    if (metric == diff_metric::gpu && side.totals.self_cuda_ns == 0)
+      return std::string(side.name) + " has no GPU time (no kernels, copies or memsets recorded)";
+    if (metric == diff_metric::cpu && side.totals.cpu_ns() == 0)
+      return std::string(side.name) + " has no CPU time (no scopes, ops or CUDA calls recorded)";
+  }
+  if (metric == diff_metric::cpu && a.meta.cuda_status.empty() != b.meta.cuda_status.empty()) {
+    const bool a_off = !a.meta.cuda_status.empty();
+    return off(a_off ? "A" : "B", a_off ? a : b) + " and " + (a_off ? "B" : "A") +
+           "'s was on: time in synchronize calls is CPU time in one only";
+  }
+  return {};
+}
+
 inline std::string format_gate(const trace_diff& d, const diff_gate& g) {
   using namespace detail;
   const std::string what = g.metric == diff_metric::gpu ? "GPU time" : "CPU time";

@@ -15,7 +15,7 @@
 // (trace_events.hpp), and the model built from them (build_trace, here).
 //
 // Not included by cuprof.hpp. Throws cuprof::error, with the file name and
-// the place, for anything it cannot read: missing or non-regular files, bad
+// the place, for anything it cannot read: missing files, directories, devices, bad
 // gzip data, invalid JSON, fields of the wrong type.
 #pragma once
 
@@ -286,18 +286,14 @@ inline void build_trace(raw_trace& raw, loaded_trace& out) {
   }
   // The order derive_gpu_annotations() gives: per lane by start, enclosing ones first,
   // the shallower first when two cover the same work.
-  const auto depth = [&](std::uint32_t s) {
-    int d = 0;
-    for (; t.spans[s].parent != no_index; s = t.spans[s].parent) ++d;
-    return d;
-  };
+  const std::vector<std::uint32_t> depth = span_depths(t);
   std::stable_sort(t.gpu_annotations.begin(), t.gpu_annotations.end(),
                    [&](const gpu_annotation& a, const gpu_annotation& b) {
                      if (a.device != b.device) return a.device < b.device;
                      if (a.stream != b.stream) return a.stream < b.stream;
                      if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
                      if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
-                     return depth(a.span) < depth(b.span);
+                     return depth[a.span] < depth[b.span];
                    });
 
   // Threads and the window.
@@ -578,12 +574,21 @@ inline loaded_trace trace_of_bytes(std::string bytes, const std::string& source,
   return out;
 }
 
+// What is read from a stream of unknown size (a pipe, a FIFO): as much as the
+// gzip reader decompresses at most, and twice what the JSON parser takes at once.
+constexpr std::uint64_t max_stream_bytes = max_decompressed;
+
 // An open stream's bytes to a trace. JSON is checked as it is read, so a
 // zero-filled or sparse file is refused at its first bytes, not held whole.
 // `size`: the file's size when known (reserved once the start looked like a
-// trace), else 0.
+// trace), else 0: then at most `limit` bytes are read, and more is refused.
 inline loaded_trace read_stream(std::FILE* f, const std::string& source, std::uint64_t size,
-                                const read_progress& progress) {
+                                const read_progress& progress, std::uint64_t limit = max_stream_bytes) {
+  const auto over_limit = [&](std::size_t held) {
+    if (size == 0 && held > limit)
+      throw error("'" + source + "' holds more than " + std::to_string(limit) +
+                  " bytes, more than cuprof reads from a pipe");
+  };
   std::string bytes;
   json_text_check check(source, "");
   bool gzip = false;
@@ -596,6 +601,7 @@ inline loaded_trace read_stream(std::FILE* f, const std::string& source, std::ui
     bytes.reserve(std::size_t(size) + simdjson::SIMDJSON_PADDING);  // once the start looked like a trace
     advise_huge_pages(bytes.data(), bytes.capacity());
     bytes.append(first, n);
+    over_limit(bytes.size());
     progress(read_stage::reading, bytes.size(), size);
   }
   // The rest straight into the room reserved (no second copy, and no growth
@@ -611,6 +617,7 @@ inline loaded_trace read_stream(std::FILE* f, const std::string& source, std::ui
       n = std::fread(first, 1, sizeof first, f);
       bytes.append(first, n);
     }
+    over_limit(bytes.size());
     if (!gzip) check.feed(bytes.data() + held, n);
     progress(read_stage::reading, bytes.size(), size);
   }
@@ -627,20 +634,22 @@ inline loaded_trace read_trace_bytes(std::string bytes, const std::string& sourc
 }
 
 // Reads a trace file: .json, or gzip-compressed (.json.gz, or any file that
-// starts with the gzip magic bytes).
+// starts with the gzip magic bytes). A pipe is read to its end, as standard
+// input is: a named FIFO, or the /dev/fd/N of `cuprof table <(zcat t.json.gz)`.
 inline loaded_trace read_trace_file(const std::string& path, const read_progress& progress = {}) {
   struct stat st;
   if (path.empty()) throw error("no trace file given");
   if (::stat(path.c_str(), &st) != 0) throw error("cannot read '" + path + "': " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw error("cannot read '" + path + "': it is a directory, expected a trace file");
-  if (!S_ISREG(st.st_mode)) throw error("cannot read '" + path + "': not a regular file");
+  const bool pipe = S_ISFIFO(st.st_mode);
+  if (!S_ISREG(st.st_mode) && !pipe) throw error("cannot read '" + path + "': not a regular file or a pipe");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw error("cannot read '" + path + "': " + std::strerror(errno));
   struct closer {
     std::FILE* f;
     ~closer() { std::fclose(f); }
   } close_at_end{f};
-  return detail::read_stream(f, path, std::uint64_t(st.st_size), progress);
+  return detail::read_stream(f, path, pipe ? 0 : std::uint64_t(st.st_size), progress);
 }
 
 // Reads a trace from an open stream (standard input, a pipe): JSON, or gzip

@@ -50,28 +50,41 @@ inline std::string shorten(std::string_view s, std::size_t characters) {
 // traced program or a trace file, and an escape sequence in it (ESC ] 0 ; ...
 // BEL retitles the window, ESC [ 31 m recolours, CR overwrites the line) must
 // not act. C0 controls, DEL and the C1 controls (U+0080..U+009F, which some
-// terminals obey too) are written as \xNN of their bytes; everything else,
+// terminals obey too) are written as \xNN of their bytes. So are the
+// bidirectional-text controls (U+202A..U+202E embeddings and overrides,
+// U+2066..U+2069 isolates, U+200E/U+200F and U+061C marks): they reorder what
+// follows on the line, so that a name could show as another. Everything else,
 // and so every ordinary name, is left byte for byte.
+inline std::size_t unsafe_bytes_at(std::string_view s, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+  const unsigned c = byte(i);
+  if (c < 0x20 || c == 0x7F) return 1;
+  if (c == 0xC2 && byte(i + 1) >= 0x80 && byte(i + 1) <= 0x9F) return 2;  // C1
+  if (c == 0xD8 && byte(i + 1) == 0x9C) return 2;                           // U+061C
+  if (c == 0xE2 && byte(i + 1) == 0x80) {
+    const unsigned d = byte(i + 2);
+    if (d == 0x8E || d == 0x8F || (d >= 0xAA && d <= 0xAE)) return 3;  // U+200E, U+200F, U+202A..U+202E
+  }
+  if (c == 0xE2 && byte(i + 1) == 0x81 && byte(i + 2) >= 0xA6 && byte(i + 2) <= 0xA9) return 3;  // U+2066..U+2069
+  return 0;
+}
+
 inline std::string terminal_safe(std::string_view s) {
-  const auto is_control = [&](std::size_t i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    return c < 0x20 || c == 0x7F ||
-           (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
-            static_cast<unsigned char>(s[i + 1]) <= 0x9F);
-  };
   std::size_t i = 0;
-  while (i < s.size() && !is_control(i)) ++i;
+  while (i < s.size() && !unsafe_bytes_at(s, i)) ++i;
   if (i == s.size()) return std::string(s);
   static const char hex[] = "0123456789abcdef";
   std::string out(s.substr(0, i));
-  const auto escape = [&](unsigned char c) { out += {'\\', 'x', hex[c >> 4], hex[c & 15]}; };
-  for (; i < s.size(); ++i) {
-    if (!is_control(i)) {
-      out += s[i];
+  while (i < s.size()) {
+    const std::size_t n = unsafe_bytes_at(s, i);
+    if (!n) {
+      out += s[i++];
       continue;
     }
-    escape(static_cast<unsigned char>(s[i]));
-    if (static_cast<unsigned char>(s[i]) == 0xC2) escape(static_cast<unsigned char>(s[++i]));
+    for (const std::size_t end = i + n; i < end; ++i) {
+      const unsigned char c = static_cast<unsigned char>(s[i]);
+      out += {'\\', 'x', hex[c >> 4], hex[c & 15]};
+    }
   }
   return out;
 }

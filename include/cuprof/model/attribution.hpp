@@ -24,6 +24,29 @@ inline void link_spans(trace& t) {
   for (std::uint32_t i = 0; i < t.spans.size(); ++i) t.spans[i].id = i + 1;
 }
 
+// Each span's nesting depth (0: no parent), in one pass over the spans: a
+// span's depth is looked up from its parent's once that is known, whatever
+// the order of the spans. Sorts compare depths: walking parents inside a
+// comparator makes deeply nested scopes with equal extents take minutes.
+inline std::vector<std::uint32_t> span_depths(const trace& t) {
+  constexpr std::uint32_t unknown = no_index;
+  std::vector<std::uint32_t> depth(t.spans.size(), unknown);
+  std::vector<std::uint32_t> path;  // spans whose depth waits for their parent's
+  for (std::uint32_t i = 0; i < t.spans.size(); ++i) {
+    std::uint32_t s = i;
+    while (depth[s] == unknown && t.spans[s].parent != no_index && path.size() <= t.spans.size()) {
+      path.push_back(s);
+      s = t.spans[s].parent;
+    }
+    std::uint32_t d = depth[s] != unknown ? depth[s] : (depth[s] = 0);
+    while (!path.empty()) {
+      depth[path.back()] = ++d;
+      path.pop_back();
+    }
+  }
+  return depth;
+}
+
 // The scope that launched a GPU activity (an element of t.gpu), or no_index.
 // A trace read from a file may name it explicitly (torch's "External id"); that wins.
 inline std::uint32_t launching_span(const trace& t, const gpu_activity& g) {
@@ -72,17 +95,13 @@ inline std::vector<gpu_annotation> derive_gpu_annotations(const trace& t) {
   }
   // Per lane in start order, enclosing annotations before the ones they
   // contain, also when both cover the same GPU work (then the shallower first).
-  const auto depth = [&](std::uint32_t s) {
-    int d = 0;
-    for (; t.spans[s].parent != no_index; s = t.spans[s].parent) ++d;
-    return d;
-  };
+  const std::vector<std::uint32_t> depth = span_depths(t);
   std::sort(out.begin(), out.end(), [&](const gpu_annotation& a, const gpu_annotation& b) {
     if (a.device != b.device) return a.device < b.device;
     if (a.stream != b.stream) return a.stream < b.stream;
     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
     if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
-    return depth(a.span) < depth(b.span);
+    return depth[a.span] < depth[b.span];
   });
   return out;
 }
