@@ -13,6 +13,9 @@
 //                 --lean-trace PATH the same with trace_detail::lean (lean_export_ns=)
 //   after_stop    the launch loop timed --reps times before the first start(), then a
 //                 profiled loop, then --reps times after stop(): before_ns=, after_ns= (medians)
+//   after_stop_threaded  after_stop where a second thread also launches during the profile
+//                 (then waits, alive and idle, while the loops are timed): cuprof leaves
+//                 CUPTI loaded rather than finalizing it, which could crash such a thread
 //   after_stop_cupti  the same around the minimal CUPTI tracer with cuprof's activity kinds
 //                 (MINIMAL_CUPTI_CALLBACKS adds call callbacks), unsubscribed but not
 //                 finalized: what cuprof's cuptiFinalize at stop() spares the program
@@ -264,15 +267,26 @@ int main(int argc, char** argv) {
       prof.export_chrome_trace(lean_trace_path, {cuprof::trace_detail::lean});
       std::printf("lean_export_ns=%llu\n", (unsigned long long)(now_ns() - e0));
     }
-  } else if (mode == "after_stop" || mode == "after_stop_cupti") {
+  } else if (mode == "after_stop" || mode == "after_stop_threaded" || mode == "after_stop_cupti") {
     // The same loop before any profiler started and after one stopped.
     std::vector<std::uint64_t> before, after;
     launch_loop(launches, batch, [] {});  // clocks up
     for (int r = 0; r < reps; ++r) before.push_back(launch_loop(launches, batch, [] {}).loop_ns);
-    if (mode == "after_stop") {
+    std::atomic<int> helper_state{0};  // after_stop_threaded: 1 launch, 2 done launching, 3 quit
+    std::thread helper;
+    if (mode == "after_stop_threaded")
+      helper = std::thread([&] {
+        while (helper_state.load() == 0) std::this_thread::yield();
+        launch_loop(launches / 4, batch, [] {});
+        helper_state.store(2);
+        while (helper_state.load() != 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+    if (mode != "after_stop_cupti") {
       cuprof::profile prof;
       prof.start();
+      helper_state.store(1);
       t = launch_loop(launches, batch, [] {});
+      while (helper.joinable() && helper_state.load() != 2) std::this_thread::yield();
       prof.stop();
       events = prof.last_trace().api_calls.size() + prof.last_trace().gpu.size();
     } else {
@@ -282,6 +296,8 @@ int main(int argc, char** argv) {
       events = bench::minimal_cupti_tracer::records();
     }
     for (int r = 0; r < reps; ++r) after.push_back(launch_loop(launches, batch, [] {}).loop_ns);
+    helper_state.store(3);
+    if (helper.joinable()) helper.join();
     std::printf("before_ns=%llu\nafter_ns=%llu\nreps=%d\n", (unsigned long long)median(before),
                 (unsigned long long)median(after), reps);
     std::printf("before_all_ns=");
@@ -331,9 +347,9 @@ int main(int argc, char** argv) {
     if (!trace_path.empty()) prof.export_chrome_trace(trace_path);
     std::printf("forks=%d\nchildren_ok=%d\nchildren_hung=%d\nchildren_failed=%d\n", forks, ok, hung, failed);
   } else if (mode == "stop_between_windows") {
-    // stop() between windows switches the call callbacks back on before
-    // cuptiFinalize (docs/reliability.md, finding 8); with other threads inside
-    // CUDA calls throughout, that finalize races them (finding 9, open).
+    // stop() while other threads are inside CUDA calls throughout: a
+    // cuptiFinalize there races them inside libcupti (CUPTI alone does it too:
+    // tests/gpu/cupti_finalize_race.cu), so cuprof must not finalize here.
     bench::busy_cuda_threads others(threads);
     int with_kernels = 0;
     for (int r = 0; r < reps; ++r) {

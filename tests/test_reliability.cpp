@@ -1004,6 +1004,241 @@ TEST_CASE("abnormal ends: std::terminate and quick_exit write the trace; abort()
   CHECK(aborted.said.find("cuprof: the program aborted (SIGABRT): the trace was not written") != std::string::npos);
 }
 
+// --- Interrupted profiles: signals that arrive while the program holds locks -----
+// (docs/reliability.md, "Ending a profile safely"). The handler only remembers the
+// signal and returns, so the interrupted thread lets go of its locks (malloc's,
+// stdio's); cuprof's signal thread writes the trace and then ends the process with
+// the signal. Each scenario runs CUPROF_STRESS_RUNS times (default 20).
+
+int stress_runs() {
+  const char* v = std::getenv("CUPROF_STRESS_RUNS");
+  const int n = v ? std::atoi(v) : 20;
+  return n > 0 ? n : 20;
+}
+
+// Allocates and frees in a loop inside a scope: the thread is in malloc most of the time.
+void allocate_in_scopes() {
+  for (;;) {
+    std::vector<char> v(4096);
+    CUPROF_SCOPE("s");
+    v[100] = 1;
+  }
+}
+
+// The child half of the stress cases: CUPROF_TEST_INTERRUPT names the scenario.
+TEST_CASE("[child] interrupted while holding locks") {
+  const char* scenario_env = std::getenv("CUPROF_TEST_INTERRUPT");
+  if (!scenario_env || !is_child_run()) return;
+  const std::string scenario = scenario_env;
+  { CUPROF_SCOPE("before_the_signal"); }
+  std::ofstream(std::string(std::getenv("CUPROF_TRACE")) + ".ready") << "recording\n";
+  if (scenario == "allocating" || scenario == "allocating_threads") {
+    const int threads = scenario == "allocating" ? 0 : 3 + int(::getpid() % 18);  // 3 to 20
+    for (int i = 0; i < threads; ++i) std::thread(&allocate_in_scopes).detach();
+    allocate_in_scopes();
+  }
+  if (scenario == "stderr_logging" || scenario == "stderr_closed") {
+    std::thread(&allocate_in_scopes).detach();
+    for (std::uint64_t i = 0;; ++i) {
+      CUPROF_SCOPE("log");
+      std::fprintf(stderr, "program line %llu\n", static_cast<unsigned long long>(i));
+    }
+  }
+  if (scenario == "during_exit_write") {
+    // Enough scopes that writing the trace takes a while; a thread sends SIGTERM
+    // once the exit handler's temporary file exists, i.e. during the write.
+    for (int i = 0; i < 400000; ++i) CUPROF_SCOPE("many");
+    const fs::path trace = std::getenv("CUPROF_TRACE");
+    std::thread([trace] {
+      for (;;) {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(trace.parent_path(), ec))
+          if (e.path().filename().string().rfind(trace.filename().string() + ".tmp.", 0) == 0) {
+            ::kill(::getpid(), SIGTERM);
+            return;
+          }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }).detach();
+    std::fflush(nullptr);
+    std::exit(0);
+  }
+  ::_exit(90);
+}
+
+struct interrupted_run {
+  int status = 0;
+  std::string said;
+  bool trace_valid = false;
+  std::size_t before_the_signal = 0;
+};
+
+// Runs the scenario once: stderr to a file, or to a pipe that is read for a line and
+// closed (stderr_closed); SIGTERM after `delay_s` unless the child signals itself.
+interrupted_run interrupt_once(const std::string& scenario, double delay_s) {
+  scratch_dir dir;
+  const std::string trace = (dir.path / "t.json").string();
+  const std::string err = (dir.path / "stderr.txt").string();
+  int pipe_fds[2] = {-1, -1};
+  const bool closed_pipe = scenario == "stderr_closed";
+  if (closed_pipe) REQUIRE(::pipe(pipe_fds) == 0);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::setenv("CUPROF_TEST_CHILD", "1", 1);
+    ::setenv("CUPROF_TEST_INTERRUPT", scenario.c_str(), 1);
+    ::setenv("CUPROF_TRACE", trace.c_str(), 1);
+    ::setenv("CUPROF_ACTIVITIES", "cpu", 1);
+    ::setenv("CUPROF_TABLE", "0", 1);
+    ::unsetenv("CUPROF_ROOT_PID");
+    ::setenv("LSAN_OPTIONS", "suppressions=" CUPROF_TEST_SOURCE_DIR "/tests/lsan.supp", 0);
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    if (closed_pipe) {
+      ::dup2(pipe_fds[1], 2);
+      ::close(pipe_fds[0]);
+      ::close(pipe_fds[1]);
+    } else {
+      ::dup2(fd, 2);
+    }
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGABRT}) ::signal(sig, SIG_DFL);
+    const std::string selector = "--test-case=[child] interrupted while holding locks";
+    ::execl("/proc/self/exe", "cuprof_tests", selector.c_str(), "--no-intro", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  interrupted_run r;
+  if (closed_pipe) {
+    ::close(pipe_fds[1]);
+    // The reader of `program 2>&1 | head -1`: one line, then gone.
+    char c = 0;
+    while (::read(pipe_fds[0], &c, 1) == 1 && c != '\n') {}
+    ::close(pipe_fds[0]);
+  } else if (delay_s > 0) {
+    std::error_code ec;
+    for (int i = 0; i < 30000 && !fs::exists(trace + ".ready", ec); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
+    ::kill(child, SIGTERM);
+  }
+  r.status = wait_or_kill(child, 90);
+  r.said = slurp(err);
+  std::error_code ec;
+  if (fs::exists(trace, ec)) {
+    try {
+      const json doc = json::parse(slurp(trace));
+      r.trace_valid = true;
+      for (const json& e : doc["traceEvents"]) r.before_the_signal += e["ph"] == "X" && e["name"] == "before_the_signal";
+    } catch (const std::exception&) {
+    }
+  }
+  return r;
+}
+
+TEST_CASE("interrupted: SIGTERM, a closed stderr pipe or a signal during the exit write: the trace is written and the status is the signal's, every time") {
+  const int runs = stress_runs();
+  const std::vector<std::pair<std::string, int>> scenarios = {
+      {"allocating", SIGTERM},     {"allocating_threads", SIGTERM}, {"stderr_logging", SIGTERM},
+      {"stderr_closed", SIGPIPE},  {"during_exit_write", SIGTERM}};
+  for (const auto& [scenario, sig] : scenarios) {
+    int passed = 0;
+    for (int i = 0; i < runs; ++i) {
+      const interrupted_run r = interrupt_once(scenario, scenario == "during_exit_write" || scenario == "stderr_closed"
+                                                             ? 0
+                                                             : 0.02 + 0.01 * (i % 10));
+      CAPTURE(scenario);
+      CAPTURE(i);
+      CAPTURE(r.said.substr(r.said.size() > 2000 ? r.said.size() - 2000 : 0));
+      CHECK(r.status == 128 + sig);
+      CHECK(r.trace_valid);
+      CHECK(r.before_the_signal == 1);
+      CHECK(r.said.find("could not be written in time") == std::string::npos);
+      passed += r.status == 128 + sig && r.trace_valid && r.before_the_signal == 1;
+    }
+    MESSAGE(scenario << ": " << passed << " of " << runs << " runs wrote the trace and ended with signal " << sig);
+  }
+}
+
+// The child half of the next case: a CUPROF_DURATION write in progress when a
+// thread forks; the child exits at once.
+TEST_CASE("[child] fork during the duration write") {
+  if (!std::getenv("CUPROF_TEST_FORK_DURING_WRITE") || !is_child_run()) return;
+  for (int i = 0; i < 400000; ++i) CUPROF_SCOPE("many");
+  const fs::path trace = std::getenv("CUPROF_TRACE");
+  for (;;) {  // CUPROF_DURATION's thread writes the trace: wait for its temporary file
+    std::error_code ec;
+    bool writing = false;
+    for (const auto& e : fs::directory_iterator(trace.parent_path(), ec))
+      writing |= e.path().filename().string().rfind(trace.filename().string() + ".tmp.", 0) == 0;
+    if (writing) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child == 0) std::exit(0);  // the exit handler must not wait on the parent's write
+  const int rc = wait_or_kill(child, 20);
+  std::exit(rc == 0 ? 0 : 70);  // after the duration's write: the exit handler waits for it
+}
+
+TEST_CASE("fork: a child forked while a CUPROF_DURATION trace is written exits at once") {
+  for (int i = 0; i < 5; ++i) {
+    scratch_dir dir;
+    const std::string trace = (dir.path / "d.json").string();
+    const std::string err = (dir.path / "stderr.txt").string();
+    const int rc = run_child_case("[child] fork during the duration write",
+                                  {{"CUPROF_TEST_FORK_DURING_WRITE", "1"}, {"CUPROF_TRACE", trace},
+                                   {"CUPROF_DURATION", "0.3"}, {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}},
+                                  err);
+    CAPTURE(slurp(err));
+    CHECK(rc == 0);  // 70: the forked child hung in exit()
+    CHECK(fs::exists(trace));
+  }
+}
+
+// The child half of the next case: daemon(), then a scope, then exit.
+TEST_CASE("[child] daemon") {
+  const char* pid_file = std::getenv("CUPROF_TEST_DAEMON_PID_FILE");
+  if (!pid_file || !is_child_run()) return;
+  { CUPROF_SCOPE("before_daemon"); }
+  std::fflush(nullptr);
+  if (::daemon(1, 1) != 0) ::_exit(80);
+  { CUPROF_SCOPE("in_daemon"); }
+  std::ofstream(pid_file) << ::getpid() << "\n";
+  std::exit(0);
+}
+
+TEST_CASE("daemon() under CUPROF_TRACE: the daemon writes its own trace, named with its pid, and says so") {
+  scratch_dir dir;
+  const std::string trace = (dir.path / "srv.json").string();
+  const std::string pid_file = (dir.path / "pid").string();
+  const std::string err = (dir.path / "stderr.txt").string();
+  const int rc = run_child_case("[child] daemon", {{"CUPROF_TEST_DAEMON_PID_FILE", pid_file}, {"CUPROF_TRACE", trace},
+                                                   {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}},
+                                err);
+  CHECK(rc == 0);
+  // The daemon goes on after its parent returned: wait for its trace.
+  std::string daemon_trace;
+  for (int i = 0; i < 2000 && daemon_trace.empty(); ++i) {
+    std::ifstream in(pid_file);
+    std::string pid;
+    if (in >> pid) {
+      const std::string expected = (dir.path / ("srv." + pid + ".json")).string();
+      if (fs::exists(expected) && slurp(err).find("trace written to") != std::string::npos) daemon_trace = expected;
+    }
+    if (daemon_trace.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CAPTURE(slurp(err));
+  REQUIRE_FALSE(daemon_trace.empty());
+  CHECK_FALSE(fs::exists(trace));  // daemon()'s parent ends with _exit: nothing of its own
+  CHECK(slurp(err).find("daemon()") != std::string::npos);
+  const json doc = json::parse(slurp(daemon_trace));
+  std::set<std::string> names;
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
+  CHECK(names.count("before_daemon") == 1);
+  CHECK(names.count("in_daemon") == 1);
+}
+
 TEST_CASE("trace paths: absolute from the start, one per process for processes a traced process started") {
   using cuprof::detail::resolve_trace_path;
   char cwd[4096];

@@ -111,6 +111,7 @@ struct environment_session {
   environment_config config;
   std::unique_ptr<trace_directory> directory;  // the trace's, held from start; null: it was not there then
   std::uint32_t owner_pid = 0;
+  pid_t owner_session = 0;  // a child in another session has left its parent: daemon()
 };
 
 // The trace path as the process will write it. Made absolute at start, so a
@@ -158,16 +159,43 @@ inline void write_environment_trace(environment_session& s) {
     p->stop();
     if (s.directory) cuprof::export_chrome_trace(p->last_trace(), *s.directory, s.config.trace_path, s.config.export_with);
     else p->export_chrome_trace(s.config.trace_path, s.config.export_with);
-    if (s.config.print_table) std::fprintf(stderr, "%s", p->key_averages().table("self_cuda_time_total", 30).c_str());
+    if (s.config.print_table) write_stderr(p->key_averages().table("self_cuda_time_total", 30));
   } catch (const std::exception& e) {
     log_line("could not write the trace: " + message_of(e));
   }
 }
 
+// A process that daemon() (or fork and setsid) made from the traced one: its
+// parent ends without writing (daemon's parent calls _exit), so the child
+// takes the profile over and writes its own trace, beside the parent's name.
+// Other forked children (workers) write nothing: they share the parent's
+// session and the parent writes the trace.
+inline void adopt_if_daemon(environment_session& s) {
+  const pid_t self = ::getpid();
+  if (!s.prof || s.owner_pid == std::uint32_t(self) || ::getsid(0) == s.owner_session) return;
+  s.owner_pid = std::uint32_t(self);
+  s.owner_session = ::getsid(0);
+  const std::string& path = s.config.trace_path;
+  const std::size_t slash = path.rfind('/');
+  const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+  s.config.trace_path.insert(dot == std::string::npos ? path.size() : dot, "." + std::to_string(self));
+  log_line("this process left its parent's session (daemon()): it writes its own trace, to " +
+           terminal_safe(s.config.trace_path));
+}
+
+// Every way the trace gets written (exit, the exit gate, CUPROF_DURATION, a
+// signal, std::terminate) comes here. A forked child returns before the lock,
+// which its parent may have held at the fork (its copy stays locked: the
+// writing thread did not follow).
 inline void finish_environment_profile() {
   environment_session& s = environment();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  write_environment_trace(s);
+  if (s.owner_pid != std::uint32_t(::getpid()) && (!s.prof || ::getsid(0) == s.owner_session)) return;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    adopt_if_daemon(s);
+    write_environment_trace(s);
+  }
+  raise_remembered_signal();  // a signal that came during the write ends the process now
 }
 
 // The timer thread of CUPROF_DELAY / CUPROF_DURATION: opens and closes the
@@ -184,8 +212,11 @@ inline void run_environment_window(profile* p, double delay, double duration) {
   }
   if (duration > 0) {
     sleep(duration);
-    std::lock_guard<std::mutex> l(e.mutex);
-    if (e.prof == p) write_environment_trace(e);
+    {
+      std::lock_guard<std::mutex> l(e.mutex);
+      if (e.prof == p) write_environment_trace(e);
+    }
+    raise_remembered_signal();
   }
 }
 
@@ -222,6 +253,7 @@ inline bool start_environment_profile(bool injected = false) {
   s.prof = new profile(options);
   s.trace_pending.store(true);
   s.owner_pid = std::uint32_t(::getpid());
+  s.owner_session = ::getsid(0);
   // Registered before CUDA starts, so it runs after CUDA's teardown: it only
   // writes when the tracer's exit gate (which runs first) did not, e.g. when
   // CUDA was never traced.

@@ -5,7 +5,12 @@
 
 #include "env.hpp"
 
-#include <cstdio>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -13,7 +18,41 @@
 
 namespace cuprof::detail {
 
-inline void log_line(const std::string& message) { std::fprintf(stderr, "cuprof: %s\n", message.c_str()); }
+// Writes to stderr with write(2), not stdio: a program thread may hold
+// stderr's lock (stopped by a signal, or blocked on a full pipe), and a line
+// written in one call is not interleaved with the program's. A closed pipe
+// (`2>&1 | head -1`) fails the write with EPIPE, not the process with SIGPIPE.
+// Async-signal-safe.
+inline void write_stderr(const char* data, std::size_t n) noexcept {
+  const int saved_errno = errno;
+  sigset_t pipe_only, before;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
+  sigset_t pending;
+  const bool was_pending = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  bool broken_pipe = false;
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      broken_pipe = w < 0 && errno == EPIPE;
+      break;
+    }
+    data += w;
+    n -= std::size_t(w);
+  }
+  if (broken_pipe && !was_pending && !sigismember(&before, SIGPIPE)) {
+    const timespec now{0, 0};
+    ::sigtimedwait(&pipe_only, nullptr, &now);  // the SIGPIPE this write raised, and only it
+  }
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  errno = saved_errno;
+}
+
+inline void write_stderr(const std::string& text) noexcept { write_stderr(text.data(), text.size()); }
+
+inline void log_line(const std::string& message) { write_stderr("cuprof: " + message + "\n"); }
 
 // Each distinct line once per process: settings are read again at every
 // window or message, and a bad one is worth one warning.

@@ -2,6 +2,7 @@
 // the one TU that defines CUPROF_IMPLEMENTATION (config.hpp).
 #pragma once
 
+#include "abnormal_exit.hpp"
 #include "collect/cpu_collect.hpp"
 #include "cupti/tracer.hpp"
 #include "log.hpp"
@@ -27,9 +28,11 @@ inline bool is_active(profiler_action a) noexcept {
 
 // Staging grows on CUPTI's worker thread and is freed on the application
 // thread; glibc keeps such memory in its arenas unless asked to give it back.
+// Not in a process that a signal ends: the memory goes back anyway, and
+// malloc_trim waits on every arena's lock.
 inline void return_free_memory() {
 #if defined(__GLIBC__)
-  malloc_trim(0);
+  if (!process_ending_on_signal()) malloc_trim(0);
 #endif
 }
 
@@ -79,7 +82,9 @@ void profile::stop() {
     // the trace is built and handed over, which the program would otherwise
     // spend running traced (every kernel and call recorded, then discarded).
     tracer_->disable(/*detaching=*/true);
-    tracer_->detach();
+    // A process a signal ends keeps CUPTI as it is: its other threads may
+    // still be in CUDA calls, which a finalize could crash.
+    if (!detail::process_ending_on_signal()) tracer_->detach();
   }
   struct stopped_anyway {
     profile& p;
@@ -121,7 +126,7 @@ void profile::release() noexcept {
   pending_.clear();
   if (tracer_) {
     tracer_->disable();
-    tracer_->detach();
+    if (!detail::process_ending_on_signal()) tracer_->detach();
     tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
     tracer_->trim_buffers();
   }

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace cuprof::detail::cupti {
 
@@ -92,7 +93,9 @@ class call_recorder {
   // Moves every call recorded so far into `store`; calls lost for want of
   // memory are counted there.
   void drain_into(record_store& store) {
+    live_callers_.clear();
     threads_.for_each([&](thread_buffer& b) {
+      if (!b.exited()) live_callers_.push_back(b.tid());
       b.drain([&](const slot* s, std::size_t n) {
         std::size_t i = 0;
         while (i + record_slots <= n) {
@@ -118,6 +121,14 @@ class call_recorder {
       });
       store.add_dropped_calls(b.take_dropped());
     });
+  }
+
+  // Whether a thread other than `tid` has made a recorded call and was still
+  // alive at the last drain_into.
+  bool other_live_caller(std::uint32_t tid) const noexcept {
+    for (std::uint32_t t : live_callers_)
+      if (t != tid) return true;
+    return false;
   }
 
  private:
@@ -187,6 +198,7 @@ class call_recorder {
 
   chunk_pool& pool_;
   thread_registry threads_;
+  std::vector<std::uint32_t> live_callers_;  // as of the last drain_into
   std::atomic<std::uint64_t> recording_since_{~std::uint64_t(0)};
 };
 

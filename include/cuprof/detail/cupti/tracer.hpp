@@ -101,6 +101,15 @@ class tracer {
   // CUPTI stays hooked into every CUDA call and slows the program down after
   // profiling. The next enable() attaches again. Skipped during process exit,
   // where a finalize can race CUPTI's own teardown.
+  //
+  // cuptiFinalize races other threads' CUDA calls inside libcupti: with
+  // threads launching throughout, it corrupted the heap about once in 50
+  // stops, and CUPTI alone, without cuprof, does the same. A profiler must
+  // not crash the program it measures, so CUPTI is finalized only when no
+  // other live thread has made a CUDA call cuprof records; otherwise it is
+  // unsubscribed with every activity off: nothing more is recorded, and the
+  // next session subscribes again, but CUPTI stays in each CUDA call's path,
+  // which makes calls somewhat dearer until the process ends (said once).
   void detach() {
     std::lock_guard<std::mutex> lock(control_);
     if (enabled_ || !attached_ || forked_child() || exit_started_) return;
@@ -109,16 +118,32 @@ class tracer {
     // finalize, where they are dropped or handed to the next session: drain them.
     cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     process_completed();
+    const bool finalize = !calls_.other_live_caller(current_tid());
     // Finalizing with the call callbacks switched off corrupted the heap of a
     // PyTorch process now and then (H200, CUDA 13.0: 8 of 28 processes, none
-    // with them left on, docs/reliability.md): they go back on first, and
-    // on_callback() ignores them while nothing records.
-    if (!shown_calls_on_ && !shown_calls_.empty()) record_shown_calls(true);
+    // with them left on): they go back on first, and on_callback() ignores
+    // them while nothing records.
+    if (finalize && !shown_calls_on_ && !shown_calls_.empty()) record_shown_calls(true);
     cupti_.unsubscribe(subscriber_);
-    cupti_.finalize();
+    if (finalize) {
+      cupti_.finalize();
+    } else {
+      // Buffers CUPTI still holds would be handed to whichever tool subscribes next.
+      std::size_t held = 0;
+      for (const buffer_slot& b : slots_) held += b.state.load(std::memory_order_acquire) == with_cupti;
+      if (!said_not_finalized_ || held)
+        log_line("other threads were making CUDA calls when the profile stopped: CUPTI is left loaded (not finalized, "
+                 "which could crash them), so CUDA calls may stay slightly dearer until the program ends" +
+                 (held ? "; CUPTI still holds " + std::to_string(held) + " of cuprof's activity buffers" : std::string()));
+      said_not_finalized_ = true;
+    }
+    finalized_ = finalize;
     attached_ = false;
     shown_calls_on_ = false;  // a later attach() subscribes afresh
   }
+
+  // How the last session let CUPTI go: finalized, or only unsubscribed (detach()).
+  bool finalized_at_last_detach() const noexcept { return finalized_; }
 
   // `detaching`: detach() follows at once, so the call callbacks stay on
   // (see there); between windows they go off, sparing the calls their cost.
@@ -587,6 +612,8 @@ class tracer {
   std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread and the callbacks
   std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> shown_calls_;  // found once, at the first enable()
   bool shown_calls_on_ = false;  // their callbacks enabled on this subscriber
+  bool finalized_ = false;            // how detach() last let CUPTI go
+  bool said_not_finalized_ = false;   // its line, once per process
   buffer_slot slots_[max_buffers];
   std::atomic<std::uint64_t> buffers_refused_{0};
   sem_t work_ready_;
