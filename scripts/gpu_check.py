@@ -11,6 +11,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import validate_trace  # noqa: E402
@@ -128,7 +129,7 @@ def is_gemm(name):
     return re.search(r"nvjet|gemm|cutlass|xmma", name) is not None
 
 
-def reliability_checks(build, out, summary):
+def reliability_checks(build, out, summary, sections=None):
     """The GPU-side scenarios of docs/reliability.md: libcupti not loadable, torch.profiler
     holding CUPTI in the same process, torch.profiler after a cuprof window, 1,000,000 launches,
     fork during a traced run, stop() between windows while threads make CUDA calls, no slowdown
@@ -157,6 +158,8 @@ def reliability_checks(build, out, summary):
         return proc
 
     def guarded(name, fn):
+        if sections and name not in sections:
+            return
         try:
             fn()
         except Exception as e:  # a timeout or a missing file is a failed check, not the end of gpu-check
@@ -215,7 +218,7 @@ def reliability_checks(build, out, summary):
         # failed an internal assert). bench/train_step.py --mode paired: a `cuprof run` window
         # on a training loop, then torch.profiler CUDA-only and CPU+CUDA.
         results = []
-        for i in range(2):
+        for i in range(int(os.environ.get("GPU_CHECK_TORCH_AFTER_RUNS", "2"))):
             trace = os.path.join(out, f"rel_cuprof_then_torch_{i}.json")
             proc = run_unset([cli, "run", "--output", trace, "--no-table", "--delay", "9", "--duration", "1.5", "--",
                               sys.executable, os.path.join(root, "bench", "train_step.py"), "--warmup", "10",
@@ -339,6 +342,45 @@ def reliability_checks(build, out, summary):
               "; ".join(f"exit {r}, {k} of {rounds} traces with kernels" for r, k, n in results) + f" ({alone})")
     guarded("stop() between windows", stop_between_windows)
 
+    # --- Ctrl-C and SIGTERM while the GPU is busy --------------------------------------------------
+    def interrupted():
+        # A launch loop under `cuprof run` (injection) and with the header (CUPROF_TRACE), stopped by
+        # SIGINT or SIGTERM once it runs: the trace is written with its kernels and the exit status is
+        # the signal's. The handler only notes the signal; the launching thread goes on meanwhile.
+        import signal as sig
+        runs = []
+        for i in range(6):
+            signum = sig.SIGINT if i % 2 == 0 else sig.SIGTERM
+            trace = os.path.join(out, f"rel_interrupted_{i}.json")
+            if i < 4:
+                cmd = [cli, "run", "--output", trace, "--no-table", "--", bench, "--mode", "untraced",
+                       "--launches", "400000000"]
+                env = dict(os.environ)
+            else:
+                cmd = [bench, "--mode", "untraced", "--launches", "400000000"]
+                env = dict(os.environ, CUPROF_TRACE=trace, CUPROF_TABLE="0")
+            with open(os.path.join(out, f"rel_interrupted_{i}.log"), "w") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+                time.sleep(1.5 + 0.5 * (i % 3))
+                proc.send_signal(signum)
+                try:
+                    code = proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    code = "hung"
+            kernels = 0
+            if os.path.exists(trace):
+                _, _, events = load(trace)
+                kernels = sum(1 for e in events if e.get("cat") == "kernel")
+            runs.append({"signal": int(signum), "exit": code, "kernels": kernels,
+                         "via": "cuprof run" if i < 4 else "CUPROF_TRACE"})
+        rel["interrupted"] = runs
+        check("Ctrl-C / SIGTERM on a busy launch loop (4 under cuprof run, 2 with CUPROF_TRACE): the trace is "
+              "written with its kernels and the process ends with the signal, every time",
+              all(r["exit"] == -r["signal"] and r["kernels"] > 0 for r in runs),
+              "; ".join(f"{r['via']} signal {r['signal']}: exit {r['exit']}, {r['kernels']} kernels" for r in runs))
+    guarded("Ctrl-C on a busy GPU program", interrupted)
+
     # --- no slowdown after profiling ---------------------------------------------------------------
     def after_stop():
         # Three processes of each, alternated, the median of their ratios: within one process
@@ -419,6 +461,9 @@ def main():
     parser.add_argument("--corpus-programs", help="comma-separated corpus program names (default: all)")
     parser.add_argument("--no-torch-nvtx", action="store_true", help="with --corpus: skip the PyTorch NVTX programs")
     parser.add_argument("--dry-run", action="store_true", help="with --corpus: list the runs, run nothing")
+    parser.add_argument("--reliability-only", metavar="SECTIONS",
+                        help="only these sections of the reliability checks, comma-separated by their names "
+                        "(e.g. 'stop() between windows,no slowdown after profiling,torch.profiler after cuprof')")
     parser.add_argument("--bench", action="store_true",
                         help="also time reading a large trace (bench/read_bench.py) and exporting one (export_bench)")
     a = parser.parse_args()
@@ -438,6 +483,9 @@ def main():
     except FileNotFoundError:
         summary["device"] = "no nvidia-smi"
     print(f"gpu-check on {summary['device']} at {summary['date']}", flush=True)
+    if a.reliability_only:
+        reliability_checks(build, out, summary, set(a.reliability_only.split(",")))
+        finish(summary, out)
     if a.corpus_only:  # programs that end in every way, then programs nobody here wrote
         exit_checks(build, out, summary, check, run)
         corpus_and_torch(a.corpus, build, out, summary, only, not a.no_torch_nvtx)
