@@ -229,12 +229,15 @@ def reliability_checks(build, out, summary, sections=None):
                 _, _, events = load(trace + ".torch.json")
                 torch_kernels = sum(1 for e in events if e.get("cat") == "kernel")
             results.append((proc.returncode, "unknown buffer" in proc.stderr, torch_kernels))
+            # Autograd's device thread launches too, so cuprof unsubscribes without finalizing here.
+            rel.setdefault("cuprof_then_torch_not_finalized", []).append("CUPTI is left loaded" in proc.stderr)
         rel["cuprof_then_torch"] = [{"exit": r, "unknown_buffer": u, "torch_kernels": k} for r, u, k in results]
         check("torch.profiler after a cuprof window in the same process (train_step.py --mode paired under cuprof "
               "run, 2 processes): exit 0, torch.profiler's trace has its kernels, no buffer of cuprof's reaches it",
               all(r == 0 and not u and k > 0 for r, u, k in results),
               "; ".join(f"exit {r}, {'an unknown buffer' if u else 'no unknown buffer'}, {k} torch kernels"
-                        for r, u, k in results))
+                        for r, u, k in results)
+              + f"; CUPTI left loaded, not finalized, in {sum(rel['cuprof_then_torch_not_finalized'])} of {len(results)}")
     guarded("torch.profiler after cuprof", cuprof_then_torch)
 
     # --- Load: 1,000,000 launches --------------------------------------------------------------
