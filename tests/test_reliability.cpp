@@ -1145,7 +1145,7 @@ TEST_CASE("interrupted: SIGTERM, a closed stderr pipe or a signal during the exi
     for (int i = 0; i < runs; ++i) {
       const interrupted_run r = interrupt_once(scenario, scenario == "during_exit_write" || scenario == "stderr_closed"
                                                              ? 0
-                                                             : 0.02 + 0.01 * (i % 10));
+                                                             : 0.3 + 0.05 * (i % 10));
       CAPTURE(scenario);
       CAPTURE(i);
       CAPTURE(r.said.substr(r.said.size() > 2000 ? r.said.size() - 2000 : 0));
