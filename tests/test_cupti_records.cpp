@@ -1061,10 +1061,12 @@ TEST_CASE("call_recorder: calls past the chunk cap are dropped and counted, the 
   recorder.start_recording(0);
   cuprof::detail::chunk_pool& pool = cuprof::detail::global_chunk_pool();
   const std::size_t cap = pool.max_chunks();
-  constexpr std::uint32_t calls = 3 * 4096;  // a chunk holds 4096 calls
+  constexpr std::uint32_t calls = 3 * 4096;  // a full chunk holds 4096 calls
   std::uint32_t recorder_tid = 0;
-  // A fresh thread gets its first chunk whatever the cap; none after it.
-  pool.set_max_chunks(0);
+  // Room for a fresh thread's first chunk (64 slots, 32 calls), none after it:
+  // the cap counts every chunk allocated, free ones included.
+  pool.trim();
+  pool.set_max_slots(pool.allocated_slots() + cuprof::detail::chunk_class_slots[0]);
   std::thread caller([&] {
     recorder_tid = cuprof::detail::current_tid();
     for (std::uint32_t i = 0; i < calls; ++i) traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 165, i + 1);
@@ -1076,8 +1078,8 @@ TEST_CASE("call_recorder: calls past the chunk cap are dropped and counted, the 
   store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
   std::size_t kept = 0;
   for (const cuprof::api_call& c : t.api_calls) kept += c.tid == recorder_tid;
-  CHECK(kept == 4096);
-  CHECK(t.meta.dropped_cpu_events == calls - 4096);
+  CHECK(kept == 32);
+  CHECK(t.meta.dropped_cpu_events == calls - 32);
 }
 
 TEST_CASE("attribution, key_averages and flows over the converted window") {

@@ -77,7 +77,7 @@ class record_function {
     if (CUPROF_UNLIKELY(!b)) return;
     if (b->push({detail::make_head(detail::slot_kind::enter_static, detail::now_ticks()),
                  std::uint64_t(reinterpret_cast<std::uintptr_t>(name.str))}))
-      buffer_ = b;
+      serial_ = b->serial();
   }
   explicit record_function(std::string_view name) noexcept {
     CUPROF_NVTX_PUSH(name);
@@ -99,7 +99,7 @@ class record_function {
     enter_dynamic(name, args, N);
   }
   ~record_function() {
-    if (buffer_) buffer_->push({detail::make_head(detail::slot_kind::exit, detail::now_ticks()), 0});
+    if (serial_) detail::push_exit(serial_);
     CUPROF_NVTX_POP();
   }
 #else
@@ -122,7 +122,7 @@ class record_function {
   CUPROF_NOINLINE void enter_dynamic(std::string_view name, const scope_arg* args, std::size_t n) noexcept {
     detail::thread_buffer* b = detail::current_thread_buffer();
     if (!b) return;
-    if (b->push_dynamic(detail::now_ticks(), name, args, n)) buffer_ = b;
+    if (b->push_dynamic(detail::now_ticks(), name, args, n)) serial_ = b->serial();
   }
   CUPROF_NOINLINE void enter_static_with_args(static_name name, const scope_arg* args, std::size_t n) noexcept {
     detail::thread_buffer* b = detail::current_thread_buffer();
@@ -130,9 +130,14 @@ class record_function {
     if (b->push_with_args({detail::make_head(detail::slot_kind::enter_static, detail::now_ticks()),
                            std::uint64_t(reinterpret_cast<std::uintptr_t>(name.str))},
                           args, n))
-      buffer_ = b;
+      serial_ = b->serial();
   }
-  detail::thread_buffer* buffer_ = nullptr;
+  // The serial of the buffer the enter went to, 0 when none was recorded. A
+  // serial, not the buffer's address: the exit may run on another thread, or
+  // after the entering thread exited and its buffer was freed (a scope held
+  // in a std::optional, a coroutine resumed elsewhere); push_exit then drops
+  // and counts it without touching that buffer.
+  std::uint64_t serial_ = 0;
 #endif
 };
 

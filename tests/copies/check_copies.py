@@ -73,12 +73,22 @@ def main():
     else:
         problems.append("library_profile: no trace")
 
+    cleared = os.path.join(scratch, "clearenv.json")
+    rc, said3 = run([main_exe, "clearenv", plugin, cleared], {})
+    if rc != 0:
+        problems.append(f"clearenv: exit status {rc}")
+    if os.path.exists(cleared):
+        problems += check_trace("clearenv", cleared, said3)
+    else:
+        problems.append("clearenv: no trace")
+
     for p in problems:
         print("FAIL", p)
     if problems:
-        print("--- autostart output\n" + said + "--- library_profile output\n" + said2)
+        print("--- autostart output\n" + said + "--- library_profile output\n" + said2 + "--- clearenv output\n" + said3)
         return 1
-    print("ok: one session, one trace, every copy's scope (autostart and a library's own profile)")
+    print("ok: one session, one trace, every copy's scope (autostart, a library's own profile, and that with the "
+          "environment cleared before the plugin is opened)")
     return 0
 
 

@@ -4,12 +4,14 @@
 // trace (tests/copies/check_copies.py runs and checks it).
 //   copies_main autostart PLUGIN                  (CUPROF_TRACE set by the caller)
 //   copies_main library_profile PLUGIN TRACE      (the library's own profile)
+//   copies_main clearenv PLUGIN TRACE             (the same, the environment cleared before the plugin is opened)
 #define CUPROF_IMPLEMENTATION  // each copy has CUPROF_TRACE's autostart: one must win
 #include <cuprof/cuprof.hpp>
 
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 extern "C" void copies_scopes_work();
@@ -19,8 +21,12 @@ extern "C" void copies_runtime_stop_and_export(const char* path);
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
-  const bool library_profile = std::strcmp(argv[1], "library_profile") == 0;
+  const bool clear_environment = std::strcmp(argv[1], "clearenv") == 0;
+  const bool library_profile = clear_environment || std::strcmp(argv[1], "library_profile") == 0;
   if (library_profile && argc < 4) return 2;
+  // A program may clear its environment, where cuprof's copies find the
+  // process's state, before it opens a plugin with cuprof.
+  if (clear_environment) ::clearenv();
   void* plugin = ::dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
   if (!plugin) {
     std::fprintf(stderr, "dlopen: %s\n", ::dlerror());

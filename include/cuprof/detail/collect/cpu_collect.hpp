@@ -139,16 +139,21 @@ inline void collect_cpu_spans(trace& out, const tick_converter& clock, std::uint
       out.meta.threads.push_back({b.tid(), std::move(name)});
     }
   });
+  out.meta.dropped_cpu_events += process().dropped_scope_exits.exchange(0, std::memory_order_relaxed);
   for (std::size_t i = 0; i < out.spans.size(); ++i) out.spans[i].id = std::uint32_t(i + 1);
 }
 
 // Throws away what was recorded up to `limit_ticks` (warmup, or before a
-// window), and the count of records dropped meanwhile.
+// window), and the count of records dropped meanwhile. Where scopes do not
+// record (recording stops, or is about to start), the chunks that wait for
+// reuse are freed: memory goes back once a profile stops.
 inline void discard_cpu_spans(std::uint64_t limit_ticks) {
   global_thread_registry().for_each([&](thread_buffer& b) {
     b.discard_until(limit_ticks);
     b.take_dropped();
   });
+  process().dropped_scope_exits.store(0, std::memory_order_relaxed);
+  if (!cpu_recording()) global_chunk_pool().trim();
 }
 
 }  // namespace cuprof::detail

@@ -16,18 +16,35 @@
 // across exec names another image and is ignored. Copies join while the
 // dynamic loader runs their static initialisers, which it serialises, so two
 // copies never create the state at once.
+//
+// The variable is a hint, never trusted: a value must be exactly this image's
+// prefix and 16 lowercase hex digits of a non-null aligned address whose first
+// bytes, read through the kernel so that a bad address fails instead of
+// faulting, are the state's mark. And a program may clear its environment
+// (clearenv(), unsetenv()) before a plugin with cuprof is opened: the state
+// lives in a private mapping of a memfd named for the ABI, which
+// /proc/self/maps lists by that name, so a copy that finds no valid variable
+// looks there before it creates a state, and publishes the variable again. A
+// forked child keeps both the mapping (its own copy, being private) and the
+// variable; an exec drops the mapping.
 #pragma once
 
 #include "../../config.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace cuprof::detail {
@@ -41,10 +58,13 @@ struct runtime_hooks {
   // memory. Each copy that caches it calls release_thread when the thread ends.
   thread_buffer* (*acquire_thread)() noexcept;
   void (*release_thread)(thread_buffer*) noexcept;
-  // Gives `b` a fresh chunk to write; false when the CPU event cap is reached.
-  bool (*next_chunk)(thread_buffer& b) noexcept;
+  // Gives `b` a fresh chunk to write, of at least `needed` slots; false when
+  // the CPU event cap is reached.
+  bool (*next_chunk)(thread_buffer& b, std::size_t needed) noexcept;
   // A scope name was cut to fit a chunk (said once per process).
   void (*name_cut)() noexcept;
+  // The calling thread's buffer if it has one, without registering it.
+  thread_buffer* (*registered_thread)() noexcept;
 };
 
 // A (ticks, monotonic ns, realtime ns) sample taken as close together as we can.
@@ -56,10 +76,18 @@ struct clock_sample {
 
 // Bumped whenever process_state, runtime_hooks or the thread buffers change
 // layout: copies of different layouts then never meet (each keeps its own).
-constexpr int process_state_abi = 1;
-#define CUPROF_PROCESS_STATE_VARIABLE "CUPROF_PROCESS_STATE_1"
+constexpr int process_state_abi = 2;
+#define CUPROF_PROCESS_STATE_VARIABLE "CUPROF_PROCESS_STATE_2"
+#define CUPROF_PROCESS_STATE_MAPPING "cuprof_process_state_2"
+
+// The first 8 bytes of every process state: an address is taken for a state
+// only where they are (an arbitrary 64-bit value, unlikely anywhere else).
+constexpr std::uint64_t process_state_magic = 0x8f3d6b2a51c97e04ull;
 
 struct process_state {
+  // process_state_magic in a published state (create()), read before the rest
+  // is trusted; 0 in a copy's detached state, which is never looked up.
+  std::uint64_t magic = 0;
   std::atomic<bool> cpu_recording{false};  // scopes record only while set
   std::atomic<bool> use_tsc{false};        // decided once, before recording first starts
   std::atomic<const runtime_hooks*> hooks{nullptr};
@@ -79,7 +107,11 @@ struct process_state {
   std::atomic<bool> forked_child{false};      // CUPTI has no worker thread in a forked child
   std::atomic<void (*)()> before_exit{nullptr};  // the environment's profile writes from the exit gate  // "tracing CUDA" / "CUDA tracing is off" once per process
   std::atomic<bool> abnormal_exits_handled{false};
+  // Scope exits dropped because they ran on another thread than their enter
+  // (or after that thread had exited): reported with the next window's drops.
+  std::atomic<std::uint64_t> dropped_scope_exits{0};
 };
+static_assert(offsetof(process_state, magic) == 0, "the mark is read at the state's address");
 
 // Runs `init` once per process, by whichever copy and thread gets here first;
 // the others wait until it returned. `state`: 0 not yet, 1 running, 2 done.
@@ -100,6 +132,7 @@ inline process_state g_detached_state;
 
 namespace process_state_key {
 inline constexpr char hex_digits[] = "0123456789abcdef";
+constexpr int address_digits = 2 * int(sizeof(std::uintptr_t));
 
 // "<32 hex digits of AT_RANDOM>:" into out; returns the length written.
 inline int image_prefix(char* out) noexcept {
@@ -113,6 +146,125 @@ inline int image_prefix(char* out) noexcept {
   out[n++] = ':';
   return n;
 }
+
+// Copies n bytes at `from` into `to` through a pipe: the kernel says EFAULT
+// where they are not mapped or not readable, where a plain read would fault.
+inline bool read_without_faulting(std::uintptr_t from, void* to, std::size_t n) noexcept {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  const bool ok = ::write(fds[1], reinterpret_cast<const void*>(from), n) == ssize_t(n) &&
+                  ::read(fds[0], to, n) == ssize_t(n);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return ok;
+}
+
+// The state at `address`, or null where none is: null, misaligned, unreadable or unmarked.
+inline process_state* state_at(std::uintptr_t address) noexcept {
+  if (!address || address % alignof(process_state) != 0) return nullptr;
+  std::uint64_t magic = 0;
+  if (!read_without_faulting(address, &magic, sizeof magic) || magic != process_state_magic) return nullptr;
+  return reinterpret_cast<process_state*>(address);
+}
+
+// The state a variable's value names: exactly `prefix` (this image's), then
+// address_digits lowercase hex digits, as publish() writes them.
+inline process_state* parse(const char* value, const char* prefix, int prefix_length) noexcept {
+  for (int i = 0; i < prefix_length; ++i)
+    if (value[i] != prefix[i]) return nullptr;  // a shorter value stops at its NUL
+  const char* p = value + prefix_length;
+  std::uintptr_t address = 0;
+  for (int i = 0; i < address_digits; ++i, ++p) {
+    const char c = *p;
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return nullptr;
+    address = address << 4 | std::uintptr_t(digit);
+  }
+  return *p ? nullptr : state_at(address);
+}
+
+// The state's mapping, looked up by its name in /proc/self/maps: found
+// however the environment was changed. Reads in fixed blocks, allocating nothing.
+inline process_state* find_mapped() noexcept {
+  const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  static constexpr char name[] = " /memfd:" CUPROF_PROCESS_STATE_MAPPING;
+  constexpr std::size_t name_length = sizeof name - 1;
+  char block[4096];
+  std::size_t have = 0;
+  bool skipping = false;  // inside a line longer than the block, which is not the state's
+  process_state* state = nullptr;
+  for (;;) {
+    const ssize_t got = ::read(fd, block + have, sizeof block - have);
+    if (got <= 0) break;
+    have += std::size_t(got);
+    std::size_t start = 0;
+    while (!state) {
+      auto* end = static_cast<char*>(std::memchr(block + start, '\n', have - start));
+      if (!end) break;
+      const char* line = block + start;
+      const std::size_t length = std::size_t(end - line);
+      start += length + 1;
+      if (skipping) {
+        skipping = false;
+        continue;
+      }
+      // "<start>-<end> <perms> <offset> <dev> <inode>   /memfd:<name> (deleted)"
+      const char* at = static_cast<const char*>(::memmem(line, length, name, name_length));
+      if (!at || (at + name_length != end && at[name_length] != ' ')) continue;
+      std::uintptr_t address = 0;
+      const char* p = line;
+      for (; p < end && *p != '-'; ++p) {
+        const char c = *p;
+        const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0) break;
+        address = address << 4 | std::uintptr_t(digit);
+      }
+      if (p < end && *p == '-') state = state_at(address);
+    }
+    if (state) break;
+    std::memmove(block, block + start, have - start);
+    have -= start;
+    if (have == sizeof block) {
+      have = 0;
+      skipping = true;
+    }
+  }
+  ::close(fd);
+  return state;
+}
+
+inline process_state* marked(process_state* state) noexcept {
+  if (state) state->magic = process_state_magic;
+  return state;
+}
+
+// A new state in a private mapping of a memfd named CUPROF_PROCESS_STATE_MAPPING
+// (find_mapped's channel), or on the heap where memfds are not to be had.
+inline process_state* create() noexcept {
+#if defined(SYS_memfd_create) && defined(MFD_CLOEXEC)
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t size = page > 0 ? (sizeof(process_state) + std::size_t(page) - 1) / std::size_t(page) * std::size_t(page)
+                                    : sizeof(process_state);
+  const int fd = int(::syscall(SYS_memfd_create, CUPROF_PROCESS_STATE_MAPPING, unsigned(MFD_CLOEXEC)));
+  if (fd >= 0) {
+    void* at = MAP_FAILED;
+    if (::ftruncate(fd, off_t(size)) == 0) at = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (at != MAP_FAILED) return marked(new (at) process_state);
+  }
+#endif
+  return marked(new (std::nothrow) process_state);
+}
+
+// Sets the variable to "<prefix><address>"; `value` holds the prefix already.
+inline void publish(char* value, int prefix_length, const process_state* state) noexcept {
+  int n = prefix_length;
+  const auto address = reinterpret_cast<std::uintptr_t>(state);
+  for (int shift = address_digits * 4 - 4; shift >= 0; shift -= 4) value[n++] = hex_digits[(address >> shift) & 15];
+  value[n] = '\0';
+  ::setenv(CUPROF_PROCESS_STATE_VARIABLE, value, 1);
+}
 }  // namespace process_state_key
 
 // Finds the process's state, or creates and publishes it. Never fails: without
@@ -120,26 +272,14 @@ inline int image_prefix(char* out) noexcept {
 CUPROF_NOINLINE inline process_state* find_or_create_process_state() noexcept {
   char value[64];
   const int prefix = process_state_key::image_prefix(value);
-  if (const char* found = std::getenv(CUPROF_PROCESS_STATE_VARIABLE)) {
-    bool same_image = true;
-    for (int i = 0; i < prefix && same_image; ++i) same_image = found[i] == value[i];
-    if (same_image) {
-      std::uintptr_t address = 0;
-      for (const char* p = found + prefix; *p; ++p) {
-        const char c = *p;
-        address = address * 16 + std::uintptr_t(c <= '9' ? c - '0' : c - 'a' + 10);
-      }
-      if (address) return reinterpret_cast<process_state*>(address);
-    }
-  }
-  auto* state = new (std::nothrow) process_state;
+  if (const char* found = std::getenv(CUPROF_PROCESS_STATE_VARIABLE))
+    if (process_state* state = process_state_key::parse(found, value, prefix)) return state;
+  // No valid variable: none was published yet, or the program cleared or
+  // overwrote it after a copy did; the mapping tells the two apart.
+  process_state* state = process_state_key::find_mapped();
+  if (!state) state = process_state_key::create();
   if (!state) return &g_detached_state;
-  int n = prefix;
-  const auto address = reinterpret_cast<std::uintptr_t>(state);
-  for (int shift = int(sizeof address * 8) - 4; shift >= 0; shift -= 4)
-    value[n++] = process_state_key::hex_digits[(address >> shift) & 15];
-  value[n] = '\0';
-  ::setenv(CUPROF_PROCESS_STATE_VARIABLE, value, 1);
+  process_state_key::publish(value, prefix, state);
   return state;
 }
 

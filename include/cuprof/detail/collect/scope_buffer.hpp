@@ -1,12 +1,12 @@
 // What a scope writes, and where: the hot path of every annotated file.
 //
-// Each thread appends 16-byte slots to its own chain of fixed-size chunks; the
-// only shared write is a release store of the chunk's slot count, so a
-// collector on another thread can read what is published while the owner keeps
-// writing (single producer, single consumer). A fresh chunk comes from the
-// runtime (thread_buffer.hpp) through the process's hooks once every 8192
-// slots, never per scope. This header includes nothing heavier than <atomic>:
-// a file that only annotates compiles none of the runtime.
+// Each thread appends 16-byte slots to its own chain of chunks; the only
+// shared write is a release store of the chunk's slot count, so a collector on
+// another thread can read what is published while the owner keeps writing
+// (single producer, single consumer). A fresh chunk comes from the runtime
+// (thread_buffer.hpp) through the process's hooks when one is full, never per
+// scope. This header includes nothing heavier than <atomic>: a file that only
+// annotates compiles none of the runtime.
 #pragma once
 
 #include "process_state.hpp"
@@ -62,21 +62,39 @@ inline constexpr std::size_t record_slots(const slot& s) noexcept {
   }
 }
 
-constexpr std::size_t chunk_slots = 8192;  // 128 KiB per chunk
+// A thread's chunks grow: its first holds 64 slots (1 KiB), its second 1024
+// (16 KiB), every later one chunk_slots (128 KiB). A program that starts
+// thousands of short-lived threads in one window, each recording a few scopes,
+// then holds about 1 KiB per thread until the window ends instead of 128 KiB,
+// and more of them fit under the CPU event cap, which counts every chunk. The
+// hot path is unchanged by it: a push compares its index with the current
+// chunk's end, kept in the buffer next to the index, as it compared it with a
+// constant before; the growth costs two more chunk changes per thread.
+constexpr std::size_t chunk_slots = 8192;
+constexpr int chunk_size_classes = 3;
+inline constexpr std::uint32_t chunk_class_slots[chunk_size_classes] = {64, 1024, std::uint32_t(chunk_slots)};
 // A dynamic name, its enter slot and the most arguments must fit one chunk;
 // longer names are cut.
 constexpr std::size_t max_dynamic_name = (chunk_slots - 2 - max_scope_args) * sizeof(slot) - 1;
 
+// A chunk's header; its `capacity` slots follow it in the same allocation
+// (the runtime's chunk_pool makes and frees them).
 struct chunk {
-  slot slots[chunk_slots];
+  explicit chunk(std::uint32_t slots) noexcept : capacity(slots) {}
   std::atomic<std::uint32_t> count{0};  // slots published by the owner
-  std::atomic<chunk*> next{nullptr};    // set once the owner moved on
+  const std::uint32_t capacity;
+  std::atomic<chunk*> next{nullptr};  // set once the owner moved on
+  slot* slots() noexcept { return reinterpret_cast<slot*>(this + 1); }
 };
+static_assert(sizeof(chunk) == 16 && alignof(chunk) % alignof(slot) == 0, "slots follow the chunk's header");
 
 class thread_buffer {
  public:
-  thread_buffer(std::uint32_t tid, pthread_t handle, chunk* first) noexcept
-      : tid_(tid), handle_(handle), write_chunk_(first), read_chunk_(first) {}
+  // `first` may be null (the CPU event cap was reached): the thread is known
+  // and counts what it drops, and gets a chunk when one is free again.
+  thread_buffer(std::uint32_t tid, pthread_t handle, std::uint64_t serial, chunk* first) noexcept
+      : tid_(tid), handle_(handle), serial_(serial), write_chunk_(first), write_end_(first ? first->capacity : 0),
+        first_chunk_(first), read_chunk_(first) {}
   thread_buffer(const thread_buffer&) = delete;
   thread_buffer& operator=(const thread_buffer&) = delete;
   ~thread_buffer();  // thread_buffer.hpp: the runtime frees buffers
@@ -85,8 +103,8 @@ class thread_buffer {
   // Both return false when the record was dropped (past the cap, or no memory):
   // a scope whose enter was dropped then records no exit either.
   bool push(slot s) noexcept {
-    if (CUPROF_UNLIKELY(write_index_ == chunk_slots) && !next_chunk()) return false;
-    write_chunk_->slots[write_index_++] = s;
+    if (CUPROF_UNLIKELY(write_index_ == write_end_) && !next_chunk(1)) return false;
+    write_chunk_->slots()[write_index_++] = s;
     write_chunk_->count.store(write_index_, std::memory_order_release);
     return true;
   }
@@ -99,8 +117,8 @@ class thread_buffer {
     const std::size_t len = name.size() < max_dynamic_name ? name.size() : max_dynamic_name;
     const std::size_t name_slots = 1 + (len + sizeof(slot) - 1) / sizeof(slot);
     const std::size_t needed = name_slots + (n ? 1 + n : 0);
-    if (CUPROF_UNLIKELY(write_index_ + needed > chunk_slots) && !next_chunk()) return false;
-    slot* out = write_chunk_->slots + write_index_;
+    if (CUPROF_UNLIKELY(write_index_ + needed > write_end_) && !next_chunk(needed)) return false;
+    slot* out = write_chunk_->slots() + write_index_;
     out->head = make_head(slot_kind::enter_dynamic, ticks);
     out->payload = len;
     if (len) std::memcpy(out + 1, name.data(), len);
@@ -111,8 +129,8 @@ class thread_buffer {
   }
 
   bool push_with_args(slot enter, const scope_arg* args, std::size_t n) noexcept {
-    if (CUPROF_UNLIKELY(write_index_ + 2 + n > chunk_slots) && !next_chunk()) return false;
-    slot* out = write_chunk_->slots + write_index_;
+    if (CUPROF_UNLIKELY(write_index_ + 2 + n > write_end_) && !next_chunk(2 + n)) return false;
+    slot* out = write_chunk_->slots() + write_index_;
     out[0] = enter;
     write_args(out + 1, ticks_of(enter), args, n);
     write_index_ += std::uint32_t(2 + n);
@@ -123,8 +141,8 @@ class thread_buffer {
   // A record of n slots (n <= chunk_slots) that no scope reader sees: the
   // tracer's recorded CUDA calls (cupti/call_recorder.hpp). Published whole.
   bool push_record(const slot* record, std::size_t n) noexcept {
-    if (CUPROF_UNLIKELY(write_index_ + n > chunk_slots) && !next_chunk()) return false;
-    std::memcpy(write_chunk_->slots + write_index_, record, n * sizeof(slot));
+    if (CUPROF_UNLIKELY(write_index_ + n > write_end_) && !next_chunk(n)) return false;
+    std::memcpy(write_chunk_->slots() + write_index_, record, n * sizeof(slot));
     write_index_ += std::uint32_t(n);
     write_chunk_->count.store(write_index_, std::memory_order_release);
     return true;
@@ -133,9 +151,18 @@ class thread_buffer {
   // ---- the runtime (thread_buffer.hpp) ------------------------------------
   // Moves the owner on to `fresh` (owner thread only).
   void continue_in(chunk* fresh) noexcept {
-    write_chunk_->next.store(fresh, std::memory_order_release);
+    if (write_chunk_) write_chunk_->next.store(fresh, std::memory_order_release);
+    else first_chunk_.store(fresh, std::memory_order_release);
     write_chunk_ = fresh;
     write_index_ = 0;
+    write_end_ = fresh->capacity;
+  }
+  // The size class of the chunk the owner writes; -1 before its first (owner thread only).
+  int write_class() const noexcept {
+    if (!write_chunk_) return -1;
+    int c = 0;
+    while (c + 1 < chunk_size_classes && chunk_class_slots[c] < write_chunk_->capacity) ++c;
+    return c;
   }
   // Offers take(const slot*, n) every published run of slots not yet read;
   // take returns how many it used. Using fewer stops the drain there, and the
@@ -149,6 +176,10 @@ class thread_buffer {
 
   std::uint32_t tid() const noexcept { return tid_; }
   pthread_t handle() const noexcept { return handle_; }
+  // Unique to this buffer for the life of the process: a scope keeps it to
+  // tell at its exit whether it is still on the thread that entered it (a
+  // buffer's address may be reused by a later thread's buffer; its serial is not).
+  std::uint64_t serial() const noexcept { return serial_; }
   bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
   void mark_exited() noexcept { exited_.store(true, std::memory_order_release); }
   void count_dropped() noexcept { dropped_.fetch_add(1, std::memory_order_relaxed); }
@@ -163,7 +194,7 @@ class thread_buffer {
   bool offer(Take& take, std::uint32_t published) {
     if (published <= read_index_) return true;
     const std::size_t offered = published - read_index_;
-    const std::size_t used = take(read_chunk_->slots + read_index_, offered);
+    const std::size_t used = take(read_chunk_->slots() + read_index_, offered);
     read_index_ += std::uint32_t(used);
     return used == offered;
   }
@@ -177,15 +208,22 @@ class thread_buffer {
     out[0] = {make_head(slot_kind::args, ticks), args_payload(n, real_mask)};
   }
 
-  CUPROF_NOINLINE bool next_chunk() noexcept { return g_process->hooks.load(std::memory_order_acquire)->next_chunk(*this); }
+  CUPROF_NOINLINE bool next_chunk(std::size_t needed) noexcept {
+    return g_process->hooks.load(std::memory_order_acquire)->next_chunk(*this, needed);
+  }
 
   const std::uint32_t tid_;
   const pthread_t handle_;
+  const std::uint64_t serial_;
   // owner state
-  chunk* write_chunk_;
+  chunk* write_chunk_;  // null until the thread's first chunk
   std::uint32_t write_index_ = 0;
+  std::uint32_t write_end_;  // write_chunk_'s capacity, 0 without one
+  // The owner's first chunk, where the collector starts; set by the owner
+  // when a thread registered past the cap gets its first chunk later.
+  std::atomic<chunk*> first_chunk_;
   // collector state
-  chunk* read_chunk_;
+  chunk* read_chunk_;  // null until the collector found the first chunk
   std::uint32_t read_index_ = 0;
   std::atomic<bool> exited_{false};
   std::atomic<std::uint64_t> dropped_{0};
@@ -217,6 +255,35 @@ CUPROF_NOINLINE inline thread_buffer* acquire_thread_buffer() noexcept {
 inline thread_buffer* current_thread_buffer() noexcept {
   thread_buffer* b = t_buffer;
   return CUPROF_LIKELY(b != nullptr) ? b : acquire_thread_buffer();
+}
+
+inline slot exit_slot() noexcept { return {make_head(slot_kind::exit, now_ticks()), 0}; }
+
+// A scope's exit where the calling thread is not the one whose buffer
+// `serial` names (or this copy has not cached the thread's buffer): another
+// thread (a coroutine resumed elsewhere, an object handed over), or the
+// entering thread has exited and its buffer may be freed. Only the calling
+// thread's own buffer is written, and only when it is the one the scope
+// entered; anything else is dropped and counted, never written into another
+// thread's single-producer buffer.
+CUPROF_NOINLINE inline void exit_off_thread(std::uint64_t serial) noexcept {
+  thread_buffer* b = t_buffer;
+  if (!b) {  // another copy of cuprof may hold this thread's buffer
+    const runtime_hooks* hooks = g_process->hooks.load(std::memory_order_acquire);
+    b = hooks ? hooks->registered_thread() : nullptr;
+  }
+  if (b && b->serial() == serial) {
+    b->push(exit_slot());
+    return;
+  }
+  g_process->dropped_scope_exits.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A scope's exit: `serial` is the serial of the buffer its enter went to.
+inline void push_exit(std::uint64_t serial) noexcept {
+  thread_buffer* b = t_buffer;
+  if (CUPROF_LIKELY(b != nullptr && b->serial() == serial)) b->push(exit_slot());
+  else exit_off_thread(serial);
 }
 
 inline bool cpu_recording() noexcept { return g_process->cpu_recording.load(std::memory_order_relaxed); }
