@@ -1091,6 +1091,8 @@ interrupted_run interrupt_once(const std::string& scenario, double delay_s) {
     ::setenv("CUPROF_TRACE", trace.c_str(), 1);
     ::setenv("CUPROF_ACTIVITIES", "cpu", 1);
     ::setenv("CUPROF_TABLE", "0", 1);
+    // Small traces: the scenarios are about locks, not volume (past the cap scopes are counted, not kept).
+    ::setenv("CUPROF_MAX_CPU_EVENTS", scenario == "during_exit_write" ? "1048576" : "131072", 1);
     ::unsetenv("CUPROF_ROOT_PID");
     ::setenv("LSAN_OPTIONS", "suppressions=" CUPROF_TEST_SOURCE_DIR "/tests/lsan.supp", 0);
     const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
