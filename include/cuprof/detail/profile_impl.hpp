@@ -130,6 +130,7 @@ void profile::release() noexcept {
     tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
     tracer_->trim_buffers();
   }
+  detail::global_chunk_pool().trim();  // the scope chunks kept for this profile's next window
   detail::return_free_memory();
   running_ = false;
   detail::process().running_profile.store(nullptr);

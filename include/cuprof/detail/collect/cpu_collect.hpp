@@ -144,16 +144,15 @@ inline void collect_cpu_spans(trace& out, const tick_converter& clock, std::uint
 }
 
 // Throws away what was recorded up to `limit_ticks` (warmup, or before a
-// window), and the count of records dropped meanwhile. Where scopes do not
-// record (recording stops, or is about to start), the chunks that wait for
-// reuse are freed: memory goes back once a profile stops.
+// window), and the count of records dropped meanwhile. Where no profile runs
+// and scopes do not record, the chunks that wait for reuse are freed.
 inline void discard_cpu_spans(std::uint64_t limit_ticks) {
   global_thread_registry().for_each([&](thread_buffer& b) {
     b.discard_until(limit_ticks);
     b.take_dropped();
   });
   process().dropped_scope_exits.store(0, std::memory_order_relaxed);
-  if (!cpu_recording()) global_chunk_pool().trim();
+  if (!cpu_recording() && !process().running_profile.load(std::memory_order_relaxed)) global_chunk_pool().trim();
 }
 
 }  // namespace cuprof::detail

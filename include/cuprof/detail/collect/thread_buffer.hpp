@@ -48,7 +48,7 @@ inline std::size_t max_cpu_chunks() {
   return slots / chunk_slots + (slots % chunk_slots != 0);
 }
 
-// The chunks of every thread, within the cap. While scopes record, chunks a
+// The chunks of every thread, within the cap. While a profile runs, chunks a
 // drain is done with wait on free lists for the next owner (fresh memory
 // costs its page faults on the hot path of the thread that writes it);
 // otherwise they are freed at once, and stopping frees the lists (trim), so
@@ -97,7 +97,10 @@ class chunk_pool {
   }
 
   void release(chunk* c) noexcept {
-    if (process().cpu_recording.load(std::memory_order_relaxed)) {
+    // While a profile runs, also between its windows: a schedule's next window
+    // then writes into memory already faulted in.
+    if (process().running_profile.load(std::memory_order_relaxed) ||
+        process().cpu_recording.load(std::memory_order_relaxed)) {
       c->count.store(0, std::memory_order_relaxed);
       c->next.store(nullptr, std::memory_order_relaxed);
       std::lock_guard<std::mutex> lock(mutex_);
