@@ -1,7 +1,8 @@
 // Threads that keep making CUDA calls until destroyed, as PyTorch's threads
 // do: two getters, a launch and a sync on a stream of their own, in a loop.
 // The other threads of `launch_bench --mode stop_between_windows` and of
-// tests/gpu/cupti_finalize_race.cu (docs/reliability.md, finding 9).
+// tests/gpu/cupti_finalize_race.cu (docs/reliability.md, stopping a profile while
+// other threads use CUDA).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -213,10 +213,10 @@ def reliability_checks(build, out, summary, sections=None):
 
     # --- torch.profiler after cuprof in the same process --------------------------------------
     def cuprof_then_torch():
-        # Letting CUPTI go without finalizing it broke this (finding 9: Kineto was handed a
-        # buffer of cuprof's, "bufferCompleted called with unknown buffer", and torch's stop
-        # failed an internal assert). bench/train_step.py --mode paired: a `cuprof run` window
-        # on a training loop, then torch.profiler CUDA-only and CPU+CUDA.
+        # A buffer of cuprof's handed to Kineto ("bufferCompleted called with unknown buffer")
+        # makes torch's stop fail an internal assert: cuprof must leave CUPTI holding none of
+        # its buffers, finalized or not. bench/train_step.py --mode paired: a `cuprof run`
+        # window on a training loop, then torch.profiler CUDA-only and CPU+CUDA.
         results = []
         for i in range(int(os.environ.get("GPU_CHECK_TORCH_AFTER_RUNS", "2"))):
             trace = os.path.join(out, f"rel_cuprof_then_torch_{i}.json")

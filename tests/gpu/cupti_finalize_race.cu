@@ -1,5 +1,6 @@
 // CUPTI alone, no cuprof: does cuptiFinalize corrupt the heap when other
-// threads are inside CUDA calls? (docs/reliability.md, finding 9)
+// threads are inside CUDA calls? (docs/reliability.md: it does, so cuprof
+// finalizes only when no other thread made a CUDA call)
 //
 //   cupti_finalize_race finalize|all_calls|at_call_exit|unsubscribe [rounds] [threads]
 //
