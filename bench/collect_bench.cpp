@@ -9,9 +9,9 @@
 // trace is built from them, and the trace alone at the end. The total is given
 // as wall time and as this thread's CPU time (the fairer figure on a shared machine).
 //   collect_bench [launches]
-#include <cuprof/detail/cupti/call_recorder.hpp>
-#include <cuprof/detail/cupti/records.hpp>
-#include <cuprof/trace.hpp>
+#include <cuprof/cupti/call_recorder.hpp>
+#include <cuprof/cupti/record_store.hpp>
+#include <cuprof/cuprof.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -11,7 +11,7 @@
 #define CUPROF_IMPLEMENTATION  // the writer is compiled here
 #include "synthetic_trace.hpp"
 
-#include <cuprof/chrome_trace.hpp>
+#include <cuprof/cuprof.hpp>
 
 #include <sys/stat.h>
 

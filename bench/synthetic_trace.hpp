@@ -7,8 +7,8 @@
 //     sync after each batch, with nanosecond jitter on every time as CUPTI's are.
 #pragma once
 
-#include <cuprof/event.hpp>
-#include <cuprof/trace.hpp>
+#include <cuprof/cuprof.hpp>
+#include <cuprof/cuprof.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -5,7 +5,7 @@
 #pragma once
 
 // Each example is one file: it compiles cuprof's runtime and, with it,
-// CUPROF_TRACE's trace-at-exit (config.hpp).
+// CUPROF_TRACE's trace-at-exit (base/config.hpp).
 #define CUPROF_IMPLEMENTATION
 #include <cuprof/cuprof.hpp>
 

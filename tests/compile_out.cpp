@@ -1,6 +1,6 @@
 // Built with -DCUPROF_DISABLE: every scope and profiler call compiles to
 // nothing, but the API still compiles: the umbrella then holds only macros and
-// empty stubs (detail/disabled_api.hpp), so this file uses the API as a
+// empty stubs (disabled_api.hpp), so this file uses the API as a
 // program would. Exit status 0 when nothing at all was
 // recorded; otherwise the number of failed checks (each named on stderr).
 #ifndef CUPROF_DISABLE

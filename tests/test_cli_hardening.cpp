@@ -4,8 +4,7 @@
 // and paths, deeply nested scopes with equal extents, traces read from pipes,
 // exit statuses of `cuprof run`, and one "cuprof: " prefix a line.
 #include <cuprof/cuprof.hpp>
-#include <cuprof/diff.hpp>
-#include <cuprof/trace_reader.hpp>
+#include <cuprof/analysis.hpp>
 #include <cuprof/output/file_sink.hpp>
 
 #include "../tools/cli/cli.hpp"

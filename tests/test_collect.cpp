@@ -4,7 +4,7 @@
 // runs in a forked child: each changes process-wide state (the cap, the
 // environment), and on a broken collector each would write to freed memory.
 #include <cuprof/cuprof.hpp>
-#include <cuprof/detail/collect/cpu_collect.hpp>
+#include <cuprof/collect/cpu_collect.hpp>
 
 #include "child_process.hpp"
 

@@ -1,9 +1,9 @@
 // Core, CUDA-free pieces: schedule, scopes recorded by a CPU-only profile,
 // collection, attribution, key_averages() and the table.
 #include <cuprof/cuprof.hpp>
-#include <cuprof/detail/collect/cpu_collect.hpp>
+#include <cuprof/collect/cpu_collect.hpp>
 #include <cuprof/output/json_text.hpp>
-#include <cuprof/trace_reader.hpp>
+#include <cuprof/analysis.hpp>
 
 #include <doctest/doctest.h>
 

@@ -2,9 +2,9 @@
 // filtering, folding of nested driver calls, windowing, then attribution,
 // key_averages() and the Chrome trace; the tracer's activity buffers. No GPU, no libcupti: plain structs.
 #include <cuprof/cuprof.hpp>
-#include <cuprof/detail/cupti/call_recorder.hpp>
-#include <cuprof/detail/cupti/records.hpp>
-#include <cuprof/detail/cupti/tracer.hpp>
+#include <cuprof/cupti/call_recorder.hpp>
+#include <cuprof/cupti/record_store.hpp>
+#include <cuprof/cupti/tracer.hpp>
 #include <cuda_runtime_api.h>  // and through tracer.hpp's cupti.h, generated_cuda_runtime_api_meta.h (no include guard)
 
 #include "flow_arrows.hpp"

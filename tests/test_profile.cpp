@@ -2,7 +2,7 @@
 // scopes open across stop(), schedules and on_trace_ready, the CUPROF_TRACE
 // autostart, and names that need escaping recorded by real scopes.
 #include <cuprof/cuprof.hpp>
-#include <cuprof/detail/autostart.hpp>  // CUPROF_TRACE's session, started by the tests themselves
+#include <cuprof/runtime/autostart.hpp>  // CUPROF_TRACE's session, started by the tests themselves
 
 #include "child_process.hpp"
 #include "stderr_capture.hpp"

@@ -8,7 +8,7 @@
 // This binary's CUPROF_TRACE autostart (the exit tests run it as a child with CUPROF_TRACE set).
 #define CUPROF_IMPLEMENTATION
 #include <cuprof/cuprof.hpp>
-#include <cuprof/trace_reader.hpp>
+#include <cuprof/analysis.hpp>
 
 #include "fuzz/targets.hpp"
 #include "child_process.hpp"

@@ -5,7 +5,7 @@
 #include <cuprof/output/chrome_trace_writer.hpp>
 #include <cuprof/output/file_sink.hpp>
 #include <cuprof/output/json_text.hpp>
-#include <cuprof/trace_reader.hpp>
+#include <cuprof/analysis.hpp>
 
 #include "child_process.hpp"
 #include "flow_arrows.hpp"

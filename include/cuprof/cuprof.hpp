@@ -8,10 +8,10 @@
 #pragma once
 
 #ifdef CUPROF_DISABLE
-#include "detail/disabled_api.hpp"  // macros and empty stubs only
+#include "disabled_api.hpp"  // macros and empty stubs only
 #else
-#include "config.hpp"
-#include "error.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
 #include "model/attribution.hpp"
 #include "model/event.hpp"
 #include "output/chrome_trace.hpp"
@@ -20,12 +20,9 @@
 #include "record_function.hpp"
 #include "schedule.hpp"
 #include "trace_handler.hpp"
-// CUPROF_TRACE's profile starts during static initialisation of the TU that
-// compiles the runtime (config.hpp).
-#if defined(CUPROF_IMPLEMENTATION) && !defined(CUPROF_NO_AUTOSTART)
-#include "detail/autostart.hpp"
-namespace cuprof::detail {
-inline const bool environment_profile_started = start_environment_profile();
-}
+// The runtime's definitions, in the one file that compiles them
+// (base/config.hpp): the only place that tests CUPROF_IMPLEMENTATION.
+#ifdef CUPROF_IMPLEMENTATION
+#include "runtime/runtime.hpp"
 #endif
 #endif  // CUPROF_DISABLE

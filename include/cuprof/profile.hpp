@@ -19,12 +19,12 @@
 #pragma once
 
 #ifdef CUPROF_DISABLE
-#include "detail/disabled_api.hpp"
+#include "disabled_api.hpp"
 #else
 #include "activity.hpp"
-#include "config.hpp"
-#include "detail/collect/clock.hpp"
-#include "error.hpp"
+#include "base/config.hpp"
+#include "collect/clock.hpp"
+#include "base/error.hpp"
 #include "model/event.hpp"
 #include "output/chrome_trace.hpp"
 #include "output/table.hpp"
@@ -44,7 +44,7 @@ namespace detail::cupti {
 class tracer;
 }
 namespace detail {
-// Defined where the runtime is compiled (config.hpp). A program that makes a
+// Defined where the runtime is compiled (base/config.hpp). A program that makes a
 // profile without it fails to link, and the linker names this symbol.
 extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
 }
@@ -172,8 +172,4 @@ class profile {
 
 }  // namespace cuprof
 
-// The session's code, in the one TU that compiles the runtime (config.hpp).
-#ifdef CUPROF_IMPLEMENTATION
-#include "detail/profile_impl.hpp"
-#endif
 #endif  // CUPROF_DISABLE

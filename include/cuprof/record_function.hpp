@@ -14,12 +14,12 @@
 // This header includes no CUDA header.
 #pragma once
 
-#include "config.hpp"
-#include "scope_arg.hpp"
+#include "base/config.hpp"
+#include "collect/scope_arg.hpp"
 
 #include <cstddef>
 #ifndef CUPROF_DISABLE
-#include "detail/collect/scope_buffer.hpp"
+#include "collect/thread_buffer.hpp"
 
 #include <cstdint>
 #include <string_view>

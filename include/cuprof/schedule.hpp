@@ -4,7 +4,7 @@
 
 #include <cstdint>
 #ifndef CUPROF_DISABLE
-#include "error.hpp"
+#include "base/error.hpp"
 
 #include <string>
 #endif

@@ -2,10 +2,10 @@
 #pragma once
 
 #ifdef CUPROF_DISABLE
-#include "detail/disabled_api.hpp"
+#include "disabled_api.hpp"
 #else
 
-#include "config.hpp"
+#include "base/config.hpp"
 #include "profile.hpp"
 
 #include <functional>
@@ -20,8 +20,4 @@ std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::st
 
 }  // namespace cuprof
 
-// The handlers' code, where the runtime is compiled (see config.hpp).
-#ifdef CUPROF_IMPLEMENTATION
-#include "detail/trace_handler_impl.hpp"
-#endif
 #endif  // CUPROF_DISABLE

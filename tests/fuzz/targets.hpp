@@ -6,15 +6,12 @@
 // invariant, reported through abort()) is a finding.
 #pragma once
 
-#include <cuprof/chrome_trace.hpp>
-#include <cuprof/detail/autostart.hpp>
-#include <cuprof/detail/env.hpp>
-#include <cuprof/detail/process_info.hpp>
-#include <cuprof/diff.hpp>
-#include <cuprof/insights.hpp>
-#include <cuprof/kernel_names.hpp>
-#include <cuprof/table.hpp>
-#include <cuprof/trace_reader.hpp>
+#include <cuprof/cuprof.hpp>
+#include <cuprof/runtime/autostart.hpp>
+#include <cuprof/base/env.hpp>
+#include <cuprof/runtime/process_info.hpp>
+#include <cuprof/analysis.hpp>
+#include <cuprof/cuprof.hpp>
 
 #include <algorithm>
 #include <cctype>

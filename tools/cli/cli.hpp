@@ -5,13 +5,11 @@
 // --fail-above`: B grew by more than allowed.
 #pragma once
 
-#include <cuprof/config.hpp>
-#include <cuprof/detail/env.hpp>
-#include <cuprof/diff.hpp>
-#include <cuprof/error.hpp>
-#include <cuprof/insights.hpp>
-#include <cuprof/table.hpp>
-#include <cuprof/trace_reader.hpp>
+#include <cuprof/base/config.hpp>
+#include <cuprof/base/env.hpp>
+#include <cuprof/analysis.hpp>
+#include <cuprof/base/error.hpp>
+#include <cuprof/cuprof.hpp>
 
 #include "report.hpp"
 #include "run_command.hpp"

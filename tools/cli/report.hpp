@@ -5,7 +5,7 @@
 // as in the trace files; names are escaped by the trace writer's escaping.
 #pragma once
 
-#include <cuprof/detail/text.hpp>
+#include <cuprof/base/text.hpp>
 #include <cuprof/output/json_text.hpp>
 
 #include <cmath>

@@ -4,7 +4,7 @@
 // its pid, its standard streams and its exit code.
 #pragma once
 
-#include <cuprof/detail/text.hpp>
+#include <cuprof/base/text.hpp>
 
 #include <dlfcn.h>
 #include <unistd.h>

@@ -3,8 +3,8 @@
 // captured output get neither, so their output stays byte for byte the same.
 #pragma once
 
-#include <cuprof/detail/text.hpp>
-#include <cuprof/trace_reader.hpp>
+#include <cuprof/base/text.hpp>
+#include <cuprof/analysis.hpp>
 
 #include <sys/ioctl.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 // Three ways in, all set up by `cuprof run`:
 //   CUDA_INJECTION64_PATH  the driver loads this library during cuInit and calls
 //       InitializeInjection, which starts the environment's profile
-//       (CUPROF_TRACE and friends, see detail/autostart.hpp);
+//       (CUPROF_TRACE and friends, see runtime/autostart.hpp);
 //   NVTX_INJECTION64_PATH  NVTX calls InitializeInjectionNvtx2 at the program's
 //       first range; it is handed to the libcupti cuprof traces with;
 //   LD_PRELOAD  so that a program that never initialises CUDA, or runs where
@@ -15,7 +15,7 @@
 #define CUPROF_IMPLEMENTATION
 #define CUPROF_NO_AUTOSTART
 #include <cuprof/cuprof.hpp>
-#include <cuprof/detail/autostart.hpp>
+#include <cuprof/runtime/autostart.hpp>
 
 #include <dlfcn.h>
 

@@ -8,7 +8,7 @@
 // or as a trace file shows it ("cudaLaunchKernel"), and judges api_base_name().
 #pragma once
 
-#include "../detail/text.hpp"
+#include "../base/text.hpp"
 
 #include <cstdint>
 #include <string_view>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "trace_schema.hpp"
-#include "../config.hpp"
+#include "../base/config.hpp"
 #include "../model/event.hpp"
 
 #include <cstddef>
@@ -55,8 +55,3 @@ std::string chrome_trace_json(const trace& t, const std::string& trace_name = "c
                               const export_options& options = {});
 
 }  // namespace cuprof
-
-// The writer's code, where the runtime is compiled (see config.hpp).
-#ifdef CUPROF_IMPLEMENTATION
-#include "chrome_trace_writer.hpp"
-#endif

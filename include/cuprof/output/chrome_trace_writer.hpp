@@ -1,7 +1,8 @@
 // The Chrome trace writer: formats a trace as Kineto-flavoured JSON
 // (docs/trace-format.md) in blocks, formatted (and compressed, for a ".gz")
-// on one thread per core and written in order. Where the runtime is compiled
-// (chrome_trace.hpp includes it then).
+// on one thread per core and written in order. Inline, for tests and
+// benchmarks to include anywhere; the export functions that run it are the
+// runtime's (runtime/chrome_trace_impl.hpp).
 #pragma once
 
 #include "chrome_trace.hpp"
@@ -9,7 +10,7 @@
 #include "json_text.hpp"
 #include "trace_schema.hpp"
 #include "../model/occupancy.hpp"
-#include "../detail/log.hpp"
+#include "../base/log.hpp"
 #include "../model/attribution.hpp"
 
 #include <sys/stat.h>
@@ -758,42 +759,5 @@ class parallel_block_writer {
 
 }  // namespace detail
 
-// The two entry points, compiled where the runtime is (chrome_trace.hpp); the
-// classes above are inline, for tests and benchmarks to include anywhere.
-#ifdef CUPROF_IMPLEMENTATION
-export_result export_chrome_trace(const trace& t, const std::string& path, const export_options& options) {
-  return export_chrome_trace(t, detail::trace_directory(path), path, options);
-}
-
-export_result export_chrome_trace(const trace& t, const detail::trace_directory& where, const std::string& path,
-                                  const export_options& options) {
-  // A path elsewhere than the bound directory is looked up now.
-  std::unique_ptr<detail::trace_directory> elsewhere;
-  if (!where.holds(path)) elsewhere = std::make_unique<detail::trace_directory>(path);
-  detail::atomic_file file(elsewhere ? *elsewhere : where, path);
-  const detail::chrome_trace_layout layout(t, path, detail::chrome_trace_layout::default_items_per_block, options);
-  export_result r{path, detail::parallel_block_writer(layout, file).run()};
-  file.commit();
-  r.bytes = file.size();
-  char size[32];
-  std::snprintf(size, sizeof size, "%.1f MB", double(r.bytes) / 1e6);
-  const std::uint64_t dropped = t.meta.dropped_gpu_records + t.meta.dropped_cpu_events;
-  detail::log_info("trace written to " + detail::terminal_safe(path) + " (" + std::to_string(r.events) + " events, " + size + ", " +
-                   std::to_string(dropped) + " dropped records)");
-  return r;
-}
-
-std::string chrome_trace_json(const trace& t, const std::string& trace_name, const export_options& options) {
-  const detail::chrome_trace_layout layout(t, trace_name, detail::chrome_trace_layout::default_items_per_block, options);
-  detail::chrome_trace_writer writer(layout);
-  std::string all;
-  for (std::size_t k = 0; k < layout.block_count(); ++k) {
-    writer.out().clear();
-    writer.write_block(k);
-    all.append(writer.out().data(), writer.out().size());
-  }
-  return all;
-}
-#endif
 
 }  // namespace cuprof

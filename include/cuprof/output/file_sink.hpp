@@ -19,9 +19,9 @@
 // symlink in its place, against a program run as root.
 #pragma once
 
-#include "../detail/dynamic_library.hpp"
-#include "../detail/text.hpp"
-#include "../error.hpp"
+#include "../base/dynamic_library.hpp"
+#include "../base/text.hpp"
+#include "../base/error.hpp"
 
 #include <dirent.h>
 #include <dlfcn.h>

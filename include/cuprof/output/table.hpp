@@ -2,8 +2,8 @@
 // columns, units, sort keys and footer, so a torch user reads it at a glance.
 #pragma once
 
-#include "../detail/text.hpp"
-#include "../error.hpp"
+#include "../base/text.hpp"
+#include "../base/error.hpp"
 #include "../model/api_vocabulary.hpp"
 #include "../model/attribution.hpp"
 #include "../model/event.hpp"
@@ -78,7 +78,7 @@ struct table_options {
   // ("-" where a row has no such time).
   bool stats = false;
   // When set, a last column says what each kernel's name means, as this hook
-  // tells: cuprof::compact_kernel_name (kernel_names.hpp) or your own. The
+  // tells: cuprof::compact_kernel_name (cuprof::analysis) or your own. The
   // table itself decodes nothing, so the profiler's runtime carries no decoder.
   std::string (*describe_kernel)(std::string_view kernel_name) = nullptr;
 };

@@ -1,5 +1,5 @@
 // The names of the trace format (docs/trace-format.md) that the writer
-// (chrome_trace_writer.hpp) emits and the reader (trace_reader.hpp) looks for,
+// (chrome_trace_writer.hpp) emits and the reader (src/analysis/) looks for,
 // each spelled once here. They are Kineto's, so that Perfetto, HTA and torch's
 // tools read cuprof traces as torch's. The Chrome trace event fields themselves
 // ("ph", "ts", "dur", "pid", "tid", "cat", "name", "args"), keys that only the
@@ -82,7 +82,7 @@ inline constexpr std::string_view device_num_sms = "numSms";
 inline constexpr std::string_view device_shared_mem_per_block = "sharedMemPerBlock";
 inline constexpr std::string_view device_shared_mem_per_block_optin = "sharedMemPerBlockOptin";
 inline constexpr std::string_view device_shared_mem_per_multiprocessor = "sharedMemPerMultiprocessor";
-// cuprof's (cudaDeviceProp's names; torch writes none of them): the peaks of throughput.hpp.
+// cuprof's (cudaDeviceProp's names; torch writes none of them): the peaks of the analysis library's throughput.
 inline constexpr std::string_view device_clock_rate = "clockRate";               // kHz
 inline constexpr std::string_view device_memory_clock_rate = "memoryClockRate";  // kHz
 inline constexpr std::string_view device_memory_bus_width = "memoryBusWidth";    // bits

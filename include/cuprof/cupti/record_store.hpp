@@ -1,0 +1,845 @@
+// CUPTI activity records -> cuprof events. Pure functions over CUPTI's plain C
+// structs, so tests feed them synthetic records on a machine with no GPU.
+//
+// Records are staged with raw clock ticks until a window closes; then the
+// window's API calls, the GPU work they caused and CUPTI's overhead inside it
+// are moved into the trace and converted to epoch nanoseconds.
+#pragma once
+
+#include "../base/chunked_vector.hpp"
+#include "../collect/clock.hpp"
+#include "../model/api_vocabulary.hpp"
+#include "../model/correlation_index.hpp"
+#include "../model/event.hpp"
+
+#include <cupti_activity.h>
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace cuprof::detail::cupti {
+
+// How an API call is shown, decided once per callback id from its name.
+struct api_class {
+  const char* display_name = nullptr;  // null: the call is dropped as noise
+  bool has_flow = false;               // drawn with an arrow to its GPU record
+  bool expects_gpu_record = false;     // a launch, copy or memset: the window waits for its record
+};
+
+// Mirrors what Kineto keeps: every runtime call but a few getters, and on the
+// driver side only launches, copies, memsets, syncs, occupancy queries and
+// virtual-memory calls (cuBLAS makes many other driver calls per GEMM).
+inline api_class classify_api(api_domain domain, std::string_view name) {
+  api_class c;
+  static constexpr const char* runtime_noise[] = {"cudaGetDevice",  "cudaSetDevice",           "cudaGetLastError",
+                                                  "cudaPeekAtLastError", "cudaEventCreate", "cudaEventCreateWithFlags",
+                                                  "cudaEventDestroy"};
+  static constexpr const char* driver_virtual_memory[] = {"cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+                                                          "cuMemExportToShareableHandle",
+                                                          "cuMemImportFromShareableHandle"};
+  bool keep = true;
+  if (domain == api_domain::runtime) {
+    for (const char* noise : runtime_noise) keep = keep && name != noise;
+  } else {
+    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) ||
+           is_occupancy_query(name);
+    for (const char* prefix : driver_virtual_memory) keep = keep || starts_with(name, prefix);
+  }
+  if (!keep) return c;
+  c.display_name = "";  // set by the caller, which owns the string
+  c.expects_gpu_record = enqueues_gpu_work(name);
+  c.has_flow = draws_flow(name);
+  return c;
+}
+
+inline const char* memory_kind_name(std::uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "Pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "Device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return "Array";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "Managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return "Device Static";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return "Managed Static";
+    default: return "Unknown";
+  }
+}
+
+inline const char* overhead_kind_name(std::uint32_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return "Driver Compiler";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "Buffer Flush";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "Instrumentation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "Resource";
+    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING: return "Runtime Triggered Module Loading";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "Lazy Function Loading";
+    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL: return "Command Buffer Full";
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST: return "Activity Buffer Request";
+    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "UVM Activity Init";
+    default: return "Unknown Overhead";
+  }
+}
+
+// Resolves an API callback id to its raw CUPTI name ("cudaLaunchKernel_v7000").
+using api_name_lookup = std::function<std::string(api_domain, std::uint32_t cbid)>;
+
+// A CUDA call as the call recorder (call_recorder.hpp) reports it, times in ticks.
+struct call_record {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  std::uint32_t tid = 0;
+  std::uint32_t cbid = 0;
+  std::uint32_t correlation = 0;
+  std::int32_t return_value = 0;
+  api_domain domain = api_domain::runtime;
+  // For a synchronization call, what CUPTI's SYNCHRONIZATION record would hold:
+  // its kind (synchronization_kind()), the call's context and the stream waited
+  // on (0 where none applies: a context or event sync).
+  std::uint8_t sync_kind = 0;
+  std::uint32_t context = 0;
+  std::uint32_t stream = 0;
+};
+
+// A staged API call: the fields of an api_call that the call's record gives,
+// times in ticks (32 bytes, as the api_call it becomes).
+struct staged_call {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  std::uint32_t tid = 0;
+  std::uint32_t correlation = 0;
+  std::uint16_t kind = 0;  // index into the store's call kinds
+  std::int16_t return_value = 0;
+  // A driver call folded into this one on arrival: its correlation id minus
+  // this one's (0: none, or one that does not fit, kept in the store's list).
+  // In the padding: a launch stages no pair of ids for its folded driver call.
+  std::int16_t folded_offset = 0;
+  api_domain domain = api_domain::runtime;  // its kind's, at hand for the sort and the fold
+  std::uint32_t folded_correlation() const { return std::uint32_t(std::int64_t(correlation) + folded_offset); }
+};
+
+// A staged GPU record: a gpu_activity less the fields attribution fills,
+// times in ticks, what it is and where it ran as indices into the store's
+// tables (32 bytes, against 40).
+struct staged_gpu {
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  std::uint32_t correlation = 0;
+  std::uint32_t lane = 0;            // index into the store's lanes
+  std::uint32_t form = 0;            // index into the store's forms: name, kind, subkind
+  std::uint32_t details = no_index;  // kernels: index into the store's kernel configurations;
+                                     // copies and memsets: into its staged byte counts
+};
+static_assert(sizeof(staged_call) <= 32 && sizeof(staged_gpu) <= 32, "staged records grew: recording holds more per launch");
+
+// The int16 of a CUDA call's return value (api_call::return_value).
+inline std::int16_t narrow_return_value(std::int32_t v) {
+  return std::int16_t(std::clamp<std::int32_t>(v, INT16_MIN, INT16_MAX));
+}
+
+
+// Staged records are compact copies of the trace's structs with times still
+// in ticks, names as ids in the store's string table and kernel launch
+// configurations deduplicated, so a long window costs little memory. A window
+// is built from them in storage order, each staged chunk freed once read, so
+// that the staged records and the trace do not both stay whole.
+class record_store {
+ public:
+  static constexpr std::size_t default_max_staged = 16u << 20;  // about 1 GiB of records
+
+  explicit record_store(api_name_lookup lookup, std::size_t max_staged = default_max_staged)
+      : lookup_(std::move(lookup)), max_staged_(max_staged) {}
+
+  // Converts one CUPTI activity record; records of kinds cuprof does not show
+  // are ignored. API calls and synchronizations come through add_call() instead.
+  void add(const CUpti_Activity* record) {
+    if (at_cap()) return;
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        add_kernel(*reinterpret_cast<const CUpti_ActivityKernel10*>(record));
+        break;
+      case CUPTI_ACTIVITY_KIND_MEMCPY:
+        add_memcpy(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record));
+        break;
+      case CUPTI_ACTIVITY_KIND_MEMSET:
+        add_memset(*reinterpret_cast<const CUpti_ActivityMemset4*>(record));
+        break;
+      case CUPTI_ACTIVITY_KIND_MARKER:
+        add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
+        break;
+      case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+        const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
+        overhead_.push_back({o.start, o.end, names_.intern(overhead_kind_name(o.overheadKind))});
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  // Stages one CUDA call, and a synchronization's record; calls cuprof does
+  // not show (classify_api) are dropped.
+  void add_call(const call_record& r) {
+    if (at_cap()) return;
+    ++api_changes_;
+    const std::uint32_t kind = api_kind(r.domain, r.cbid);
+    if (kind == no_index) return;
+    if (r.sync_kind) add_sync(r);
+    staged_call c;
+    c.start_ns = r.start;
+    c.end_ns = r.end;
+    c.tid = r.tid;
+    c.kind = std::uint16_t(kind);
+    c.correlation = r.correlation;
+    c.return_value = narrow_return_value(r.return_value);
+    c.domain = r.domain;
+    // A driver call made inside a runtime call (cudaLaunchKernel -> cuLaunchKernel)
+    // is folded into it on arrival, whichever of the two records comes first:
+    // one staged call per launch instead of two. select() folds what this misses
+    // (records of other threads in between).
+    if (!api_.empty() && folds_into(api_.back(), c)) return fold(api_.back(), c.correlation);
+    while (!api_.empty() && folds_into(c, api_.back())) {
+      fold(c, api_.back().correlation);
+      api_.pop_back();
+    }
+    api_.push_back(c);
+  }
+
+  void add_dropped(std::uint64_t n) { dropped_ += n; }
+  // Calls the call recorder lost for want of memory (CUPROF_MAX_CPU_EVENTS).
+  void add_dropped_calls(std::uint64_t n) { dropped_calls_ += n; }
+
+  // True when every launch, copy and memset called in [start, end] has its
+  // GPU record staged: the window can be finalised without a device sync.
+  bool window_complete(std::uint64_t start, std::uint64_t end) {
+    window_calls w = select(start, end);
+    std::vector<char> has_record(w.kept.size(), 0);
+    gpu_.for_each([&](const staged_gpu& g) {
+      const std::uint32_t pos = w.owner.find(g.correlation);
+      if (pos != no_index) has_record[pos] = 1;
+    });
+    for (std::size_t pos = 0; pos < w.kept.size(); ++pos) {
+      const staged_call& c = api_[w.kept[pos]];
+      if (!has_record[pos] && call_kinds_[c.kind].expects_gpu_record && c.return_value == 0) return false;
+    }
+    // take() of this window comes next: it reuses the selection unless API
+    // records arrived in between. Kept only now, not while the window waits.
+    checked_ = checked_window{start, end, api_changes_, std::move(w)};
+    return true;
+  }
+
+  // Moves the window's records into `out` and drops staged records that
+  // belong to no later window.
+  void take(trace& out, std::uint64_t start, std::uint64_t end, const tick_converter& clock) {
+    window_calls w = selection(start, end);
+    std::vector<name_id> names(names_.size(), no_index);
+    const auto name_in_out = [&](name_id id) {
+      if (names[id] == no_index) names[id] = out.names.intern(names_.str(id));
+      return names[id];
+    };
+    std::vector<std::uint32_t> kinds(call_kinds_.size(), no_index);
+    const auto kind_in_out = [&](std::uint16_t store_kind) {
+      std::uint32_t& k = kinds[store_kind];
+      if (k == no_index) {
+        call_kind shown = call_kinds_[store_kind].kind;
+        shown.name = name_in_out(shown.name);
+        k = out.add_call_kind(shown);  // the store has fewer than 2^16 kinds, so out's first window does
+      }
+      return std::uint16_t(k);
+    };
+    // Ticks to epoch ns, the kind into out's table: done once the calls are
+    // in call order, which the sort compares in ticks and store kinds.
+    const auto finish = [&](api_call& c) {
+      c.start_ns = clock.to_epoch_ns(c.start_ns);
+      c.end_ns = std::max(c.start_ns, clock.to_epoch_ns(c.end_ns));
+      c.kind = kind_in_out(c.kind);
+    };
+    // The window's calls are copied in storage order as their chunks are
+    // freed, then put in the order select() gave them unless storage order
+    // was that already (as it is for one thread), so that
+    // out.api_calls[first_call + pos] is w.kept[pos].
+    const std::uint32_t first_call = std::uint32_t(out.api_calls.size());
+    out.api_calls.reserve(out.api_calls.size() + w.kept.size());
+    populating_appender<api_call> calls_out(out.api_calls);
+    chunked_vector<staged_call> later_api;
+    std::size_t index = 0;
+    api_.consume([&](const staged_call& staged) {
+      const std::size_t i = index++;
+      if (staged.start_ns > end) {
+        later_api.push_back(staged);
+        return;
+      }
+      const std::uint32_t pos = w.owner.find(staged.correlation);
+      if (pos == no_index || w.kept[pos] != i) return;  // before the window, or folded into a kept call
+      api_call c;
+      c.start_ns = staged.start_ns;
+      c.end_ns = staged.end_ns;
+      c.tid = staged.tid;
+      c.kind = staged.kind;
+      c.correlation = staged.correlation;
+      c.return_value = staged.return_value;
+      if (w.in_order) finish(c);
+      calls_out.push_back(c);
+    });
+    api_ = std::move(later_api);
+    if (!w.in_order) {
+      std::sort(out.api_calls.begin() + first_call, out.api_calls.end(), [&](const api_call& x, const api_call& y) {
+        return call_order(x, call_kinds_[x.kind].kind.domain, y, call_kinds_[y.kind].kind.domain);
+      });
+      for (auto c = out.api_calls.begin() + first_call; c != out.api_calls.end(); ++c) finish(*c);
+    }
+    // The GPU records need only the index: the list of kept calls (4 bytes
+    // a call) goes before they are converted, where take() peaks.
+    std::vector<std::uint32_t>().swap(w.kept);
+
+    std::vector<std::uint32_t> configs(kernel_configs_.size(), no_index);
+    std::vector<std::uint32_t> lanes(lanes_.size(), no_index);
+    std::unordered_map<gpu_lane, std::uint32_t, gpu_lane_hash> out_lanes;
+    for (std::uint32_t i = 0; i < out.gpu_lanes.size(); ++i) out_lanes.emplace(out.gpu_lanes[i], i);
+    // A sync's lane has its device once a kernel or copy showed the context's.
+    const auto lane_in_out = [&](std::uint32_t store_lane) {
+      std::uint32_t& l = lanes[store_lane];
+      if (l == no_index) {
+        gpu_lane shown = lanes_[store_lane];
+        if (shown.device == unknown_device) shown.device = device_of_context(shown.context);
+        auto [it, added] = out_lanes.try_emplace(shown, std::uint32_t(out.gpu_lanes.size()));
+        if (added) out.gpu_lanes.push_back(shown);
+        l = it->second;
+      }
+      return l;
+    };
+    chunked_vector<staged_gpu> later;
+    chunked_vector<std::uint64_t> later_bytes;
+    const auto unlinked_in_window = [&](const staged_gpu& g) {
+      return g.correlation == 0 && g.start_ns >= start && g.start_ns <= end;
+    };
+    // Reserving every staged record costs address space, not memory: pages
+    // are touched as records are written, and staged chunks freed as read.
+    out.gpu.reserve(out.gpu.size() + gpu_.size());
+    populating_appender<gpu_activity> gpu_out(out.gpu);
+    std::vector<std::uint64_t> lane_busy_until;  // by out lane: the latest end of the work taken on it so far
+    gpu_.consume([&](const staged_gpu& staged) {
+      const std::uint32_t pos = w.owner.find(staged.correlation);
+      if (pos == no_index && !unlinked_in_window(staged)) {
+        const bool launched_before = staged.correlation != 0 && (staged.correlation <= w.newest_before ||
+                                                                 (!w.owner.empty() && staged.correlation < w.owner.lowest()));
+        if (!launched_before && !(staged.correlation == 0 && staged.start_ns < start)) {
+          staged_gpu kept = staged;
+          if (moves_bytes(staged)) {
+            kept.details = std::uint32_t(later_bytes.size());
+            later_bytes.push_back(bytes_[staged.details]);
+          }
+          later.push_back(kept);
+        }
+        return;
+      }
+      const gpu_form& form = forms_[staged.form];
+      gpu_activity a;
+      a.name = name_in_out(form.name);
+      // Folded calls' records belong to the outer call.
+      a.correlation = pos != no_index ? out.api_calls[first_call + pos].correlation : staged.correlation;
+      a.lane = lane_in_out(staged.lane);
+      if (a.lane >= lane_busy_until.size()) lane_busy_until.resize(std::size_t(a.lane) + 1, 0);
+      if (form.timing_unknown) {
+        // No earlier than its launch returned, nor than what its stream ran before it; 0 ns.
+        const std::uint64_t launched = pos != no_index ? out.api_calls[first_call + pos].end_ns : 0;
+        a.start_ns = a.end_ns = std::max(launched, lane_busy_until[a.lane]);
+        a.flags = gpu_timing_unknown;
+      } else {
+        a.start_ns = clock.to_epoch_ns(staged.start_ns);
+        a.end_ns = std::max(a.start_ns, clock.to_epoch_ns(staged.end_ns));
+      }
+      // A sync record's times are its call's, on the CPU: not work the stream ran.
+      if (form.kind != gpu_kind::sync) lane_busy_until[a.lane] = std::max(lane_busy_until[a.lane], a.end_ns);
+      a.kind = form.kind;
+      a.subkind = form.subkind;
+      if (moves_bytes(staged)) {
+        out.set_bytes(a, bytes_[staged.details]);
+      } else if (staged.details != no_index) {
+        std::uint32_t& config = configs[staged.details];
+        if (config == no_index) {
+          config = std::uint32_t(out.kernels.size());
+          out.kernels.push_back(kernel_configs_[staged.details]);
+        }
+        a.details = config;
+      }
+      gpu_out.push_back(a);
+    });
+    gpu_ = std::move(later);
+    bytes_ = std::move(later_bytes);
+
+    std::vector<cpu_span> later_ranges;
+    for (const cpu_span& r : nvtx_ranges_) {
+      if (r.start_ns > end) {
+        later_ranges.push_back(r);
+      } else if (r.start_ns >= start) {
+        cpu_span span = r;
+        span.start_ns = clock.to_epoch_ns(r.start_ns);
+        span.end_ns = std::max(span.start_ns, clock.to_epoch_ns(std::min(r.end_ns, end)));
+        span.name = name_in_out(r.name);
+        out.spans.push_back(span);
+      }
+    }
+    nvtx_ranges_.swap(later_ranges);
+
+    std::vector<overhead_span> later_overhead;
+    for (const overhead_span& o : overhead_) {
+      if (o.end_ns < start) continue;
+      if (o.start_ns > end) {
+        later_overhead.push_back(o);
+        continue;
+      }
+      overhead_span s;
+      s.start_ns = clock.to_epoch_ns(std::max(o.start_ns, start));
+      s.end_ns = std::max(s.start_ns, clock.to_epoch_ns(std::min(o.end_ns, end)));
+      s.name = name_in_out(o.name);
+      out.overhead.push_back(s);
+    }
+    overhead_.swap(later_overhead);
+
+    // Ids of calls whose API record has not arrived yet are newer than any taken call.
+    const std::uint32_t newest_taken = w.owner.empty() ? 0 : w.owner.highest();
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> later_folded;
+    for (const auto& f : folded_)
+      if (f.second > newest_taken) later_folded.push_back(f);
+    folded_.swap(later_folded);
+
+    out.meta.dropped_gpu_records += dropped_ + lost_timestamps_ + over_cap_;
+    if (dropped_ + lost_timestamps_ + over_cap_)
+      out.meta.dropped_gpu_detail = std::to_string(dropped_) + " dropped by CUPTI, " + std::to_string(lost_timestamps_) +
+                                    " without valid timestamps, " + std::to_string(over_cap_) + " over CUPROF_MAX_RECORDS";
+    dropped_ = lost_timestamps_ = over_cap_ = 0;
+    out.meta.dropped_cpu_events += dropped_calls_;
+    dropped_calls_ = 0;
+  }
+
+  // Everything recorded before `ticks` is discarded (warmup).
+  void discard_before(std::uint64_t ticks) {
+    trace scratch;
+    take(scratch, 0, ticks ? ticks - 1 : 0, tick_converter{});
+  }
+
+  void clear() {
+    checked_.reset();
+    api_.clear();
+    gpu_.clear();
+    bytes_.clear();
+    std::vector<overhead_span>().swap(overhead_);
+    std::vector<cpu_span>().swap(nvtx_ranges_);
+    open_ranges_.clear();
+    std::vector<std::pair<std::uint32_t, std::uint32_t>>().swap(folded_);
+    dropped_ = lost_timestamps_ = over_cap_ = dropped_calls_ = 0;  // after the last window: not the next one's
+  }
+
+  std::size_t staged() const noexcept { return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size(); }
+
+ private:
+  // The API calls a window keeps. A driver call made inside a runtime call on
+  // the same thread (cudaLaunchKernel -> cuLaunchKernel) is folded into it, as
+  // torch shows only the outer call: its correlation id maps to the outer call.
+  struct window_calls {
+    std::vector<std::uint32_t> kept;   // indices into api_, in call_order
+    detail::correlation_index owner;           // correlation (kept or folded) -> position in `kept`
+    std::uint32_t newest_before = 0;   // highest correlation id called before the window
+    bool in_order = true;              // storage order is call order: `kept` needed no sort
+  };
+
+  // The order of a window's calls: by thread, then start, the runtime call
+  // before the driver call it makes; the correlation id makes it total, so
+  // that the staged calls and the trace's sort alike.
+  template <class Call>
+  static bool call_order(const Call& x, api_domain x_domain, const Call& y, api_domain y_domain) {
+    if (x.tid != y.tid) return x.tid < y.tid;
+    if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+    if (x_domain != y_domain) return x_domain < y_domain;
+    return x.correlation < y.correlation;
+  }
+  static bool call_order(const staged_call& x, const staged_call& y) { return call_order(x, x.domain, y, y.domain); }
+
+  // What window_complete() found for the window it passed, to be taken next.
+  struct checked_window {
+    std::uint64_t start = 0, end = 0;
+    std::uint64_t api_changes = 0;  // api_changes_ then
+    window_calls calls;
+  };
+
+  // The window's calls: window_complete()'s selection if no API record
+  // arrived since, else selected anew.
+  window_calls selection(std::uint64_t start, std::uint64_t end) {
+    std::optional<checked_window> checked = std::move(checked_);
+    checked_.reset();
+    if (checked && checked->start == start && checked->end == end && checked->api_changes == api_changes_)
+      return std::move(checked->calls);
+    return select(start, end);
+  }
+
+  window_calls select(std::uint64_t start, std::uint64_t end) const {
+    window_calls w;
+    std::vector<std::uint32_t> in_window;  // fits: staged records are capped far below 4 Gi
+    // Found on the way: whether storage order is already call order, and the
+    // bounds and count of the correlation ids the index will hold.
+    bool& in_order = w.in_order;
+    const staged_call* previous = nullptr;
+    std::uint32_t lowest = no_index, highest = 0;
+    std::size_t ids = 0;
+    const auto count_id = [&](std::uint32_t id) {
+      lowest = std::min(lowest, id), highest = std::max(highest, id), ++ids;
+    };
+    for (std::size_t i = 0; i < api_.size(); ++i) {
+      const staged_call& c = api_[i];
+      if (c.start_ns < start) {
+        w.newest_before = std::max({w.newest_before, c.correlation, c.folded_correlation()});
+      } else if (c.start_ns <= end) {
+        in_window.push_back(std::uint32_t(i));
+        in_order = in_order && (!previous || !call_order(c, *previous));
+        previous = &c;
+        count_id(c.correlation);
+        if (c.folded_offset) count_id(c.folded_correlation());
+      }
+    }
+    if (!in_order)
+      std::sort(in_window.begin(), in_window.end(),
+                [&](std::uint32_t a, std::uint32_t b) { return call_order(api_[a], api_[b]); });
+    // Each window call's correlation ids (its own, and those of the calls
+    // folded into it) -> its position in `kept`; the kept calls are listed
+    // on the first pass.
+    bool kept_listed = false;
+    w.kept.reserve(in_window.size());
+    const auto window_entries = [&](auto&& add) {
+      const staged_call* outer = nullptr;
+      std::uint32_t next_pos = 0, outer_pos = 0;
+      for (std::uint32_t i : in_window) {
+        const staged_call& c = api_[i];
+        if (outer && folds_into(*outer, c)) {
+          add(c.correlation, outer_pos);
+          continue;
+        }
+        const std::uint32_t pos = next_pos++;
+        if (!kept_listed) w.kept.push_back(i);
+        if (c.domain == api_domain::runtime) outer = &c, outer_pos = pos;
+        add(c.correlation, pos);
+        if (c.folded_offset) add(c.folded_correlation(), pos);
+      }
+      kept_listed = true;
+    };
+    w.owner.build_from(lowest, highest, ids, window_entries);
+    if (!folded_.empty()) {  // the other calls folded on arrival map to their outer call's position
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> also;
+      for (const auto& [inner, outer] : folded_) {
+        const std::uint32_t pos = w.owner.find(outer);
+        if (pos != no_index) also.emplace_back(inner, pos);
+        else if (outer <= w.newest_before) w.newest_before = std::max(w.newest_before, inner);
+      }
+      if (!also.empty()) w.owner.build_from([&](auto&& add) {
+        window_entries(add);
+        for (const auto& [inner, pos] : also) add(inner, pos);
+      });
+    }
+    return w;
+  }
+
+  // The index of a call's kind in call_kinds_, or no_index when the call is
+  // dropped as noise. Callback ids are below 2^16 (CUPTI's are below 2^11).
+  std::uint32_t api_kind(api_domain domain, std::uint32_t cbid) {
+    auto& cache = domain == api_domain::runtime ? runtime_kinds_ : driver_kinds_;
+    if (cbid > 0xFFFF) return no_index;
+    if (cbid >= cache.size()) cache.resize(std::size_t(cbid) + 1);
+    cached_api& entry = cache[cbid];
+    if (!entry.known) {
+      std::string raw = lookup_ ? lookup_(domain, cbid) : std::string();
+      if (raw.empty()) raw = "cbid " + std::to_string(cbid);
+      const std::string_view shown = api_base_name(raw);
+      const api_class c = classify_api(domain, shown);
+      if (c.display_name) {
+        entry.kind = std::uint32_t(call_kinds_.size());
+        call_kinds_.push_back({{names_.intern(shown), std::uint16_t(cbid), domain, c.has_flow}, c.expects_gpu_record});
+      }
+      entry.known = true;
+    }
+    return entry.kind;
+  }
+
+  bool moves_bytes(const staged_gpu& g) const { return cuprof::moves_bytes(forms_[g.form].kind); }
+
+  // The store's index of what a GPU record is; records come in runs of one.
+  std::uint32_t form_index(name_id name, gpu_kind kind, std::uint8_t subkind, bool timing_unknown = false) {
+    const std::uint64_t key =
+        std::uint64_t(name) << 17 | std::uint64_t(timing_unknown) << 16 | std::uint64_t(kind) << 8 | subkind;
+    if (last_form_.first == key) return last_form_.second;
+    auto [it, added] = form_by_key_.try_emplace(key, std::uint32_t(forms_.size()));
+    if (added) forms_.push_back({name, kind, subkind, timing_unknown});
+    last_form_ = {key, it->second};
+    return it->second;
+  }
+
+  // The store's index of where a GPU record ran; records come in runs of one.
+  std::uint32_t lane_index(const gpu_lane& l) {
+    if (last_lane_.first == l) return last_lane_.second;
+    auto [it, added] = lane_by_value_.try_emplace(l, std::uint32_t(lanes_.size()));
+    if (added) lanes_.push_back(l);
+    last_lane_ = {l, it->second};
+    return it->second;
+  }
+
+  name_id kernel_name(const char* mangled) {
+    if (!mangled) return names_.intern("(unnamed kernel)");
+    // CUPTI hands the same pointer for every launch of a function; check the
+    // characters too, in case a pointer is reused after a module unload.
+    if (mangled == last_kernel_.pointer && std::strcmp(last_kernel_.text->c_str(), mangled) == 0) return last_kernel_.name;
+    auto seen = by_pointer_.find(mangled);
+    if (seen != by_pointer_.end() && std::strcmp(seen->second.first.c_str(), mangled) == 0) {
+      last_kernel_ = {mangled, &seen->second.first, seen->second.second};
+      return seen->second.second;
+    }
+    const name_id id = demangle(mangled);
+    auto& entry = by_pointer_[mangled];
+    entry = {mangled, id};
+    last_kernel_ = {mangled, &entry.first, id};
+    return id;
+  }
+
+  name_id demangle(const char* mangled) {
+    auto it = demangled_.find(std::string(mangled));
+    if (it != demangled_.end()) return it->second;
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+    const name_id id = names_.intern(status == 0 && out ? std::string_view(out.get()) : std::string_view(mangled));
+    demangled_.emplace(mangled, id);
+    return id;
+  }
+
+  struct config_hash {
+    std::size_t operator()(const kernel_details& d) const noexcept {
+      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+      const auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+      for (int i = 0; i < 3; ++i) mix(d.grid[i]), mix(d.block[i]);
+      mix(d.registers_per_thread), mix(d.static_shared_memory), mix(d.dynamic_shared_memory);
+      mix(d.graph_id), mix(d.graph_node_id);
+      return std::size_t(h);
+    }
+  };
+  struct config_equal {
+    bool operator()(const kernel_details& a, const kernel_details& b) const noexcept {
+      return std::memcmp(&a, &b, sizeof a) == 0;
+    }
+  };
+
+  std::uint32_t kernel_config(const kernel_details& d) {
+    // Launches come in runs of one configuration: compare with the last before hashing.
+    if (last_config_ != no_index && config_equal()(kernel_configs_[last_config_], d)) return last_config_;
+    auto [it, inserted] = config_index_.try_emplace(d, std::uint32_t(kernel_configs_.size()));
+    if (inserted) kernel_configs_.push_back(d);
+    return last_config_ = it->second;
+  }
+
+  // Records past CUPROF_MAX_RECORDS are counted, reported with the window's dropped records.
+  bool at_cap() {
+    if (staged() < max_staged_) return false;
+    ++over_cap_;
+    return true;
+  }
+
+  void fold(staged_call& outer, std::uint32_t inner) {
+    if (inner == outer.correlation) return;  // the nested call shares the outer's id: nothing to map
+    const std::int64_t offset = std::int64_t(inner) - std::int64_t(outer.correlation);
+    if (outer.folded_offset == 0 && offset != 0 && offset >= INT16_MIN && offset <= INT16_MAX)
+      outer.folded_offset = std::int16_t(offset);
+    else
+      folded_.emplace_back(inner, outer.correlation);
+  }
+
+  static bool folds_into(const staged_call& outer, const staged_call& inner) {
+    return outer.domain == api_domain::runtime && inner.domain == api_domain::driver && outer.tid == inner.tid &&
+           inner.start_ns >= outer.start_ns && inner.end_ns <= outer.end_ns;
+  }
+
+  // NVTX ranges pushed by any code in the process (libraries, existing
+  // annotations) arrive as START/END marker pairs sharing an id; cuprof's own
+  // scopes, emitted to NVTX in the "cuprof" domain for Nsight, are skipped.
+  void add_marker(const CUpti_ActivityMarker2& m) {
+    if (m.domain && std::strcmp(m.domain, "cuprof") == 0) return;
+    if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+      const std::uint32_t tid = m.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m.objectId.pt.threadId : 0;
+      open_ranges_[m.id] = {m.timestamp, names_.intern(m.name && *m.name ? m.name : "(unnamed NVTX range)"), tid};
+    } else if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+      auto it = open_ranges_.find(m.id);
+      if (it == open_ranges_.end()) return;
+      cpu_span span;
+      span.start_ns = it->second.start;
+      span.end_ns = std::max(m.timestamp, it->second.start);
+      span.name = it->second.name;
+      span.tid = it->second.tid;
+      nvtx_ranges_.push_back(span);
+      open_ranges_.erase(it);
+    }
+  }
+
+  static bool valid_times(std::uint64_t start, std::uint64_t end) { return start != 0 && end >= start; }
+
+  bool lost_times(std::uint64_t start, std::uint64_t end) {
+    if (valid_times(start, end)) return false;
+    ++lost_timestamps_;  // CUPTI could not time it (start == end == 0)
+    return true;
+  }
+
+  // A record's times, lane and correlation; `device` is unknown_device for a sync.
+  staged_gpu gpu_common(std::uint64_t start, std::uint64_t end, std::uint32_t device, std::uint32_t context,
+                        std::uint32_t stream, std::uint32_t correlation) {
+    staged_gpu g;
+    g.start_ns = start;
+    g.end_ns = end;
+    g.lane = lane_index({device, context, stream});
+    g.correlation = correlation;
+    if (device != unknown_device && (context != last_context_.first || device != last_context_.second)) {
+      device_by_context_[context] = device;
+      last_context_ = {context, device};
+    }
+    return g;
+  }
+
+  // A copy's or memset's byte count, staged beside it.
+  void stage_bytes(staged_gpu& g, std::uint64_t bytes) {
+    g.details = std::uint32_t(bytes_.size());
+    bytes_.push_back(bytes);
+  }
+
+  // A kernel without valid times did not complete (CUPTI writes start = end
+  // = 0 for one that hit a device-side assert or faulted): the kernel a user
+  // most wants to find. It is kept, marked, and placed by its launch when the
+  // window is taken; only one with no launch to place it by is counted lost.
+  void add_kernel(const CUpti_ActivityKernel10& k) {
+    const bool untimed = !valid_times(k.start, k.end);
+    if (untimed && k.correlationId == 0) {
+      ++lost_timestamps_;
+      return;
+    }
+    staged_gpu g = gpu_common(untimed ? 0 : k.start, untimed ? 0 : k.end, k.deviceId, k.contextId, k.streamId,
+                              k.correlationId);
+    g.form = form_index(kernel_name(k.name), gpu_kind::kernel, 0, untimed);
+    kernel_details d;
+    d.grid[0] = std::uint32_t(k.gridX), d.grid[1] = std::uint32_t(k.gridY), d.grid[2] = std::uint32_t(k.gridZ);
+    d.block[0] = std::uint32_t(k.blockX), d.block[1] = std::uint32_t(k.blockY), d.block[2] = std::uint32_t(k.blockZ);
+    d.registers_per_thread = k.registersPerThread;
+    d.static_shared_memory = std::uint32_t(k.staticSharedMemory);
+    d.dynamic_shared_memory = std::uint32_t(k.dynamicSharedMemory);
+    d.graph_id = k.graphId;
+    d.graph_node_id = k.graphNodeId;
+    g.details = kernel_config(d);
+    gpu_.push_back(g);
+  }
+
+  void add_memcpy(const CUpti_ActivityMemcpy6& m) {
+    if (lost_times(m.start, m.end)) return;
+    staged_gpu g = gpu_common(m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
+    const name_id name = names_.intern(std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" +
+                                memory_kind_name(m.srcKind) + " -> " + memory_kind_name(m.dstKind) + ")");
+    g.form = form_index(name, gpu_kind::memcpy, m.copyKind);
+    stage_bytes(g, m.bytes);
+    gpu_.push_back(g);
+  }
+
+  void add_memset(const CUpti_ActivityMemset4& m) {
+    if (lost_times(m.start, m.end)) return;
+    staged_gpu g = gpu_common(m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
+    g.form = form_index(names_.intern(std::string("Memset (") + memory_kind_name(std::uint8_t(m.memoryKind)) + ")"),
+                        gpu_kind::memset, 0);
+    stage_bytes(g, m.bytes);
+    gpu_.push_back(g);
+  }
+
+  // The record CUPTI's SYNCHRONIZATION activity would write, made from the
+  // call: that activity costs every runtime call a few hundred ns, shown or
+  // not (docs/performance.md), and its times are the call's anyway.
+  void add_sync(const call_record& r) {
+    staged_gpu g = gpu_common(r.start, r.end, unknown_device, r.context, r.stream, r.correlation);
+    g.form = form_index(names_.intern(sync_kind_name(r.sync_kind)), gpu_kind::sync, r.sync_kind);
+    gpu_.push_back(g);
+  }
+
+  // Sync records carry a context, not a device: learn the mapping from the
+  // kernels and copies (one context per device in practice); resolved when a
+  // window is taken, as a sync may arrive before its context's first kernel.
+  std::uint32_t device_of_context(std::uint32_t context) const {
+    auto it = device_by_context_.find(context);
+    return it == device_by_context_.end() ? 0 : it->second;
+  }
+
+  struct open_range {
+    std::uint64_t start;
+    name_id name;
+    std::uint32_t tid;
+  };
+
+  struct cached_api {
+    std::uint32_t kind = no_index;
+    bool known = false;
+  };
+
+  // A call kind with its name in the store's table, and whether its calls
+  // make GPU work the window waits for (launches, copies, memsets).
+  struct staged_kind {
+    call_kind kind;
+    bool expects_gpu_record = false;
+  };
+
+  // What a GPU record is, with its name in the store's table.
+  struct gpu_form {
+    name_id name = 0;
+    gpu_kind kind = gpu_kind::kernel;
+    std::uint8_t subkind = 0;
+    bool timing_unknown = false;  // CUPTI gave no valid times: placed when taken (gpu_timing_unknown)
+  };
+
+  static constexpr std::uint32_t unknown_device = no_index;  // a sync's lane until its context's device is known
+
+  api_name_lookup lookup_;
+  std::size_t max_staged_;
+  string_table names_;
+  std::vector<staged_kind> call_kinds_;  // what staged calls refer to by `kind`
+  std::vector<gpu_form> forms_;          // what staged GPU records refer to by `form`
+  std::unordered_map<std::uint64_t, std::uint32_t> form_by_key_;
+  std::pair<std::uint64_t, std::uint32_t> last_form_{~std::uint64_t(0), 0};
+  std::vector<gpu_lane> lanes_;          // what staged GPU records refer to by `lane`
+  std::unordered_map<gpu_lane, std::uint32_t, gpu_lane_hash> lane_by_value_;
+  std::pair<gpu_lane, std::uint32_t> last_lane_{{no_index, no_index, no_index}, no_index};
+  std::unordered_map<std::string, name_id> demangled_;
+  std::unordered_map<const char*, std::pair<std::string, name_id>> by_pointer_;
+  struct {
+    const char* pointer = nullptr;
+    const std::string* text = nullptr;  // in by_pointer_, whose nodes do not move
+    name_id name = 0;
+  } last_kernel_;
+  std::unordered_map<kernel_details, std::uint32_t, config_hash, config_equal> config_index_;
+  std::vector<kernel_details> kernel_configs_;
+  std::uint32_t last_config_ = no_index;
+  std::vector<cached_api> runtime_kinds_, driver_kinds_;  // by callback id
+  std::unordered_map<std::uint32_t, std::uint32_t> device_by_context_;
+  std::pair<std::uint32_t, std::uint32_t> last_context_{no_index, 0};  // the last pair written there
+  chunked_vector<staged_call> api_;
+  chunked_vector<staged_gpu> gpu_;
+  chunked_vector<std::uint64_t> bytes_;  // the staged copies' and memsets' byte counts
+  std::vector<overhead_span> overhead_;
+  std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
+  std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside),
+                                                                  // those not in the runtime call's folded_offset
+  std::uint64_t api_changes_ = 0;  // API records added: a checked window's selection is stale after one
+  std::optional<checked_window> checked_;
+  std::uint64_t dropped_ = 0;
+  std::uint64_t lost_timestamps_ = 0;
+  std::uint64_t over_cap_ = 0;
+  std::uint64_t dropped_calls_ = 0;
+};
+
+}  // namespace cuprof::detail::cupti

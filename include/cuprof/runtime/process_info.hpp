@@ -1,0 +1,55 @@
+// Who wrote the trace: process, host, and the rank when launched by torchrun,
+// MPI or Slurm (so multi-rank tools can load one file per rank).
+#pragma once
+
+#include "../base/env.hpp"
+#include "../model/event.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace cuprof::detail {
+
+inline std::string host_name() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+inline std::string process_name() {
+  std::ifstream comm("/proc/self/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name.empty() ? "process" : name;
+}
+
+// The name of a thread of this process from /proc (empty once it exited).
+inline std::string thread_name_of_tid(std::uint32_t tid) {
+  std::ifstream comm("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
+}
+
+inline int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* n : names) {
+    if (const std::optional<int> x = parse_env_int(std::getenv(n))) return *x;
+  }
+  return fallback;
+}
+
+inline int process_rank() { return env_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, 0); }
+inline int process_world_size() { return env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1); }
+
+inline void fill_process_info(trace_metadata& meta) {
+  meta.pid = std::uint32_t(::getpid());
+  meta.process_name = process_name();
+  meta.host_name = host_name();
+  meta.rank = process_rank();
+  meta.world_size = process_world_size();
+}
+
+}  // namespace cuprof::detail

@@ -1,0 +1,272 @@
+// The profiler session's code (profile.hpp declares the class), compiled in
+// the one TU that defines CUPROF_IMPLEMENTATION (base/config.hpp).
+#pragma once
+
+#include "abnormal_exit.hpp"
+#include "../collect/cpu_collect.hpp"
+#include "../cupti/tracer.hpp"
+#include "../base/log.hpp"
+#include "process_info.hpp"
+#include "../model/attribution.hpp"
+#include "../profile.hpp"
+
+#include <malloc.h>
+
+#include <atomic>
+#include <set>
+
+namespace cuprof {
+
+namespace detail {
+
+const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime = true;
+
+inline bool records(profiler_action a) noexcept { return a != profiler_action::none; }
+inline bool is_active(profiler_action a) noexcept {
+  return a == profiler_action::record || a == profiler_action::record_and_save;
+}
+
+// Staging grows on CUPTI's worker thread and is freed on the application
+// thread; glibc keeps such memory in its arenas unless asked to give it back.
+// Not in a process that a signal ends: the memory goes back anyway, and
+// malloc_trim waits on every arena's lock.
+inline void return_free_memory() {
+#if defined(__GLIBC__)
+  if (!process_ending_on_signal()) malloc_trim(0);
+#endif
+}
+
+}  // namespace detail
+
+profile::~profile() {
+  try {
+    stop();
+  } catch (const std::exception& e) {
+    detail::log_line("stopping the profiler failed: " + detail::message_of(e));
+  } catch (...) {
+    // A destructor that lets anything out (on_trace_ready may throw 42) ends the program.
+    detail::log_line("stopping the profiler failed: on_trace_ready or the trace's export threw something that is not a std::exception");
+  }
+}
+
+void profile::start() {
+  if (running_) return detail::log_line("start() called on a running profiler; ignored");
+  const void* expected = nullptr;
+  if (!detail::process().running_profile.compare_exchange_strong(expected, this)) {
+    refused_ = true;
+    // Once: a program's own profile is usually started in a loop (a window per epoch).
+    return detail::log_line_once(
+        "another cuprof profiler is already running (CUPROF_TRACE and `cuprof run` trace the whole process): "
+        "this profile records nothing and will not write over its output files");
+  }
+  detail::clock_anchor();
+  refused_ = false;
+  detail::global_chunk_pool().set_max_chunks(detail::max_cpu_chunks());
+  running_ = true;
+  step_num_ = 0;
+  cuda_status_.clear();
+  if (has(options_.activities, activity::cuda)) open_cuda();
+  action_ = options_.schedule ? (*options_.schedule)(0) : profiler_action::record;
+  transition(profiler_action::none, action_, detail::now_ticks());
+  open_step_scope();
+}
+
+void profile::stop() {
+  if (!running_ || refused_in_handler("stop()")) return;
+  close_step_scope();
+  transition(action_, profiler_action::none, detail::now_ticks());
+  if (tracer_) {
+    tracer_->sync_devices();
+    tracer_->flush(true);
+    // The window's records are all in the store: CUPTI goes now, not after
+    // the trace is built and handed over, which the program would otherwise
+    // spend running traced (every kernel and call recorded, then discarded).
+    tracer_->disable(/*detaching=*/true);
+    // A process a signal ends keeps CUPTI as it is: its other threads may
+    // still be in CUDA calls, which a finalize could crash.
+    if (!detail::process_ending_on_signal()) tracer_->detach();
+  }
+  struct stopped_anyway {
+    profile& p;
+    ~stopped_anyway() { p.release(); }
+  } release_on_exit{*this};
+  finalize_ready(true);
+}
+
+void profile::step() {
+  if (!running_) {
+    if (!refused_) detail::log_line("step() called on a profiler that is not running; ignored");  // else said at start()
+    return;
+  }
+  if (refused_in_handler("step()")) return;
+  if (!options_.schedule) {
+    ++step_num_;
+    return;
+  }
+  const std::uint64_t now = close_step_scope();
+  const profiler_action previous = action_;
+  action_ = (*options_.schedule)(++step_num_);
+  transition(previous, action_, now);
+  open_step_scope();
+  if (!pending_.empty()) {
+    if (tracer_) tracer_->flush(false);
+    finalize_ready(false);
+  }
+}
+
+export_result profile::export_chrome_trace(const std::string& path, const export_options& options) const {
+  if (refused_ && !last_) {
+    detail::log_line("this profile recorded nothing (another profiler was running): '" + detail::terminal_safe(path) + "' left as it was");
+    return export_result{path, 0, 0};
+  }
+  return cuprof::export_chrome_trace(last_trace(), path, options);
+}
+
+void profile::release() noexcept {
+  pending_.clear();
+  if (tracer_) {
+    tracer_->disable();
+    if (!detail::process_ending_on_signal()) tracer_->detach();
+    tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
+    tracer_->trim_buffers();
+  }
+  detail::global_chunk_pool().trim();  // the scope chunks kept for this profile's next window
+  detail::return_free_memory();
+  running_ = false;
+  detail::process().running_profile.store(nullptr);
+}
+
+void profile::open_cuda() {
+  std::string why;
+  tracer_ = detail::cupti::tracer::instance(why);
+  if (!tracer_) cuda_status_ = why;
+  if (detail::process().cuda_status_said.exchange(true)) return;  // once per process, whichever copy asks
+  if (!tracer_)
+    detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
+  else
+    detail::log_info("tracing CUDA: " + tracer_->describe());
+}
+
+bool profile::refused_in_handler(const char* call) const {
+  if (in_on_trace_ready_) detail::log_line(std::string(call) + " called from on_trace_ready; ignored");
+  return in_on_trace_ready_;
+}
+
+void profile::enable_cuda() {
+  const std::string why = tracer_->enable();
+  if (why.empty()) return;
+  cuda_status_ = why;
+  tracer_ = nullptr;
+  detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
+}
+
+std::string profile::what_is_recorded_without_cuda() const {
+  return cpu() ? "recording the CPU side only" : "nothing is recorded (CPU activity was not asked for)";
+}
+
+void profile::open_step_scope() {
+  if (!options_.schedule || !cpu() || !detail::records(action_)) return;
+  detail::thread_buffer* b = detail::current_thread_buffer();
+  step_scope_open_ =
+      b && b->push({detail::make_head(detail::slot_kind::enter_step, detail::now_ticks()), std::uint64_t(step_num_)});
+}
+
+std::uint64_t profile::close_step_scope() {
+  const std::uint64_t now = detail::now_ticks();
+  if (step_scope_open_) {
+    if (detail::thread_buffer* b = detail::current_thread_buffer())
+      b->push({detail::make_head(detail::slot_kind::exit, now), 0});
+    step_scope_open_ = false;
+  }
+  return now;
+}
+
+void profile::transition(profiler_action from, profiler_action to, std::uint64_t now) {
+  const bool recording_stops = detail::records(from) && !detail::records(to);
+  if (recording_stops) detail::process().cpu_recording.store(false, std::memory_order_relaxed);
+  if (from == profiler_action::record_and_save || (detail::is_active(from) && to == profiler_action::none)) end_window(now);
+  if (recording_stops) detail::discard_cpu_spans(detail::now_ticks());  // written after `now`: no window takes it
+  if (!detail::records(from) && detail::records(to)) {
+    detail::discard_cpu_spans(now);
+    if (cpu()) detail::process().cpu_recording.store(true, std::memory_order_relaxed);
+    if (tracer_) enable_cuda();  // already during warmup: CUPTI's start-up cost stays out of the window
+  }
+  if (detail::is_active(to) && (!detail::is_active(from) || from == profiler_action::record_and_save)) {
+    if (from == profiler_action::warmup) detail::discard_cpu_spans(now);
+    if (tracer_) tracer_->with_store([&](detail::cupti::record_store& s) { s.discard_before(now); return 0; });
+    window_start_ = now;
+  }
+  if (!detail::records(to) && pending_.empty() && tracer_) tracer_->disable();
+}
+
+void profile::end_window(std::uint64_t now) {
+  pending_window w;
+  w.collected = std::make_unique<trace>();
+  w.start_ticks = window_start_;
+  w.end_ticks = now;
+  w.clock = detail::tick_converter(detail::clock_anchor(), detail::sample_clocks());
+  w.give_up_at_ns = detail::monotonic_ns() + give_up_after_ns;
+  trace& t = *w.collected;
+  detail::collect_cpu_spans(t, w.clock, w.start_ticks, w.end_ticks);
+  t.meta.window_start_ns = w.clock.to_epoch_ns(w.start_ticks);
+  t.meta.window_end_ns = w.clock.to_epoch_ns(w.end_ticks);
+  detail::fill_process_info(t.meta);
+  t.meta.cuda_runtime_version = CUDA_VERSION;  // the toolkit cuprof was compiled with
+  t.meta.cuda_status = has(options_.activities, activity::cuda) ? cuda_status_ : "not requested";
+  pending_.push_back(std::move(w));
+}
+
+void profile::finalize_ready(bool at_stop) {
+  while (!pending_.empty()) {
+    pending_window& w = pending_.front();
+    if (tracer_) {
+      const bool complete = at_stop || detail::monotonic_ns() >= w.give_up_at_ns ||
+                            tracer_->with_store([&](detail::cupti::record_store& s) {
+                              return s.window_complete(w.start_ticks, w.end_ticks);
+                            });
+      if (!complete) return;
+      // No window records after this one: tracing stops before the trace is built, not after.
+      if (!detail::records(action_) && pending_.size() == 1) tracer_->disable();
+      tracer_->trim_buffers();
+      const std::size_t scopes = w.collected->spans.size();
+      tracer_->with_store([&](detail::cupti::record_store& s) {
+        s.take(*w.collected, w.start_ticks, w.end_ticks, w.clock);
+        return 0;
+      });
+      if (w.collected->spans.size() != scopes) link_spans(*w.collected);  // NVTX ranges joined the scopes
+      tracer_->fill_metadata(w.collected->meta);
+    }
+    attribute(*w.collected);
+    name_api_threads(*w.collected);
+    last_ = std::move(w.collected);
+    pending_.pop_front();
+    report_drops(*last_);
+    if (options_.on_trace_ready) {
+      in_on_trace_ready_ = true;
+      struct leave_handler {
+        bool& in_handler;
+        ~leave_handler() { in_handler = false; }
+      } leave{in_on_trace_ready_};
+      options_.on_trace_ready(*this);
+    }
+    detail::return_free_memory();
+  }
+  if (!detail::records(action_) && tracer_) tracer_->disable();
+}
+
+void profile::name_api_threads(trace& t) {
+  std::set<std::uint32_t> named;
+  for (const thread_info& th : t.meta.threads) named.insert(th.tid);
+  for (const api_call& c : t.api_calls)
+    if (named.insert(c.tid).second) t.meta.threads.push_back({c.tid, detail::thread_name_of_tid(c.tid)});
+}
+
+void profile::report_drops(const trace& t) {
+  const trace_metadata& m = t.meta;
+  if (m.dropped_gpu_records || m.dropped_cpu_events)
+    detail::log_line("this window lost " + std::to_string(m.dropped_gpu_records) + " GPU records" +
+                     (m.dropped_gpu_detail.empty() ? "" : " (" + m.dropped_gpu_detail + ")") + " and " +
+                     std::to_string(m.dropped_cpu_events) + " CPU events (counts are in the trace metadata)");
+}
+
+}  // namespace cuprof

@@ -1,0 +1,19 @@
+// cuprof's runtime: every definition compiled once per program, listed here.
+// cuprof.hpp includes this file in the one translation unit that defines
+// CUPROF_IMPLEMENTATION (src/runtime.cpp for the cuprof::runtime target);
+// everywhere else cuprof's headers are declarations (base/config.hpp).
+#pragma once
+
+#include "chrome_trace_impl.hpp"    // output/chrome_trace.hpp's export functions
+#include "profile_impl.hpp"         // profile.hpp's session
+#include "trace_handler_impl.hpp"   // trace_handler.hpp's handlers
+
+// CUPROF_TRACE's profile starts during static initialisation of this file's
+// translation unit; the injection library (CUPROF_NO_AUTOSTART) starts it
+// from CUDA's injection entry point instead.
+#ifndef CUPROF_NO_AUTOSTART
+#include "autostart.hpp"
+namespace cuprof::detail {
+inline const bool environment_profile_started = start_environment_profile();
+}
+#endif

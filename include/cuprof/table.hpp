@@ -1,8 +1,0 @@
-// Moved to output/table.hpp; this path stays for existing code.
-#pragma once
-
-#ifdef CUPROF_DISABLE
-#include "detail/disabled_api.hpp"
-#else
-#include "output/table.hpp"
-#endif
