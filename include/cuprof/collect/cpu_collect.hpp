@@ -40,7 +40,7 @@ class span_builder {
     const std::size_t taken = records_until(s, n, window_end_ticks_);
     for (std::size_t i = 0; i < taken; i += record_slots(s[i])) {
       const slot& cur = s[i];
-      switch (kind_of(cur)) {
+      switch (slot_kind_of(cur)) {
         case slot_kind::enter_static:
           open(cur, out_.names.intern_static(reinterpret_cast<const char*>(cur.payload)), false);
           break;

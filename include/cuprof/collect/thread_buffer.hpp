@@ -43,7 +43,7 @@ static_assert(sizeof(slot) == 16, "slots are 16 bytes");
 inline constexpr std::uint64_t make_head(slot_kind kind, std::uint64_t ticks) noexcept {
   return (ticks & slot_time_mask) | (std::uint64_t(kind) << slot_kind_shift);
 }
-inline constexpr slot_kind kind_of(const slot& s) noexcept { return slot_kind(s.head >> slot_kind_shift); }
+inline constexpr slot_kind slot_kind_of(const slot& s) noexcept { return slot_kind(s.head >> slot_kind_shift); }
 inline constexpr std::uint64_t ticks_of(const slot& s) noexcept { return s.head & slot_time_mask; }
 // An args record's payload: the count in the low byte, then one bit per
 // argument that is a double (else an int64).
@@ -55,7 +55,7 @@ inline constexpr bool arg_is_real(const slot& s, std::size_t i) noexcept { retur
 // The slots one record takes: a dynamic name's bytes follow its enter slot,
 // arguments their args slot.
 inline constexpr std::size_t record_slots(const slot& s) noexcept {
-  switch (kind_of(s)) {
+  switch (slot_kind_of(s)) {
     case slot_kind::enter_dynamic: return 1 + (std::size_t(s.payload) + sizeof(slot) - 1) / sizeof(slot);
     case slot_kind::args: return 1 + args_count(s);
     default: return 1;

@@ -63,6 +63,10 @@ inline api_class classify_api(api_domain domain, std::string_view name) {
   return c;
 }
 
+// The model names CUPTI's numeric kinds without including CUPTI (model/event.hpp).
+static_assert(memcpy_device_to_device == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD);
+static_assert(sync_context == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+
 inline const char* memory_kind_name(std::uint8_t kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";

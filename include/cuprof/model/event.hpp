@@ -188,7 +188,11 @@ struct trace_metadata {
   std::string cuda_status;                 // why CUDA tracing is off, empty when on
 };
 
-// CUPTI's copy kinds and sync types by their numeric values, named as Kineto names them.
+// CUPTI's copy kinds and sync types by their numeric values (a gpu_activity's
+// subkind), named as Kineto names them. The two values cuprof's rules test:
+inline constexpr std::uint8_t memcpy_device_to_device = 8;  // CUPTI_ACTIVITY_MEMCPY_KIND_DTOD
+inline constexpr std::uint8_t sync_context = 4;             // CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE
+
 inline const char* memcpy_kind_name(std::uint8_t kind) {
   switch (kind) {
     case 1: return "HtoD";

@@ -590,7 +590,7 @@ class chrome_trace_writer {
         next_key(schema::arg_device); append_int(out_, where.device);
         context(where);
         next_key(schema::arg_stream);
-        if (g.subkind == 4) out_ += "-1"; else append_int(out_, where.stream);
+        if (g.subkind == sync_context) out_ += "-1"; else append_int(out_, where.stream);
         next_key(schema::arg_correlation); append_int(out_, g.correlation);
         out_ += "}}";
         break;
