@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Check cuprof Chrome trace files against the trace-format contract.
+"""Check cuprof Chrome trace files against the trace-format rules.
 
-The contract is shared/reference/trace-format.md; "rule N" in every message is
-the numbered consumers' rule there. Standard library only.
+The rules are listed, numbered, in docs/trace-format.md ("Rules the validator
+checks"); "rule N" in every message is the rule of that number there.
+Standard library only.
 
 Usage:
   python3 tests/validate_trace.py TRACE.json[.gz] [...] [--require-gpu] [--json-report]
