@@ -699,14 +699,10 @@ CASES_V2 = [
 
 
 def _kineto_samples():
-    """The torch traces in shared/reference/kineto-samples, beside or inside the repo."""
+    """The torch.profiler traces kept in the repository (tools/testdata/kineto)."""
     from pathlib import Path
     root = Path(__file__).resolve().parent.parent
-    for base in (root / "shared", root.parent / "shared"):
-        found = sorted((base / "reference" / "kineto-samples").glob("*.json"))
-        if found:
-            return found
-    return []
+    return sorted((root / "tools" / "testdata" / "kineto").glob("*.json"))
 
 
 def run_self_test():
