@@ -1,5 +1,6 @@
-// CUPTI activity records -> cuprof events. Pure functions over CUPTI's plain C
-// structs, so tests feed them synthetic records on a machine with no GPU.
+// The record store: CUPTI's activity records and the call recorder's API
+// calls -> cuprof events. It reads CUPTI's plain C structs only (no CUPTI call),
+// so tests feed it synthetic records on a machine with no GPU.
 //
 // Records are staged with raw clock ticks until a window closes; then the
 // window's API calls, the GPU work they caused and CUPTI's overhead inside it
