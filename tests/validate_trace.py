@@ -22,27 +22,34 @@ import sys
 import zlib
 from collections import defaultdict, namedtuple
 
-GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-FLOW_END_CATS = GPU_CATS | {"cuda_sync"}
-API_CATS = {"cuda_runtime", "cuda_driver"}
-CPU_CATS = {"cpu_op", "user_annotation"} | API_CATS
+from trace_schema import (API_CATS, ARG_CORRELATION, ARG_DEVICE, ARG_STREAM, CAT_CPU_OP, CAT_CUDA_SYNC, CAT_FLOW,
+                          CAT_KERNEL, CAT_USER_ANNOTATION, CUPROF_TRACE_DETAIL, FLOW_BIND_ID, FLOW_IN, FLOW_OUT,
+                          FLOW_V2_KEYS, GPU_WORK_CATS, KEY_BASE_TIME, KEY_CUPROF, KEY_DISTRIBUTED_INFO, KEY_RANK,
+                          KEY_TRACE_EVENTS, LABEL_CPU, META_LABELS, META_NAME, META_PROCESS_LABELS,
+                          META_PROCESS_NAME, META_PROCESS_SORT_INDEX, META_SORT_INDEX, META_THREAD_NAME,
+                          META_THREAD_SORT_INDEX, TRACE_DETAIL_LEAN)
+
+GPU_CATS = GPU_WORK_CATS
+FLOW_END_CATS = GPU_CATS | {CAT_CUDA_SYNC}
+CPU_CATS = {CAT_CPU_OP, CAT_USER_ANNOTATION} | API_CATS
 LAUNCH_NAMES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                 "cudaMemcpyAsync", "cudaMemsetAsync"}
-META_ARGS = {"process_name": ("name", str), "thread_name": ("name", str), "process_labels": ("labels", str),
-             "process_sort_index": ("sort_index", int), "thread_sort_index": ("sort_index", int)}
+META_ARGS = {META_PROCESS_NAME: (META_NAME, str), META_THREAD_NAME: (META_NAME, str),
+             META_PROCESS_LABELS: (META_LABELS, str),
+             META_PROCESS_SORT_INDEX: (META_SORT_INDEX, int), META_THREAD_SORT_INDEX: (META_SORT_INDEX, int)}
 RESERVED_NAMES = {"CpuProfile", "Profile", "ProfileChunk"}
 MAX_PER_RULE = 20  # messages kept per rule; the rest are counted
 
 RAW_TIME_RE = re.compile(r'(?<!\\)"(ts|dur)"\s*:\s*([^\s,}\]]*)')
 TIME_VALUE_RE = re.compile(r"-?\d+(\.\d{1,3})?")
-RANK_RE = re.compile(r'"rank":\s+(\d+)')
+RANK_RE = re.compile(r'"%s":\s+(\d+)' % KEY_RANK)  # HTA's regex
 SURROGATE_ESCAPE_RE = re.compile(r"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}")
 LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")  # what surrogateescape makes of bad UTF-8
 VERSION_SUFFIX_RE = re.compile(r"_v\d+$")
 PROFILER_STEP_RE = re.compile(r"ProfilerStep#\d+$")
 
 Slice = namedtuple("Slice", "index name cat lane start end args")
-V2_KEYS = ("bind_id", "flow_in", "flow_out")  # flow v2 members of a slice
+V2_KEYS = FLOW_V2_KEYS  # flow v2 members of a slice
 
 
 def is_int(v):
@@ -121,23 +128,23 @@ def check_top_level(raw, obj, rep):
         return False
     if "schemaVersion" not in obj:
         rep.add(1, "top level has no schemaVersion")
-    if not is_int(obj.get("baseTimeNanoseconds")):
-        rep.add(5, "top level baseTimeNanoseconds is missing or not an integer")
+    if not is_int(obj.get(KEY_BASE_TIME)):
+        rep.add(5, f"top level {KEY_BASE_TIME} is missing or not an integer")
     if obj.get("displayTimeUnit", "ms") not in ("ms", "ns"):
         rep.add(10, f"displayTimeUnit is {obj['displayTimeUnit']!r}, not 'ms' or 'ns'")
-    info = obj.get("distributedInfo")
-    if not isinstance(info, dict) or not is_int(info.get("rank")):
-        rep.add(17, "top level distributedInfo with an integer rank is missing")
-    di, te = raw.find('"distributedInfo"'), raw.find('"traceEvents"')
+    info = obj.get(KEY_DISTRIBUTED_INFO)
+    if not isinstance(info, dict) or not is_int(info.get(KEY_RANK)):
+        rep.add(17, f"top level {KEY_DISTRIBUTED_INFO} with an integer {KEY_RANK} is missing")
+    di, te = raw.find(f'"{KEY_DISTRIBUTED_INFO}"'), raw.find(f'"{KEY_TRACE_EVENTS}"')
     if di < 0 or te < 0 or di > te:
-        rep.add(17, '"distributedInfo" is not written before "traceEvents"')
+        rep.add(17, f'"{KEY_DISTRIBUTED_INFO}" is not written before "{KEY_TRACE_EVENTS}"')
     m = RANK_RE.search(raw)
     if not m:
         rep.add(17, 'raw text does not match HTA\'s rank regex "rank":\\s+(\\d+) (space after the colon?)')
-    elif isinstance(info, dict) and info.get("rank") != int(m.group(1)):
-        rep.add(17, f"first regex rank {m.group(1)} differs from distributedInfo.rank {info.get('rank')!r}")
-    if not isinstance(obj.get("traceEvents"), list):
-        rep.add(1, "top level traceEvents is missing or not a list")
+    elif isinstance(info, dict) and info.get(KEY_RANK) != int(m.group(1)):
+        rep.add(17, f"first regex rank {m.group(1)} differs from {KEY_DISTRIBUTED_INFO}.{KEY_RANK} {info.get(KEY_RANK)!r}")
+    if not isinstance(obj.get(KEY_TRACE_EVENTS), list):
+        rep.add(1, f"top level {KEY_TRACE_EVENTS} is missing or not a list")
         return False
     return True
 
@@ -197,17 +204,17 @@ def check_args(i, ev, rep, lean=False):
     cat, name = ev.get("cat"), ev.get("name")
     args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
     if cat in GPU_CATS:
-        stream = args.get("stream")
+        stream = args.get(ARG_STREAM)
         if not is_int(stream) or stream <= 0:
             rep.add(19, f"{cat} args.stream {stream!r} is not an integer > 0", i)
-        if not is_int(args.get("correlation")):
+        if not is_int(args.get(ARG_CORRELATION)):
             rep.add(19, f"{cat} has no integer args.correlation", i)
-        if (not lean or "device" in args) and (not is_int(args.get("device")) or args.get("device") != ev.get("pid")):
-            rep.add(26, f"{cat} args.device {args.get('device')!r} is not an integer equal to pid {ev.get('pid')!r}", i)
-    elif cat in CPU_CATS and "stream" in args:
+        if (not lean or ARG_DEVICE in args) and (not is_int(args.get(ARG_DEVICE)) or args.get(ARG_DEVICE) != ev.get("pid")):
+            rep.add(26, f"{cat} args.device {args.get(ARG_DEVICE)!r} is not an integer equal to pid {ev.get('pid')!r}", i)
+    elif cat in CPU_CATS and ARG_STREAM in args:
         rep.add(19, f"CPU event ({cat}) has args.stream", i)
     if cat in API_CATS:
-        if not is_int(args.get("correlation")):
+        if not is_int(args.get(ARG_CORRELATION)):
             rep.add(19, f"{cat} has no integer args.correlation", i)
         if isinstance(name, str) and VERSION_SUFFIX_RE.search(name):
             rep.add(20, f"runtime/driver name {name!r} keeps CUPTI's _vNNNN suffix", i)
@@ -225,7 +232,7 @@ def check_misc(i, ev, rep):
     if name in RESERVED_NAMES:
         rep.add(15, f"event name {name!r} sends the file to speedscope's DevTools importer", i)
     if isinstance(name, str) and PROFILER_STEP_RE.match(name):
-        if ph != "X" or ev.get("cat") not in ("user_annotation", "cpu_op"):
+        if ph != "X" or ev.get("cat") not in (CAT_USER_ANNOTATION, CAT_CPU_OP):
             rep.add(21, f"{name} must be an X event with cat user_annotation or cpu_op", i)
 
 
@@ -296,9 +303,9 @@ def v2_flow_outs(events, slices):
     by_index = {s.index: s for s in slices}
     outs = defaultdict(list)
     for i, ev in v2_flow_events(events):
-        if ev.get("flow_out") is True and ev.get("flow_in") is not True and is_int(ev.get("bind_id")) \
+        if ev.get(FLOW_OUT) is True and ev.get(FLOW_IN) is not True and is_int(ev.get(FLOW_BIND_ID)) \
                 and i in by_index:
-            outs[ev["bind_id"]].append(by_index[i])
+            outs[ev[FLOW_BIND_ID]].append(by_index[i])
     return outs
 
 
@@ -321,7 +328,7 @@ def check_flows_v2(events, slices, rep):
     v1_flows = {(ev.get("cat"), ev.get("name"), ev.get("id")) for _, ev in flow_events(events)}
     outs, ins = defaultdict(list), []
     for i, ev in v2_flow_events(events):
-        bid, ph = ev.get("bind_id"), ev.get("ph")
+        bid, ph = ev.get(FLOW_BIND_ID), ev.get("ph")
         if ph != "X":
             rep.add(11, f"flow v2 members {sorted(k for k in V2_KEYS if k in ev)} on a {ph!r} event, not an X slice", i)
         if not is_int(bid) or bid < 0:
@@ -329,10 +336,10 @@ def check_flows_v2(events, slices, rep):
             continue
         if bid == 0:
             rep.add(11, "flow v2 bind_id 0: catapult (chrome://tracing) takes it as no bind_id", i)
-        for key in ("flow_in", "flow_out"):
+        for key in (FLOW_IN, FLOW_OUT):
             if key in ev and ev[key] is not True:
                 rep.add(11, f"flow v2 {key} is {ev[key]!r}, not true (Perfetto reads a boolean only)", i)
-        fin, fout = ev.get("flow_in") is True, ev.get("flow_out") is True
+        fin, fout = ev.get(FLOW_IN) is True, ev.get(FLOW_OUT) is True
         if fin and fout:
             rep.add(11, f"bind_id {bid}: flow_in and flow_out on one slice (a flow step, not a call's arrow)", i)
             continue
@@ -355,12 +362,12 @@ def check_flows_v2(events, slices, rep):
         else:
             ins.append(s)
     for dst in ins:
-        bid = events[dst.index]["bind_id"]
+        bid = events[dst.index][FLOW_BIND_ID]
         if not outs.get(bid):
             rep.add(11, f"flow_in bind_id {bid} has no flow_out slice with that bind_id", dst.index)
         elif len(outs[bid]) == 1:
             src = outs[bid][0]
-            if src.args.get("correlation") != dst.args.get("correlation"):
+            if src.args.get(ARG_CORRELATION) != dst.args.get(ARG_CORRELATION):
                 rep.add(19, f"bind_id {bid} links correlation {src.args.get('correlation')!r} "
                             f"to {dst.cat} correlation {dst.args.get('correlation')!r}", dst.index)
 
@@ -373,8 +380,8 @@ def check_flows_v1(events, slices, rep):
     start_of, bound = {}, {}
     for i, ev in flow_events(events):
         ph, fid = ev["ph"], ev.get("id")
-        if ev.get("cat") != "ac2g" or ev.get("name") != "ac2g":
-            rep.add(11, f"flow '{ph}' has cat {ev.get('cat')!r} / name {ev.get('name')!r}, not 'ac2g'", i)
+        if ev.get("cat") != CAT_FLOW or ev.get("name") != CAT_FLOW:
+            rep.add(11, f"flow '{ph}' has cat {ev.get('cat')!r} / name {ev.get('name')!r}, not '{CAT_FLOW}'", i)
         if not is_int(fid):
             rep.add(11, f"flow '{ph}' id {fid!r} is not an integer", i)
             continue
@@ -402,7 +409,7 @@ def check_flows_v1(events, slices, rep):
             rep.add(11, f"flow 'f' id {ev['id']} has no 's' with the same id, cat and name", i)
         elif i in bound and start_of[key] in bound:
             src, dst = bound[start_of[key]], bound[i]
-            if src.args.get("correlation") != dst.args.get("correlation"):
+            if src.args.get(ARG_CORRELATION) != dst.args.get(ARG_CORRELATION):
                 rep.add(19, f"flow {ev['id']} links correlation {src.args.get('correlation')!r} "
                             f"to {dst.cat} correlation {dst.args.get('correlation')!r}", i)
 
@@ -411,7 +418,7 @@ def check_launch_correlation(slices, rep):
     """Rule 19: correlation is unique per launch/memcpy/memset API call."""
     seen = {}
     for s in slices:
-        corr = s.args.get("correlation")
+        corr = s.args.get(ARG_CORRELATION)
         if s.cat in API_CATS and s.name in LAUNCH_NAMES and is_int(corr):
             if corr in seen:
                 rep.add(19, f"correlation {corr} of {s.name} already used by event index {seen[corr]}", s.index)
@@ -426,11 +433,11 @@ def check_gpu_links(events, slices, rep):
     later than the record. A broken link (an 'f' without 's', a flow_in without flow_out) is reported
     by check_flows.
     """
-    if not any(s.cat == "kernel" for s in slices):
+    if not any(s.cat == CAT_KERNEL for s in slices):
         rep.add(23, "--require-gpu: trace has no kernel event")
     cpu_pids = {ev.get("pid") for ev in events if isinstance(ev, dict) and ev.get("ph") == "M"
-                and ev.get("name") == "process_labels" and isinstance(ev.get("args"), dict)
-                and ev["args"].get("labels") == "CPU"}
+                and ev.get("name") == META_PROCESS_LABELS and isinstance(ev.get("args"), dict)
+                and ev["args"].get(META_LABELS) == LABEL_CPU}
     s_by_id, f_at = {}, defaultdict(list)
     for i, ev in flow_events(events):
         if not is_int(ev.get("id")) or not lane_of(ev) or not is_num(ev.get("ts")):
@@ -450,13 +457,13 @@ def check_gpu_links(events, slices, rep):
             if src is not None:  # else reported by check_flows
                 sources.append((f"flow {fid}", src.get("pid"), to_ns(src["ts"])))
         ev = events[s.index]
-        v2 = ev.get("flow_in") is True and ev.get("flow_out") is not True and is_int(ev.get("bind_id"))
-        if v2 and len(outs.get(ev["bind_id"], [])) == 1:  # else reported by check_flows
-            src = outs[ev["bind_id"]][0]
-            sources.append((f"bind_id {ev['bind_id']}", src.lane[0], src.start))
+        v2 = ev.get(FLOW_IN) is True and ev.get(FLOW_OUT) is not True and is_int(ev.get(FLOW_BIND_ID))
+        if v2 and len(outs.get(ev[FLOW_BIND_ID], [])) == 1:  # else reported by check_flows
+            src = outs[ev[FLOW_BIND_ID]][0]
+            sources.append((f"bind_id {ev[FLOW_BIND_ID]}", src.lane[0], src.start))
         # Work launched on the device (conditional graph nodes, device graph launch) has no CPU
         # call: CUPTI gives it correlation 0, and it has no arrow.
-        if not ids and not v2 and s.args.get("correlation") != 0:
+        if not ids and not v2 and s.args.get(ARG_CORRELATION) != 0:
             rep.add(11, f"--require-gpu: {s.cat} {s.name!r} has no incoming ac2g flow ('f' event or flow_in)",
                     s.index)
         for what, pid, start in sources:
@@ -480,9 +487,9 @@ def validate(raw_text, obj, require_gpu=False):
             return rep.result()
     if not check_top_level(raw_text, obj, rep):
         return rep.result()
-    events = obj["traceEvents"]
-    cuprof_block = obj.get("cuprof")
-    lean = isinstance(cuprof_block, dict) and cuprof_block.get("trace_detail") == "lean"
+    events = obj[KEY_TRACE_EVENTS]
+    cuprof_block = obj.get(KEY_CUPROF)
+    lean = isinstance(cuprof_block, dict) and cuprof_block.get(CUPROF_TRACE_DETAIL) == TRACE_DETAIL_LEAN
     for i, ev in enumerate(events):
         check_event(i, ev, rep, lean)
     slices = collect_slices(events)
@@ -766,6 +773,12 @@ def run_self_test():
                 self.assertIn("validate_trace: 1 passed, 0 failed", out.getvalue())
                 self.assertIn("validate_trace: 1 passed, 1 failed", out.getvalue())
                 self.assertIn(f"{bad}: rule 2: file is not valid UTF-8", out.getvalue())
+
+        def test_schema_names_as_the_cpp_header(self):
+            import trace_schema  # the names checked here, against include/cuprof/output/trace_schema.hpp
+            if not os.path.exists(trace_schema.HEADER):
+                self.skipTest("include/cuprof/output/trace_schema.hpp not found")
+            self.assertEqual(trace_schema.compare_with_header(), [])
 
         def test_kineto_samples_break_pid_rule(self):
             samples = _kineto_samples()
