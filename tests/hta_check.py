@@ -40,17 +40,19 @@ import tempfile
 import traceback
 from collections import defaultdict
 
+from trace_schema import (API_CATS, ARG_CORRELATION, ARG_STREAM, CAT_CPU_OP, CAT_CUDA_SYNC, CAT_GPU_MEMCPY, CAT_GPU_MEMSET,
+                          CAT_KERNEL, CAT_TORCH_TRACE, CAT_USER_ANNOTATION, GPU_WORK_CATS, KEY_TRACE_EVENTS, SCOPE_CATS)
+
 os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"  # before hta is imported: it reads this at parse time
 
-GPU_WORK_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-CPU_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"}
+CPU_CATS = {CAT_CPU_OP, CAT_USER_ANNOTATION} | API_CATS
 # The calls HTA's launch statistics look at (analyzers/cuda_kernel_analysis.py): runtime API only.
 HTA_LAUNCH_STATS_NAMES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"}
 # The calls HTA's queue length counts (common/trace_symbol_table.py, get_runtime_launch_events_mask).
 HTA_QUEUE_NAMES = HTA_LAUNCH_STATS_NAMES | {"cuLaunchKernel", "cuLaunchKernelEx"}
 DRIVER_LAUNCH_NAMES = {"cuLaunchKernel", "cuLaunchKernelEx"}
 # HTA's kernel types (common/types.py, by name: Memcpy/Memset, *Sync, nccl...) in cuprof's categories.
-TYPE_CATS = {"COMPUTATION": {"kernel"}, "MEMORY": {"gpu_memcpy", "gpu_memset"}, "OTHER": {"cuda_sync"}}
+TYPE_CATS = {"COMPUTATION": {CAT_KERNEL}, "MEMORY": {CAT_GPU_MEMCPY, CAT_GPU_MEMSET}, "OTHER": {CAT_CUDA_SYNC}}
 KERNEL_WAIT_US = 30  # HTA's default consecutive_kernel_delay, compared against gaps in the trace's unit (us)
 EPS = 1e-6  # us: float noise on sums of microsecond values with 3 decimals
 NAME_CUT = 55  # the table's name column (table_options::max_name_column_width)
@@ -67,20 +69,20 @@ class Reference:
     """What the analyses should find, computed from the trace's JSON without HTA."""
 
     def __init__(self, obj):
-        events = [e for e in obj["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "Trace"]
+        events = [e for e in obj[KEY_TRACE_EVENTS] if e.get("ph") == "X" and e.get("cat") != CAT_TORCH_TRACE]
         self.x_events = events
         self.gpu = []   # HTA's notion of GPU: any event with args.stream != -1
         self.cpu = []
         for e in events:
-            stream = e.get("args", {}).get("stream", -1)
+            stream = e.get("args", {}).get(ARG_STREAM, -1)
             (self.gpu if stream != -1 else self.cpu).append(e)
         self.work = [e for e in self.gpu if e["cat"] in GPU_WORK_CATS]
         self.cpu_by_corr = {}
         for e in self.cpu:
-            corr = e.get("args", {}).get("correlation")
-            if corr is not None and e["cat"] in ("cuda_runtime", "cuda_driver"):
+            corr = e.get("args", {}).get(ARG_CORRELATION)
+            if corr is not None and e["cat"] in API_CATS:
                 self.cpu_by_corr[corr] = e
-        self.annotation_names = {e["name"] for e in events if e["cat"] in ("user_annotation", "gpu_user_annotation")}
+        self.annotation_names = {e["name"] for e in events if e["cat"] in SCOPE_CATS}
 
     @staticmethod
     def end(e):
@@ -268,7 +270,7 @@ def check_temporal(ta, ref, table, c):
                                                     "kernel_time(us)"))
     ref_span = max(ref.end(e) for e in ref.gpu) - min(e["ts"] for e in ref.gpu)
     busy, _ = ref.union(ref.gpu)
-    compute, _ = ref.union([e for e in ref.gpu if e["cat"] == "kernel"])  # HTA: not memory, sync or comm
+    compute, _ = ref.union([e for e in ref.gpu if e["cat"] == CAT_KERNEL])  # HTA: not memory, sync or comm
     c.equal("kernel_time == GPU span (first GPU start to last GPU end)", span, ref_span)
     c.equal("idle + compute + non-compute == GPU span", idle + comp + non, ref_span)
     c.equal("compute + non-compute == union of GPU intervals", comp + non, busy)
@@ -333,13 +335,13 @@ def idle_reference(ref):
     out = defaultdict(float)
     streams = defaultdict(list)
     for e in ref.work:
-        streams[e["args"]["stream"]].append(e)
+        streams[e["args"][ARG_STREAM]].append(e)
     for stream, evs in streams.items():
         evs.sort(key=lambda e: e["ts"])
         for prev, cur in zip(evs, evs[1:]):
             prev_end = ref.end(prev)
             gap = cur["ts"] - prev_end
-            call = ref.cpu_by_corr.get(cur["args"].get("correlation"))
+            call = ref.cpu_by_corr.get(cur["args"].get(ARG_CORRELATION))
             if call is not None and call["ts"] > prev_end:
                 cat = "host_wait"
             elif gap < KERNEL_WAIT_US:
@@ -385,7 +387,7 @@ def check_launch(ta, ref, table, c):
     df = res[0]
     pairs = []
     for g in ref.gpu:
-        call = ref.cpu_by_corr.get(g["args"].get("correlation"))
+        call = ref.cpu_by_corr.get(g["args"].get(ARG_CORRELATION))
         if call is not None and call["name"] in HTA_LAUNCH_STATS_NAMES:
             pairs.append((call, g))
     driver = sum(1 for e in ref.cpu if e["name"] in DRIVER_LAUNCH_NAMES)
@@ -393,7 +395,7 @@ def check_launch(ta, ref, table, c):
         c.true("launch stats of a trace without GPU events should be empty", len(df) == 0)
         return f"no GPU events: empty ({len(ref.cpu_by_corr)} CUDA calls in the trace)"
     c.equal("rows", len(df), len(pairs), 0)
-    want = {g["args"]["correlation"]: (call, g) for call, g in pairs}
+    want = {g["args"][ARG_CORRELATION]: (call, g) for call, g in pairs}
     per_name = defaultdict(lambda: [0.0, 0])
     for _, r in df.iterrows():
         corr = int(r["correlation"])
@@ -430,15 +432,15 @@ def check_queue(ta, ref, table, c):
         return f"no GPU events: no queue ({len(calls)} launch calls)"
     gpu_by_corr = defaultdict(list)
     for g in ref.gpu:
-        gpu_by_corr[g["args"].get("correlation")].append(g)
+        gpu_by_corr[g["args"].get(ARG_CORRELATION)].append(g)
     points = defaultdict(list)  # stream -> [(ts, +1/-1)]
     for call in calls:
-        gs = gpu_by_corr.get(call["args"].get("correlation"), [])
-        c.true(f"{call['name']} correlation {call['args'].get('correlation')} has {len(gs)} GPU events, "
+        gs = gpu_by_corr.get(call["args"].get(ARG_CORRELATION), [])
+        c.true(f"{call['name']} correlation {call['args'].get(ARG_CORRELATION)} has {len(gs)} GPU events, "
                "HTA asserts exactly one", len(gs) == 1)
         for g in gs:
-            points[g["args"]["stream"]].append((call["ts"], 1))
-            points[g["args"]["stream"]].append((g["ts"], -1))
+            points[g["args"][ARG_STREAM]].append((call["ts"], 1))
+            points[g["args"][ARG_STREAM]].append((g["ts"], -1))
     ts_df = series[0]
     parts = []
     for stream, pts in sorted(points.items()):
