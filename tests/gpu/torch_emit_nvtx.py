@@ -1,18 +1,15 @@
 """tests/gpu/torch_train_step.py under torch.autograd.profiler.emit_nvtx(): every aten op
 (forward and backward) becomes an NVTX range ("aten::addmm, seq = N", ...). Under
 `cuprof run`, those ranges must appear as user_annotation events and own the kernels
-launched inside them (scripts/gpu_check_corpus.py). Same deterministic stdout as plain.
+launched inside them (gpu_check_corpus.py). Same deterministic stdout as plain.
 
   python3 tests/gpu/torch_emit_nvtx.py [--steps 3]
 """
 import argparse
-import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_train_step import train  # noqa: E402
+from torch_train_step import train  # beside this file: Python puts a script's own folder on the path
 
 
 def main():

@@ -1,4 +1,4 @@
-"""torch.profiler and cuprof in one process (scripts/gpu_check.py runs this).
+"""torch.profiler and cuprof in one process (gpu_check.py runs this).
 
 torch.profiler (Kineto) takes CUPTI first; then libcuprof_probe.so
 (tests/gpu/cupti_probe.cpp) runs a cuprof profile through ctypes, while torch's
@@ -6,7 +6,7 @@ profile is still recording. Expected: cuprof says another tool holds CUPTI,
 records its CPU side, and torch's own trace still has its kernels from before
 and after cuprof's attempt. Prints one JSON object on stdout.
 
-    python3 torch_then_cuprof.py PROBE_LIBRARY TORCH_TRACE_PATH
+    python3 tests/gpu/torch_then_cuprof.py PROBE_LIBRARY TORCH_TRACE_PATH
 """
 import ctypes
 import json

@@ -1,6 +1,6 @@
 """A few AdamW training steps of a small MLP, annotated with NVTX: one range per step
 ("step N") and one per phase inside it ("forward", "backward", "optimizer"). For
-scripts/gpu_check_corpus.py: run plain and under `cuprof run`, its stdout must be the same
+gpu_check_corpus.py: run plain and under `cuprof run`, its stdout must be the same
 (deterministic: seeded, the final loss rounded), and cuprof's trace must show the NVTX ranges
 as user_annotation events owning the kernels launched inside them.
 

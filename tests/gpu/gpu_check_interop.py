@@ -1,4 +1,4 @@
-"""gpu-check cases for zero-code tracing and interop (scripts/gpu_check.py calls
+"""gpu-check cases for zero-code tracing and interop (gpu_check.py calls
 interop_checks): an unmodified program traced through injection, threads x
 streams, a CUDA graph, an NVTX-only region, and several GPUs when present.
 """

@@ -1,6 +1,22 @@
-"""Runs cuprof's examples on a GPU machine and checks what their traces and
-tables show (see scripts/gpu-check). Prints one line per check and a short
-summary last; exits non-zero when a check fails. Writes summary.json to --out.
+"""The GPU suite's harness: runs cuprof's examples on a GPU machine and checks what
+their traces and tables show. scripts/gpu-check is the way in: it builds (or finds)
+the build tree and runs this with --build and --out. Prints one line per check and
+a short summary last; exits non-zero when a check fails. Writes summary.json to --out.
+
+The suite is this folder, tests/gpu/:
+  gpu_check.py          this file: the harness (check(), run(), the summary), the
+                        examples' checks, the reliability checks, --bench figures
+  gpu_check_interop.py  zero-code tracing (cuprof run) and interop: threads x streams,
+                        a CUDA graph, NVTX, several GPUs
+  gpu_check_exit.py     every way a traced program ends (exit_modes.cu)
+  gpu_check_corpus.py   programs nobody here wrote (scripts/build-corpus) against an
+                        independent CUPTI counter (cupti_counter.cpp), and the PyTorch
+                        NVTX programs (torch_train_step.py, torch_emit_nvtx.py)
+  torch_*.py            the PyTorch programs the checks run (torch_matmul_add.py and
+                        torch_geglu_mlp.py also recorded tools/testdata/kineto/)
+  *.cpp, *.cu           the C++ helpers, built by CMakeLists.txt with the examples
+
+  python3 tests/gpu/gpu_check.py --self-test   # the parts that need no GPU (ctest runs it)
 """
 import argparse
 import datetime
@@ -13,10 +29,16 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# The trace validator and the format's names live one folder up, in tests/ (validate_trace.py,
+# trace_schema.py), beside the CPU-side checks that use them too. This entry point puts tests/ on
+# the module path, once; the suite's modules beside it (gpu_check_*.py) then import them by name.
+sys.path.insert(1, os.path.dirname(HERE))
 import validate_trace  # noqa: E402
 from gpu_check_interop import interop_checks  # noqa: E402
-from gpu_check_corpus import corpus_checks, torch_nvtx_checks, print_table, dry_run as corpus_dry_run  # noqa: E402
+from gpu_check_corpus import corpus_checks, torch_nvtx_checks, print_table, dry_run as corpus_dry_run, \
+    run_self_test as corpus_self_test  # noqa: E402
 from gpu_check_exit import exit_checks  # noqa: E402
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -135,7 +157,6 @@ def reliability_checks(build, out, summary, sections=None):
     fork during a traced run, stop() between windows while threads make CUDA calls, no slowdown
     after stop(), and every example clean under compute-sanitizer memcheck."""
     rel = summary.setdefault("reliability", {})
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bench = os.path.join(build, "bench", "launch_bench")
     cli = os.path.join(build, "tools", "cuprof")
 
@@ -193,7 +214,7 @@ def reliability_checks(build, out, summary, sections=None):
         if not check("tests/gpu/libcuprof_probe.so was built", os.path.exists(probe), probe):
             return
         torch_trace = os.path.join(out, "rel_torch_probe_torch.json")
-        proc = run_unset([sys.executable, os.path.join(root, "tests", "gpu", "torch_then_cuprof.py"), probe, torch_trace],
+        proc = run_unset([sys.executable, os.path.join(HERE, "torch_then_cuprof.py"), probe, torch_trace],
                          "rel_torch_probe", timeout=300)
         lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
         r = json.loads(lines[-1]) if lines else {}
@@ -221,7 +242,7 @@ def reliability_checks(build, out, summary, sections=None):
         for i in range(int(os.environ.get("GPU_CHECK_TORCH_AFTER_RUNS", "2"))):
             trace = os.path.join(out, f"rel_cuprof_then_torch_{i}.json")
             proc = run_unset([cli, "run", "--output", trace, "--no-table", "--delay", "9", "--duration", "1.5", "--",
-                              sys.executable, os.path.join(root, "bench", "train_step.py"), "--warmup", "10",
+                              sys.executable, os.path.join(ROOT, "bench", "train_step.py"), "--warmup", "10",
                               "--steps", "100", "--mode", "paired", "--window-file", trace,
                               "--trace", trace + ".torch.json"], f"rel_cuprof_then_torch_{i}", timeout=300)
             torch_kernels = 0
@@ -453,12 +474,19 @@ def reliability_checks(build, out, summary, sections=None):
     guarded("compute-sanitizer memcheck", memcheck)
 
 
+def run_self_test():
+    """The suite's parts that need no GPU (ctest python_gpu_check_corpus_selftest)."""
+    return corpus_self_test()
+
+
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--build", required=True)
-    parser.add_argument("--out", required=True)
+    parser = argparse.ArgumentParser(description="the GPU suite (scripts/gpu-check runs it)")
+    parser.add_argument("--build", help="the build tree (tools/cuprof, examples/, bench/, tests/gpu/)")
+    parser.add_argument("--out", help="the folder for traces, logs and summary.json")
+    parser.add_argument("--self-test", action="store_true",
+                        help="only the unit tests of what needs no GPU (corpus comparison, stdout masking, run plan)")
     parser.add_argument("--corpus", help="also check the corpus scripts/build-corpus built there "
-                        "(scripts/gpu_check_corpus.py) and the PyTorch NVTX programs")
+                        "(gpu_check_corpus.py) and the PyTorch NVTX programs")
     parser.add_argument("--corpus-only", action="store_true",
                         help="only the exit-mode, corpus and PyTorch NVTX checks (needs build/tools and build/tests/gpu)")
     parser.add_argument("--corpus-programs", help="comma-separated corpus program names (default: all)")
@@ -470,6 +498,10 @@ def main():
     parser.add_argument("--bench", action="store_true",
                         help="also time reading a large trace (bench/read_bench.py) and exporting one (export_bench)")
     a = parser.parse_args()
+    if a.self_test:
+        sys.exit(run_self_test())
+    if not a.build or not a.out:
+        parser.error("--build and --out are needed")
     build, out = a.build, a.out
     if a.corpus_only and not a.corpus:
         parser.error("--corpus-only needs --corpus PATH")
@@ -642,7 +674,7 @@ def main():
     # --- torch.profiler on the same workload --------------------------------------------------
     for size in (64, 4096):
         trace = os.path.join(out, f"torch_matmul_add_{size}.json")
-        proc = run([sys.executable, os.path.join(os.path.dirname(__file__), "torch_matmul_add.py"), "--size", str(size),
+        proc = run([sys.executable, os.path.join(HERE, "torch_matmul_add.py"), "--size", str(size),
                     "--trace", trace], out, f"torch_matmul_add_{size}", timeout=300)
         if not check(f"torch matmul_add {size} ran", proc.returncode == 0 and os.path.exists(trace),
                      proc.stderr.strip()[-200:]):
@@ -685,9 +717,8 @@ def corpus_and_torch(corpus, build, out, summary, only, torch=True):
 
 def bench_figures(build, out, summary):
     """Issue 15's reading speed and issue 14's export speed on this host: figures, not checks."""
-    here = os.path.dirname(os.path.abspath(__file__))
     bench = summary.setdefault("bench", {})
-    proc = run([sys.executable, os.path.join(here, "..", "bench", "read_bench.py"), "--cli",
+    proc = run([sys.executable, os.path.join(ROOT, "bench", "read_bench.py"), "--cli",
                 os.path.join(build, "tools", "cuprof"), "--trace", os.path.join(out, "large_trace.json")],
                out, "bench_read", timeout=600)
     bench["read"] = key_values(proc.stdout)

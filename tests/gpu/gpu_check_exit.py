@@ -1,4 +1,4 @@
-"""How a traced program ends, on the GPU machine (part of scripts/gpu_check.py).
+"""How a traced program ends, on the GPU machine (part of gpu_check.py, the GPU suite).
 
 tests/gpu/exit_modes ends in each way a program can, with 100 kernels still in
 flight, built three ways: cuprof included with the shared and with the static

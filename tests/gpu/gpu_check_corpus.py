@@ -1,10 +1,10 @@
 """gpu-check on a corpus of programs nobody here wrote (scripts/build-corpus builds it from
-NVIDIA's cuda-samples), plus two PyTorch programs. scripts/gpu_check.py calls corpus_checks()
-and torch_nvtx_checks() for `scripts/gpu-check --corpus PATH`; this file also runs alone:
+NVIDIA's cuda-samples), plus two PyTorch programs. gpu_check.py calls corpus_checks()
+and torch_nvtx_checks() for `scripts/gpu-check --corpus PATH`:
 
-  python3 scripts/gpu_check_corpus.py --corpus build-corpus --dry-run   # what would run (no GPU needed)
-  python3 scripts/gpu_check_corpus.py --self-test                        # the count comparison's unit tests
-  python3 scripts/gpu_check_corpus.py --corpus build-corpus --out DIR   # run it (GPU machine)
+  scripts/gpu-check --corpus build-corpus --dry-run       # what would run (no GPU needed)
+  scripts/gpu-check --corpus build-corpus --corpus-only   # run it, with the exit modes (GPU machine)
+  python3 tests/gpu/gpu_check.py --self-test              # the count comparison's unit tests
 
 Each program of DEST/manifest.json runs
   plain     unmodified, static cudart: the reference exit status and stdout
@@ -19,7 +19,6 @@ tests/validate_trace.py --require-gpu; hold the counter's GPU records: kernels p
 (CUPTI's mangled names demangled with libstdc++'s abi::__cxa_demangle through ctypes,
 the function cuprof calls), memcpys per copy kind and the memset count.
 """
-import argparse
 import collections
 import json
 import os
@@ -28,10 +27,9 @@ import shutil
 import subprocess
 import sys
 
+import validate_trace  # tests/validate_trace.py: gpu_check.py, the entry point, puts tests/ on the path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-import validate_trace  # noqa: E402
 
 RUN_TIMEOUT_S = 120
 NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -408,8 +406,8 @@ def torch_nvtx_checks(build, out, summary, check, timeout=300):
     cli = os.path.abspath(os.path.join(build, "tools", "cuprof"))
     tdir = os.path.join(out, "torch_nvtx")
     os.makedirs(tdir, exist_ok=True)
-    step_py = os.path.join(ROOT, "tests", "gpu", "torch_train_step.py")
-    emit_py = os.path.join(ROOT, "tests", "gpu", "torch_emit_nvtx.py")
+    step_py = os.path.join(HERE, "torch_train_step.py")
+    emit_py = os.path.join(HERE, "torch_emit_nvtx.py")
     res = summary.setdefault("torch_nvtx", {})
 
     rc0, so0, _ = run_logged([sys.executable, step_py], tdir, "train_plain", timeout=timeout)
@@ -572,7 +570,7 @@ def run_self_test():
     result = unittest.TextTestRunner(stream=stream, verbosity=2).run(unittest.defaultTestLoader.loadTestsFromTestCase(Tests))
     sys.stdout.write(stream.getvalue())
     failed = len(result.failures) + len(result.errors)
-    print(f"gpu_check_corpus --self-test: {result.testsRun - failed} passed, {failed} failed")
+    print(f"gpu_check --self-test: {result.testsRun - failed} passed, {failed} failed")
     return 0 if failed == 0 else 1
 
 
@@ -599,45 +597,3 @@ def dry_run(corpus, build, out, only=None):
     print(f"# missing: {', '.join(missing) if missing else 'nothing'}")
     return 1 if missing else 0
 
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", help="the DEST of scripts/build-corpus")
-    parser.add_argument("--build", default=os.path.join(ROOT, "build-gpu"), help="cuprof's build dir (tools/cuprof)")
-    parser.add_argument("--out", default=os.path.join(ROOT, "gpu-check-out"))
-    parser.add_argument("--only", help="comma-separated program names")
-    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch NVTX checks")
-    parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--self-test", action="store_true")
-    a = parser.parse_args()
-    if a.self_test:
-        sys.exit(run_self_test())
-    if not a.corpus:
-        parser.error("--corpus PATH is needed")
-    only = set(a.only.split(",")) if a.only else None
-    if a.dry_run:
-        sys.exit(dry_run(a.corpus, a.build, a.out, only))
-    results = []
-
-    def check(name, ok, detail=""):
-        results.append({"check": name, "ok": bool(ok), "detail": detail})
-        print(f"[{'PASS' if ok else 'FAIL'}] {name}{': ' + detail if detail else ''}", flush=True)
-        return ok
-
-    os.makedirs(a.out, exist_ok=True)
-    summary = {}
-    corpus_checks(a.corpus, a.build, a.out, summary, check, only=only)
-    if not a.no_torch:
-        torch_nvtx_checks(a.build, a.out, summary, check)
-    summary["checks"] = results
-    with open(os.path.join(a.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    failed = [r["check"] for r in results if not r["ok"]]
-    for name in failed:
-        print(f"FAILED: {name}")
-    print(f"gpu_check_corpus: {len(results) - len(failed)} passed, {len(failed)} failed")
-    sys.exit(1 if failed else 0)
-
-
-if __name__ == "__main__":
-    main()

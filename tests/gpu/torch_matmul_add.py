@@ -1,7 +1,9 @@
 """torch.profiler on the seed article's matmul + add, the peer of examples/matmul_add.cu.
 
-Usage: python3 scripts/torch_matmul_add.py --size 4096 --trace out.json
+Usage: python3 tests/gpu/torch_matmul_add.py --size 4096 --trace out.json
 Same shapes, dtype (bf16), scopes and schedule (wait=1, warmup=1, active=3) as the C++ example.
+gpu_check.py compares cuprof's trace of the example with this one's; it also recorded
+tools/testdata/kineto/torch_matmul_add_{64,4096}.
 """
 import argparse
 
