@@ -36,12 +36,15 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # the module path, once; the suite's modules beside it (gpu_check_*.py) then import them by name.
 sys.path.insert(1, os.path.dirname(HERE))
 import validate_trace  # noqa: E402
+from trace_schema import (API_CATS, ARG_CORRELATION, CAT_CPU_OP, CAT_CUDA_SYNC, CAT_GPU_MEMCPY, CAT_KERNEL,  # noqa: E402
+                          CAT_TORCH_TRACE, CUPROF_CUDA_STATUS, GPU_WORK_CATS, KEY_CUPROF, KEY_TRACE_EVENTS,
+                          SYNC_TID_OFFSET)
 from gpu_check_interop import interop_checks  # noqa: E402
 from gpu_check_corpus import corpus_checks, torch_nvtx_checks, print_table, dry_run as corpus_dry_run, \
     run_self_test as corpus_self_test  # noqa: E402
 from gpu_check_exit import exit_checks  # noqa: E402
 
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_CATS = GPU_WORK_CATS
 results = []
 
 
@@ -61,7 +64,7 @@ def run(cmd, out_dir, log_name, env=None, timeout=300):
 
 def load(path):
     raw, obj = validate_trace.load_trace(path)
-    return raw, obj, obj["traceEvents"]
+    return raw, obj, obj[KEY_TRACE_EVENTS]
 
 
 def key_values(text):
@@ -109,8 +112,8 @@ def gpu_events(events):
 
 
 def launches_by_correlation(events):
-    return {e["args"]["correlation"]: e for e in events
-            if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    return {e["args"][ARG_CORRELATION]: e for e in events
+            if e.get("ph") == "X" and e.get("cat") in API_CATS}
 
 
 def check_trace_contract(label, path):
@@ -199,8 +202,8 @@ def reliability_checks(build, out, summary, sections=None):
         if os.path.exists(trace):
             raw, obj = validate_trace.load_trace(trace)
             problems = validate_trace.validate(raw, obj, require_gpu=False)
-            gpu = gpu_events(obj["traceEvents"])
-            status = obj.get("cuprof", {}).get("cuda_status", "")
+            gpu = gpu_events(obj[KEY_TRACE_EVENTS])
+            status = obj.get(KEY_CUPROF, {}).get(CUPROF_CUDA_STATUS, "")
         rel["no_cupti"] = {"exit": proc.returncode, "lines": said, "cuda_status": status}
         check("libcupti not loadable (CUPROF_CUPTI_LIBRARY=/nonexistent/...): exactly one line saying so, exit 0, "
               "a valid CPU-only trace whose cuda_status says why",
@@ -248,7 +251,7 @@ def reliability_checks(build, out, summary, sections=None):
             torch_kernels = 0
             if os.path.exists(trace + ".torch.json"):
                 _, _, events = load(trace + ".torch.json")
-                torch_kernels = sum(1 for e in events if e.get("cat") == "kernel")
+                torch_kernels = sum(1 for e in events if e.get("cat") == CAT_KERNEL)
             results.append((proc.returncode, "unknown buffer" in proc.stderr, torch_kernels))
             # Autograd's device thread launches too, so cuprof unsubscribes without finalizing here.
             rel.setdefault("cuprof_then_torch_not_finalized", []).append("CUPTI is left loaded" in proc.stderr)
@@ -395,7 +398,7 @@ def reliability_checks(build, out, summary, sections=None):
             kernels = 0
             if os.path.exists(trace):
                 _, _, events = load(trace)
-                kernels = sum(1 for e in events if e.get("cat") == "kernel")
+                kernels = sum(1 for e in events if e.get("cat") == CAT_KERNEL)
             runs.append({"signal": int(signum), "exit": code, "kernels": kernels,
                          "via": "cuprof run" if i < 4 else "CUPROF_TRACE"})
         rel["interrupted"] = runs
@@ -538,8 +541,8 @@ def main():
         check_trace_contract(label, os.path.join(out, f"{label}.json"))
         footers[size] = check_table_vs_trace(label, proc.stdout, events)
         calls = launches_by_correlation(events)
-        gemms = [e for e in events if e.get("cat") == "kernel" and is_gemm(e["name"])]
-        launchers = sorted({calls[g["args"]["correlation"]]["name"] for g in gemms if g["args"]["correlation"] in calls})
+        gemms = [e for e in events if e.get("cat") == CAT_KERNEL and is_gemm(e["name"])]
+        launchers = sorted({calls[g["args"][ARG_CORRELATION]]["name"] for g in gemms if g["args"][ARG_CORRELATION] in calls})
         check(f"{label}: cuBLAS GEMM kernels appear with their launch call", gemms and launchers,
               f"{gemms[0]['name'] if gemms else 'no GEMM'} launched by {launchers}")
         gemm_names[size] = sorted({g["name"] for g in gemms})
@@ -579,12 +582,12 @@ def main():
         check_trace_contract(label, os.path.join(out, f"{label}.json"))
         check_table_vs_trace(label, proc.stdout, events)
         if variant == "addmm":
-            copies = [e for e in events if e.get("cat") == "gpu_memcpy" and e["name"].startswith("Memcpy DtoD")]
+            copies = [e for e in events if e.get("cat") == CAT_GPU_MEMCPY and e["name"].startswith("Memcpy DtoD")]
             calls = launches_by_correlation(events)
-            copy_calls = [calls.get(c["args"]["correlation"], {}).get("name") for c in copies]
+            copy_calls = [calls.get(c["args"][ARG_CORRELATION], {}).get("name") for c in copies]
             check("linear_addmm: DtoD memcpy shown with its cudaMemcpyAsync", copies and "cudaMemcpyAsync" in copy_calls,
                   f"{len(copies)} x {copies[0]['name'] if copies else '-'}")
-            gemms = [e for e in events if e.get("cat") == "kernel" and is_gemm(e["name"])]
+            gemms = [e for e in events if e.get("cat") == CAT_KERNEL and is_gemm(e["name"])]
             check("linear_addmm: each DtoD copy precedes a GEMM", copies and gemms and
                   all(any(g["ts"] >= c["ts"] + c["dur"] for g in gemms) for c in copies))
 
@@ -597,7 +600,7 @@ def main():
             continue
         check_trace_contract(label, os.path.join(out, f"{label}.json"))
         check_table_vs_trace(label, proc.stdout, events)
-        kernels[variant] = sorted({e["name"] for e in events if e.get("cat") == "kernel"})
+        kernels[variant] = sorted({e["name"] for e in events if e.get("cat") == CAT_KERNEL})
         # The projections' scopes carry M, N, K: insights gives each GEMM's FLOP/s against the peak.
         cli = os.path.join(build, "tools", "cuprof")
         if os.path.exists(cli):
@@ -623,13 +626,13 @@ def main():
     if events is not None:
         check_trace_contract("occupancy", os.path.join(out, "occupancy.json"))
         check_table_vs_trace("occupancy", proc.stdout, events)
-        cpu = sorted((e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")), key=lambda e: e["ts"])
+        cpu = sorted((e for e in events if e.get("cat") in API_CATS), key=lambda e: e["ts"])
         queries = [e for e in cpu if "Occupancy" in e["name"]]
         launches = [e for e in cpu if "LaunchKernel" in e["name"]]
         check("occupancy: occupancy queries appear before the launches they size",
               queries and launches and queries[0]["ts"] < launches[0]["ts"],
               f"{len(queries)} queries ({queries[0]['name'] if queries else '-'}), {len(launches)} launches")
-        syncs = [e for e in events if e.get("cat") == "cuda_sync"]
+        syncs = [e for e in events if e.get("cat") == CAT_CUDA_SYNC]
         sync_calls = [e for e in cpu if "Synchronize" in e["name"]]
         check("syncs appear as cuda_sync records with their synchronize call", syncs and sync_calls,
               f"{len(syncs)} x {syncs[0]['name'] if syncs else '-'}, calls {sorted({e['name'] for e in sync_calls})}")
@@ -638,12 +641,12 @@ def main():
     proc, raw, obj, events = example(build, out, "concurrency", ["--threads", "2", "--iterations", "3"], "concurrency")
     if events is not None:
         check_trace_contract("concurrency", os.path.join(out, "concurrency.json"))
-        kernel_streams = {e["tid"] for e in events if e.get("cat") == "kernel"}
-        calls = {e["args"]["correlation"]: e["name"] for e in events
-                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-        stream_syncs = [e for e in events if e.get("cat") == "cuda_sync" and e["name"] == "Stream Sync"]
-        on_kernel_streams = [e for e in stream_syncs if e["tid"] - 1000000 in kernel_streams]
-        with_call = [e for e in stream_syncs if calls.get(e["args"]["correlation"]) == "cudaStreamSynchronize"]
+        kernel_streams = {e["tid"] for e in events if e.get("cat") == CAT_KERNEL}
+        calls = {e["args"][ARG_CORRELATION]: e["name"] for e in events
+                 if e.get("cat") in API_CATS and ARG_CORRELATION in e.get("args", {})}
+        stream_syncs = [e for e in events if e.get("cat") == CAT_CUDA_SYNC and e["name"] == "Stream Sync"]
+        on_kernel_streams = [e for e in stream_syncs if e["tid"] - SYNC_TID_OFFSET in kernel_streams]
+        with_call = [e for e in stream_syncs if calls.get(e["args"][ARG_CORRELATION]) == "cudaStreamSynchronize"]
         check("concurrency: each cudaStreamSynchronize has one Stream Sync record, on the stream its kernels ran on",
               len(stream_syncs) == sum(1 for n in calls.values() if n == "cudaStreamSynchronize") >= 3
               and len(on_kernel_streams) == len(with_call) == len(stream_syncs),
@@ -680,15 +683,15 @@ def main():
                      proc.stderr.strip()[-200:]):
             continue
         with open(trace) as f:
-            tev = json.load(f)["traceEvents"]
-        torch_gemms = sorted({e["name"] for e in tev if e.get("cat") == "kernel" and is_gemm(e["name"])})
-        torch_cats = sorted({e.get("cat") for e in tev if e.get("ph") == "X" and e.get("cat") != "Trace"})
+            tev = json.load(f)[KEY_TRACE_EVENTS]
+        torch_gemms = sorted({e["name"] for e in tev if e.get("cat") == CAT_KERNEL and is_gemm(e["name"])})
+        torch_cats = sorted({e.get("cat") for e in tev if e.get("ph") == "X" and e.get("cat") != CAT_TORCH_TRACE})
         ours = summary.get(f"matmul_add_{size}", {})
         summary[f"torch_matmul_add_{size}"] = {"gemm_kernels": torch_gemms, "categories": torch_cats,
                                               "counts": {c: sum(1 for e in tev if e.get("cat") == c) for c in torch_cats}}
         check(f"matmul_add {size}: same GEMM kernel name as torch.profiler for the same shape and dtype",
               torch_gemms and torch_gemms == ours.get("gemm_kernels"), f"torch {torch_gemms}, cuprof {ours.get('gemm_kernels')}")
-        expected = {c for c in torch_cats if c != "cpu_op"}  # torch's aten ops are cuprof's scopes
+        expected = {c for c in torch_cats if c != CAT_CPU_OP}  # torch's aten ops are cuprof's scopes
         check(f"matmul_add {size}: every event category torch shows is present (cpu_op as user_annotation)",
               expected <= set(ours.get("categories", [])), f"torch {torch_cats}, cuprof {ours.get('categories')}")
 

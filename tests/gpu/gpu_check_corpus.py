@@ -27,7 +27,10 @@ import shutil
 import subprocess
 import sys
 
-import validate_trace  # tests/validate_trace.py: gpu_check.py, the entry point, puts tests/ on the path
+# tests/validate_trace.py and tests/trace_schema.py: gpu_check.py, the entry point, puts tests/ on the path.
+import validate_trace
+from trace_schema import (ARG_EXTERNAL_ID, CAT_GPU_MEMCPY, CAT_GPU_MEMSET, CAT_KERNEL, CAT_USER_ANNOTATION,
+                          CUPROF_DROPPED_GPU_RECORDS, KEY_CUPROF, KEY_TRACE_EVENTS)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -73,11 +76,11 @@ def trace_counts(events):
         if e.get("ph") != "X":
             continue
         cat = e.get("cat")
-        if cat == "kernel":
+        if cat == CAT_KERNEL:
             kernels[e.get("name", "")] += 1
-        elif cat == "gpu_memcpy":
+        elif cat == CAT_GPU_MEMCPY:
             memcpy[memcpy_kind_of(e.get("name", ""))] += 1
-        elif cat == "gpu_memset":
+        elif cat == CAT_GPU_MEMSET:
             memset += 1
     return {"kernels": dict(kernels), "memcpy": dict(memcpy), "memset": memset}
 
@@ -225,8 +228,8 @@ def trace_verdict(path, counter, demangle):
     problems = validate_trace.validate(raw, obj, require_gpu=True)
     if obj is None:
         return problems or ["not JSON"], ["unreadable"], {}
-    counts = trace_counts(obj.get("traceEvents", []))
-    counts["dropped"] = obj.get("cuprof", {}).get("dropped_gpu_records", 0)
+    counts = trace_counts(obj.get(KEY_TRACE_EVENTS, []))
+    counts["dropped"] = obj.get(KEY_CUPROF, {}).get(CUPROF_DROPPED_GPU_RECORDS, 0)
     if counter is None:
         return problems, ["no counter JSON to compare with"], {"kernels": sum(counts["kernels"].values())}
     count_problems, stats = compare_counts(counts, counter, demangle)
@@ -373,8 +376,8 @@ def print_table(rows):
 
 # ------------------------------------------------------------------ PyTorch under cuprof run
 def spans_by_id(events):
-    return {e["args"]["External id"]: e for e in events
-            if e.get("ph") == "X" and e.get("cat") == "user_annotation" and "External id" in e.get("args", {})}
+    return {e["args"][ARG_EXTERNAL_ID]: e for e in events
+            if e.get("ph") == "X" and e.get("cat") == CAT_USER_ANNOTATION and ARG_EXTERNAL_ID in e.get("args", {})}
 
 
 def kernels_under(events, predicate):
@@ -385,8 +388,8 @@ def kernels_under(events, predicate):
     for s in spans.values():
         by_tid[(s["pid"], s["tid"])].append(s)
     hits = collections.Counter()
-    for k in (e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"):
-        s = spans.get(k.get("args", {}).get("External id"))
+    for k in (e for e in events if e.get("ph") == "X" and e.get("cat") == CAT_KERNEL):
+        s = spans.get(k.get("args", {}).get(ARG_EXTERNAL_ID))
         if s is None:
             continue
         chain = [x for x in by_tid[(s["pid"], s["tid"])]
@@ -421,13 +424,13 @@ def torch_nvtx_checks(build, out, summary, check, timeout=300):
         raw, obj = validate_trace.load_trace(trace)
         problems = validate_trace.validate(raw, obj, require_gpu=True)
         check("torch_train_step.py: trace valid", not problems, "; ".join(problems[:3]))
-        events = obj["traceEvents"] if obj else []
+        events = obj[KEY_TRACE_EVENTS] if obj else []
         names = collections.Counter(s["name"] for s in spans_by_id(events).values())
         steps = sum(1 for n in names if re.fullmatch(r"step \d+", n))
         phases = {p: names.get(p, 0) for p in ("forward", "backward", "optimizer")}
         hits = kernels_under(events, lambda n: n in ("forward", "backward", "optimizer"))
         res["train_step"] = {"steps": steps, "phases": phases, "kernels_under": dict(hits),
-                             "kernels": sum(1 for e in events if e.get("cat") == "kernel")}
+                             "kernels": sum(1 for e in events if e.get("cat") == CAT_KERNEL)}
         expected_steps = int(re.search(r"steps=(\d+)", so0).group(1)) if re.search(r"steps=(\d+)", so0) else 0
         check("torch_train_step.py: every NVTX range (step N, forward, backward, optimizer) is a user_annotation",
               expected_steps > 0 and steps == expected_steps and all(v == expected_steps for v in phases.values()),
@@ -449,11 +452,11 @@ def torch_nvtx_checks(build, out, summary, check, timeout=300):
         raw, obj = validate_trace.load_trace(trace)
         problems = validate_trace.validate(raw, obj, require_gpu=True)
         check("torch_emit_nvtx.py: trace valid", not problems, "; ".join(problems[:3]))
-        events = obj["traceEvents"] if obj else []
+        events = obj[KEY_TRACE_EVENTS] if obj else []
         aten = [s for s in spans_by_id(events).values() if s["name"].startswith("aten::")]
         hits = kernels_under(events, lambda n: n.startswith("aten::"))
         res["emit_nvtx"] = {"aten_ranges": len(aten), "kernels_under_aten": sum(hits.values()),
-                            "kernels": sum(1 for e in events if e.get("cat") == "kernel"),
+                            "kernels": sum(1 for e in events if e.get("cat") == CAT_KERNEL),
                             "top": dict(hits.most_common(5))}
         check("torch_emit_nvtx.py: emit_nvtx's aten:: ranges appear as user_annotation events and own kernels",
               len(aten) > 0 and sum(hits.values()) > 0,

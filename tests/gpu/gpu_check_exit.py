@@ -10,6 +10,7 @@ import os
 import sys
 
 import validate_trace
+from trace_schema import CAT_GPU_MEMCPY, CAT_KERNEL, KEY_TRACE_EVENTS
 
 MODES = {  # mode: the exit status the program gives (negative: killed by that signal)
     "return": 0,
@@ -45,9 +46,9 @@ def exit_checks(build, out, summary, check, run):
             if os.path.exists(trace):
                 raw, obj = validate_trace.load_trace(trace)
                 problems = validate_trace.validate(raw, obj, require_gpu=True)
-                events = [e for e in obj["traceEvents"] if e.get("ph") == "X"]
-                kernels = sum(1 for e in events if e.get("cat") == "kernel" and "mark_kernel" in e["name"])
-                copies = sum(1 for e in events if e.get("cat") == "gpu_memcpy" and "HtoD" in e["name"])
+                events = [e for e in obj[KEY_TRACE_EVENTS] if e.get("ph") == "X"]
+                kernels = sum(1 for e in events if e.get("cat") == CAT_KERNEL and "mark_kernel" in e["name"])
+                copies = sum(1 for e in events if e.get("cat") == CAT_GPU_MEMCPY and "HtoD" in e["name"])
             said = [l for l in proc.stderr.splitlines() if l.startswith("cuprof:")]
             rows[label] = {"exit": proc.returncode, "kernels": kernels, "copies": copies, "lines": said}
             check(f"{label}: exits as the program does ({expected_exit}), the trace is valid and holds all "

@@ -6,11 +6,14 @@ import os
 import subprocess
 
 import validate_trace
+from trace_schema import (API_CATS, ARG_CORRELATION, ARG_EXTERNAL_ID, ARG_GRAPH_ID, CAT_KERNEL, CAT_USER_ANNOTATION,
+                          KEY_DEVICE_PROPERTIES, KEY_TRACE_EVENTS, META_LABELS, META_NAME, META_PROCESS_LABELS,
+                          META_THREAD_NAME)
 
 
 def by_id(events):
-    return {e["args"]["External id"]: e for e in events
-            if e.get("ph") == "X" and e.get("cat") == "user_annotation" and "External id" in e.get("args", {})}
+    return {e["args"][ARG_EXTERNAL_ID]: e for e in events
+            if e.get("ph") == "X" and e.get("cat") == CAT_USER_ANNOTATION and ARG_EXTERNAL_ID in e.get("args", {})}
 
 
 def interop_checks(build, out, summary, check, run):
@@ -27,11 +30,11 @@ def interop_checks(build, out, summary, check, run):
         header = os.path.join(out, "matmul_add_64.json")
         if os.path.exists(header):
             _, hobj = validate_trace.load_trace(header)
-            kernels = lambda o: sorted({e["name"] for e in o["traceEvents"] if e.get("cat") == "kernel"})
+            kernels = lambda o: sorted({e["name"] for e in o[KEY_TRACE_EVENTS] if e.get("cat") == CAT_KERNEL})
             # Injection traces from start-up, so it also has the set-up kernels before the program's window.
             check("injected trace shows every kernel of the header-mode trace",
                   set(kernels(hobj)) <= set(kernels(obj)), f"injected {kernels(obj)}, header {kernels(hobj)}")
-        summary["injected_kernels"] = sorted({e["name"] for e in obj["traceEvents"] if e.get("cat") == "kernel"})
+        summary["injected_kernels"] = sorted({e["name"] for e in obj[KEY_TRACE_EVENTS] if e.get("cat") == CAT_KERNEL})
 
     # --- threads x streams, a graph, NVTX ------------------------------------------------------
     try:
@@ -46,10 +49,10 @@ def interop_checks(build, out, summary, check, run):
     raw, obj = validate_trace.load_trace(trace)
     problems = validate_trace.validate(raw, obj, require_gpu=True)
     check("concurrency: trace follows the contract (flows, nesting per lane)", not problems, "; ".join(problems[:3]))
-    events = obj["traceEvents"]
+    events = obj[KEY_TRACE_EVENTS]
     spans = by_id(events)
-    calls = {e["args"]["correlation"]: e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
-    kernels = [e for e in events if e.get("cat") == "kernel"]
+    calls = {e["args"][ARG_CORRELATION]: e for e in events if e.get("cat") in API_CATS}
+    kernels = [e for e in events if e.get("cat") == CAT_KERNEL]
 
     def scope_chain(span):
         names = []
@@ -63,8 +66,8 @@ def interop_checks(build, out, summary, check, run):
     worker_kernels = {}
     misattributed = []
     for k in kernels:
-        span = spans.get(k["args"].get("External id"))
-        call = calls.get(k["args"]["correlation"])
+        span = spans.get(k["args"].get(ARG_EXTERNAL_ID))
+        call = calls.get(k["args"][ARG_CORRELATION])
         if span is None or call is None:
             continue
         if span["tid"] != call["tid"]:
@@ -75,7 +78,7 @@ def interop_checks(build, out, summary, check, run):
     lanes = {w: v for w, v in worker_kernels.items()}
     distinct_streams = {lane[:2] for v in lanes.values() for lane in v}
     one_thread_each = all(len({lane[2] for lane in v}) == 1 for v in lanes.values())
-    thread_names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name" and e.get("pid") == obj["traceEvents"][0]["pid"]}
+    thread_names = {e["tid"]: e["args"][META_NAME] for e in events if e.get("name") == META_THREAD_NAME and e.get("pid") == obj[KEY_TRACE_EVENTS][0]["pid"]}
     named = all(next(iter(v))[2] in thread_names for v in lanes.values()) if lanes else False
     check("4 threads x 4 streams: each worker's kernels charged to its own thread's scope, on its own stream, "
           "each thread a named lane",
@@ -83,9 +86,9 @@ def interop_checks(build, out, summary, check, run):
           f"workers {sorted(lanes)}, streams {sorted(distinct_streams)}, misattributed {len(misattributed)}")
     summary["concurrency_streams"] = sorted(distinct_streams)
 
-    graph_kernels = [k for k in kernels if "graph id" in k["args"]]
-    graph_scoped = [k for k in graph_kernels if spans.get(k["args"].get("External id"), {}).get("name") == "graph_step"]
-    launches = {k["args"]["correlation"] for k in graph_kernels}
+    graph_kernels = [k for k in kernels if ARG_GRAPH_ID in k["args"]]
+    graph_scoped = [k for k in graph_kernels if spans.get(k["args"].get(ARG_EXTERNAL_ID), {}).get("name") == "graph_step"]
+    launches = {k["args"][ARG_CORRELATION] for k in graph_kernels}
     launch_names = {calls[c]["name"] for c in launches if c in calls}
     check("CUDA graph: 3 kernels per replay, each its own slice with graph id/node id, charged to the scope "
           "around cudaGraphLaunch",
@@ -93,16 +96,16 @@ def interop_checks(build, out, summary, check, run):
           f"{len(graph_kernels)} graph kernels, {len(graph_scoped)} under graph_step, launched by {sorted(launch_names)}")
 
     nvtx = [s for s in spans.values() if s["name"] == "nvtx_only_region"]
-    nvtx_kernels = [k for k in kernels if nvtx and k["args"].get("External id") == nvtx[0]["args"]["External id"]]
+    nvtx_kernels = [k for k in kernels if nvtx and k["args"].get(ARG_EXTERNAL_ID) == nvtx[0]["args"][ARG_EXTERNAL_ID]]
     check("NVTX: a region annotated only with NVTX appears as a user_annotation and owns its kernel",
           len(nvtx) == 1 and len(nvtx_kernels) == 1, f"{len(nvtx)} ranges, {len(nvtx_kernels)} kernels under it")
 
     devices = sorted({k["pid"] for k in kernels})
     summary["concurrency_devices"] = devices
     if gpus >= 2:
-        labels = {e["pid"]: e["args"]["labels"] for e in events if e.get("name") == "process_labels"}
+        labels = {e["pid"]: e["args"][META_LABELS] for e in events if e.get("name") == META_PROCESS_LABELS}
         check("2 GPUs: kernels on both devices' lanes, both described in deviceProperties",
-              devices == [0, 1] and len(obj.get("deviceProperties", [])) >= 2 and labels.get(1) == "GPU 1",
-              f"kernel pids {devices}, deviceProperties {len(obj.get('deviceProperties', []))}")
+              devices == [0, 1] and len(obj.get(KEY_DEVICE_PROPERTIES, [])) >= 2 and labels.get(1) == "GPU 1",
+              f"kernel pids {devices}, deviceProperties {len(obj.get(KEY_DEVICE_PROPERTIES, []))}")
     else:
         summary["two_gpu"] = "skipped: this machine has one GPU"
