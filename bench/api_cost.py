@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """What each kind of CUPTI record costs a launch, and what cuprof adds over CUPTI's own cost for the
 same records: the C++ launch loop (bench/launch_bench, --mode untraced: back-to-back empty kernels
 through cudaLaunchKernel, a stream sync every 256) run plain, under the minimal CUPTI tracer with
 one activity set after another, and under `cuprof run`; one process each, interleaved over --reps
 repetitions, medians of the loop's time per launch.
 
-    python3 bench/api_cost.py --build build-gpu-carry [--reps 10] [--launches 200000] [--cpus 2-5]
-                              [--getters 2] [--modes untraced,kernel,...]
+    bench/run api-cost --build build-gpu-carry [--reps 10] [--launches 200000] [--cpus 2-5]
+                       [--getters 2] [--modes untraced,kernel,...]
 
 The minimal tracer's sets grow one record kind at a time: the kernel record; the runtime's
 cudaLaunchKernel record too (every other runtime call's record off); the driver's cuLaunchKernel
@@ -19,6 +18,9 @@ them price each kind of record; `cuprof run` against `cuprof_set_callbacks` is w
 calls no tracer shows, which some activity kinds still make dearer (SYNCHRONIZATION: every runtime
 call intercepted).
 """
+if __name__ == "__main__":  # a module of bench/run, which sets up the imports of all of them
+    raise SystemExit("run it as: bench/run api-cost (bench/README.md)")
+
 import argparse
 import os
 import statistics
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from real_work import use_carried_libraries
+from training_loop import use_carried_libraries
 
 LAUNCH_ONLY = "runtime:211"          # cudaLaunchKernel_v7000
 NESTED_DRIVER = "driver:307"         # cuLaunchKernel, made inside cudaLaunchKernel
@@ -56,8 +58,8 @@ def run(cmd, env):
     return int(values["loop_ns"]) / int(values["launches"])
 
 
-def main():
-    parser = argparse.ArgumentParser()
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", default="build-gpu-carry")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--launches", type=int, default=200000)
@@ -65,7 +67,7 @@ def main():
     parser.add_argument("--getters", type=int, default=0,
                         help="cudaGetDevice + cudaGetLastError pairs before each launch, as PyTorch makes (not shown)")
     parser.add_argument("--modes", default="", help="comma-separated subset of the modes (default: all)")
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     use_carried_libraries(a.build)
     bench = [os.path.join(a.build, "bench", "launch_bench"), "--mode", "untraced", "--launches", str(a.launches),
              "--getters", str(a.getters)]
@@ -105,7 +107,3 @@ def main():
             continue
         what = whats.get(n, "cuprof run (everything it records and its processing)")
         print(f"cost_{n}_over_{base}_ns={med[n] - med[base]:.1f}  # {what}")
-
-
-if __name__ == "__main__":
-    main()

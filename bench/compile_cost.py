@@ -12,11 +12,14 @@ of translation units that differ only in what they take from cuprof:
                  cuprof::runtime target compiles (src/runtime.cpp)
   disabled       the profiling TU with -DCUPROF_DISABLE
 
-  python3 bench/compile_cost.py [--reps 5] [--compilers g++,nvcc] [--opt -O0]
+  bench/run compile-cost [--reps 5] [--compilers g++,nvcc] [--opt -O0]
 
 Prints a table (seconds and bytes over `bare`) and the issue's goals. A
 benchmark, not a test: figures depend on the machine and its load.
 """
+if __name__ == "__main__":  # a module of bench/run, which sets up the imports of all of them
+    raise SystemExit("run it as: bench/run compile-cost (bench/README.md)")
+
 import argparse
 import os
 import resource
@@ -90,12 +93,12 @@ def text_bytes(obj):
     return int(out[1].split()[0]) if len(out) > 1 else 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, prog=None):
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--compilers", default="g++,nvcc")
     ap.add_argument("--opt", default="-O0")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     compilers = [c for c in args.compilers.split(",") if shutil.which(c)]
     if not compilers:
         sys.exit("no compiler found among " + args.compilers)
@@ -132,7 +135,3 @@ def main():
                 met = c - base_cpu <= seconds and (size is None or t - base_text <= size)
                 goal = f"+{seconds} s" + (f", +{size // 1024} KB" if size else "") + (": met" if met else ": NOT met")
             print(f"{compiler:8} {unit:14} {c:7.2f} {w:7.2f} {c - base_cpu:+9.2f} {t:8d} {t - base_text:+8d}  {goal}")
-
-
-if __name__ == "__main__":
-    main()

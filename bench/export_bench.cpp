@@ -5,7 +5,7 @@
 // launch (default): launch_bench's loop, N launches (default 1 M);
 // matmul: the matmul_add-shaped trace, N steps (default 100000 = 1.9 M events).
 // --keep leaves DIR/cuprof_export_bench.json and .json.gz, and the lean trace's
-// cuprof_export_bench.lean.json and .json.gz, for bench/trace_bytes.py.
+// cuprof_export_bench.lean.json and .json.gz, for bench/run trace-bytes.
 // "in_memory" is formatting alone on one thread (the export formats on one per core);
 // last, one core's gzip speed and size with each compressor (libdeflate where installed, zlib).
 #define CUPROF_IMPLEMENTATION  // the writer is compiled here

@@ -1,5 +1,5 @@
 // GPU-side targets of docs/performance.md, one mode per process so the
-// driver (bench/run_benchmarks.py) can interleave modes over repetitions:
+// driver (bench/per_event.py: bench/run per-event --gpu) can interleave modes over repetitions:
 //   untraced      empty-kernel launches, nothing attached
 //   cupti         the minimal CUPTI tracer (bench/minimal_cupti_tracer.hpp): kernels, runtime
 //   cupti_driver  the same with the DRIVER domain too, the activity set cuprof needs
@@ -7,7 +7,7 @@
 //   cuprof_idle   cuprof running a schedule whose steps are all outside active windows
 //   cuprof_cycles cuprof with a repeating schedule, each cycle's trace written to disk (memory bound)
 //   cupti_idle    a CUPTI subscriber with no activity enabled: the anchor for cuprof_idle
-// Reliability modes (scripts/gpu_check.py, docs/reliability.md):
+// Reliability modes (tests/gpu/gpu_check.py, docs/reliability.md):
 //   burst         a cold profile (no warm-up session) around `launches` launches with no
 //                 syncs in between; --trace PATH writes the trace (prints dropped=, kernels=),
 //                 --lean-trace PATH the same with trace_detail::lean (lean_export_ns=)

@@ -1,6 +1,6 @@
 // libminimal_cupti_inject.so: the minimal CUPTI tracer (minimal_cupti_tracer.hpp)
 // loaded into an unmodified program, the floor `cuprof run` is compared with
-// in bench/real_work.py:
+// in bench/training_loop.py (bench/run training-loop) and bench/api_cost.py:
 //   CUDA_INJECTION64_PATH=.../libminimal_cupti_inject.so MINIMAL_CUPTI_ACTIVITY=kernel,memcpy,memset PROGRAM
 // Records are only counted, never written: what is left is what CUPTI itself
 // costs for that activity set.

@@ -1,4 +1,4 @@
-// The C++ side of the real-work benchmark (bench/real_work.py): the shape of
+// The C++ side of the training-loop benchmark (bench/training_loop.py): the shape of
 // bench/train_step.py's work without Python, a 9-layer MLP forward (width
 // 1024, batch 64, bf16) in cuBLAS, a bias+ReLU kernel after each GEMM, every
 // step synchronized and timed. Built twice: mlp_loop has a CUPROF_SCOPE per

@@ -4,6 +4,9 @@ Prints key=value lines: untraced_ns and profiled_ns (profiler start to a
 stopped profiler whose results are ready), for --ops in-place adds on a small
 CUDA tensor, synchronizing every --batch ops as launch_bench does.
 """
+if __name__ == "__main__":  # a module of bench/run, which sets up the imports of all of them
+    raise SystemExit("run it as: bench/run torch-tiny-ops (bench/README.md)")
+
 import argparse
 import time
 
@@ -18,12 +21,12 @@ def loop(x, ops, batch):
         torch.cuda.synchronize()
 
 
-def main():
-    parser = argparse.ArgumentParser()
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--activities", choices=["cuda", "cpu_cuda"], default="cpu_cuda")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     x = torch.zeros(32, device="cuda")
     activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if args.activities == "cpu_cuda" else [])
     loop(x, 2048, args.batch)
@@ -38,7 +41,3 @@ def main():
     prof.events()  # results parsed and ready
     profiled = time.perf_counter_ns() - t0
     print(f"ops={args.ops}\nuntraced_ns={untraced}\nprofiled_ns={profiled}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Where a trace's bytes go: per event kind and per field, bytes per kernel launch.
 
-Usage: python3 bench/trace_bytes.py TRACE.json[.gz]
+Usage: bench/run trace-bytes TRACE.json[.gz]
 
 Reads the traceEvents text as written (one event a line, as cuprof and Kineto write), so number
 formatting and separators count as they are on disk. A field's bytes are its `"key":value` text
@@ -11,9 +10,14 @@ categories by name. Flow v2 members (`bind_id`, `flow_out`, `flow_in`) are field
 that carry them; the last line adds up the flows of both encodings.
 Per launch = over the number of kernel, memcpy and memset events.
 """
+if __name__ == "__main__":  # a module of bench/run, which sets up the imports of all of them
+    raise SystemExit("run it as: bench/run trace-bytes (bench/README.md)")
+
+import argparse
 import gzip
-import sys
 from collections import defaultdict
+
+from trace_schema import FLOW_V2_KEYS, GPU_WORK_CATS, KEY_TRACE_EVENTS
 
 
 def members(text, start):
@@ -49,7 +53,7 @@ def members(text, start):
     raise ValueError("unterminated object")
 
 
-V2_FIELDS = ("bind_id", "flow_out", "flow_in")  # flow v2: members of the slices it links
+V2_FIELDS = FLOW_V2_KEYS  # flow v2: members of the slices it links
 
 
 def kind_of(fields):
@@ -62,11 +66,11 @@ def kind_of(fields):
     return raw.get("cat", ":?").split(":", 1)[-1].strip(' ",')
 
 
-def main(path):
+def report(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         text = f.read()
-    begin = text.index('"traceEvents"')
+    begin = text.index(f'"{KEY_TRACE_EVENTS}"')
     begin = text.index("[", begin) + 1
     per_kind = defaultdict(lambda: defaultdict(int))
     counts = defaultdict(int)
@@ -79,7 +83,7 @@ def main(path):
         fields, end = members(text, j)
         kind = kind_of(fields)
         counts[kind] += 1
-        launches += kind in ("kernel", "gpu_memcpy", "gpu_memset")
+        launches += kind in GPU_WORK_CATS
         framing = end - i  # from after the previous event: separators, line break, braces
         for key, raw in fields:
             if key == "args" and raw.lstrip('"args:').startswith("{"):
@@ -109,7 +113,7 @@ def main(path):
           f"{per(v2):.1f} in v2 bind_id/flow_out/flow_in members)")
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    main(sys.argv[1])
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument("trace", metavar="TRACE.json[.gz]")
+    report(parser.parse_args(argv).trace)

@@ -1,10 +1,11 @@
-"""One process, one mode of the real-work benchmark (bench/real_work.py runs them all).
+"""One process, one mode of the training-loop benchmark (training_loop.py runs them all, each as
+`bench/run train-step [OPTIONS]`; scripts/gpu-check runs --mode paired).
 
 A training step as PyTorch users write it: a 9-layer MLP (Linear + ReLU, width 1024, fp32) with
 AdamW, batch 64, fixed seed; warm-up steps, then timed steps, each synchronized and timed with
 perf_counter_ns.
 
-  --mode untraced         the script attaches nothing (real_work.py also runs it under `cuprof run`
+  --mode untraced         the script attaches nothing (training_loop.py also runs it under `cuprof run`
                           and under the minimal CUPTI tracer)
   --mode torch_cuda       torch.profiler, activities=[CUDA], around the timed steps; the Chrome
                           trace exported to --trace at the end
@@ -38,9 +39,12 @@ perf_counter_ns.
 Prints key=value lines: mode, emit_nvtx, torch, steps_timed, steps_total, step_us_median,
 step_us_p10, step_us_p90, timed_loop_ms (the timed steps' sum) and, for the torch.profiler modes,
 profiler_start_to_trace_ms (profiler start to the trace on disk, timed steps included).
-Kernels are counted by real_work.py in the trace, not here: counting would add to the process's time
+Kernels are counted by training_loop.py in the trace, not here: counting would add to the process's time
 (--mode paired counts its traces' kernels itself, once its blocks are done).
 """
+if __name__ == "__main__":  # a module of bench/run, which sets up the imports of all of them
+    raise SystemExit("run it as: bench/run train-step (bench/README.md)")
+
 import argparse
 import contextlib
 import re
@@ -50,7 +54,8 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from real_work import KERNEL_EVENT
+from trace_schema import CUPROF_WINDOW_END_NS, CUPROF_WINDOW_START_NS
+from training_loop import KERNEL_EVENT
 
 PROFILER_ACTIVITIES = {"torch_cuda": [ProfilerActivity.CUDA],
                        "torch_cpu_cuda": [ProfilerActivity.CPU, ProfilerActivity.CUDA]}
@@ -101,8 +106,8 @@ def recorded_window(path):
             head = f.read(1 << 16).decode(errors="replace")
     except OSError:
         return None
-    start = re.search(r'"window_start_ns":(\d+)', head)
-    end = re.search(r'"window_end_ns":(\d+)', head)
+    start = re.search(r'"%s":(\d+)' % CUPROF_WINDOW_START_NS, head)
+    end = re.search(r'"%s":(\d+)' % CUPROF_WINDOW_END_NS, head)
     return (int(start.group(1)), int(end.group(1))) if start and end else None
 
 
@@ -121,7 +126,7 @@ def paired(train_step, window_file, torch_trace, cpu_cuda_trace, steps, timeout_
     window_start, window_end = recorded_window(window_file)
     if not stamped or stamped[0][0] > window_start:
         raise SystemExit("train_step.py: the tracer's window opened before the paired steps began "
-                         "(a longer delay, e.g. real_work.py --paired-delay-s, gives the untraced steps before it)")
+                         "(a longer delay, e.g. training-loop --paired-delay-s, gives the untraced steps before it)")
     margin = statistics.median(e - s for s, e in stamped)
     blocks = {"untraced_before_window": [(e - s) / 1000 for s, e in stamped if e < window_start - margin],
               "window": [(e - s) / 1000 for s, e in stamped
@@ -153,8 +158,8 @@ def paired(train_step, window_file, torch_trace, cpu_cuda_trace, steps, timeout_
     return blocks, end_to_end_us
 
 
-def main():
-    parser = argparse.ArgumentParser()
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["untraced", *PROFILER_ACTIVITIES, "paired"], default="untraced")
     parser.add_argument("--emit-nvtx", action="store_true")
     parser.add_argument("--trace", help="where the torch.profiler modes write their Chrome trace "
@@ -166,7 +171,7 @@ def main():
     parser.add_argument("--layers", type=int, default=9)
     parser.add_argument("--width", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=64)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.steps < 2:
         parser.error("--steps wants at least 2 timed steps")
     if args.mode in (*PROFILER_ACTIVITIES, "paired") and not args.trace:
@@ -198,7 +203,7 @@ def main():
         print(f"paired_torch_kernels={kernels_in(args.trace)}")  # torch.profiler did trace after the tracer let CUPTI go
         print(f"paired_torch_cpu_cuda_kernels={kernels_in(cpu_cuda_trace)}\n"
               f"paired_torch_cpu_cuda_end_to_end_us={end_to_end_us['torch_cpu_cuda']:.1f}")
-        # real_work.py's common columns: the untraced steps
+        # training_loop.py's common columns: the untraced steps
         print(f"steps_timed={len(blocks['untraced_before_torch'])}\n"
               f"step_us_median={statistics.median(blocks['untraced_before_torch']):.1f}")
         return
@@ -222,7 +227,3 @@ def main():
           f"step_us_p90={deciles[8]:.1f}\ntimed_loop_ms={sum(times_us) / 1000:.1f}")
     if start_to_trace_ms is not None:
         print(f"profiler_start_to_trace_ms={start_to_trace_ms:.1f}")
-
-
-if __name__ == "__main__":
-    main()

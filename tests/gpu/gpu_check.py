@@ -31,6 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+BENCH_RUN = os.path.join(ROOT, "bench", "run")  # the benchmarks' command: train-step, read-speed
 # The trace validator and the format's names live one folder up, in tests/ (validate_trace.py,
 # trace_schema.py), beside the CPU-side checks that use them too. This entry point puts tests/ on
 # the module path, once; the suite's modules beside it (gpu_check_*.py) then import them by name.
@@ -239,13 +240,13 @@ def reliability_checks(build, out, summary, sections=None):
     def cuprof_then_torch():
         # A buffer of cuprof's handed to Kineto ("bufferCompleted called with unknown buffer")
         # makes torch's stop fail an internal assert: cuprof must leave CUPTI holding none of
-        # its buffers, finalized or not. bench/train_step.py --mode paired: a `cuprof run`
-        # window on a training loop, then torch.profiler CUDA-only and CPU+CUDA.
+        # its buffers, finalized or not. bench/run train-step --mode paired (bench/train_step.py):
+        # a `cuprof run` window on a training loop, then torch.profiler CUDA-only and CPU+CUDA.
         results = []
         for i in range(int(os.environ.get("GPU_CHECK_TORCH_AFTER_RUNS", "2"))):
             trace = os.path.join(out, f"rel_cuprof_then_torch_{i}.json")
             proc = run_unset([cli, "run", "--output", trace, "--no-table", "--delay", "9", "--duration", "1.5", "--",
-                              sys.executable, os.path.join(ROOT, "bench", "train_step.py"), "--warmup", "10",
+                              sys.executable, BENCH_RUN, "train-step", "--warmup", "10",
                               "--steps", "100", "--mode", "paired", "--window-file", trace,
                               "--trace", trace + ".torch.json"], f"rel_cuprof_then_torch_{i}", timeout=300)
             torch_kernels = 0
@@ -499,7 +500,7 @@ def main():
                         help="only these sections of the reliability checks, comma-separated by their names "
                         "(e.g. 'stop() between windows,no slowdown after profiling,torch.profiler after cuprof')")
     parser.add_argument("--bench", action="store_true",
-                        help="also time reading a large trace (bench/read_bench.py) and exporting one (export_bench)")
+                        help="also time reading a large trace (bench/run read-speed) and exporting one (export_bench)")
     a = parser.parse_args()
     if a.self_test:
         sys.exit(run_self_test())
@@ -721,11 +722,11 @@ def corpus_and_torch(corpus, build, out, summary, only, torch=True):
 def bench_figures(build, out, summary):
     """Issue 15's reading speed and issue 14's export speed on this host: figures, not checks."""
     bench = summary.setdefault("bench", {})
-    proc = run([sys.executable, os.path.join(ROOT, "bench", "read_bench.py"), "--cli",
+    proc = run([sys.executable, BENCH_RUN, "read-speed", "--cli",
                 os.path.join(build, "tools", "cuprof"), "--trace", os.path.join(out, "large_trace.json")],
                out, "bench_read", timeout=600)
     bench["read"] = key_values(proc.stdout)
-    check("read_bench ran (cuprof table on the 1.39 M-event trace)", proc.returncode == 0, proc.stderr.strip()[-200:])
+    check("read-speed ran (cuprof table on the 1.39 M-event trace)", proc.returncode == 0, proc.stderr.strip()[-200:])
     try:
         os.remove(os.path.join(out, "large_trace.json"))  # 313 MB: not for the tarball
     except OSError:

@@ -1,13 +1,16 @@
-"""Runs cuprof's benchmarks and prints the table of docs/performance.md:
-target, measured value, the anchor measured in the same run, ratio.
+"""The per-event costs against their targets, as the table of docs/performance.md ("Launch loop and
+per-event costs"): target, measured value, the anchor measured in the same run, ratio.
 
-  python3 bench/run_benchmarks.py --build build-gpu            # CPU parts (export, scopes)
-  python3 bench/run_benchmarks.py --build build-gpu --gpu      # and the GPU parts, on the GPU machine
+  bench/run per-event --build build-gpu            # CPU parts (export, collection, scopes)
+  bench/run per-event --build build-gpu --gpu      # and the GPU parts, on the GPU machine
 
 GPU modes run one process each, interleaved over --reps repetitions, because
 CUPTI's added cost is small next to a launch and swings from run to run: only
 interleaved medians with their spread mean anything.
 """
+if __name__ == "__main__":  # a module of bench/run, which sets up the imports of all of them
+    raise SystemExit("run it as: bench/run per-event (bench/README.md)")
+
 import argparse
 import datetime
 import json
@@ -16,6 +19,8 @@ import platform
 import statistics
 import subprocess
 import sys
+
+RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")  # bench/run: the programs it starts
 
 
 def run_kv(cmd):
@@ -98,7 +103,7 @@ def gpu_parts(build, reps, launches, cycle_launches):
     collect = [(int(runs["cuprof"][i]["collect_ns"]) - int(runs["untraced"][i]["loop_ns"])) / launches for i in range(reps)]
     torch_runs = []
     for rep in range(5):
-        torch_runs.append(run_kv([sys.executable, os.path.join(os.path.dirname(__file__), "torch_tiny_ops.py")]))
+        torch_runs.append(run_kv([sys.executable, RUN, "torch-tiny-ops"]))
     torch_per_op = statistics.median((int(r["profiled_ns"]) - int(r["untraced_ns"])) / int(r["ops"]) for r in torch_runs)
     c = statistics.median(collect)
     row("2. collection per traced launch, start to a stopped profiler with its trace ready",
@@ -128,15 +133,15 @@ def gpu_parts(build, reps, launches, cycle_launches):
     return {"launch": runs, "torch": torch_runs, "memory": big, "cycles": cycles, "scope_gpu_machine": s}
 
 
-def main():
-    parser = argparse.ArgumentParser()
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", default="build-gpu")
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--launches", type=int, default=200000)
     parser.add_argument("--cycle-launches", type=int, default=10000000)
     parser.add_argument("--out", default="")
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "host": platform.node(), "cpu": cpu_parts(a.build)}
     if a.gpu:
@@ -154,7 +159,3 @@ def main():
         print(f"| {r['target']} | {r['measured']} | {r['anchor']} | {r['ratio']} | {r['goal']} | {'yes' if r['ok'] else 'NO'} |")
     met = sum(r["ok"] for r in rows)
     print(f"benchmarks: {met} passed, {len(rows) - met} failed")
-
-
-if __name__ == "__main__":
-    main()

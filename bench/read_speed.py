@@ -1,14 +1,16 @@
-#!/usr/bin/env python3
 """Reading speed of the `cuprof` command on a large torch.profiler-shaped trace (issue 15's goal:
 `cuprof table` in 1 s or less, peak memory at most twice the file).
 
-    python3 bench/read_bench.py --cli build/tools/cuprof [--trace /tmp/large.json] [--runs 5]
+    bench/run read-speed --cli build/tools/cuprof [--trace /tmp/large.json] [--runs 5]
 
-Writes the trace with bench/make_large_trace.py when --trace does not exist yet (1.39 M events,
+Writes the trace with make_large_trace.py (bench/run make-large-trace) when --trace does not exist yet (1.39 M events,
 313 MB), then runs `cuprof table TRACE` --runs times. Each run's wall time, CPU time (user + sys)
 and peak RSS come from the child's own accounting (os.wait4). Prints key=value lines, the
 medians last; the exit status is non-zero only when cuprof failed.
 """
+if __name__ == "__main__":  # a module of bench/run, which sets up the imports of all of them
+    raise SystemExit("run it as: bench/run read-speed (bench/README.md)")
+
 import argparse
 import os
 import statistics
@@ -31,15 +33,15 @@ def timed_run(cmd):
     return proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
-def main():
-    parser = argparse.ArgumentParser()
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--cli", required=True, help="the cuprof command")
     parser.add_argument("--trace", default="/tmp/cuprof_large_trace.json")
     parser.add_argument("--runs", type=int, default=5)
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     if not os.path.exists(a.trace):
-        maker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_large_trace.py")
-        subprocess.run([sys.executable, maker, a.trace], check=True)
+        run = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")  # bench/run
+        subprocess.run([sys.executable, run, "make-large-trace", a.trace], check=True)
     size = os.path.getsize(a.trace)
     walls, cpus, peaks = [], [], []
     for i in range(a.runs):
@@ -59,7 +61,3 @@ def main():
     print(f"table_peak_rss_kb_max={max(peaks)}")
     print(f"table_peak_over_file={max(peaks) * 1024 / size:.2f}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,14 @@
-"""The real-work benchmark (docs/performance.md, "Real work: a training loop"): what tracing costs
-a real training loop, against torch.profiler and against CUPTI alone.
+"""The training-loop benchmark (docs/performance.md, "Overhead on a training loop"): what tracing
+costs a real training loop, against torch.profiler and against CUPTI alone.
 
-  python3 bench/real_work.py --build build-gpu-carry --out $OUT/real_work.json   # GPU machine
-  python3 bench/real_work.py --build build-gpu-carry --dry-run                     # command lines only
+  bench/run training-loop --build build-gpu-carry --out $OUT/training_loop.json   # GPU machine
+  bench/run training-loop --build build-gpu-carry --dry-run                        # command lines only
   (--keep-traces DIR: the first repetition's traces, gzipped, to see which calls were recorded)
 
 Two programs; each mode is one process; modes are interleaved, their order rotated every
 repetition, over --reps repetitions:
 
-  bench/train_step.py   PyTorch: a 9-layer MLP + AdamW, batch 64
+  bench/train_step.py   PyTorch: a 9-layer MLP + AdamW, batch 64 (bench/run train-step)
   bench/mlp_loop        C++: a 9-layer cuBLAS MLP forward (mlp_loop_plain: cuprof compiled out)
 
 Reported per mode: the median over repetitions of each process's median step time (p10/p90 over
@@ -23,6 +23,9 @@ Anchors (the minimal CUPTI tracer injected) run every --anchor-every repetitions
 Everything a repetition measured goes to --out after each repetition, so a run cut short keeps
 what it had; the runs stop early rather than overrun --budget-s.
 """
+if __name__ == "__main__":  # a module of bench/run, which sets up the imports of all of them
+    raise SystemExit("run it as: bench/run training-loop (bench/README.md)")
+
 import argparse
 import datetime
 import gzip
@@ -38,7 +41,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from trace_schema import CAT_KERNEL
+
+RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")  # bench/run: the programs it starts
 TRACE = "{trace}"  # replaced by the process's own trace path in argv and env
 # No tracing variable is inherited: each mode sets its own.
 TRACING_VARIABLES = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION",
@@ -63,7 +68,7 @@ ANCHOR_KINDS = {
     "cupti_gpu_runtime": ("kernel,memcpy,memset,runtime", {}, "+ every runtime API record"),
     "cupti_gpu_api": ("kernel,memcpy,memset,runtime,driver", {}, "+ every runtime and driver API record"),
 }
-KERNEL_EVENT = re.compile(rb'"cat":\s*"kernel"')  # cuprof's and torch's Chrome traces alike
+KERNEL_EVENT = re.compile(rb'"cat":\s*"%s"' % CAT_KERNEL.encode())  # cuprof's and torch's Chrome traces alike
 
 
 @dataclass
@@ -99,7 +104,7 @@ def make_modes(a):
     cuprof = os.path.join(a.build, "tools", "cuprof")
     cuprof_run = [cuprof, "run", "--output", TRACE, "--no-table", "--"]
     inject = os.path.join(a.build, "bench", "libminimal_cupti_inject.so")
-    python = [a.python, os.path.join(HERE, "train_step.py"), "--warmup", str(a.py_warmup), "--steps", str(a.py_steps)]
+    python = [a.python, RUN, "train-step", "--warmup", str(a.py_warmup), "--steps", str(a.py_steps)]
     cxx_args = ["--warmup", str(a.cxx_warmup), "--steps", str(a.cxx_steps)]
     cxx = [os.path.join(a.build, "bench", "mlp_loop_plain")] + cxx_args
     cxx_scoped = [os.path.join(a.build, "bench", "mlp_loop")] + cxx_args
@@ -408,7 +413,7 @@ def merge(a, modes):
                 runs[name].extend(rs)
     reps = [r["rep"] for rs in runs.values() for r in rs]
     if len({(n, r["rep"]) for n, rs in runs.items() for r in rs}) != len(reps):
-        sys.exit("real_work: the files share repetition numbers: run each part with its own --first-rep")
+        sys.exit("training-loop: the files share repetition numbers: run each part with its own --first-rep")
     result = {"date": " + ".join(p["date"] for p in parts), "device": parts[0]["device"],
               "parts": [{k: p[k] for k in ("date", "host", "device", "args", "anchor_every", "reps_done", "stopped_early")}
                         for p in parts],
@@ -424,8 +429,8 @@ def merge(a, modes):
     print_table(result)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", default="build-gpu-carry", help="build tree with tools/cuprof and bench/mlp_loop*")
     parser.add_argument("--python", default=sys.executable, help="the Python with torch that runs train_step.py")
     parser.add_argument("--reps", type=int, default=20)
@@ -453,7 +458,7 @@ def main():
     parser.add_argument("--cpus", default="", help="taskset CPU list every process is pinned to (e.g. 2-5): less "
                         "process-to-process spread on a host whose scheduler moves processes between cores")
     parser.add_argument("--dry-run", action="store_true", help="print the command lines and the schedule, run nothing")
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     use_carried_libraries(a.build)
     modes = make_modes(a)
     if a.modes:
@@ -480,7 +485,7 @@ def main():
         return
 
     start = time.perf_counter()
-    trace_dir = tempfile.mkdtemp(prefix="real_work_")
+    trace_dir = tempfile.mkdtemp(prefix="training_loop_")
     if a.keep_traces:
         os.makedirs(a.keep_traces, exist_ok=True)
     # One untraced process per program first: warms the page cache (torch's libraries) and sizes the run.
@@ -490,7 +495,7 @@ def main():
         if m.name == m.baseline or (m.program not in probe and not any(b.name == m.baseline for b in modes)):
             r = run_once(m, trace_dir, a.timeout_s, cpus=a.cpus)
             if not r["ok"]:
-                sys.exit(f"real_work: {m.name} failed: {r['error']}\n{' '.join(m.argv)}")
+                sys.exit(f"training-loop: {m.name} failed: {r['error']}\n{' '.join(m.argv)}")
             probe[m.program] = r["wall_s"]
     # The interleaved modes at --reps come first: anchors are run less often if the budget needs it.
     budget_left = a.budget_s - (time.perf_counter() - start)
@@ -549,7 +554,3 @@ def main():
     shutil.rmtree(trace_dir, ignore_errors=True)
     save()
     print_table(result)
-
-
-if __name__ == "__main__":
-    main()
