@@ -1,32 +1,21 @@
 // How the analyses (insights, diff) write numbers in their text: durations in
-// torch's units, shares, ratios and changes.
+// torch's units, shares, ratios and changes. us_text and signed_percent_text
+// are declared in cuprof/analysis.hpp too, for the `cuprof` command.
 #pragma once
 
-#include <cuprof/output/table.hpp>
-
-#include <cstdio>
 #include <string>
 
 namespace cuprof::detail {
 
-inline std::string us_text(double ns) { return format_time_us(ns / 1000.0); }
+std::string us_text(double ns);
 
-inline std::string fixed_text(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+std::string fixed_text(double v, int decimals);
 
-inline std::string percent_text(double share) { return fixed_text(share * 100.0, 1) + "%"; }
+std::string percent_text(double share);  // 0.125 -> "12.5%"
 
-inline std::string ratio_text(double r) { return fixed_text(r, r < 10 ? 1 : 0) + "x"; }
+std::string ratio_text(double r);  // "2.5x"; whole numbers from 10x on
 
 // From a to b, as "+12.5%"; "new" when a is 0 and b is not.
-inline std::string signed_percent_text(double a, double b) {
-  if (a == 0) return b == 0 ? "+0.0%" : "new";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", (b - a) * 100.0 / a);
-  return buf;
-}
+std::string signed_percent_text(double a, double b);
 
 }  // namespace cuprof::detail

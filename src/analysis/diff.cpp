@@ -1,15 +1,8 @@
-// Comparing two traces, as the profiling articles compare eager and compiled
-// runs: did the GPU run the same kernels (same names: the same math), which
-// kernels went away or appeared, how each kernel's time changed, and how the
-// CPU overhead changed.
-#pragma once
+// Comparing two traces (cuprof/analysis.hpp, "Diff").
+#include <cuprof/analysis.hpp>
 
-#ifdef CUPROF_DISABLE
-#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
-#endif
-
-#include "kernel_names.hpp"
 #include "text_format.hpp"
+#include <cuprof/base/text.hpp>
 #include <cuprof/model/api_vocabulary.hpp>
 #include <cuprof/model/event.hpp>
 #include <cuprof/output/table.hpp>
@@ -17,100 +10,27 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace cuprof {
 
-enum class change_status : std::uint8_t { same, removed, added };
-
-struct gpu_work_change {
-  std::string name;
-  change_status status = change_status::same;
-  std::uint64_t calls_a = 0, calls_b = 0;
-  std::uint64_t total_a_ns = 0, total_b_ns = 0;
-  kernel_name_info decoded;
-
-  double avg_a_ns() const { return calls_a ? double(total_a_ns) / double(calls_a) : 0.0; }
-  double avg_b_ns() const { return calls_b ? double(total_b_ns) / double(calls_b) : 0.0; }
-};
-
-struct count_change {
-  std::string name;
-  std::uint64_t calls_a = 0, calls_b = 0;
-  std::uint64_t total_a_ns = 0, total_b_ns = 0;
-};
-
-// A removed and an added kernel of one family: what their names say differs.
-struct kernel_swap {
-  std::string from, to;
-  std::vector<std::string> differences;  // "layout NNT -> TNT", "tile 256x128x64 -> 192x128x64"
-};
-
-struct trace_diff {
-  std::vector<gpu_work_change> gpu;  // same (by A's total time), then removed, then added
-  std::vector<kernel_swap> swaps;
-  std::vector<count_change> api;     // runtime and driver calls by name
-  std::vector<std::string> scopes_only_a, scopes_only_b;
-  std::vector<count_change> cpu;     // CPU scopes/ops and CUDA calls but synchronize calls, by Self CPU time
-  time_totals totals_a, totals_b;    // as the table and insights give them
-  std::size_t steps_a = 0, steps_b = 0;  // ProfilerStep#N scopes
-
-  // Per step: divided by each trace's steps when both have steps, else the
-  // totals, so that A and B are always divided alike.
-  bool per_step() const { return steps_a && steps_b; }
-  double per_step_a(std::uint64_t ns) const { return per_step() ? double(ns) / double(steps_a) : double(ns); }
-  double per_step_b(std::uint64_t ns) const { return per_step() ? double(ns) / double(steps_b) : double(ns); }
-
-  std::size_t count(change_status s, bool gemms_only = false) const {
-    std::size_t n = 0;
-    for (const gpu_work_change& c : gpu)
-      if (c.status == s && (!gemms_only || c.decoded.is_gemm())) ++n;
-    return n;
-  }
-};
-
-// What `cuprof diff --fail-above` compares: GPU work, or the CPU's own work
-// (time_totals::cpu_ns: synchronize calls, the CPU waiting, left out).
-enum class diff_metric : std::uint8_t { gpu, cpu };
-
-// A kernel (gpu) or a CPU scope, op or CUDA call (cpu), and its time per step in A and B.
-struct growth {
-  std::string name;
-  double a_ns = 0, b_ns = 0;
-};
-
-// Did the metric's time per step grow by more than threshold_pct percent from
-// A to B, and what grew most.
-struct diff_gate {
-  diff_metric metric = diff_metric::gpu;
-  double threshold_pct = 0;
-  double a_ns = 0, b_ns = 0;  // per step
-  bool failed = false;
-  std::vector<growth> grew_most;  // most first
-
-  // B against A in percent; infinite when A had none and B has some.
-  double growth_pct() const {
-    if (a_ns == 0) return b_ns == 0 ? 0.0 : std::numeric_limits<double>::infinity();
-    return (b_ns - a_ns) * 100.0 / a_ns;
-  }
-};
-
 namespace detail {
 
-inline std::size_t steps_in(const trace& t) {
+std::size_t steps_in(const trace& t) {
   std::size_t n = 0;
   for (const cpu_span& s : t.spans) n += s.is_step ? 1 : 0;
   return n;
 }
 
-inline void field(std::vector<std::string>& out, const char* what, const std::string& a, const std::string& b) {
+namespace {
+
+void field(std::vector<std::string>& out, const char* what, const std::string& a, const std::string& b) {
   if (a != b) out.push_back(std::string(what) + " " + (a.empty() ? "-" : a) + " -> " + (b.empty() ? "-" : b));
 }
 
-inline std::vector<std::string> differences(const kernel_name_info& a, const kernel_name_info& b) {
+std::vector<std::string> differences(const kernel_name_info& a, const kernel_name_info& b) {
   std::vector<std::string> d;
   field(d, "library", a.library, b.library);
   field(d, "arch", a.arch, b.arch);
@@ -130,9 +50,18 @@ inline std::vector<std::string> differences(const kernel_name_info& a, const ker
   return d;
 }
 
+}  // namespace
+
 }  // namespace detail
 
-inline trace_diff diff_traces(const trace& a, const trace& b) {
+std::size_t trace_diff::count(change_status s, bool gemms_only) const {
+  std::size_t n = 0;
+  for (const gpu_work_change& c : gpu)
+    if (c.status == s && (!gemms_only || c.decoded.is_gemm())) ++n;
+  return n;
+}
+
+trace_diff diff_traces(const trace& a, const trace& b) {
   using namespace detail;
   trace_diff d;
   const event_averages ka = key_averages(a), kb = key_averages(b);
@@ -227,7 +156,7 @@ inline trace_diff diff_traces(const trace& a, const trace& b) {
   return d;
 }
 
-inline std::string format_diff(const trace_diff& d, std::size_t max_rows = 30) {
+std::string format_diff(const trace_diff& d, std::size_t max_rows) {
   using namespace detail;
   std::string out;
   char line[256];
@@ -327,11 +256,7 @@ inline std::string format_diff(const trace_diff& d, std::size_t max_rows = 30) {
   return out;
 }
 
-// The gate of `cuprof diff --fail-above`: the metric per step (totals without
-// steps in both), failed when B grew by more than threshold_pct percent over
-// A; the `max_items` kernels (gpu) or CPU scopes, ops and calls (cpu) that
-// grew most per step.
-inline diff_gate check_growth(const trace_diff& d, diff_metric metric, double threshold_pct, std::size_t max_items = 5) {
+diff_gate check_growth(const trace_diff& d, diff_metric metric, double threshold_pct, std::size_t max_items) {
   diff_gate g;
   g.metric = metric;
   g.threshold_pct = threshold_pct;
@@ -354,13 +279,7 @@ inline diff_gate check_growth(const trace_diff& d, diff_metric metric, double th
   return g;
 }
 
-// Why the gate cannot compare A and B on `metric`, or empty when it can. A
-// trace without the metric's time would read as -100% (a pass) or +inf; a
-// trace recorded with CUDA tracing off (cuda_status in its metadata) has no
-// GPU time to compare, and counts the CPU's time in synchronize calls as CPU
-// time, which a trace with CUDA tracing on leaves out. `a` and `b` are the
-// traces `d` was made from.
-inline std::string gate_blocker(const trace& a, const trace& b, const trace_diff& d, diff_metric metric) {
+std::string gate_blocker(const trace& a, const trace& b, const trace_diff& d, diff_metric metric) {
   const struct {
     const char* name;
     const trace& t;
@@ -384,7 +303,7 @@ inline std::string gate_blocker(const trace& a, const trace& b, const trace_diff
   return {};
 }
 
-inline std::string format_gate(const trace_diff& d, const diff_gate& g) {
+std::string format_gate(const trace_diff& d, const diff_gate& g) {
   using namespace detail;
   const std::string what = g.metric == diff_metric::gpu ? "GPU time" : "CPU time";
   const std::string per = d.per_step() ? " per step" : " (totals: not both traces have steps)";
