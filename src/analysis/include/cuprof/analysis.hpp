@@ -191,6 +191,183 @@ std::string signed_percent_text(double a, double b);  // from a to b: "+12.5%"; 
 }  // namespace detail
 
 }  // namespace cuprof
-#include "../../insights.hpp"
-#include "../../throughput.hpp"
+
+// --- Throughput ---------------------------------------------------------------
+// Achieved throughput where the trace holds the sizes, against the GPU's peak.
+//
+//   memcpy, memset: bytes / duration ("bytes" of the record). Peak: the DRAM
+//     bandwidth of deviceProperties (2 transfers per memory clock x bus
+//     width); a device-to-device copy reads and writes each byte, so half of
+//     it. Copies to or from the host or a peer cross a link the trace does not
+//     describe: their peak is unknown.
+//   GEMM kernels (decoded names): 2*M*N*K FLOPs (times "batch" when given)
+//     from the arguments of the nearest enclosing scope that has integer M, N
+//     and K (CUPROF_SCOPE("gemm", {{"M", m}, {"N", n}, {"K", k}})), per
+//     kernel: the scope's sizes describe each GEMM launched in it. Peak: dense
+//     tensor FLOPs per SM per clock of the architecture and the operand type x
+//     numSms x clockRate.
+
+#include <cuprof/model/stats.hpp>
+
+#include <cmath>
+
+namespace cuprof {
+
+// A peak and how it was computed; value 0: unknown, `basis` says why.
+struct peak_rate {
+  double value = 0;
+  std::string basis;
+};
+
+// Dense FLOP/s for an operand type as kernel_name_info::a_type spells it, from
+// NVIDIA's published figures (sm_80, sm_86, sm_89, sm_90; others unknown).
+peak_rate peak_flops(const device_info* d, std::string_view dtype);
+
+// DRAM bandwidth: two transfers per memory clock over the bus.
+peak_rate peak_dram_bandwidth(const device_info* d);
+
+// One GPU activity's achieved rate.
+struct activity_throughput {
+  enum class measure : std::uint8_t { flops, bytes };
+  std::uint32_t gpu = no_index;  // index into trace::gpu
+  measure what = measure::bytes;
+  double amount = 0;             // FLOPs or bytes
+  double seconds = 0;
+  peak_rate peak;                // per second
+  double per_second() const { return seconds > 0 ? amount / seconds : 0; }
+  // NaN when the peak is unknown.
+  double percent_of_peak() const { return peak.value > 0 ? 100.0 * per_second() / peak.value : NAN; }
+};
+
+// What a rate above its computed peak means; empty at or under the peak.
+std::string above_peak_note(const activity_throughput& r);
+
+// Every memcpy and memset with bytes, and every GEMM kernel whose sizes a
+// scope gives, in the trace's order; work of zero duration is left out.
+std::vector<activity_throughput> gpu_throughput(const trace& t);
+
+// "412.3 TFLOP/s achieved, 41.7% of the peak (sm_90 bf16 dense tensor: ...)", or "..., peak unknown: why".
+std::string throughput_text(const activity_throughput& r);
+
+}  // namespace cuprof
+
+// --- Insights -----------------------------------------------------------------
+// What the PyTorch profiling articles teach a reader to look for, computed
+// from a trace, ranked by what each could save: a verdict (overhead-bound,
+// compute-bound or mixed) with the rule and the signals that gave it, and
+// findings. Each finding carries its numbers, what it costs (a share of GPU
+// time, of CPU time or of the window), what fixing it could save and how that
+// was estimated, and where in the trace it is (step, scope, lane, ts as the
+// trace file writes it).
+
+namespace cuprof {
+
+struct insights_options {
+  // The time base that "ts" values are shown against: a trace file's
+  // baseTimeNanoseconds. 0: whole seconds below the first event, as cuprof's
+  // writer chooses it, so ts values match cuprof's trace files.
+  std::uint64_t base_ns = 0;
+  // The verdict's signals. The GPU idle this share of the window or more: removing
+  // the idle time would make the run at least 1.4x faster, more than step-to-step
+  // noise or the trace's ragged edges explain.
+  double idle_share = 0.3;
+  // Launch-to-start deeper than this many launch-call durations (and queue_min_ns):
+  // work waited behind earlier work on its stream, the CPU ran ahead. A kernel
+  // launched onto an idle stream starts within a launch call or two.
+  double queue_factor = 3.0;
+  std::uint64_t queue_min_ns = 20000;
+  // Elementwise kernels of one scope call chain across at most this many other kernels
+  // (torch's eager GeGLU runs up_proj's GEMM between the GeLU and its mul); more, and
+  // they are likely separate stages of the computation.
+  std::size_t chain_gap_kernels = 1;
+  double cold_factor = 1.5;       // first step at least this many times the median of the others
+  double variation_factor = 1.25; // a kernel's slowest step at least this many times its median step
+  double sync_share = 0.25;       // synchronizations taking at least this share of Self CPU time
+  std::size_t max_items = 8;      // per finding list
+  std::size_t summary_items = 3;  // findings in the summary
+};
+
+enum class bound_verdict : std::uint8_t { no_gpu_work, overhead_bound, compute_bound, mixed };
+
+const char* verdict_name(bound_verdict v);
+
+// What a finding's cost is a share of.
+enum class cost_base : std::uint8_t { none, gpu_time, cpu_time, window };
+
+const char* cost_base_name(cost_base b);  // "GPU time", "CPU time", "the window"; "" for none
+
+struct finding {
+  std::string kind;                  // "elementwise chain", "memset before GEMM", ...
+  std::string cause;                 // what it is about (kind and kernel or scope): one finding per cause
+  std::string headline;              // one line, with the numbers
+  std::vector<std::string> details;  // further lines
+  std::string where;                 // where in the trace
+  std::uint64_t cost_ns = 0;         // what it costs now
+  cost_base cost_of = cost_base::none;
+  double cost_share = 0;             // cost_ns over Self CUDA, Self CPU or the window
+  std::uint64_t saving_ns = 0;       // what fixing it could save, estimated; findings are ranked by it
+  std::string estimate;              // how saving_ns was estimated
+};
+
+// A trace of host scopes only: no CUDA calls and no GPU work were recorded.
+bool is_cpu_only(const trace& t);
+
+// What a CPU-only trace's figures mean (insights, and the table's last line).
+extern const char cpu_only_note[];
+
+// One row per GPU kernel, memcpy or memset name.
+struct kernel_summary {
+  std::string name;
+  gpu_kind kind = gpu_kind::kernel;
+  distribution duration;
+  distribution launch_to_start;  // launching call's start to the GPU start; count 0 if no call is known
+  kernel_name_info decoded;
+  std::uint64_t first_start_ns = 0;
+  // Achieved rate over the instances whose size the trace gives (gpu_throughput):
+  // FLOPs or bytes over their GPU time, and the peak; amount 0 where unknown.
+  activity_throughput throughput;
+};
+
+struct insights {
+  bound_verdict verdict = bound_verdict::no_gpu_work;
+  std::string verdict_rule;    // the rule that gave the verdict, with its thresholds
+  std::string verdict_signals; // the three signals as measured
+  std::string verdict_reason;  // what the verdict means here
+  // The table's time_totals (Self CPU, of it in synchronize calls, Self CUDA).
+  std::uint64_t self_cpu_ns = 0;   // Self CPU time total
+  std::uint64_t sync_cpu_ns = 0;   // of it, in synchronize calls (the CPU waiting)
+  std::uint64_t self_cuda_ns = 0;  // Self CUDA time total
+  time_totals totals() const { return {self_cpu_ns, sync_cpu_ns, self_cuda_ns}; }
+  std::uint64_t window_start_ns = 0, window_end_ns = 0;  // first to last event, CPU and GPU
+  std::uint64_t gpu_busy_ns = 0;   // union of GPU work inside the window
+  double gpu_idle_share = 0;
+  distribution launch_to_start;    // all GPU work with a known launching call
+  std::uint64_t launch_call_median_ns = 0;  // the launching calls' own duration
+  bool cpu_only = false;           // no CUDA calls and no GPU work: host scopes only
+  std::size_t steps = 0;
+  long first_step = -1;            // N of the first ProfilerStep#N; -1 without steps
+  std::uint64_t base_ns = 0;
+  std::vector<finding> findings;   // ranked: the largest estimated saving first
+  std::vector<std::string> summary;  // the top findings, one line each
+  std::vector<kernel_summary> kernels;
+
+  std::uint64_t window_ns() const { return window_end_ns - window_start_ns; }
+  double ts_us(std::uint64_t ns) const { return ns >= base_ns ? double(ns - base_ns) / 1000.0 : 0.0; }
+  // Self CPU time without synchronize calls: the CPU's own work.
+  std::uint64_t cpu_work_ns() const { return self_cpu_ns - sync_cpu_ns; }
+  // Where CPU time is worth spending effort on: the GPU is not what limits the run.
+  bool cpu_time_matters() const {
+    return verdict == bound_verdict::overhead_bound || verdict == bound_verdict::no_gpu_work ||
+           (verdict == bound_verdict::mixed && cpu_work_ns() > self_cuda_ns);
+  }
+};
+
+insights analyze(const trace& t, const insights_options& options = {});
+
+// The report as text: the summary, the verdict, the findings, then the GPU
+// kernels (the kernel_rows longest in total).
+std::string format_insights(const insights& in, std::size_t kernel_rows = 15);
+
+}  // namespace cuprof
+
 #include "../../trace_reader.hpp"
