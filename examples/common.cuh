@@ -4,9 +4,13 @@
 // bf16 GEMM.
 #pragma once
 
-// Each example is one file: it compiles cuprof's runtime and, with it,
-// CUPROF_TRACE's trace-at-exit (base/config.hpp).
+// Built by hand, each example is one file that compiles cuprof's runtime and,
+// with it, CUPROF_TRACE's trace-at-exit (base/config.hpp). cuprof's CMake
+// project links them to the cuprof::runtime target instead, which compiles the
+// runtime once for every example and the injection library.
+#ifndef CUPROF_COMPILED_RUNTIME
 #define CUPROF_IMPLEMENTATION
+#endif
 #include <cuprof/cuprof.hpp>
 
 #include <cublas_v2.h>

@@ -10,11 +10,11 @@
 //       first range; it is handed to the libcupti cuprof traces with;
 //   LD_PRELOAD  so that a program that never initialises CUDA, or runs where
 //       there is no driver, still gets a trace and a line saying why.
-// It is the runtime compiled once, nothing more; the environment's profile is
-// started from the entry points above, not by the implementation at load time.
-#define CUPROF_IMPLEMENTATION
-#define CUPROF_NO_AUTOSTART
+// It links the runtime compiled once (the cuprof::runtime target, shared with
+// the examples); the environment's profile is started from the entry points
+// above, not by the runtime at load time (runtime/autostart.hpp).
 #include <cuprof/cuprof.hpp>
+#include <cuprof/cupti/libraries.hpp>
 #include <cuprof/runtime/autostart.hpp>
 
 #include <dlfcn.h>
@@ -25,6 +25,8 @@
 #include <string>
 
 #define CUPROF_EXPORT extern "C" __attribute__((visibility("default")))
+
+extern "C" __attribute__((visibility("hidden"))) const bool cuprof_started_by_injection = true;
 
 CUPROF_EXPORT int InitializeInjection(void) {
   static std::once_flag once;

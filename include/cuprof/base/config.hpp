@@ -37,8 +37,8 @@
 // that TU compiled for you (src/runtime.cpp): it defines
 // CUPROF_COMPILED_RUNTIME for its users, who must not define
 // CUPROF_IMPLEMENTATION as well. CUPROF_NO_AUTOSTART keeps CUPROF_TRACE's
-// start at load out of the implementation (the injection library starts it
-// itself).
+// start at load out of the implementation, for a program that starts it
+// itself (runtime/runtime.hpp).
 #if defined(CUPROF_IMPLEMENTATION) && defined(CUPROF_COMPILED_RUNTIME)
 #error "cuprof: CUPROF_IMPLEMENTATION with the cuprof::runtime target, which already compiles the runtime; drop the define"
 #endif

@@ -36,7 +36,17 @@
 #include <thread>
 #include <vector>
 
+// Defined (as true) by the injection library only. It links the same
+// compiled runtime as programs do (the cuprof::runtime target), but must not
+// start the environment's profile while the loader runs its initialisers:
+// the driver loads it from inside cuInit. Weak and hidden: a module without
+// the definition reads a null address, and no other module's definition is
+// ever bound to it.
+extern "C" __attribute__((weak, visibility("hidden"))) const bool cuprof_started_by_injection;
+
 namespace cuprof::detail {
+
+inline bool started_by_injection() noexcept { return &::cuprof_started_by_injection != nullptr; }
 
 struct environment_config {
   bool enabled = false;

@@ -9,11 +9,12 @@
 #include "trace_handler_impl.hpp"   // trace_handler.hpp's handlers
 
 // CUPROF_TRACE's profile starts during static initialisation of this file's
-// translation unit; the injection library (CUPROF_NO_AUTOSTART) starts it
-// from CUDA's injection entry point instead.
+// translation unit, unless the module is the injection library, which starts
+// it from CUDA's injection entry point (autostart.hpp), or CUPROF_NO_AUTOSTART
+// is defined.
 #ifndef CUPROF_NO_AUTOSTART
 #include "autostart.hpp"
 namespace cuprof::detail {
-inline const bool environment_profile_started = start_environment_profile();
+inline const bool environment_profile_started = !started_by_injection() && start_environment_profile();
 }
 #endif
