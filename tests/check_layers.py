@@ -3,8 +3,10 @@
 
 Every quoted or <cuprof/...> include in include/cuprof/, src/analysis/ and tools/
 is resolved to a file; the check fails on an include cycle, on an include of a
-higher layer, and on an include between two layers of the same rank (cupti/ and
-output/ know nothing of each other). Layers, lowest first:
+higher layer, on an include between two layers of the same rank (cupti/ and
+output/ know nothing of each other), and on an installed header (include/cuprof/)
+that needs a library a program using cuprof does not have: simdjson, nlohmann's
+JSON or doctest belong to the analysis library and the tests. Layers, lowest first:
 
     base/ < model/ < collect/ < cupti/, output/ < the API headers < runtime/
           < cuprof.hpp < src/analysis/ < tools/
@@ -57,8 +59,13 @@ def resolve(root, rel, quote, target):
     return None
 
 
-def scan(root):
-    """{file: [included files]} for every C++ file under the layered directories."""
+# Headers of libraries that only cuprof::analysis and the tests use.
+NOT_INSTALLED = ("simdjson", "nlohmann/", "doctest/")
+
+
+def scan(root, foreign=None):
+    """{file: [included files]} for every C++ file under the layered directories;
+    `foreign` collects (file, header) for third-party headers the installed files include."""
     graph = {}
     for top in ("include/cuprof", "src/analysis", "tools"):
         for dirpath, _, names in os.walk(os.path.join(root, top)):
@@ -73,6 +80,8 @@ def scan(root):
                     r = resolve(root, rel, quote, target)
                     if r:
                         deps.append(r)
+                    elif foreign is not None and rel.startswith("include/") and target.startswith(NOT_INSTALLED):
+                        foreign.append((rel, target))
                 graph[rel] = deps
     return graph
 
@@ -143,6 +152,16 @@ class SelfTest(unittest.TestCase):
              "include/cuprof/model/event.hpp": [], "include/cuprof/base/text.hpp": []}
         self.assertEqual(problems(g), [])
 
+    def test_foreign_headers_of_installed_files_are_found(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "include/cuprof/output"))
+            with open(os.path.join(root, "include/cuprof/output/x.hpp"), "w") as f:
+                f.write("#include <simdjson.h>\n#include <zlib.h>\n")
+            foreign = []
+            scan(root, foreign)
+            self.assertEqual(foreign, [("include/cuprof/output/x.hpp", "simdjson.h")])
+
     def test_the_tree_resolves_includes(self):
         g = scan(ROOT)
         self.assertIn("include/cuprof/collect/thread_buffer.hpp", g["include/cuprof/record_function.hpp"])
@@ -151,11 +170,13 @@ class SelfTest(unittest.TestCase):
 def main(argv):
     if "--self-test" in argv:
         return 0 if unittest.main(argv=[argv[0]], exit=False).result.wasSuccessful() else 1
-    graph = scan(ROOT)
+    foreign = []
+    graph = scan(ROOT, foreign)
     if "--graph" in argv:
         for a, b in arrows(graph):
             print(f"{a} -> {b}")
-    found = problems(graph)
+    found = problems(graph) + [f"{f}: an installed header includes <{h}>, which programs using cuprof need not have"
+                               for f, h in foreign]
     for p in found:
         print(p)
     print(f"check_layers: {len(graph)} files, {sum(map(len, graph.values()))} includes, "
