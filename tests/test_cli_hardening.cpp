@@ -9,6 +9,7 @@
 
 #include "../tools/cli/cli.hpp"
 #include "stderr_capture.hpp"
+#include "trace_reader.hpp"  // the reader's internals (src/analysis)
 
 #include <doctest/doctest.h>
 

@@ -7,6 +7,7 @@
 #include <cuprof/model/stats.hpp>
 
 #include "../tools/cli/cli.hpp"
+#include "trace_reader.hpp"  // the reader's internals (src/analysis)
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -9,6 +9,7 @@
 
 #include "child_process.hpp"
 #include "flow_arrows.hpp"
+#include "trace_reader.hpp"  // the reader's internals (src/analysis)
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -6,12 +6,8 @@
 #include "json_reader.hpp"
 #include <cuprof/model/event.hpp>
 #include <cuprof/model/string_table.hpp>
-#include <cuprof/output/trace_schema.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,65 +16,10 @@
 namespace cuprof::detail {
 
 // Decimal microseconds ("861533.571", "-2", "1.5e3") to integer nanoseconds.
-inline bool us_to_ns(std::string_view text, std::int64_t& out) {
-  if (text.find_first_of("eE") == std::string_view::npos) {
-    std::size_t i = 0;
-    const bool negative = !text.empty() && text[0] == '-';
-    if (negative) ++i;
-    std::int64_t whole = 0;
-    std::size_t digits = 0;
-    for (; i < text.size() && text[i] != '.'; ++i, ++digits) {
-      if (text[i] < '0' || text[i] > '9' || digits >= 15) return false;  // 1e15 us: 31 years
-      whole = whole * 10 + (text[i] - '0');
-    }
-    std::int64_t frac = 0;
-    int frac_digits = 0;
-    bool round_up = false;
-    if (i < text.size()) {
-      for (++i; i < text.size(); ++i) {
-        if (text[i] < '0' || text[i] > '9') return false;
-        if (frac_digits < 3) {
-          frac = frac * 10 + (text[i] - '0');
-          ++frac_digits;
-        } else if (frac_digits == 3) {
-          round_up = text[i] >= '5';
-          ++frac_digits;
-        }
-      }
-    }
-    while (frac_digits < 3) {
-      frac *= 10;
-      ++frac_digits;
-    }
-    const std::int64_t ns = whole * 1000 + frac + (round_up ? 1 : 0);
-    out = negative ? -ns : ns;
-    return true;
-  }
-  errno = 0;
-  const long double v = std::strtold(std::string(text).c_str(), nullptr);
-  if (errno != 0 || !std::isfinite(double(v)) || std::fabs(double(v)) > 1e15) return false;
-  out = std::int64_t(std::llround(double(v * 1000.0L)));
-  return true;
-}
+bool us_to_ns(std::string_view text, std::int64_t& out);
 
 // An integral JSON number ("7", "-1", "7.0") as int64.
-inline bool to_int(const json_node& v, std::int64_t& out) {
-  if (!v.is_number()) return false;
-  const std::string_view s = v.text;
-  if (s.find_first_of(".eE") == std::string_view::npos) {
-    const bool negative = s[0] == '-';
-    std::int64_t x = 0;
-    for (std::size_t i = negative ? 1 : 0; i < s.size(); ++i)
-      if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, negative ? -(s[i] - '0') : s[i] - '0', &x)) return false;
-    out = x;
-    return true;
-  }
-  errno = 0;
-  const double d = std::strtod(std::string(s).c_str(), nullptr);
-  if (errno == ERANGE || !std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) return false;
-  out = std::int64_t(d);
-  return true;
-}
+bool to_int(const json_node& v, std::int64_t& out);
 
 struct raw_arg {
   std::string key;
@@ -100,60 +41,13 @@ struct raw_span {
 
 // A JSON value as compact text, arrays as torch prints its input shapes
 // ("[[4096, 4096], []]").
-inline void append_compact(std::string& out, const json_node& v) {
-  switch (v.type) {
-    case json_kind::array: {
-      out += '[';
-      const json_node* item = v.first();
-      for (std::uint32_t i = 0; i < v.count; ++i, item = item->next()) {
-        if (i) out += ", ";
-        append_compact(out, *item);
-      }
-      out += ']';
-      break;
-    }
-    case json_kind::object: out += "{...}"; break;
-    case json_kind::boolean: out += v.boolean ? "true" : "false"; break;
-    case json_kind::null: out += "null"; break;
-    default: out += v.text;  // a string's characters, a number as written
-  }
-}
+void append_compact(std::string& out, const json_node& v);
 
 // A span's arguments, as the grouping by args (table.hpp) keys them: a torch
 // op's input shapes ("Input Dims", written with record_shapes=True), else,
 // in a cuprof trace, the scope's own numbers and strings. Torch's other args
 // (Ev Idx, Record function id, ...) are bookkeeping, not arguments.
-inline std::vector<raw_arg> span_args_of(const json_node* args, bool cuprof_trace) {
-  std::vector<raw_arg> out;
-  if (!args || !args->is_object()) return out;
-  if (const json_node* dims = args->find(schema::arg_input_dims)) {
-    raw_arg a;
-    a.key = std::string(schema::arg_input_dims);
-    a.kind = span_arg::type::text;
-    append_compact(a.text, *dims);
-    out.push_back(std::move(a));
-    return out;
-  }
-  if (!cuprof_trace) return out;
-  const json_node* v = args->first();
-  for (std::uint32_t i = 0; i < args->count; ++i, v = v->next()) {
-    if (v->key == schema::arg_external_id) continue;
-    raw_arg a;
-    a.key = std::string(v->key);
-    if (v->is_string()) {
-      a.kind = span_arg::type::text;
-      a.text = std::string(v->text);
-    } else if (v->is_number() && !to_int(*v, a.integer)) {
-      a.kind = span_arg::type::real;
-      a.real = std::strtod(std::string(v->text).c_str(), nullptr);
-    } else if (!v->is_number()) {
-      continue;
-    }
-    out.push_back(std::move(a));
-    if (out.size() == 255) break;  // cpu_span::arg_count's range
-  }
-  return out;
-}
+std::vector<raw_arg> span_args_of(const json_node* args, bool cuprof_trace);
 
 struct raw_call {
   std::int64_t start, end;
@@ -187,64 +81,19 @@ enum class event_category { skip, span, runtime, driver, kernel, memcpy, memset,
 
 // Older torch.profiler traces spell categories capitalised and bare
 // ("Operator", "Runtime", "Memcpy"): compared lower-cased, the bare ones too.
-inline event_category category_of(std::string_view cat) {
-  char lower[32];
-  if (cat.size() > sizeof lower) return event_category::skip;  // longer than any category read
-  for (std::size_t i = 0; i < cat.size(); ++i) lower[i] = char(std::tolower(static_cast<unsigned char>(cat[i])));
-  const std::string_view c(lower, cat.size());
-  if (c == schema::cat_user_annotation || c == schema::cat_cpu_op || c == "operator") return event_category::span;
-  if (c == schema::cat_cuda_runtime || c == "runtime") return event_category::runtime;
-  if (c == schema::cat_cuda_driver || c == "driver") return event_category::driver;
-  if (c == schema::cat_kernel) return event_category::kernel;
-  if (c == schema::cat_gpu_memcpy || c == "memcpy") return event_category::memcpy;
-  if (c == schema::cat_gpu_memset || c == "memset") return event_category::memset;
-  if (c == schema::cat_cuda_sync) return event_category::sync;
-  if (c == schema::cat_gpu_user_annotation) return event_category::gpu_annotation;
-  if (c == schema::cat_overhead) return event_category::overhead;
-  return event_category::skip;
-}
+event_category category_of(std::string_view cat);
 
-inline std::uint8_t memcpy_kind_of(std::string_view name) {
-  for (std::uint8_t k = 1; k <= 10; ++k) {
-    const std::string token = std::string(" ") + memcpy_kind_name(k) + " ";
-    if ((std::string(name) + " ").find(token) != std::string::npos) return k;
-  }
-  return 0;
-}
+// The memcpy kind a GPU event's name states (memcpy_kind_name), 0 if none.
+std::uint8_t memcpy_kind_of(std::string_view name);
 
-inline std::uint8_t sync_kind_of(std::string_view name) {
-  for (std::uint8_t k = 1; k <= 4; ++k)
-    if (name == sync_kind_name(k)) return k;
-  return 0;
-}
+// The synchronization kind named `name` (sync_kind_name), 0 if none.
+std::uint8_t sync_kind_of(std::string_view name);
 
 // The members of an event that trace_event_reader::event() looks at, and
 // those of its "args": the trace reader skips the others unread (most of a
 // torch trace's args: "Sequence number", "Ev Idx", ...). An args key not known
 // as torch's bookkeeping is read: it may be a scope's argument (span_args_of).
-inline bool event_member_used(int depth, std::string_view object, std::string_view key) {
-  static constexpr std::string_view event_keys[] = {"ph", "cat", "name", "ts", "dur", "pid", "tid", "args"};
-  static constexpr std::string_view arg_keys[] = {
-      schema::arg_external_id, "external id", schema::arg_correlation, schema::arg_cbid, schema::arg_device,
-      schema::arg_context, schema::arg_stream, schema::arg_bytes, schema::arg_sync_kind,
-      schema::arg_registers_per_thread, schema::arg_shared_memory, schema::arg_grid, schema::arg_block,
-      schema::arg_graph_id, schema::arg_graph_node_id, schema::meta_name};
-  // Torch's args the reader never looks at; any other key may be a scope's own argument (span_args_of).
-  static constexpr std::string_view unused_torch_arg_keys[] = {
-      "Record function id", "Ev Idx", "Sequence number", "Fwd thread id", "Input type", "Input Strides",
-      "Concrete Inputs", "Python id", "Python parent id", "Python thread", "Trace name", "Trace iteration",
-      "queued", "blocks per SM", "warps per SM", "est. achieved occupancy %", "priority", "kind", "memory bandwidth (GB/s)",
-      "Kernel Backend", "kernel_backend", "Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size",
-      "Process Group Name", "Process Group Ranks"};
-  const auto listed = [&](const auto& keys) {
-    for (std::string_view k : keys)
-      if (json_node::same_key(k, key)) return true;
-    return false;
-  };
-  if (depth == 0) return listed(event_keys);
-  if (depth == 1 && object == "args") return listed(arg_keys) || !listed(unused_torch_arg_keys);
-  return true;
-}
+bool event_member_used(int depth, std::string_view object, std::string_view key);
 
 // A trace's events as the file states them (times relative to base_ns), before
 // they become the model: what the schema stage hands the build stage.
@@ -269,49 +118,11 @@ struct raw_trace {
 };
 
 // Appends the events of `pieces`, read in turn from the items that follow
-// those of `into` (trace_reader.hpp reads a large array in pieces), freeing
+// those of `into` (read_raw_trace_in_pieces reads a large array so), freeing
 // each piece as it goes: names re-interned in the order the pieces met them,
 // so ids come out as one reader gives them. Room for all is reserved first:
 // each event is moved once.
-inline void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
-  const auto reserve = [&](auto member) {
-    std::size_t n = (into.*member).size();
-    for (const raw_trace& p : pieces) n += (p.*member).size();
-    (into.*member).reserve(n);
-  };
-  reserve(&raw_trace::spans);
-  reserve(&raw_trace::overhead);
-  reserve(&raw_trace::calls);
-  reserve(&raw_trace::gpu);
-  reserve(&raw_trace::annotations);
-  reserve(&raw_trace::thread_candidates);
-  std::vector<name_id> ids;
-  for (raw_trace& piece : pieces) {
-    ids.resize(piece.names.size());
-    for (name_id i = 0; i < ids.size(); ++i) ids[i] = into.names.intern(piece.names.str(i));
-    const std::size_t first_span = into.spans.size();
-    for (raw_span& s : piece.spans) s.name = ids[s.name], s.order += first_span;
-    for (raw_span& s : piece.overhead) s.name = ids[s.name];
-    for (raw_call& c : piece.calls) c.name = ids[c.name];
-    for (raw_gpu& g : piece.gpu) g.name = ids[g.name];
-    for (raw_annotation& a : piece.annotations) a.name = ids[a.name];
-    const auto append = [](auto& to, auto& from) {
-      to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
-    };
-    append(into.spans, piece.spans);
-    append(into.overhead, piece.overhead);
-    append(into.calls, piece.calls);
-    append(into.gpu, piece.gpu);
-    append(into.annotations, piece.annotations);
-    append(into.thread_candidates, piece.thread_candidates);
-    for (auto& p : piece.process_names) into.process_names.emplace(p.first, std::move(p.second));
-    into.events += piece.events;
-    into.used += piece.used;
-    into.is_torch = into.is_torch || piece.is_torch;
-    if (into.cpu_pid < 0) into.cpu_pid = piece.cpu_pid;
-    piece = raw_trace();  // freed as it is joined
-  }
-}
+void join_events(raw_trace& into, std::vector<raw_trace>& pieces);
 
 // Reads the top-level keys and the events of one document into a raw_trace.
 class trace_event_reader {
@@ -319,260 +130,21 @@ class trace_event_reader {
   // What the file says, for the build stage.
   raw_trace& result() noexcept { return raw_; }
 
+  // A top-level member of the document but "traceEvents": its metadata.
+  void top_level(std::string_view key, const json_node& v, const json_document& doc);
 
-  void top_level(std::string_view key, const json_node& v, const json_document& doc) {
-    at_ = v.offset;
-    doc_ = &doc;
-    if (key == schema::key_base_time) {
-      std::int64_t b = 0;
-      if (!to_int(v, b) || b < 0) fail("\"baseTimeNanoseconds\" is not a non-negative integer");
-      raw_.base_ns = std::uint64_t(b);
-    } else if (key == schema::key_cuprof) {
-      if (!v.is_object()) fail("\"cuprof\" is " + std::string(json_type_name(v.type)) + ", expected an object");
-      raw_.is_cuprof = true;
-      trace_metadata& m = raw_.meta;
-      std::int64_t x = 0;
-      const auto count = [&](std::string_view k, std::uint64_t& field) {
-        if (const json_node* f = v.find(k); f && to_int(*f, x) && x >= 0) field = std::uint64_t(x);
-      };
-      if (const json_node* f = v.find(schema::cuprof_window_start_ns); f && to_int(*f, x) && x > 0) raw_.window_start = x;
-      if (const json_node* f = v.find(schema::cuprof_window_end_ns); f && to_int(*f, x) && x > 0) raw_.window_end = x;
-      count(schema::cuprof_dropped_gpu_records, m.dropped_gpu_records);
-      count(schema::cuprof_dropped_cpu_events, m.dropped_cpu_events);
-      const json_node* status = v.find(schema::cuprof_cuda_status);
-      if (status && status->is_string() && status->text != schema::cuda_status_on) m.cuda_status = std::string(status->text);
-    } else if (key == schema::key_device_properties) {
-      if (!v.is_array()) fail("\"deviceProperties\" is " + std::string(json_type_name(v.type)) + ", expected an array");
-      const json_node* d = v.first();
-      for (std::uint32_t i = 0; i < v.count; ++i, d = d->next()) {
-        if (!d->is_object()) fail("\"deviceProperties\" holds " + std::string(json_type_name(d->type)) + ", expected objects");
-        device_info info;
-        std::int64_t x = 0;
-        const auto get = [&](std::string_view k, int& field) {
-          if (const json_node* f = d->find(k); f && to_int(*f, x)) field = int(x);
-        };
-        get(schema::device_id, info.id);
-        if (const json_node* f = d->find(schema::device_name); f && f->is_string()) info.name = std::string(f->text);
-        if (const json_node* f = d->find(schema::device_total_global_mem); f && to_int(*f, x) && x >= 0)
-          info.total_global_mem = std::uint64_t(x);
-        get(schema::device_compute_major, info.compute_major);
-        get(schema::device_compute_minor, info.compute_minor);
-        get(schema::device_max_threads_per_block, info.max_threads_per_block);
-        get(schema::device_max_threads_per_multiprocessor, info.max_threads_per_multiprocessor);
-        get(schema::device_regs_per_block, info.regs_per_block);
-        get(schema::device_regs_per_multiprocessor, info.regs_per_multiprocessor);
-        get(schema::device_warp_size, info.warp_size);
-        get(schema::device_num_sms, info.num_sms);
-        get(schema::device_shared_mem_per_block, info.shared_mem_per_block);
-        get(schema::device_shared_mem_per_block_optin, info.shared_mem_per_block_optin);
-        get(schema::device_shared_mem_per_multiprocessor, info.shared_mem_per_multiprocessor);
-        get(schema::device_clock_rate, info.clock_rate_khz);
-        get(schema::device_memory_clock_rate, info.memory_clock_rate_khz);
-        get(schema::device_memory_bus_width, info.memory_bus_width);
-        raw_.meta.devices.push_back(info);
-      }
-    } else if (key == schema::key_cuda_runtime_version || key == schema::key_cuda_driver_version ||
-               key == schema::key_cupti_version) {
-      std::int64_t x = 0;
-      if (to_int(v, x)) {
-        trace_metadata& m = raw_.meta;
-        (key == schema::key_cuda_runtime_version  ? m.cuda_runtime_version
-         : key == schema::key_cuda_driver_version ? m.cuda_driver_version
-                                                  : m.cupti_version) = int(x);
-      }
-    } else if (key == schema::key_host_name && v.is_string()) {
-      raw_.meta.host_name = std::string(v.text);
-    } else if (key == schema::key_distributed_info && v.is_object()) {
-      std::int64_t x = 0;
-      if (const json_node* f = v.find(schema::key_rank); f && to_int(*f, x)) raw_.meta.rank = int(x);
-      if (const json_node* f = v.find(schema::key_world_size); f && to_int(*f, x)) raw_.meta.world_size = int(x);
-    }
-  }
-
-  void event(const json_node& e, std::size_t index, const json_document& doc) {
-    at_ = e.offset;
-    doc_ = &doc;
-    ++raw_.events;
-    const auto where = [&](const std::string& what) -> std::string {
-      std::string s = "traceEvents[" + std::to_string(index) + "]";
-      if (const json_node* n = e.find("name"); n && n->is_string()) s += " (\"" + std::string(n->text.substr(0, 80)) + "\")";
-      return s + ": " + what;
-    };
-    if (!e.is_object())
-      fail("traceEvents[" + std::to_string(index) + "] is " + json_type_name(e.type) + ", expected an object");
-    const json_node* ph = e.find("ph");
-    if (!ph) return;
-    if (!ph->is_string()) fail(where("\"ph\" is " + std::string(json_type_name(ph->type)) + ", expected a string"));
-    if (ph->text == "M") return metadata(e);
-    if (ph->text != "X") return;
-    const json_node* cat = e.find("cat");
-    if (!cat) return;
-    if (!cat->is_string()) fail(where("\"cat\" is " + std::string(json_type_name(cat->type)) + ", expected a string"));
-    const event_category c = category_of(cat->text);
-    if (c == event_category::skip) {
-      if (cat->text == schema::cat_cpu_op || cat->text == schema::cat_torch_trace) raw_.is_torch = true;
-      return;
-    }
-    if (cat->text == schema::cat_cpu_op) raw_.is_torch = true;
-
-    const json_node* name = e.find("name");
-    if (!name) fail(where("has no \"name\""));
-    if (!name->is_string()) fail(where("\"name\" is " + std::string(json_type_name(name->type)) + ", expected a string"));
-    const auto time = [&](const char* key) -> std::int64_t {
-      const json_node* f = e.find(key);
-      if (!f) fail(where(std::string("has no \"") + key + "\""));
-      std::int64_t ns = 0;
-      if (!f->is_number()) fail(where(std::string("\"") + key + "\" is " + json_type_name(f->type) + ", expected a number"));
-      if (!us_to_ns(f->text, ns)) fail(where(std::string("\"") + key + "\" is out of range: " + std::string(f->text)));
-      return ns;
-    };
-    const std::int64_t ts = time("ts");
-    const std::int64_t dur = time("dur");
-    if (dur < 0) fail(where("\"dur\" is negative"));
-    const std::int64_t start = ts;  // relative to baseTimeNanoseconds, which may come later in the file
-    const std::int64_t end = ts + dur;
-    const auto integer = [&](const char* key, bool required) -> std::int64_t {
-      const json_node* f = e.find(key);
-      if (!f) {
-        if (required) fail(where(std::string("has no \"") + key + "\""));
-        return -1;
-      }
-      std::int64_t x = 0;
-      if (!to_int(*f, x) || x < 0 || x > std::int64_t(std::numeric_limits<std::uint32_t>::max()))
-        fail(where(std::string("\"") + key + "\" is " +
-                     (f->is_number() ? std::string("not a small non-negative integer") : "not an integer") +
-                     " (" + (f->is_number() ? std::string(f->text) : std::string(json_type_name(f->type))) + ")"));
-      return x;
-    };
-    const json_node* args = e.find("args");
-    if (args && !args->is_object()) fail(where("\"args\" is " + std::string(json_type_name(args->type)) + ", expected an object"));
-    const auto arg_int = [&](std::string_view key, std::int64_t fallback) -> std::int64_t {
-      if (!args) return fallback;
-      const json_node* f = args->find(key);
-      if (!f || f->type == json_kind::null) return fallback;
-      std::int64_t x = 0;
-      if (!to_int(*f, x))
-        fail(where("args \"" + std::string(key) + "\" is " + json_type_name(f->type) +
-                     (f->is_number() ? " (" + std::string(f->text) + ")" : std::string()) + ", expected an integer"));
-      return x;
-    };
-    // Older Kineto versions spell it "external id".
-    const auto external_id = [&]() { return arg_int(schema::arg_external_id, arg_int("external id", -1)); };
-
-    ++raw_.used;
-    switch (c) {
-      case event_category::span: {
-        const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
-        note_cpu_pid(pid);
-        raw_.spans.push_back({start, end, name_id_of(*name), std::uint32_t(tid), external_id(), raw_.spans.size(),
-                              span_args_of(args, raw_.is_cuprof)});
-        break;
-      }
-      case event_category::runtime:
-      case event_category::driver: {
-        const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
-        note_cpu_pid(pid);
-        raw_call call{start, end, name_id_of(*name), std::uint32_t(tid), external_id(),
-                      arg_int(schema::arg_correlation, -1), arg_int(schema::arg_cbid, 0),
-                      c == event_category::driver ? api_domain::driver : api_domain::runtime};
-        raw_.calls.push_back(std::move(call));
-        break;
-      }
-      case event_category::kernel:
-      case event_category::memcpy:
-      case event_category::memset:
-      case event_category::sync: {
-        raw_gpu g;
-        g.start = start;
-        g.end = end;
-        g.name = name_id_of(*name);
-        g.kind = c == event_category::kernel ? gpu_kind::kernel
-               : c == event_category::memcpy ? gpu_kind::memcpy
-               : c == event_category::memset ? gpu_kind::memset
-                                       : gpu_kind::sync;
-        const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
-        const std::int64_t device = arg_int(schema::arg_device, pid);
-        if (device < 0 || device > 0xFFFF)
-          fail("a GPU event's device is " + std::to_string(device) + ", expected a device number (0 to 65535)");
-        g.device = std::uint16_t(device);
-        std::int64_t stream = arg_int(schema::arg_stream, -2);
-        if (stream < 0) {
-          const bool sync_lane = g.kind == gpu_kind::sync && tid >= schema::sync_tid_offset;
-          stream = sync_lane ? tid - schema::sync_tid_offset : (stream == -1 ? 0 : tid);
-        }
-        g.stream = std::uint32_t(stream);
-        g.context = std::uint32_t(std::max<std::int64_t>(0, arg_int(schema::arg_context, 0)));
-        g.ext = external_id();
-        g.correlation = arg_int(schema::arg_correlation, -1);
-        g.bytes = std::uint64_t(std::max<std::int64_t>(0, arg_int(schema::arg_bytes, 0)));
-        if (g.kind == gpu_kind::memcpy) g.subkind = memcpy_kind_of(name->text);
-        if (g.kind == gpu_kind::sync) {
-          g.subkind = sync_kind_of(name->text);
-          if (args)
-            if (const json_node* k = args->find(schema::arg_sync_kind); k && k->is_string())
-              g.subkind = sync_kind_of(k->text);
-        }
-        if (g.kind == gpu_kind::kernel && args) {
-          const auto dims3 = [&](std::string_view key, std::uint32_t (&d)[3]) {
-            const json_node* f = args->find(key);
-            if (!f) return;
-            if (!f->is_array() || f->count != 3)
-              fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
-            const json_node* item = f->first();
-            for (int i = 0; i < 3; ++i, item = item->next()) {
-              std::int64_t x = 0;
-              if (!to_int(*item, x) || x < 0 || x > 0xFFFFFFFFll)
-                fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
-              d[i] = std::uint32_t(x);
-            }
-            g.has_details = true;
-          };
-          dims3(schema::arg_grid, g.details.grid);
-          dims3(schema::arg_block, g.details.block);
-          const std::int64_t regs = arg_int(schema::arg_registers_per_thread, -1);
-          const std::int64_t smem = arg_int(schema::arg_shared_memory, -1);
-          if (regs >= 0) g.details.registers_per_thread = std::uint32_t(regs), g.has_details = true;
-          if (smem >= 0) g.details.dynamic_shared_memory = std::uint32_t(smem), g.has_details = true;
-          const std::int64_t graph = arg_int(schema::arg_graph_id, 0), node = arg_int(schema::arg_graph_node_id, 0);
-          if (graph > 0) g.details.graph_id = std::uint32_t(graph), g.details.graph_node_id = std::uint64_t(node);
-        }
-        raw_.gpu.push_back(std::move(g));
-        break;
-      }
-      case event_category::gpu_annotation: {
-        const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
-        raw_.annotations.push_back({start, end, name_id_of(*name), std::uint32_t(pid), std::uint32_t(tid), external_id()});
-        break;
-      }
-      case event_category::overhead:
-        raw_.overhead.push_back({start, end, name_id_of(*name), 0, -1, 0, {}});
-        break;
-      default: break;
-    }
-  }
+  // Item `index` of "traceEvents", read with event_member_used.
+  void event(const json_node& e, std::size_t index, const json_document& doc);
 
  private:
-  void metadata(const json_node& e) {
-    const json_node* name = e.find("name");
-    const json_node* args = e.find("args");
-    if (!name || !name->is_string() || !args || !args->is_object()) return;
-    const json_node* value = args->find(schema::meta_name);
-    if (!value || !value->is_string()) return;
-    std::int64_t pid = -1, tid = -1;
-    if (const json_node* p = e.find("pid")) to_int(*p, pid);
-    if (const json_node* p = e.find("tid")) to_int(*p, tid);
-    if (name->text == schema::meta_process_name && pid >= 0) raw_.process_names.emplace(pid, std::string(value->text));
-    if (name->text == schema::meta_thread_name && tid >= 0 && tid <= 0xFFFFFFFFll)
-      raw_.thread_candidates.push_back({pid, tid, std::string(value->text)});
-  }
+  // A metadata ("M") event: a process's or a thread's name.
+  void metadata(const json_node& e);
 
-  [[noreturn]] void fail(const std::string& what) const { doc_->fail_at(at_, what); }
+  [[noreturn]] void fail(const std::string& what) const;
 
-  name_id name_id_of(const json_node& name) { return raw_.names.intern(name.text); }
+  name_id name_id_of(const json_node& name);
 
-  void note_cpu_pid(std::int64_t pid) {
-    if (raw_.cpu_pid < 0) raw_.cpu_pid = pid;
-  }
+  void note_cpu_pid(std::int64_t pid);
 
   raw_trace raw_;
   const json_document* doc_ = nullptr;

@@ -370,4 +370,87 @@ std::string format_insights(const insights& in, std::size_t kernel_rows = 15);
 
 }  // namespace cuprof
 
-#include "../../trace_reader.hpp"
+// --- Reading traces -----------------------------------------------------------
+// Reads a Chrome trace back into a cuprof::trace: cuprof's own traces and
+// torch.profiler (Kineto) traces, plain or gzip-compressed. key_averages(),
+// insights and diffs then work on either.
+//
+// Attribution is taken from the file, not re-derived, so that a torch trace
+// gives torch's own table: GPU work is charged to the op whose "External id"
+// it carries, scope extents on the GPU are the file's gpu_user_annotation
+// events, and CPU parents are found by interval nesting per thread, as
+// torch's key_averages() does. Timestamps convert to integer nanoseconds from
+// their decimal text, without floating-point rounding.
+//
+// Throws cuprof::error, with the file name and the place, for anything it
+// cannot read: missing files, directories, devices, bad gzip data, invalid
+// JSON, fields of the wrong type.
+
+#ifdef CUPROF_DISABLE
+#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
+#endif
+
+#include <cuprof/base/error.hpp>
+#include <cuprof/model/event.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace cuprof {
+
+// How far a read has come, for a progress display: called often (each 64 KiB
+// read or decompressed, each MiB parsed), cheap when `report` is null.
+// `done` and `total` count bytes of that stage's input; `total` is 0 when
+// unknown (a pipe).
+enum class read_stage : std::uint8_t { reading, decompressing, parsing };
+
+struct read_progress {
+  void (*report)(void* context, read_stage stage, std::uint64_t done, std::uint64_t total) = nullptr;
+  void* context = nullptr;
+
+  void operator()(read_stage stage, std::uint64_t done, std::uint64_t total) const {
+    if (report) report(context, stage, done, total);
+  }
+};
+
+enum class trace_format : std::uint8_t {
+  cuprof,  // written by cuprof (has the "cuprof" metadata block)
+  torch,   // written by torch.profiler / Kineto
+  chrome,  // another Chrome trace with Kineto's categories
+};
+
+// "cuprof trace", "torch.profiler trace", "Chrome trace".
+const char* trace_format_name(trace_format f);
+
+struct loaded_trace {
+  trace t;
+  trace_format format = trace_format::chrome;
+  std::uint64_t base_ns = 0;  // baseTimeNanoseconds: the file's ts are microseconds after it
+  std::string source;         // the path, or the name given to parse_trace()
+  std::size_t events = 0;     // entries of traceEvents
+  std::size_t used = 0;       // of them, turned into spans, calls, GPU work, annotations, overhead
+  std::size_t unmatched_annotations = 0;  // gpu_user_annotation events naming no known scope
+
+  // A time of the model as the file writes it: microseconds after base_ns.
+  double file_us(std::uint64_t ns) const { return ns >= base_ns ? double(ns - base_ns) / 1000.0 : 0.0; }
+};
+
+// Parses trace JSON (already decompressed). `source` names it in messages.
+loaded_trace parse_trace(std::string_view json, const std::string& source, const read_progress& progress = {});
+
+// Reads a trace from its bytes: JSON, or gzip-compressed JSON (recognised by
+// its magic bytes). `source` names it in messages.
+loaded_trace read_trace_bytes(std::string bytes, const std::string& source);
+
+// Reads a trace file: .json, or gzip-compressed (.json.gz, or any file that
+// starts with the gzip magic bytes). A pipe is read to its end, as standard
+// input is: a named FIFO, or the /dev/fd/N of `cuprof table <(zcat t.json.gz)`.
+loaded_trace read_trace_file(const std::string& path, const read_progress& progress = {});
+
+// Reads a trace from an open stream (standard input, a pipe): JSON, or gzip
+// recognised by its magic bytes, as a file. `source` names it in messages.
+loaded_trace read_trace_stream(std::FILE* f, const std::string& source, const read_progress& progress = {});
+
+}  // namespace cuprof
