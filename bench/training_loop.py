@@ -228,9 +228,10 @@ def summarize(modes, runs):
             s["end_to_end_us_per_traced_kernel"] = spread(
                 [(r["wall_s"] - b["wall_s"]) * 1e6 / r["kernels_in_trace"] for r, b in paired if r["kernels_in_trace"]])
             if not m.whole_process:  # the script's own measure: profiler start to trace on disk
+                # (the torch.profiler modes print it; the paired modes give theirs as paired_* lines)
                 s["profiler_start_to_trace_us_per_traced_kernel"] = spread(
                     [(r["profiler_start_to_trace_ms"] - b["timed_loop_ms"]) * 1e3 / r["kernels_in_trace"]
-                     for r, b in paired if r["kernels_in_trace"]])
+                     for r, b in paired if r["kernels_in_trace"] and "profiler_start_to_trace_ms" in r])
         summary[m.name] = s
     return summary, kernels_per_step
 
