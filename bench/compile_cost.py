@@ -66,7 +66,7 @@ UNITS = {
                  "#include <cuprof/cuprof.hpp>\n#define SCOPE(name) CUPROF_SCOPE(name)\n" + BODY + PROFILE),
 }
 
-# Seconds and bytes over `bare` (g++ -O0), as issue 13 sets them.
+# cuprof's targets: seconds and bytes over `bare` (g++ -O0).
 GOALS = {"annotating": (0.3, 20 * 1024), "profiling": (2.5, None), "disabled": (0.1, None)}
 
 

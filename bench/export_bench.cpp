@@ -1,4 +1,4 @@
-// Target 4 of docs/performance.md and issue 14's output targets: Chrome trace
+// The output targets of docs/performance.md: Chrome trace
 // export speed, bytes per event and per launch, plain and gzip, on the CPU
 // machine. Prints one key=value line per measurement.
 //   export_bench [--shape launch|matmul] [--count N] [--dir DIR] [--keep]
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   }
   const cuprof::trace t = launch_shape ? bench::launch_loop_trace(std::size_t(count > 0 ? count : 1000000))
                                        : bench::synthetic_trace(std::size_t(count > 0 ? count : 100000));
-  std::size_t launches = 0;  // kernel launches: the unit of issue 14's per-launch figures
+  std::size_t launches = 0;  // kernel launches: the unit of the per-launch figures
   for (const cuprof::gpu_activity& g : t.gpu) launches += g.kind != cuprof::gpu_kind::sync;
   const std::string json = dir + "/cuprof_export_bench.json", gz = json + ".gz";
 

@@ -1,4 +1,4 @@
-"""Reading speed of the `cuprof` command on a large torch.profiler-shaped trace (issue 15's goal:
+"""Reading speed of the `cuprof` command on a large torch.profiler-shaped trace (the target:
 `cuprof table` in 1 s or less, peak memory at most twice the file).
 
     bench/run read-speed --cli build/tools/cuprof [--trace /tmp/large.json] [--runs 5]

@@ -2,7 +2,7 @@
 //   synthetic_trace: shaped like the matmul_add example's: per step a
 //     ProfilerStep, three nested scopes, a memset + GEMM launch (runtime +
 //     driver) and an elementwise launch, with their GPU records;
-//   launch_loop_trace: shaped like launch_bench's traced loop (issue 14's
+//   launch_loop_trace: shaped like launch_bench's traced loop (the output
 //     1 M-launch trace): batches of empty-kernel launches in a scope, a stream
 //     sync after each batch, with nanosecond jitter on every time as CUPTI's are.
 #pragma once

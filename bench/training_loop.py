@@ -288,12 +288,12 @@ def paired_summary(modes, runs):
     return out
 
 
-# Issue 14 asks for its figures from one run of at least this many interleaved repetitions.
+# The targets are judged on one run of at least this many interleaved repetitions.
 GOAL_REPETITIONS = 20
 
 
-def paired_done_when(paired):
-    """Issue 14's targets measured within processes: cuprof run's added time <= 0.8x torch.profiler CUDA-only's;
+def paired_targets(paired):
+    """The targets measured within processes: cuprof run's added time <= 0.8x torch.profiler CUDA-only's;
     its end-to-end cost per traced kernel >= 10x cheaper than torch.profiler CPU+CUDA's; from at least
     GOAL_REPETITIONS processes."""
     p = paired.get("py_paired", {})
@@ -305,15 +305,15 @@ def paired_done_when(paired):
         result["py_paired_in_loop_vs_torch_cuda"] = {"ratio": r, "goal": "<= 0.8", "processes": processes,
                                                      "met": r <= 0.8 and enough}
     if p.get("tracer_end_to_end_us_per_traced_kernel") and p.get("torch_cpu_cuda_end_to_end_us_per_traced_kernel"):
-        # None: cuprof's median at or below 0, its cost lost in the noise; met, as done_when() counts it.
+        # None: cuprof's median at or below 0, its cost lost in the noise; met, as targets() counts it.
         r = p["end_to_end_cheaper_by_of_medians"]
         result["py_paired_end_to_end_vs_torch_cpu_cuda"] = {"cheaper_by": r, "goal": ">= 10x", "processes": processes,
                                                             "met": (r is None or r >= 10) and enough}
     return result
 
 
-def done_when(summary):
-    """Issue 14's targets: in-loop overhead <= 0.8x torch.profiler CUDA-only's, end-to-end >= 10x cheaper than CPU+CUDA."""
+def targets(summary):
+    """The targets: in-loop overhead <= 0.8x torch.profiler CUDA-only's, end-to-end >= 10x cheaper than CPU+CUDA."""
     def med(name, key):
         v = summary.get(name, {}).get(key)
         return v and v["median"]
@@ -369,14 +369,14 @@ def print_table(result):
               f"{fmt(p.get('tracer_after_window_us_per_traced_kernel'), digits=2)}), torch.profiler CPU+CUDA "
               f"{fmt(p['torch_cpu_cuda_end_to_end_us_per_traced_kernel'], digits=2)} us, torch / tracer "
               f"{cheaper_by} of the medians, {fmt(p['end_to_end_cheaper_by_per_process'], 'x')} per process")
-    if not result["done_when"]:
-        print("done-when: not computed (a mode it needs has no successful run)")
-    for name, d in result["done_when"].items():
+    if not result["targets"]:
+        print("targets: not computed (a mode it needs has no successful run)")
+    for name, d in result["targets"].items():
         value = (f"{d['ratio']:.3f}" if "ratio" in d else f"{d['cheaper_by']:.1f}x" if d["cheaper_by"]
                  else "cuprof's cost is within the noise")
         few = ("" if d.get("processes", GOAL_REPETITIONS) >= GOAL_REPETITIONS
                else f"; {d['processes']} processes, the goal asks {GOAL_REPETITIONS} in one run")
-        print(f"done-when {name}: {value} (goal {d['goal']}{few}): {'met' if d['met'] else 'NOT met'}")
+        print(f"target {name}: {value} (goal {d['goal']}{few}): {'met' if d['met'] else 'NOT met'}")
     if result["stopped_early"]:
         print(f"NOTE: {result['stopped_early']}")
 
@@ -421,9 +421,9 @@ def merge(a, modes):
               "runs": runs, "reps_done": sum(p["reps_done"] for p in parts),
               "stopped_early": "; ".join(p["stopped_early"] for p in parts if p["stopped_early"]) or None}
     result["summary"], result["kernels_per_step"] = summarize(modes, runs)
-    result["done_when"] = done_when(result["summary"])
+    result["targets"] = targets(result["summary"])
     result["paired"] = paired_summary(modes, runs)
-    result["done_when"].update(paired_done_when(result["paired"]))
+    result["targets"].update(paired_targets(result["paired"]))
     if a.out:
         with open(a.out, "w") as f:
             json.dump(result, f, indent=1)
@@ -517,7 +517,7 @@ def main(argv=None, prog=None):
               "host": platform.node(), "device": device, "args": vars(a), "probe_s": probe, "anchor_every": anchor_every,
               "modes": {m.name: {"what": m.what, "argv": m.argv, "env": m.env, "anchor": m.anchor} for m in modes},
               "runs": {m.name: [] for m in modes}, "stopped_early": None, "reps_done": 0, "summary": {},
-              "kernels_per_step": {}, "done_when": {}}
+              "kernels_per_step": {}, "targets": {}}
 
     def save():
         if a.out:
@@ -546,9 +546,9 @@ def main(argv=None, prog=None):
         rep_s.append(time.perf_counter() - t0)
         result["reps_done"] = rep + 1 - a.first_rep
         result["summary"], result["kernels_per_step"] = summarize(modes, result["runs"])
-        result["done_when"] = done_when(result["summary"])
+        result["targets"] = targets(result["summary"])
         result["paired"] = paired_summary(modes, result["runs"])
-        result["done_when"].update(paired_done_when(result["paired"]))
+        result["targets"].update(paired_targets(result["paired"]))
         save()
         print(f"rep {rep + 1}/{a.first_rep + a.reps} done in {rep_s[-1]:.0f} s, {time.perf_counter() - start:.0f} s in all",
               file=sys.stderr, flush=True)

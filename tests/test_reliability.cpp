@@ -1420,7 +1420,7 @@ TEST_CASE("after stop(): scopes are not recorded and take the idle path (no buff
   CHECK(p.last_trace().spans.empty());
 }
 
-// --- Busy writers, the CPU event cap and misuse guards (issue 12) -----------------
+// --- Busy writers, the CPU event cap and misuse guards ------------------------
 
 TEST_CASE("busy writer: stop() returns, the chunk pool stays within the cap, no span starts after the window's end") {
   const std::size_t before = cuprof::detail::global_chunk_pool().allocated();

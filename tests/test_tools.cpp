@@ -1,7 +1,7 @@
 // The trace reader, kernel-name decoding, distributions, insights, diffs and the
 // `cuprof` command (run in process). Inputs: the H200 traces in
 // tests/fixtures/gpu/ and the torch.profiler traces with torch's own tables in
-// tools/testdata/kineto/ (recorded with scripts/torch_*.py, see its README).
+// tools/testdata/kineto/ (recorded with tests/gpu/torch_*.py, see its README).
 #include <cuprof/cuprof.hpp>
 #include <cuprof/analysis.hpp>
 #include <cuprof/model/stats.hpp>
@@ -147,7 +147,7 @@ TEST_CASE("kernel names: nvjet names from the H200 traces (cuBLAS 13 on Hopper)"
   CHECK(down.compact() == "GEMM sm90 bf16 192x128x64 5 stages cluster 1x2 coopB beta=0 TNT");
 }
 
-TEST_CASE("kernel names: cuBLAS and CUTLASS names from the seed articles (A100)") {
+TEST_CASE("kernel names: cuBLAS and CUTLASS names from the profiling articles (A100)") {
   // Part 1: the GEMM eager and compiled matmul+add run.
   const cuprof::kernel_name_info a =
       cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn");
@@ -938,7 +938,7 @@ TEST_CASE("insights: the unfused MLP's GeLU and mul are the top finding, with th
     REQUIRE_FALSE(in.summary.empty());
     CHECK(in.summary[0].find("elementwise chain") != std::string::npos);
   }
-  // cuprof's MLP: 204.064us, 29.4% of GPU time; torch's (the seed's shapes on an H100): 257.252us, 33.8%.
+  // cuprof's MLP: 204.064us, 29.4% of GPU time; torch's (the articles' shapes on an H100): 257.252us, 33.8%.
   const cuprof::insights unfused = insights_of(fixture("mlp_unfused.json"));
   CHECK(unfused.verdict == cuprof::bound_verdict::compute_bound);
   CHECK(kinds_of(unfused) == std::vector<std::string>{"elementwise chain", "memset before GEMM"});
@@ -1672,7 +1672,7 @@ TEST_CASE("cli: malformed input exits 1 with one error line, for every command")
   CHECK(cli({"table", dir.file("types.json")}).err.find("\"tid\" is not an integer") != std::string::npos);
 }
 
-// ---- issue 15: report formats, standard input, help, terminal, the gate ---------------
+// ---- report formats, standard input, help, terminal, the gate ---------------
 
 namespace {
 

@@ -1491,7 +1491,7 @@ TEST_CASE("traces written on a GPU (tests/fixtures/gpu) satisfy the contract") {
       if (cat == "kernel") {
         ++kernels;
         const json& a = e["args"];
-        // Recorded before issue 14, these also carry "blocks per SM", "warps per SM", a "shared memory" of 0.
+        // Recorded by an earlier cuprof, these also carry "blocks per SM", "warps per SM", a "shared memory" of 0.
         for (const char* key : {"device", "stream", "correlation", "grid", "block", "registers per thread",
                                 "est. achieved occupancy %"})
           CHECK_MESSAGE(a.contains(key), key);

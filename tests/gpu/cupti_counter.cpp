@@ -1,5 +1,5 @@
 // An independent count of a CUDA program's GPU work, to check cuprof's traces
-// against (scripts/gpu_check_corpus.py). It shares no code with cuprof on
+// against (tests/gpu/gpu_check_corpus.py). It shares no code with cuprof on
 // purpose: only CUPTI's activity API, as small as it can be.
 //
 // Loaded by CUDA itself through CUDA_INJECTION64_PATH=libcupti_counter.so; it

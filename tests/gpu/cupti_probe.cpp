@@ -1,5 +1,5 @@
 // libcuprof_probe.so: a cuprof session callable from another runtime through
-// ctypes, for scripts/gpu_check.py's "torch.profiler in the same process" case
+// ctypes, for tests/gpu/gpu_check.py's "torch.profiler in the same process" case
 // (tests/gpu/torch_then_cuprof.py): torch.profiler holds CUPTI, then this
 // library starts a cuprof profile (CPU and CUDA) in the same process.
 //

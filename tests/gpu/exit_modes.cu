@@ -1,5 +1,5 @@
 // Ends the way its argument says, with GPU work in flight, so that
-// scripts/gpu_check.py can check that the trace written at exit holds every
+// tests/gpu/gpu_check.py can check that the trace written at exit holds every
 // record (docs/reliability.md, "How a traced program ends"):
 //
 //   exit_modes return|exit_thread|device_reset|driver_context|sigterm

@@ -530,7 +530,7 @@ def main():
         corpus_and_torch(a.corpus, build, out, summary, only, not a.no_torch_nvtx)
         finish(summary, out)
 
-    # --- matmul_add, the seed article's workload -------------------------------------------
+    # --- matmul_add, the articles' workload ------------------------------------------------
     footers = {}
     gemm_names = {}
     for size in (64, 4096):
@@ -720,7 +720,7 @@ def corpus_and_torch(corpus, build, out, summary, only, torch=True):
 
 
 def bench_figures(build, out, summary):
-    """Issue 15's reading speed and issue 14's export speed on this host: figures, not checks."""
+    """The reading and export speeds on this host: figures, not checks."""
     bench = summary.setdefault("bench", {})
     proc = run([sys.executable, BENCH_RUN, "read-speed", "--cli",
                 os.path.join(build, "tools", "cuprof"), "--trace", os.path.join(out, "large_trace.json")],

@@ -1,4 +1,4 @@
-"""torch.profiler on the seed article's GeGLU MLP (profiling part 2, 03_simple_mlp.py's shapes).
+"""torch.profiler on the GeGLU MLP of Hugging Face's "Profiling in PyTorch" (part 2, 03_simple_mlp.py's shapes).
 
 Usage: python3 tests/gpu/torch_geglu_mlp.py --trace out.json [--compile]
 batch 64, seq 128, dim 768, hidden 3072, bf16, forward only under no_grad; the schedule the article

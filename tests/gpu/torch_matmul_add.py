@@ -1,4 +1,4 @@
-"""torch.profiler on the seed article's matmul + add, the peer of examples/matmul_add.cu.
+"""torch.profiler on the matmul + add of Hugging Face's "Profiling in PyTorch" (part 1), the peer of examples/matmul_add.cu.
 
 Usage: python3 tests/gpu/torch_matmul_add.py --size 4096 --trace out.json
 Same shapes, dtype (bf16), scopes and schedule (wait=1, warmup=1, active=3) as the C++ example.

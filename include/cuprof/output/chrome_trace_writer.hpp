@@ -552,7 +552,7 @@ class chrome_trace_writer {
         if (g.details != no_index) {
           const kernel_details& k = t_.kernels[g.details];
           if (!l_.lean()) {
-            // "shared memory" 0 too: a kernel's footprint is read from both (the seed article's "32
+            // "shared memory" 0 too: a kernel's footprint is read from both (the profiling articles' "32
             // registers and zero shared memory"); a lean trace is for size.
             next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
             next_key(schema::arg_shared_memory); append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
