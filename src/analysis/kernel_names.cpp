@@ -1,7 +1,7 @@
 // Kernel-name decoding (cuprof/analysis.hpp, "Kernel names"): each family
 // (nvjet, CUTLASS 3, CUTLASS 2, Triton, cuBLAS and cuBLASLt, ATen) is known by
 // its prefix, and its name read token by token, '_' between tokens.
-#include "kernel_names.hpp"
+#include <cuprof/analysis.hpp>
 
 #include <cuprof/base/text.hpp>
 
