@@ -3,15 +3,24 @@
 // throughput). A compiled library (target cuprof::analysis), apart from the
 // header-only instrumentation: programs that record never compile or link it,
 // and only it needs simdjson.
+//
+// Sections, in the order they build on each other: kernel names, diff,
+// throughput, insights, reading traces.
 #pragma once
 
-// Interim: the library's parts, until each has its declarations here and its
-// definitions in src/analysis/*.cpp.
+#ifdef CUPROF_DISABLE
+#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
+#endif
+
+#include <cuprof/base/error.hpp>
 #include <cuprof/model/event.hpp>
+#include <cuprof/model/stats.hpp>
 #include <cuprof/output/table.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -207,10 +216,6 @@ std::string signed_percent_text(double a, double b);  // from a to b: "+12.5%"; 
 //     tensor FLOPs per SM per clock of the architecture and the operand type x
 //     numSms x clockRate.
 
-#include <cuprof/model/stats.hpp>
-
-#include <cmath>
-
 namespace cuprof {
 
 // A peak and how it was computed; value 0: unknown, `basis` says why.
@@ -385,18 +390,6 @@ std::string format_insights(const insights& in, std::size_t kernel_rows = 15);
 // Throws cuprof::error, with the file name and the place, for anything it
 // cannot read: missing files, directories, devices, bad gzip data, invalid
 // JSON, fields of the wrong type.
-
-#ifdef CUPROF_DISABLE
-#error "cuprof: reading and analysing traces needs the real model; build this file without CUPROF_DISABLE"
-#endif
-
-#include <cuprof/base/error.hpp>
-#include <cuprof/model/event.hpp>
-
-#include <cstdint>
-#include <cstdio>
-#include <string>
-#include <string_view>
 
 namespace cuprof {
 
