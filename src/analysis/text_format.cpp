@@ -25,4 +25,13 @@ std::string signed_percent_text(double a, double b) {
   return buf;
 }
 
+std::string format_rate(double v, const char* unit) {
+  const char* prefix[] = {"", "K", "M", "G", "T", "P"};
+  int i = 0;
+  while (v >= 1000 && i < 5) v /= 1000, ++i;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f %s%s", v, prefix[i], unit);
+  return buf;
+}
+
 }  // namespace cuprof::detail

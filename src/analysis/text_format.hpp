@@ -1,5 +1,5 @@
-// How the analyses (insights, diff) write numbers in their text: durations in
-// torch's units, shares, ratios and changes. us_text and signed_percent_text
+// How the analyses (insights, diff, throughput) write numbers in their text:
+// durations in torch's units, shares, ratios, changes and rates. us_text and signed_percent_text
 // are declared in cuprof/analysis.hpp too, for the `cuprof` command.
 #pragma once
 
@@ -17,5 +17,8 @@ std::string ratio_text(double r);  // "2.5x"; whole numbers from 10x on
 
 // From a to b, as "+12.5%"; "new" when a is 0 and b is not.
 std::string signed_percent_text(double a, double b);
+
+// "1.1 PFLOP/s", "412.3 GB/s": one decimal, SI prefixes up to P.
+std::string format_rate(double v, const char* unit);
 
 }  // namespace cuprof::detail

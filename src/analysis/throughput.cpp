@@ -1,4 +1,4 @@
-#include "throughput.hpp"
+#include "text_format.hpp"
 
 #include <cuprof/analysis.hpp>
 #include <cuprof/model/attribution.hpp>
@@ -62,19 +62,6 @@ double gemm_flops(const trace& t, const gpu_activity& g) {
 
 }  // namespace
 
-namespace detail {
-
-std::string format_rate(double v, const char* unit) {
-  const char* prefix[] = {"", "K", "M", "G", "T", "P"};
-  int i = 0;
-  while (v >= 1000 && i < 5) v /= 1000, ++i;
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f %s%s", v, prefix[i], unit);
-  return buf;
-}
-
-}  // namespace detail
-
 peak_rate peak_flops(const device_info* d, std::string_view dtype) {
   if (!d) return {0, "unknown peak: the trace has no deviceProperties for the device"};
   const std::string arch = "sm_" + std::to_string(d->compute_major) + std::to_string(d->compute_minor);
@@ -134,7 +121,7 @@ std::vector<activity_throughput> gpu_throughput(const trace& t) {
       if (!bytes) continue;
       r.what = activity_throughput::measure::bytes;
       r.amount = double(bytes);
-      const bool device_only = g.kind == gpu_kind::memset || g.subkind == 8;  // 8: DtoD
+      const bool device_only = g.kind == gpu_kind::memset || g.subkind == memcpy_device_to_device;
       if (!device_only) {
         r.peak.basis = std::string("unknown peak: a ") + memcpy_kind_name(g.subkind) +
                        " copy crosses a link the trace does not describe";

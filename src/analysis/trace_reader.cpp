@@ -129,7 +129,7 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   // Calls share a call_kind per name, callback id, domain and arrow: looked
   // up in a map, as a file may have many. A trace holds at most 2^16 kinds.
   std::unordered_map<std::uint64_t, std::uint16_t> kind_index;
-  const auto kind_of = [&](const call_kind& k) {
+  const auto intern_kind = [&](const call_kind& k) {
     const std::uint64_t key = std::uint64_t(k.name) << 32 | std::uint64_t(k.cbid) << 2 |
                               std::uint64_t(k.domain == api_domain::driver) << 1 | std::uint64_t(k.has_flow);
     const auto [it, added] = kind_index.try_emplace(key, std::uint16_t(t.call_kinds.size()));
@@ -146,7 +146,7 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
     a.end_ns = std::uint64_t(r.end);
     a.tid = r.tid;
     const auto cbid = std::uint16_t(std::max<std::int64_t>(0, std::min<std::int64_t>(r.cbid, 0xFFFF)));  // CUPTI's are below
-    a.kind = kind_of({name(r.name), cbid, r.domain, false});
+    a.kind = intern_kind({name(r.name), cbid, r.domain, false});
     a.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
     t.api_calls.push_back(a);
   }
@@ -185,7 +185,7 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
       if (!t.kind_of(call).has_flow) {
         call_kind flowing = t.kind_of(call);
         flowing.has_flow = true;
-        call.kind = kind_of(flowing);
+        call.kind = intern_kind(flowing);
       }
     }
     if (moves_bytes(r.kind)) {

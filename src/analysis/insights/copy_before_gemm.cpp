@@ -101,7 +101,7 @@ void copies_before_gemms(context& c) {
       f.details.push_back("cuBLAS clears a small flag or counter before this GEMM (" +
                           (gemm.schedule.empty() ? std::string("its kernel") : gemm.schedule) +
                           "): one more launch per GEMM, not your code");
-    else if (cp.kind == gpu_kind::memcpy && cp.subkind == 8)
+    else if (cp.kind == gpu_kind::memcpy && cp.subkind == memcpy_device_to_device)
       f.details.push_back(gemm.epilogue.rfind("beta=1", 0) == 0
                               ? "the output seeded with C (the bias) before a beta=1 GEMM, as torch's addmm does: one more "
                                 "launch and one more pass over the output"

@@ -1,7 +1,7 @@
 // Insights as text: the report `cuprof insights` prints, the summary lines,
 // and the names of verdicts and cost bases. Headlines, details and places
 // quote names from the trace: printed terminal-safe.
-#include "../throughput.hpp"
+#include "../text_format.hpp"
 #include "context.hpp"
 
 #include <cuprof/base/text.hpp>
