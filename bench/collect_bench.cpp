@@ -77,8 +77,8 @@ void traced_call(cuprof::detail::cupti::call_recorder& recorder, CUpti_CallbackD
 int main(int argc, char** argv) {
   const std::uint32_t launches = argc > 1 ? std::uint32_t(std::atol(argv[1])) : 200000;
   std::vector<CUpti_ActivityKernel10> kernels(launches);
-  std::vector<std::uint64_t> launched_at(launches);  // ticks: the calls are stamped with cuprof's clock
-  const long rss_inputs_kb = status_kb("VmRSS:");  // the synthetic records stay resident throughout
+  std::vector<std::uint64_t> launched_at(launches);           // ticks: the calls are stamped with cuprof's clock
+  const long rss_inputs_kb = status_kb("VmRSS:");             // the synthetic records stay resident throughout
   auto* recorder = new cuprof::detail::cupti::call_recorder;  // one per process, never destroyed (as the tracer's)
   recorder->start_recording(0);
   cuprof::detail::cupti::record_store store(raw_name);
@@ -91,9 +91,8 @@ int main(int argc, char** argv) {
     for (std::uint32_t i = first; i < last; ++i) {
       launched_at[i] = cuprof::detail::now_ticks();
       // cudaLaunchKernel and the cuLaunchKernel it makes; the kernel carries the runtime call's id
-      traced_call(*recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 2 * i + 1, [&] {
-        traced_call(*recorder, CUPTI_CB_DOMAIN_DRIVER_API, 307, 2 * i + 2, [] {});
-      });
+      traced_call(*recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 2 * i + 1,
+                  [&] { traced_call(*recorder, CUPTI_CB_DOMAIN_DRIVER_API, 307, 2 * i + 2, [] {}); });
       CUpti_ActivityKernel10& k = kernels[i];
       std::memset(&k, 0, sizeof k);
       k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;

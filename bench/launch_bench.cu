@@ -62,9 +62,8 @@ __global__ void empty_kernel() {}
 namespace {
 
 std::uint64_t now_ns() {
-  return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now().time_since_epoch())
-                           .count());
+  return std::uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
 long status_kb(const char* key) {
@@ -144,11 +143,11 @@ int main(int argc, char** argv) {
   std::string mode = "untraced";
   long launches = 200000;
   int batch = 256;
-  std::string trace_path;  // burst, fork
+  std::string trace_path;       // burst, fork
   std::string lean_trace_path;  // burst
-  int reps = 7;            // after_stop
-  int forks = 20;          // fork
-  int threads = 3;         // stop_between_windows
+  int reps = 7;                 // after_stop
+  int forks = 20;               // fork
+  int threads = 3;              // stop_between_windows
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--mode")) mode = argv[i + 1];
     else if (!std::strcmp(argv[i], "--launches")) launches = std::atol(argv[i + 1]);
@@ -183,8 +182,8 @@ int main(int argc, char** argv) {
     events = bench::minimal_cupti_tracer::records() - before;
   } else if (mode == "cupti_idle") {
     CUpti_SubscriberHandle subscriber;
-    if (cuptiSubscribe(&subscriber, [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}, nullptr) !=
-        CUPTI_SUCCESS)
+    if (cuptiSubscribe(
+            &subscriber, [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}, nullptr) != CUPTI_SUCCESS)
       return 3;
     t = launch_loop(launches, batch, [] {});
   } else if (mode == "cuprof") {
@@ -259,8 +258,7 @@ int main(int argc, char** argv) {
     if (!trace_path.empty()) {
       const std::uint64_t e0 = now_ns();
       const cuprof::export_result r = prof.export_chrome_trace(trace_path);
-      std::printf("export_ns=%llu\ntrace_events=%llu\n", (unsigned long long)(now_ns() - e0),
-                  (unsigned long long)r.events);
+      std::printf("export_ns=%llu\ntrace_events=%llu\n", (unsigned long long)(now_ns() - e0), (unsigned long long)r.events);
     }
     if (!lean_trace_path.empty()) {
       const std::uint64_t e0 = now_ns();
@@ -298,8 +296,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) after.push_back(launch_loop(launches, batch, [] {}).loop_ns);
     helper_state.store(3);
     if (helper.joinable()) helper.join();
-    std::printf("before_ns=%llu\nafter_ns=%llu\nreps=%d\n", (unsigned long long)median(before),
-                (unsigned long long)median(after), reps);
+    std::printf("before_ns=%llu\nafter_ns=%llu\nreps=%d\n", (unsigned long long)median(before), (unsigned long long)median(after),
+                reps);
     std::printf("before_all_ns=");
     for (std::uint64_t v : before) std::printf("%llu,", (unsigned long long)v);
     std::printf("\nafter_all_ns=");
@@ -363,17 +361,15 @@ int main(int argc, char** argv) {
       with_kernels += std::any_of(tr.gpu.begin(), tr.gpu.end(),
                                   [](const cuprof::gpu_activity& g) { return g.kind == cuprof::gpu_kind::kernel; });
     }
-    std::printf("rounds=%d\nrounds_with_kernels=%d\nthread_loops=%llu\n", reps, with_kernels,
-                (unsigned long long)others.loops());
+    std::printf("rounds=%d\nrounds_with_kernels=%d\nthread_loops=%llu\n", reps, with_kernels, (unsigned long long)others.loops());
   } else {
     std::fprintf(stderr, "launch_bench: unknown mode %s\n", mode.c_str());
     return 2;
   }
-  std::printf("mode=%s\nlaunches=%ld\nloop_ns=%llu\nlaunch_ns=%llu\ncollect_ns=%llu\nevents=%llu\n", mode.c_str(),
-              launches, (unsigned long long)t.loop_ns, (unsigned long long)t.launch_ns,
-              (unsigned long long)collect_ns, (unsigned long long)events);
+  std::printf("mode=%s\nlaunches=%ld\nloop_ns=%llu\nlaunch_ns=%llu\ncollect_ns=%llu\nevents=%llu\n", mode.c_str(), launches,
+              (unsigned long long)t.loop_ns, (unsigned long long)t.launch_ns, (unsigned long long)collect_ns,
+              (unsigned long long)events);
   std::printf("dropped=%llu\nkernels=%zu\n", (unsigned long long)dropped, kernels);
-  std::printf("rss_before_kb=%ld\nrss_after_kb=%ld\nrss_peak_kb=%ld\n", rss_before, status_kb("VmRSS:"),
-              status_kb("VmHWM:"));
+  std::printf("rss_before_kb=%ld\nrss_after_kb=%ld\nrss_peak_kb=%ld\n", rss_before, status_kb("VmRSS:"), status_kb("VmHWM:"));
   return 0;
 }

@@ -38,9 +38,8 @@ void record_window(std::vector<CUpti_ActivityKind> kinds, double delay_s, double
   cuptiFinalize();
   const std::string partial = path + ".partial";
   if (FILE* f = std::fopen(partial.c_str(), "w")) {
-    std::fprintf(f, "{\"window_start_ns\":%llu,\"window_end_ns\":%llu,\"records\":%llu}\n",
-                 (unsigned long long)start, (unsigned long long)end,
-                 (unsigned long long)bench::minimal_cupti_tracer::records());
+    std::fprintf(f, "{\"window_start_ns\":%llu,\"window_end_ns\":%llu,\"records\":%llu}\n", (unsigned long long)start,
+                 (unsigned long long)end, (unsigned long long)bench::minimal_cupti_tracer::records());
     std::fclose(f);
     std::rename(partial.c_str(), path.c_str());
   }

@@ -50,8 +50,7 @@ class minimal_cupti_tracer {
       std::exit(1);
     }
     for (const auto& [domain, cbid] : parse_calls(list, "MINIMAL_CUPTI_CALLBACKS"))
-      cuptiEnableCallback(1, subscriber(), domain == "runtime" ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
-                          cbid);
+      cuptiEnableCallback(1, subscriber(), domain == "runtime" ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
 
   // MINIMAL_CUPTI_ONLY_CALLS=runtime:211,driver:307: of the API domains named,
@@ -63,7 +62,8 @@ class minimal_cupti_tracer {
     for (const std::string& item : split_commas(list)) {
       const std::size_t colon = item.find(':');
       const std::string domain = item.substr(0, colon);
-      const std::uint32_t cbid = colon == std::string::npos ? 0 : std::uint32_t(std::strtoul(item.c_str() + colon + 1, nullptr, 10));
+      const std::uint32_t cbid =
+          colon == std::string::npos ? 0 : std::uint32_t(std::strtoul(item.c_str() + colon + 1, nullptr, 10));
       if ((domain != "runtime" && domain != "driver") || cbid == 0) {
         std::fprintf(stderr, "minimal tracer: %s wants runtime:CBID or driver:CBID, got '%s'\n", variable, item.c_str());
         std::exit(1);

@@ -32,11 +32,10 @@ __global__ void bias_relu_kernel(bf16* y, const bf16* bias, std::size_t n, std::
 struct mlp {
   int batch, width;
   std::deque<ex::device_array<bf16>> weights, biases;  // weights are [out x in], as nn.Linear's; a deque never moves them
-  ex::device_array<bf16> a, b;                          // activations, used in turn
+  ex::device_array<bf16> a, b;                         // activations, used in turn
   cublasHandle_t handle = nullptr;
 
-  mlp(int layers, int batch_rows, int features)
-      : batch(batch_rows), width(features), a(std::size_t(batch) * width), b(a.size()) {
+  mlp(int layers, int batch_rows, int features) : batch(batch_rows), width(features), a(std::size_t(batch) * width), b(a.size()) {
     for (int l = 0; l < layers; ++l) {
       weights.emplace_back(std::size_t(width) * width);
       biases.emplace_back(std::size_t(width));
@@ -54,8 +53,8 @@ struct mlp {
     for (std::size_t l = 0; l < weights.size(); ++l) {
       CUPROF_SCOPE("linear_bias_relu");
       ex::gemm(handle, batch, width, width, in->get(), weights[l].get(), /*b_transposed*/ true, out->get());
-      ex::launch_grid_stride(bias_relu_kernel, out->size(), out->get(), biases[l].get(), out->size(),
-                             std::size_t(width), l + 1 < weights.size());
+      ex::launch_grid_stride(bias_relu_kernel, out->size(), out->get(), biases[l].get(), out->size(), std::size_t(width),
+                             l + 1 < weights.size());
       std::swap(in, out);
     }
   }

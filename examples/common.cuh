@@ -155,9 +155,8 @@ class device_array {
 };
 
 // for (i = this thread's first element; i < n; i += all threads of the grid)
-#define GRID_STRIDE_LOOP(i, n)                                                     \
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < (n); \
-       i += std::size_t(gridDim.x) * blockDim.x)
+#define GRID_STRIDE_LOOP(i, n) \
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < (n); i += std::size_t(gridDim.x) * blockDim.x)
 
 // Launches a grid-stride kernel for `items` work items on the default stream,
 // 256 threads per block, and checks the launch.
@@ -222,9 +221,9 @@ void map(Op op, bf16* out, const bf16* a, const bf16* b, std::size_t n) {
 inline void gemm(cublasHandle_t handle, int m, int n, int k, const bf16* a, const bf16* b, bool b_transposed, bf16* c,
                  float beta = 0.0f) {
   const float alpha = 1.0f;
-  CUBLAS_CHECK(cublasGemmEx(handle, b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b,
-                            CUDA_R_16BF, b_transposed ? k : n, a, CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, n,
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasGemmEx(handle, b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF,
+                            b_transposed ? k : n, a, CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace ex

@@ -52,8 +52,7 @@ class lt_linear_bias {
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const std::size_t bytes = workspace_bytes;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
-                                                      sizeof(bytes)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes)));
     int found = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, desc_, w_, x_, y_, y_, pref, 1, &algo_, &found));
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
@@ -71,8 +70,8 @@ class lt_linear_bias {
 
   void run(const bf16* x, const bf16* w, bf16* y) const {
     const float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, w_, x, x_, &beta, y, y_, y, y_, &algo_.algo,
-                                workspace_.get(), workspace_.size(), /*stream*/ 0));
+    CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, w_, x, x_, &beta, y, y_, y, y_, &algo_.algo, workspace_.get(),
+                                workspace_.size(), /*stream*/ 0));
   }
 
  private:
@@ -98,8 +97,14 @@ struct linear_layer {
   std::optional<lt_linear_bias> lt;
 
   linear_layer(int batch_size, int in_dim, int out_dim, variant v)
-      : batch(batch_size), in(in_dim), out(out_dim), x(std::size_t(batch) * in), w(std::size_t(out) * in),
-        bias(out), bias_rows(std::size_t(batch) * out), y(std::size_t(batch) * out) {
+      : batch(batch_size),
+        in(in_dim),
+        out(out_dim),
+        x(std::size_t(batch) * in),
+        w(std::size_t(out) * in),
+        bias(out),
+        bias_rows(std::size_t(batch) * out),
+        y(std::size_t(batch) * out) {
     ex::fill_uniform(x, 1);
     ex::fill_uniform(w, 2);
     ex::fill_uniform(bias, 3);
@@ -111,9 +116,7 @@ struct linear_layer {
   ~linear_layer() { cublasDestroy(handle); }
 
   void fused_bias_gemm() const { lt->run(x.get(), w.get(), y.get()); }
-  void gemm(float beta) const {
-    ex::gemm(handle, batch, out, in, x.get(), w.get(), /*b_transposed*/ true, y.get(), beta);
-  }
+  void gemm(float beta) const { ex::gemm(handle, batch, out, in, x.get(), w.get(), /*b_transposed*/ true, y.get(), beta); }
   void bias_add() const { add_bias_to(y); }
   void bias_copy() const {
     CUDA_CHECK(cudaMemcpyAsync(y.get(), bias_rows.get(), y.size() * sizeof(bf16), cudaMemcpyDeviceToDevice));

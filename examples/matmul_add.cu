@@ -43,9 +43,9 @@ struct matmul_add {
     // Row-major per matrix, so as in ex::gemm the column-major operands swap.
     const float alpha = 1.0f, beta = 0.0f;
     const long long stride = (long long)n * n;
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, w.get(), CUDA_R_16BF,
-                                            n, stride, x.get(), CUDA_R_16BF, n, stride, &beta, xw.get(), CUDA_R_16BF,
-                                            n, stride, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, w.get(), CUDA_R_16BF, n, stride,
+                                            x.get(), CUDA_R_16BF, n, stride, &beta, xw.get(), CUDA_R_16BF, n, stride, batch,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
   // out = xw + b

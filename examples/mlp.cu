@@ -46,9 +46,18 @@ struct geglu_mlp {
   cublasHandle_t handle = nullptr;
 
   geglu_mlp(int token_count, int model_dim, int hidden_dim)
-      : tokens(token_count), dim(model_dim), hidden(hidden_dim), x(std::size_t(tokens) * dim),
-        w_gate(std::size_t(hidden) * dim), w_up(std::size_t(hidden) * dim), w_down(std::size_t(dim) * hidden),
-        g(std::size_t(tokens) * hidden), u(g.size()), h(g.size()), m(g.size()), y(std::size_t(tokens) * dim) {
+      : tokens(token_count),
+        dim(model_dim),
+        hidden(hidden_dim),
+        x(std::size_t(tokens) * dim),
+        w_gate(std::size_t(hidden) * dim),
+        w_up(std::size_t(hidden) * dim),
+        w_down(std::size_t(dim) * hidden),
+        g(std::size_t(tokens) * hidden),
+        u(g.size()),
+        h(g.size()),
+        m(g.size()),
+        y(std::size_t(tokens) * dim) {
     ex::fill_uniform(x, 1);
     ex::fill_uniform(w_gate, 2);
     ex::fill_uniform(w_up, 3);
@@ -69,7 +78,6 @@ struct geglu_mlp {
   void gelu() const { ex::map(gelu_op{}, h.get(), g.get(), nullptr, g.size()); }
   void mul() const { ex::map(mul_op{}, m.get(), h.get(), u.get(), g.size()); }
   void gelu_mul() const { ex::map(gelu_mul_op{}, m.get(), g.get(), u.get(), g.size()); }
-
 };
 
 // One forward; without a GPU (p == nullptr) only the scopes run. Each

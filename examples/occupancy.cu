@@ -18,9 +18,7 @@ static const char* const usage =
 
 // y = a * x + y. A grid-stride loop is correct for any grid size, so the grid
 // can be sized to what the GPU holds at once rather than to the data.
-__global__ void axpy_kernel(float a, const float* x, float* y, std::size_t n) {
-  GRID_STRIDE_LOOP(i, n) y[i] = a * x[i] + y[i];
-}
+__global__ void axpy_kernel(float a, const float* x, float* y, std::size_t n) { GRID_STRIDE_LOOP(i, n) y[i] = a * x[i] + y[i]; }
 
 struct launch_plan {
   int block = 0;          // threads per block, from cudaOccupancyMaxPotentialBlockSize
@@ -77,8 +75,7 @@ int main(int argc, char** argv) try {
   ex::report(prof, trace);
 
   if (gpu)
-    std::printf("plan: block=%d blocks_per_sm=%d sms=%d grid=%d\n", plan.block, plan.blocks_per_sm, work->sm_count,
-                plan.grid);
+    std::printf("plan: block=%d blocks_per_sm=%d sms=%d grid=%d\n", plan.block, plan.blocks_per_sm, work->sm_count, plan.grid);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "occupancy: %s\n", e.what());

@@ -47,7 +47,7 @@ namespace detail {
 // Defined where the runtime is compiled (base/config.hpp). A program that makes a
 // profile without it fails to link, and the linker names this symbol.
 extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
-}
+}  // namespace detail
 
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
@@ -55,7 +55,6 @@ struct profile_options {
   // Called when a window's trace is ready; export or summarise it from here.
   std::function<void(profile&)> on_trace_ready;
 };
-
 
 // Tag for the constructor that starts right away: the profile is then a
 // scope, like torch's `with profile(...) as prof:`.
@@ -100,9 +99,7 @@ class profile {
     return last_ ? *last_ : *empty;
   }
   // group_by::args: a row per scope name and arguments (torch's group_by_input_shape).
-  event_averages key_averages(group_by grouping = group_by::name) const {
-    return cuprof::key_averages(last_trace(), grouping);
-  }
+  event_averages key_averages(group_by grouping = group_by::name) const { return cuprof::key_averages(last_trace(), grouping); }
   // A profile that was refused (another one was running) writes nothing: its
   // empty trace would replace a file the user may still want.
   export_result export_chrome_trace(const std::string& path, const export_options& options = {}) const;

@@ -151,8 +151,10 @@ class record_function {
 #define CUPROF_SCOPE(...) CUPROF_SCOPE_WITH_(__VA_ARGS__, )
 #define CUPROF_SCOPE_WITH_(name, ...) \
   ::cuprof::record_function CUPROF_UNIQUE_NAME(cuprof_scope_) { ::cuprof::static_name{"" name ""}, __VA_ARGS__ }
-#define CUPROF_FUNCTION() \
-  ::cuprof::record_function CUPROF_UNIQUE_NAME(cuprof_scope_) { ::cuprof::static_name{__func__} }
+#define CUPROF_FUNCTION()                                       \
+  ::cuprof::record_function CUPROF_UNIQUE_NAME(cuprof_scope_) { \
+    ::cuprof::static_name { __func__ }                          \
+  }
 #else
 #define CUPROF_SCOPE(...) static_cast<void>(0)
 #define CUPROF_FUNCTION() static_cast<void>(0)

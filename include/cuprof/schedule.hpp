@@ -43,8 +43,12 @@ struct schedule {
   schedule() = default;
   schedule(int wait_steps, int warmup_steps, int active_steps, int repeat_cycles = 0, int skip_first_steps = 0,
            bool skip_first_wait_steps = false)
-      : wait(wait_steps), warmup(warmup_steps), active(active_steps), repeat(repeat_cycles),
-        skip_first(skip_first_steps), skip_first_wait(skip_first_wait_steps) {
+      : wait(wait_steps),
+        warmup(warmup_steps),
+        active(active_steps),
+        repeat(repeat_cycles),
+        skip_first(skip_first_steps),
+        skip_first_wait(skip_first_wait_steps) {
     validate();
   }
 
@@ -53,8 +57,7 @@ struct schedule {
     if (wait < 0 || warmup < 0 || active <= 0 || repeat < 0 || skip_first < 0) {
       throw error("invalid schedule (wait=" + std::to_string(wait) + ", warmup=" + std::to_string(warmup) +
                   ", active=" + std::to_string(active) + ", repeat=" + std::to_string(repeat) +
-                  ", skip_first=" + std::to_string(skip_first) +
-                  "): active must be at least 1 and every other value at least 0");
+                  ", skip_first=" + std::to_string(skip_first) + "): active must be at least 1 and every other value at least 0");
     }
 #endif
   }

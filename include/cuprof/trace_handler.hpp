@@ -15,8 +15,8 @@ namespace cuprof {
 
 // torch.profiler.tensorboard_trace_handler: writes each window's trace to
 // <dir>/<worker>.<ns>.pt.trace.json[.gz], worker defaulting to <host>_<pid>.
-std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::string worker_name = {},
-                                                        bool use_gzip = false, export_options options = {});
+std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::string worker_name = {}, bool use_gzip = false,
+                                                        export_options options = {});
 
 }  // namespace cuprof
 

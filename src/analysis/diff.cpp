@@ -109,8 +109,7 @@ trace_diff diff_traces(const trace& a, const trace& b) {
   for (const gpu_work_change& r : d.gpu) {
     if (r.status != change_status::removed || !r.decoded.recognised() || r.decoded.library.empty()) continue;
     for (const gpu_work_change& n : d.gpu) {
-      if (n.status != change_status::added || n.decoded.library != r.decoded.library ||
-          n.decoded.category != r.decoded.category)
+      if (n.status != change_status::added || n.decoded.library != r.decoded.library || n.decoded.category != r.decoded.category)
         continue;
       kernel_swap s;
       s.from = r.name;
@@ -145,8 +144,7 @@ trace_diff diff_traces(const trace& a, const trace& b) {
   d.api = changes([](const event_average& r) { return r.kind == row_kind::cuda_api; }, &event_average::cpu_total_ns);
   d.cpu = changes(
       [](const event_average& r) {
-        return r.kind == row_kind::cpu_scope ||
-               (r.kind == row_kind::cuda_api && !is_cpu_blocking_synchronization(r.key));
+        return r.kind == row_kind::cpu_scope || (r.kind == row_kind::cuda_api && !is_cpu_blocking_synchronization(r.key));
       },
       &event_average::self_cpu_ns);
   for (const event_average& r : ka.rows())
@@ -174,12 +172,14 @@ std::string format_diff(const trace_diff& d, std::size_t max_rows) {
     if (c.status == change_status::same) {
       std::snprintf(line, sizeof line, "  same     %4llu -> %llu calls, %s -> %s per call (%s)",
                     static_cast<unsigned long long>(c.calls_a), static_cast<unsigned long long>(c.calls_b),
-                    us_text(c.avg_a_ns()).c_str(), us_text(c.avg_b_ns()).c_str(), signed_percent_text(c.avg_a_ns(), c.avg_b_ns()).c_str());
+                    us_text(c.avg_a_ns()).c_str(), us_text(c.avg_b_ns()).c_str(),
+                    signed_percent_text(c.avg_a_ns(), c.avg_b_ns()).c_str());
     } else {
       const bool was = c.status == change_status::removed;
       std::snprintf(line, sizeof line, "  %-8s %4llu calls, %s total, %s per call", was ? "removed" : "added",
                     static_cast<unsigned long long>(was ? c.calls_a : c.calls_b),
-                    us_text(double(was ? c.total_a_ns : c.total_b_ns)).c_str(), us_text(was ? c.avg_a_ns() : c.avg_b_ns()).c_str());
+                    us_text(double(was ? c.total_a_ns : c.total_b_ns)).c_str(),
+                    us_text(was ? c.avg_a_ns() : c.avg_b_ns()).c_str());
     }
     std::string text = line;
     text.append(text.size() < name_column ? name_column - text.size() : 2, ' ');
@@ -196,7 +196,8 @@ std::string format_diff(const trace_diff& d, std::size_t max_rows) {
 
   out += "\n";
   const auto total_line = [&](const std::string& what, std::uint64_t a, std::uint64_t b) {
-    out += what + ": " + us_text(double(a)) + " -> " + us_text(double(b)) + " (" + signed_percent_text(double(a), double(b)) + ")";
+    out +=
+        what + ": " + us_text(double(a)) + " -> " + us_text(double(b)) + " (" + signed_percent_text(double(a), double(b)) + ")";
     if (d.per_step()) out += "; per step " + us_text(d.per_step_a(a)) + " -> " + us_text(d.per_step_b(b));
     out += "\n";
   };
@@ -236,8 +237,8 @@ std::string format_diff(const trace_diff& d, std::size_t max_rows) {
                     gemms_added = d.count(change_status::added, true);
   std::string s;
   if (gemms_same && !gemms_removed && !gemms_added)
-    s += "the GEMMs are unchanged (" + std::to_string(gemms_same) +
-         " GEMM kernel name" + (gemms_same == 1 ? "" : "s") + " in both: the GPU does the same matrix math)";
+    s += "the GEMMs are unchanged (" + std::to_string(gemms_same) + " GEMM kernel name" + (gemms_same == 1 ? "" : "s") +
+         " in both: the GPU does the same matrix math)";
   else if (gemms_removed || gemms_added)
     s += std::to_string(gemms_removed) + " GEMM kernel" + (gemms_removed == 1 ? "" : "s") + " only in A and " +
          std::to_string(gemms_added) + " only in B: the dispatcher picked different GEMMs (shape, dtype or layout changed)";
@@ -310,8 +311,8 @@ std::string format_gate(const trace_diff& d, const diff_gate& g) {
   char threshold[32];
   std::snprintf(threshold, sizeof threshold, "%g%%", g.threshold_pct);
   std::string out = "\nGate: " + what + per + " " + us_text(g.a_ns) + " -> " + us_text(g.b_ns) + " (" +
-                    signed_percent_text(g.a_ns, g.b_ns) + "): " +
-                    (g.failed ? "FAILED, it grew by more than " : "passed, within ") + threshold + "\n";
+                    signed_percent_text(g.a_ns, g.b_ns) +
+                    "): " + (g.failed ? "FAILED, it grew by more than " : "passed, within ") + threshold + "\n";
   if (g.grew_most.empty()) return out;
   out += std::string("  grew most (") + (g.metric == diff_metric::gpu ? "GPU work" : "CPU scopes, ops and CUDA calls") + "):\n";
   for (const growth& x : g.grew_most) {

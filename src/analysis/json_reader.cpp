@@ -130,7 +130,8 @@ void json_document::fail_at(std::size_t at, const std::string& what) const {
   const std::size_t end = std::max(released_, at < text_.size() ? at : text_.size());
   std::size_t line = 1 + released_lines_, line_start = released_line_start_;
   const char* const stop = text_.data() + end;
-  for (const char* p = text_.data() + released_; p < stop && (p = static_cast<const char*>(std::memchr(p, '\n', std::size_t(stop - p))));)
+  for (const char* p = text_.data() + released_;
+       p < stop && (p = static_cast<const char*>(std::memchr(p, '\n', std::size_t(stop - p))));)
     ++line, line_start = std::size_t(++p - text_.data());
   const std::size_t column = end - line_start + 1;
   std::string msg = source_ + ": line " + std::to_string(line) + ", column " + std::to_string(column);

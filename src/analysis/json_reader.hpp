@@ -68,9 +68,9 @@ void pad_for_json(std::string& bytes);
 // the parser has the first escaped (\u00XX) and the second replaced by U+FFFD,
 // as cuprof's writer replaces it. Each change is a json_rewrite, in order.
 struct json_rewrite {
-  std::size_t at;      // where it begins in the copy
-  std::size_t width;   // its bytes in the copy, for 1 of the text
-  std::size_t grown;   // the copy's extra bytes up to its end
+  std::size_t at;     // where it begins in the copy
+  std::size_t width;  // its bytes in the copy, for 1 of the text
+  std::size_t grown;  // the copy's extra bytes up to its end
 };
 
 // The bytes of the UTF-8 character at `s` (`left` bytes readable), or 0 when

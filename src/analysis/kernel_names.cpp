@@ -88,9 +88,8 @@ std::string kernel_name_info::summary() const {
   if (!split_k.empty()) add(split_k);
   if (!layout.empty()) add("layout " + layout);
   if (alignment) add("align " + std::to_string(alignment));
-  if (!op.empty()) add(category == kernel_category::elementwise || category == kernel_category::reduction
-                           ? "(" + op + ")"
-                           : "fused " + op);
+  if (!op.empty())
+    add(category == kernel_category::elementwise || category == kernel_category::reduction ? "(" + op + ")" : "fused " + op);
   return s;
 }
 
@@ -178,10 +177,11 @@ struct dtype_spelling {
 
 // Longest spellings first: a concatenated token ("bf16bf16") is split greedily.
 constexpr dtype_spelling dtype_spellings[] = {
-    {"bf16", "bf16"}, {"tf32", "tf32"}, {"fp16", "fp16"}, {"fp32", "fp32"}, {"fp64", "fp64"}, {"e4m3", "fp8 e4m3"},
-    {"e5m2", "fp8 e5m2"}, {"e2m1", "fp4 e2m1"}, {"int8", "int8"}, {"int32", "int32"}, {"f16", "fp16"},
-    {"f32", "fp32"}, {"f64", "fp64"}, {"fp8", "fp8"}, {"fp4", "fp4"}, {"i8", "int8"}, {"s8", "int8"},
-    {"u8", "uint8"}, {"i32", "int32"}, {"s32", "int32"}, {"c32", "complex fp32"}, {"c64", "complex fp64"},
+    {"bf16", "bf16"},        {"tf32", "tf32"},        {"fp16", "fp16"},     {"fp32", "fp32"}, {"fp64", "fp64"},
+    {"e4m3", "fp8 e4m3"},    {"e5m2", "fp8 e5m2"},    {"e2m1", "fp4 e2m1"}, {"int8", "int8"}, {"int32", "int32"},
+    {"f16", "fp16"},         {"f32", "fp32"},         {"f64", "fp64"},      {"fp8", "fp8"},   {"fp4", "fp4"},
+    {"i8", "int8"},          {"s8", "int8"},          {"u8", "uint8"},      {"i32", "int32"}, {"s32", "int32"},
+    {"c32", "complex fp32"}, {"c64", "complex fp64"},
 };
 
 // A token made only of dtype spellings ("bf16", "bf16bf16", "bf16f32"), or empty.
@@ -231,9 +231,8 @@ std::string accumulate_letter(char c) {
 // "16816" -> "m16n8k16", as NVIDIA's MMA shapes are spelled in kernel names.
 std::string mma_shape(std::string_view digits) {
   static constexpr const char* known[][2] = {
-      {"16816", "m16n8k16"}, {"1688", "m16n8k8"},     {"884", "m8n8k4"},   {"161616", "m16n16k16"},
-      {"8816", "m8n8k16"},   {"8832", "m8n8k32"},     {"16832", "m16n8k32"}, {"16864", "m16n8k64"},
-      {"1684", "m16n8k4"},   {"16816x", "m16n8k16"},
+      {"16816", "m16n8k16"}, {"1688", "m16n8k8"},   {"884", "m8n8k4"},     {"161616", "m16n16k16"}, {"8816", "m8n8k16"},
+      {"8832", "m8n8k32"},   {"16832", "m16n8k32"}, {"16864", "m16n8k64"}, {"1684", "m16n8k4"},     {"16816x", "m16n8k16"},
   };
   for (const auto& k : known)
     if (digits == k[0]) return k[1];
@@ -250,8 +249,8 @@ bool is_layout(std::string_view tok, bool upper) {
 std::string epilogue_word(std::string_view tok) {
   if (tok == "bz") return "beta=0 (no C)";
   if (tok == "badd") return "beta=1 (C added)";
-  if (tok == "bias" || tok == "relu" || tok == "gelu" || tok == "silu" || tok == "bgelu" || tok == "brelu" ||
-      tok == "dgelu" || tok == "drelu" || tok == "aux" || tok == "swish" || tok == "tanh" || tok == "sigmoid")
+  if (tok == "bias" || tok == "relu" || tok == "gelu" || tok == "silu" || tok == "bgelu" || tok == "brelu" || tok == "dgelu" ||
+      tok == "drelu" || tok == "aux" || tok == "swish" || tok == "tanh" || tok == "sigmoid")
     return std::string(tok);
   return {};
 }
@@ -377,8 +376,7 @@ void decode_nvjet(std::string_view id, kernel_name_info& k) {
 // sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_..., cutlass_80_wmma_
 // tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8 and cutlass3x_sm90_tensorop_
 // gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized_cooperative.
-void decode_gemm_tokens(const std::vector<std::string_view>& t, std::size_t i, kernel_name_info& k,
-                               bool cutlass3) {
+void decode_gemm_tokens(const std::vector<std::string_view>& t, std::size_t i, kernel_name_info& k, bool cutlass3) {
   std::vector<std::string> before, after;  // dtypes before and after the GEMM token
   bool seen_gemm = false, xmma = false;
   int tiles = 0;
@@ -496,9 +494,8 @@ void decode_gemm_tokens(const std::vector<std::string_view>& t, std::size_t i, k
       add_to(k.schedule, tok == "warpspecialized" ? "warp-specialized" : tok == "pingpong" ? "ping-pong" : tok);
       continue;
     }
-    if (tok == "f2f" || tok == "kernel" || tok == "execute" || tok == "cublas" || tok == "epi" || tok == "tma" ||
-        tok == "5x" || tok.substr(0, 8) == "warpsize" ||
-        tok.substr(0, 13) == "warpgroupsize" || tok.substr(0, 6) == "tensor")
+    if (tok == "f2f" || tok == "kernel" || tok == "execute" || tok == "cublas" || tok == "epi" || tok == "tma" || tok == "5x" ||
+        tok.substr(0, 8) == "warpsize" || tok.substr(0, 13) == "warpgroupsize" || tok.substr(0, 6) == "tensor")
       continue;  // understood, nothing to show
     k.unknown.emplace_back(tok);
   }
@@ -541,8 +538,7 @@ std::string aten_functor(std::string_view name) {
       std::size_t b = p;
       while (b > 0 && std::isalnum(static_cast<unsigned char>(name[b - 1]))) --b;
       const std::string_view word = name.substr(b, p - b);
-      if (!word.empty() && word != "Binary" && word != "Unary" && word != "AUnary" && word != "BUnary" &&
-          word != "CUDA")
+      if (!word.empty() && word != "Binary" && word != "Unary" && word != "AUnary" && word != "BUnary" && word != "CUDA")
         found = std::string(word);
       p = name.find(suffix, p + 1);
     }
@@ -597,8 +593,7 @@ kernel_name_info decode_kernel_name(std::string_view name) {
       const std::size_t last = ops.rfind('_');
       if (last != std::string_view::npos && all_digits(ops.substr(last + 1))) ops = ops.substr(0, last);
       k.op = std::string(ops);
-      if (k.category == kernel_category::other && (ops.find("mm") != std::string_view::npos))
-        k.category = kernel_category::gemm;
+      if (k.category == kernel_category::other && (ops.find("mm") != std::string_view::npos)) k.category = kernel_category::gemm;
     }
     return k;
   }
@@ -630,7 +625,8 @@ kernel_name_info decode_kernel_name(std::string_view name) {
     return k;
   }
   const std::string lower = detail::ascii_lowercase(name);
-  if (lower.find("cublas") != std::string::npos) k.library = name.find("cublasLt") != std::string_view::npos ? "cuBLASLt" : "cuBLAS";
+  if (lower.find("cublas") != std::string::npos)
+    k.library = name.find("cublasLt") != std::string_view::npos ? "cuBLASLt" : "cuBLAS";
   if (lower.find("gemv") != std::string::npos) {
     k.category = kernel_category::gemv;
   } else if (lower.find("gemm") != std::string::npos) {

@@ -24,14 +24,13 @@ struct sm_flops_rate {
   int major, minor;
   const char* dtype;  // as kernel_name_info::a_type spells it
   double flops_per_sm_per_clock;
-  const char* unit;   // what executes it
+  const char* unit;  // what executes it
 };
 constexpr sm_flops_rate sm_flops_rates[] = {
-    {8, 0, "bf16", 2048, "dense tensor"}, {8, 0, "fp16", 2048, "dense tensor"},
-    {8, 0, "tf32", 1024, "dense tensor"}, {8, 0, "fp32", 128, "FP32 cores"},
-    {8, 6, "fp32", 256, "FP32 cores"},    {8, 9, "fp32", 256, "FP32 cores"},
-    {9, 0, "bf16", 4096, "dense tensor"}, {9, 0, "fp16", 4096, "dense tensor"},
-    {9, 0, "tf32", 2048, "dense tensor"}, {9, 0, "fp32", 256, "FP32 cores"},
+    {8, 0, "bf16", 2048, "dense tensor"}, {8, 0, "fp16", 2048, "dense tensor"}, {8, 0, "tf32", 1024, "dense tensor"},
+    {8, 0, "fp32", 128, "FP32 cores"},    {8, 6, "fp32", 256, "FP32 cores"},    {8, 9, "fp32", 256, "FP32 cores"},
+    {9, 0, "bf16", 4096, "dense tensor"}, {9, 0, "fp16", 4096, "dense tensor"}, {9, 0, "tf32", 2048, "dense tensor"},
+    {9, 0, "fp32", 256, "FP32 cores"},
 };
 
 // The integer argument `key` of span s, if it has one.
@@ -75,9 +74,8 @@ peak_rate peak_flops(const device_info* d, std::string_view dtype) {
   peak_rate p;
   p.value = rate->flops_per_sm_per_clock * d->num_sms * double(d->clock_rate_khz) * 1e3;
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s %s %s: %g FLOP/clock/SM x %d SMs x %.3f GHz = ", arch.c_str(),
-                std::string(dtype).c_str(), rate->unit, rate->flops_per_sm_per_clock, d->num_sms,
-                double(d->clock_rate_khz) / 1e6);
+  std::snprintf(buf, sizeof buf, "%s %s %s: %g FLOP/clock/SM x %d SMs x %.3f GHz = ", arch.c_str(), std::string(dtype).c_str(),
+                rate->unit, rate->flops_per_sm_per_clock, d->num_sms, double(d->clock_rate_khz) / 1e6);
   p.basis = buf + detail::format_rate(p.value, "FLOP/s");
   return p;
 }
@@ -123,8 +121,8 @@ std::vector<activity_throughput> gpu_throughput(const trace& t) {
       r.amount = double(bytes);
       const bool device_only = g.kind == gpu_kind::memset || g.subkind == memcpy_device_to_device;
       if (!device_only) {
-        r.peak.basis = std::string("unknown peak: a ") + memcpy_kind_name(g.subkind) +
-                       " copy crosses a link the trace does not describe";
+        r.peak.basis =
+            std::string("unknown peak: a ") + memcpy_kind_name(g.subkind) + " copy crosses a link the trace does not describe";
       } else {
         r.peak = peak_dram_bandwidth(d);
         if (g.kind == gpu_kind::memcpy && r.peak.value > 0) {

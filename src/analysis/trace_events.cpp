@@ -155,18 +155,43 @@ std::uint8_t sync_kind_of(std::string_view name) {
 
 bool event_member_used(int depth, std::string_view object, std::string_view key) {
   static constexpr std::string_view event_keys[] = {"ph", "cat", "name", "ts", "dur", "pid", "tid", "args"};
-  static constexpr std::string_view arg_keys[] = {
-      schema::arg_external_id, "external id", schema::arg_correlation, schema::arg_cbid, schema::arg_device,
-      schema::arg_context, schema::arg_stream, schema::arg_bytes, schema::arg_sync_kind,
-      schema::arg_registers_per_thread, schema::arg_shared_memory, schema::arg_grid, schema::arg_block,
-      schema::arg_graph_id, schema::arg_graph_node_id, schema::meta_name};
+  static constexpr std::string_view arg_keys[] = {schema::arg_external_id,   "external id",
+                                                  schema::arg_correlation,   schema::arg_cbid,
+                                                  schema::arg_device,        schema::arg_context,
+                                                  schema::arg_stream,        schema::arg_bytes,
+                                                  schema::arg_sync_kind,     schema::arg_registers_per_thread,
+                                                  schema::arg_shared_memory, schema::arg_grid,
+                                                  schema::arg_block,         schema::arg_graph_id,
+                                                  schema::arg_graph_node_id, schema::meta_name};
   // Torch's args the reader never looks at; any other key may be a scope's own argument (span_args_of).
-  static constexpr std::string_view unused_torch_arg_keys[] = {
-      "Record function id", "Ev Idx", "Sequence number", "Fwd thread id", "Input type", "Input Strides",
-      "Concrete Inputs", "Python id", "Python parent id", "Python thread", "Trace name", "Trace iteration",
-      "queued", "blocks per SM", "warps per SM", "est. achieved occupancy %", "priority", "kind", "memory bandwidth (GB/s)",
-      "Kernel Backend", "kernel_backend", "Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size",
-      "Process Group Name", "Process Group Ranks"};
+  static constexpr std::string_view unused_torch_arg_keys[] = {"Record function id",
+                                                               "Ev Idx",
+                                                               "Sequence number",
+                                                               "Fwd thread id",
+                                                               "Input type",
+                                                               "Input Strides",
+                                                               "Concrete Inputs",
+                                                               "Python id",
+                                                               "Python parent id",
+                                                               "Python thread",
+                                                               "Trace name",
+                                                               "Trace iteration",
+                                                               "queued",
+                                                               "blocks per SM",
+                                                               "warps per SM",
+                                                               "est. achieved occupancy %",
+                                                               "priority",
+                                                               "kind",
+                                                               "memory bandwidth (GB/s)",
+                                                               "Kernel Backend",
+                                                               "kernel_backend",
+                                                               "Collective name",
+                                                               "dtype",
+                                                               "In msg nelems",
+                                                               "Out msg nelems",
+                                                               "Group size",
+                                                               "Process Group Name",
+                                                               "Process Group Ranks"};
   const auto listed = [&](const auto& keys) {
     for (std::string_view k : keys)
       if (json_node::same_key(k, key)) return true;
@@ -295,8 +320,7 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
     if (const json_node* n = e.find("name"); n && n->is_string()) s += " (\"" + std::string(n->text.substr(0, 80)) + "\")";
     return s + ": " + what;
   };
-  if (!e.is_object())
-    fail("traceEvents[" + std::to_string(index) + "] is " + json_type_name(e.type) + ", expected an object");
+  if (!e.is_object()) fail("traceEvents[" + std::to_string(index) + "] is " + json_type_name(e.type) + ", expected an object");
   const json_node* ph = e.find("ph");
   if (!ph) return;
   if (!ph->is_string()) fail(where("\"ph\" is " + std::string(json_type_name(ph->type)) + ", expected a string"));
@@ -337,8 +361,8 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
     std::int64_t x = 0;
     if (!to_int(*f, x) || x < 0 || x > std::int64_t(std::numeric_limits<std::uint32_t>::max()))
       fail(where(std::string("\"") + key + "\" is " +
-                   (f->is_number() ? std::string("not a small non-negative integer") : "not an integer") +
-                   " (" + (f->is_number() ? std::string(f->text) : std::string(json_type_name(f->type))) + ")"));
+                 (f->is_number() ? std::string("not a small non-negative integer") : "not an integer") + " (" +
+                 (f->is_number() ? std::string(f->text) : std::string(json_type_name(f->type))) + ")"));
     return x;
   };
   const json_node* args = e.find("args");
@@ -350,7 +374,7 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
     std::int64_t x = 0;
     if (!to_int(*f, x))
       fail(where("args \"" + std::string(key) + "\" is " + json_type_name(f->type) +
-                   (f->is_number() ? " (" + std::string(f->text) + ")" : std::string()) + ", expected an integer"));
+                 (f->is_number() ? " (" + std::string(f->text) + ")" : std::string()) + ", expected an integer"));
     return x;
   };
   // Older Kineto versions spell it "external id".
@@ -369,8 +393,13 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
     case event_category::driver: {
       const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
       note_cpu_pid(pid);
-      raw_call call{start, end, name_id_of(*name), std::uint32_t(tid), external_id(),
-                    arg_int(schema::arg_correlation, -1), arg_int(schema::arg_cbid, 0),
+      raw_call call{start,
+                    end,
+                    name_id_of(*name),
+                    std::uint32_t(tid),
+                    external_id(),
+                    arg_int(schema::arg_correlation, -1),
+                    arg_int(schema::arg_cbid, 0),
                     c == event_category::driver ? api_domain::driver : api_domain::runtime};
       raw_.calls.push_back(std::move(call));
       break;
@@ -383,10 +412,10 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
       g.start = start;
       g.end = end;
       g.name = name_id_of(*name);
-      g.kind = c == event_category::kernel ? gpu_kind::kernel
-             : c == event_category::memcpy ? gpu_kind::memcpy
-             : c == event_category::memset ? gpu_kind::memset
-                                     : gpu_kind::sync;
+      g.kind = c == event_category::kernel   ? gpu_kind::kernel
+               : c == event_category::memcpy ? gpu_kind::memcpy
+               : c == event_category::memset ? gpu_kind::memset
+                                             : gpu_kind::sync;
       const std::int64_t pid = integer("pid", true), tid = integer("tid", true);
       const std::int64_t device = arg_int(schema::arg_device, pid);
       if (device < 0 || device > 0xFFFF)
@@ -406,15 +435,13 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
       if (g.kind == gpu_kind::sync) {
         g.subkind = sync_kind_of(name->text);
         if (args)
-          if (const json_node* k = args->find(schema::arg_sync_kind); k && k->is_string())
-            g.subkind = sync_kind_of(k->text);
+          if (const json_node* k = args->find(schema::arg_sync_kind); k && k->is_string()) g.subkind = sync_kind_of(k->text);
       }
       if (g.kind == gpu_kind::kernel && args) {
-        const auto dims3 = [&](std::string_view key, std::uint32_t (&d)[3]) {
+        const auto dims3 = [&](std::string_view key, std::uint32_t(&d)[3]) {
           const json_node* f = args->find(key);
           if (!f) return;
-          if (!f->is_array() || f->count != 3)
-            fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
+          if (!f->is_array() || f->count != 3) fail(where("args \"" + std::string(key) + "\" is not an array of 3 integers"));
           const json_node* item = f->first();
           for (int i = 0; i < 3; ++i, item = item->next()) {
             std::int64_t x = 0;
@@ -441,9 +468,7 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
       raw_.annotations.push_back({start, end, name_id_of(*name), std::uint32_t(pid), std::uint32_t(tid), external_id()});
       break;
     }
-    case event_category::overhead:
-      raw_.overhead.push_back({start, end, name_id_of(*name), 0, -1, 0, {}});
-      break;
+    case event_category::overhead: raw_.overhead.push_back({start, end, name_id_of(*name), 0, -1, 0, {}}); break;
     default: break;
   }
 }

@@ -99,7 +99,8 @@ std::string gunzip(const std::string& in, const std::string& source, const read_
     if (total > max_decompressed) refuse("decompresses to more than " + std::to_string(max_decompressed >> 30) + " GiB");
     if (total > ratio_checked_from && total > max_ratio * std::uint64_t(consumed))
       refuse("decompresses to more than " + std::to_string(max_ratio) + " times its compressed size");
-    if (total > out.capacity()) out.reserve(std::size_t(std::min(max_decompressed, std::max<std::uint64_t>(total, 2 * out.capacity()))));
+    if (total > out.capacity())
+      out.reserve(std::size_t(std::min(max_decompressed, std::max<std::uint64_t>(total, 2 * out.capacity()))));
     out.append(buf, produced);
     progress(read_stage::decompressing, consumed, in.size());
     const bool moved = given != z.avail_in || z.avail_out != sizeof buf;
@@ -133,8 +134,6 @@ bool is_gzip(std::string_view bytes) {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
-bool ends_with_gz(const std::string& path) {
-  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-}
+bool ends_with_gz(const std::string& path) { return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
 
 }  // namespace cuprof::detail

@@ -89,7 +89,10 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
     for (std::uint32_t pos = 0; pos < order.size(); ++pos)
       if (const auto ext = file_id(raw.spans[order[pos].index].ext)) add(*ext, pos);
   });
-  const auto span_of = [&](std::int64_t ext) { const auto id = file_id(ext); return id ? span_by_ext.find(*id) : no_index; };
+  const auto span_of = [&](std::int64_t ext) {
+    const auto id = file_id(ext);
+    return id ? span_by_ext.find(*id) : no_index;
+  };
   std::uint32_t next_id = std::uint32_t(std::min<std::int64_t>(max_ext, 0x7FFFFFFF)) + 1;
   t.spans.reserve(raw.spans.size());
   for (const span_key& key : order) {
@@ -221,14 +224,13 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   // The order derive_gpu_annotations() gives: per lane by start, enclosing ones first,
   // the shallower first when two cover the same work.
   const std::vector<std::uint32_t> depth = span_depths(t);
-  std::stable_sort(t.gpu_annotations.begin(), t.gpu_annotations.end(),
-                   [&](const gpu_annotation& a, const gpu_annotation& b) {
-                     if (a.device != b.device) return a.device < b.device;
-                     if (a.stream != b.stream) return a.stream < b.stream;
-                     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-                     if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
-                     return depth[a.span] < depth[b.span];
-                   });
+  std::stable_sort(t.gpu_annotations.begin(), t.gpu_annotations.end(), [&](const gpu_annotation& a, const gpu_annotation& b) {
+    if (a.device != b.device) return a.device < b.device;
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+    return depth[a.span] < depth[b.span];
+  });
 
   // Threads and the window.
   for (const auto& th : thread_names) t.meta.threads.push_back({th.first, th.second});
@@ -295,8 +297,7 @@ std::optional<events_array> find_events_array(std::string_view json) {
   return std::nullopt;
 }
 
-std::vector<std::pair<std::size_t, std::size_t>> split_events(std::string_view json, events_array a,
-                                                              std::size_t piece_bytes) {
+std::vector<std::pair<std::size_t, std::size_t>> split_events(std::string_view json, events_array a, std::size_t piece_bytes) {
   std::vector<std::pair<std::size_t, std::size_t>> pieces;
   std::size_t from = a.open + 1, end = a.close;
   while (from < end && is_json_blank(json[from])) ++from;
@@ -326,9 +327,8 @@ std::vector<std::pair<std::size_t, std::size_t>> split_events(std::string_view j
   }
 }
 
-std::optional<raw_trace> read_raw_trace_in_pieces(std::string_view json, const std::string& source,
-                                                  const read_progress& progress, std::size_t piece_bytes,
-                                                  unsigned threads) {
+std::optional<raw_trace> read_raw_trace_in_pieces(std::string_view json, const std::string& source, const read_progress& progress,
+                                                  std::size_t piece_bytes, unsigned threads) {
   const std::optional<events_array> array = find_events_array(json);
   if (!array) return std::nullopt;
   const auto pieces = split_events(json, *array, piece_bytes);
@@ -370,9 +370,8 @@ std::optional<raw_trace> read_raw_trace_in_pieces(std::string_view json, const s
         reader.result().is_cuprof = cuprof_trace;
         json_document doc(text, source, &parser);
         std::size_t index = 0;
-        doc.for_each_item(doc.root(), [&](simdjson::ondemand::value e) {
-          reader.event(doc.read(e, nodes, event_member_used), index++, doc);
-        });
+        doc.for_each_item(
+            doc.root(), [&](simdjson::ondemand::value e) { reader.event(doc.read(e, nodes, event_member_used), index++, doc); });
         doc.expect_end();
         results[i] = std::move(reader.result());
         done += last - first;
@@ -407,8 +406,7 @@ raw_trace read_raw_trace(std::string_view json, const std::string& source, const
   return read_raw_trace_serially(json, source, progress);
 }
 
-loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool checked,
-                            const read_progress& progress) {
+loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool checked, const read_progress& progress) {
   if (bytes.empty()) throw error("'" + source + "' is empty, expected a JSON trace");
   if (is_gzip(bytes)) {
     bytes = gunzip(bytes, source, progress);
@@ -425,12 +423,11 @@ loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool c
   return out;
 }
 
-loaded_trace read_stream(std::FILE* f, const std::string& source, std::uint64_t size,
-                         const read_progress& progress, std::uint64_t limit) {
+loaded_trace read_stream(std::FILE* f, const std::string& source, std::uint64_t size, const read_progress& progress,
+                         std::uint64_t limit) {
   const auto over_limit = [&](std::size_t held) {
     if (size == 0 && held > limit)
-      throw error("'" + source + "' holds more than " + std::to_string(limit) +
-                  " bytes, more than cuprof reads from a pipe");
+      throw error("'" + source + "' holds more than " + std::to_string(limit) + " bytes, more than cuprof reads from a pipe");
   };
   std::string bytes;
   json_text_check check(source, "");

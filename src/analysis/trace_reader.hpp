@@ -83,8 +83,7 @@ std::optional<events_array> find_events_array(std::string_view json);
 // The events array's items cut into pieces of about `piece_bytes`, between
 // items ("}", a comma and blanks, "{"): each piece [first, last) runs from
 // an item's '{' to another's '}'.
-std::vector<std::pair<std::size_t, std::size_t>> split_events(std::string_view json, events_array a,
-                                                              std::size_t piece_bytes);
+std::vector<std::pair<std::size_t, std::size_t>> split_events(std::string_view json, events_array a, std::size_t piece_bytes);
 
 // The JSON and schema stages on several threads, for a large document whose
 // one events array holds objects: its items cut into pieces between items
@@ -95,9 +94,8 @@ std::vector<std::pair<std::size_t, std::size_t>> split_events(std::string_view j
 // string, inside an event) makes a piece or the rest invalid JSON: if all
 // parse, the pieces are the array's items. Null on any failure: the caller
 // reads the document serially, which says what is wrong where.
-std::optional<raw_trace> read_raw_trace_in_pieces(std::string_view json, const std::string& source,
-                                                  const read_progress& progress, std::size_t piece_bytes,
-                                                  unsigned threads);
+std::optional<raw_trace> read_raw_trace_in_pieces(std::string_view json, const std::string& source, const read_progress& progress,
+                                                  std::size_t piece_bytes, unsigned threads);
 
 // Documents this large are read in pieces of this size, on up to this many threads.
 inline constexpr std::size_t read_piece_bytes = std::size_t(4) << 20;
@@ -108,8 +106,7 @@ raw_trace read_raw_trace(std::string_view json, const std::string& source, const
 
 // A file's bytes to a trace; `checked`: a plain file's bytes went through
 // json_text_check as they were read.
-loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool checked,
-                            const read_progress& progress = {});
+loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool checked, const read_progress& progress = {});
 
 // What is read from a stream of unknown size (a pipe, a FIFO): as much as the
 // gzip reader decompresses at most, and twice what the JSON parser takes at once.
@@ -119,7 +116,7 @@ constexpr std::uint64_t max_stream_bytes = max_decompressed;
 // zero-filled or sparse file is refused at its first bytes, not held whole.
 // `size`: the file's size when known (reserved once the start looked like a
 // trace), else 0: then at most `limit` bytes are read, and more is refused.
-loaded_trace read_stream(std::FILE* f, const std::string& source, std::uint64_t size,
-                         const read_progress& progress, std::uint64_t limit = max_stream_bytes);
+loaded_trace read_stream(std::FILE* f, const std::string& source, std::uint64_t size, const read_progress& progress,
+                         std::uint64_t limit = max_stream_bytes);
 
 }  // namespace cuprof::detail

@@ -238,8 +238,8 @@ inline loaded_trace load(const std::string& path, const terminal& term, const st
 
 inline std::string describe(const loaded_trace& lt) {
   const std::size_t steps = detail::steps_in(lt.t);
-  std::string s = detail::terminal_safe(lt.source) + " (" + trace_format_name(lt.format) + ", " + std::to_string(lt.t.spans.size()) +
-                  " scopes/ops, " + std::to_string(lt.t.api_calls.size()) + " CUDA calls, " +
+  std::string s = detail::terminal_safe(lt.source) + " (" + trace_format_name(lt.format) + ", " +
+                  std::to_string(lt.t.spans.size()) + " scopes/ops, " + std::to_string(lt.t.api_calls.size()) + " CUDA calls, " +
                   std::to_string(lt.t.gpu.size()) + " GPU records";
   if (steps) s += ", " + std::to_string(steps) + " steps";
   return s + ")";
@@ -274,9 +274,8 @@ inline const char* row_kind_name(row_kind k) {
 // The table's rows and columns, as table() prints them (percentages null where it prints NaN).
 inline record_table table_records(const event_averages& avg, const table_options& o) {
   record_table t;
-  t.columns = {"name",         "kind",          "calls",         "self_cpu_us",   "self_cpu_pct",
-               "cpu_total_us", "cpu_total_pct", "cpu_avg_us",    "self_cuda_us",  "self_cuda_pct",
-               "cuda_total_us", "cuda_avg_us"};
+  t.columns = {"name",          "kind",       "calls",        "self_cpu_us",   "self_cpu_pct",  "cpu_total_us",
+               "cpu_total_pct", "cpu_avg_us", "self_cuda_us", "self_cuda_pct", "cuda_total_us", "cuda_avg_us"};
   if (o.stats)
     for (const char* c : {"cpu_min_us", "cpu_median_us", "cpu_p95_us", "cpu_max_us", "cuda_min_us", "cuda_median_us",
                           "cuda_p95_us", "cuda_max_us"})
@@ -389,11 +388,10 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
     return exit_ok;
   }
   record_table findings;
-  findings.columns = {"kind",    "headline", "details",   "where",    "cause",
-                      "cost_us", "cost_of",  "cost_pct", "saving_us", "estimate"};
+  findings.columns = {"kind", "headline", "details", "where", "cause", "cost_us", "cost_of", "cost_pct", "saving_us", "estimate"};
   if (format == output_format::csv)  // the verdict is the CSV's first line item: its signals as details, its rule as estimate
-    findings.rows.push_back({str("verdict"), str(verdict_name(in.verdict)), str(in.verdict_signals), str(""), str(in.verdict_reason),
-                             real(NAN), str(""), real(NAN), real(NAN), str(in.verdict_rule)});
+    findings.rows.push_back({str("verdict"), str(verdict_name(in.verdict)), str(in.verdict_signals), str(""),
+                             str(in.verdict_reason), real(NAN), str(""), real(NAN), real(NAN), str(in.verdict_rule)});
   for (const finding& f : in.findings)
     findings.rows.push_back({str(f.kind), str(f.headline), str(joined(f.details)), str(f.where), str(f.cause), us(f.cost_ns),
                              str(cost_base_name(f.cost_of)), real(f.cost_share * 100.0), us(f.saving_ns), str(f.estimate)});
@@ -403,22 +401,30 @@ inline int insights_command(const std::vector<std::string>& args, std::string& o
   }
   std::vector<const kernel_summary*> ks;
   for (const kernel_summary& k : in.kernels) ks.push_back(&k);
-  std::stable_sort(ks.begin(), ks.end(), [](const kernel_summary* a, const kernel_summary* b) {
-    return a->duration.total_ns > b->duration.total_ns;
-  });
+  std::stable_sort(ks.begin(), ks.end(),
+                   [](const kernel_summary* a, const kernel_summary* b) { return a->duration.total_ns > b->duration.total_ns; });
   if (ks.size() > kernel_rows) ks.resize(kernel_rows);
   record_table kernels;
-  kernels.columns = {"name", "calls", "total_us", "median_us", "max_us", "launch_to_start_median_us", "what_it_says",
-                     "achieved_flops_per_s", "achieved_bytes_per_s", "pct_of_peak", "peak_basis", "peak_note"};
+  kernels.columns = {"name",
+                     "calls",
+                     "total_us",
+                     "median_us",
+                     "max_us",
+                     "launch_to_start_median_us",
+                     "what_it_says",
+                     "achieved_flops_per_s",
+                     "achieved_bytes_per_s",
+                     "pct_of_peak",
+                     "peak_basis",
+                     "peak_note"};
   for (const kernel_summary* k : ks) {
     const activity_throughput& r = k->throughput;
     const bool known = r.amount > 0, flops = r.what == activity_throughput::measure::flops;
     kernels.rows.push_back({str(k->name), num(k->duration.count), us(k->duration.total_ns), us(k->duration.median_ns),
                             us(k->duration.max_ns), k->launch_to_start.count ? us(k->launch_to_start.median_ns) : real(NAN),
-                            str(k->decoded.recognised() ? k->decoded.summary() : ""),
-                            real(known && flops ? r.per_second() : NAN), real(known && !flops ? r.per_second() : NAN),
-                            real(known ? r.percent_of_peak() : NAN), str(known ? r.peak.basis : ""),
-                            str(known ? above_peak_note(r) : "")});
+                            str(k->decoded.recognised() ? k->decoded.summary() : ""), real(known && flops ? r.per_second() : NAN),
+                            real(known && !flops ? r.per_second() : NAN), real(known ? r.percent_of_peak() : NAN),
+                            str(known ? r.peak.basis : ""), str(known ? above_peak_note(r) : "")});
   }
   json_writer j;
   write_source(j, lt);
@@ -451,8 +457,7 @@ inline double percent_value(std::string text) {
 inline int diff_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
   const parsed p = parse(args, 2, {"rows", "format", "fail-above", "metric"}, {}, "diff");
   if (p.positional.size() != 2)
-    throw usage_error(p.positional.size() < 2 ? "diff needs two trace files, A and B" : "diff takes two trace files",
-                      "diff");
+    throw usage_error(p.positional.size() < 2 ? "diff needs two trace files, A and B" : "diff takes two trace files", "diff");
   if (p.positional[0] == "-" && p.positional[1] == "-")
     throw usage_error("standard input (-) can be only one of A and B", "diff");
   const output_format format = format_of(p, "diff");
@@ -498,14 +503,16 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
   }
 
   record_table gpu;
-  gpu.columns = {"status", "name", "calls_a", "calls_b", "total_a_us", "total_b_us", "avg_a_us", "avg_b_us",
-                 "avg_change_pct", "what_it_says"};
+  gpu.columns = {"status",     "name",     "calls_a",  "calls_b",        "total_a_us",
+                 "total_b_us", "avg_a_us", "avg_b_us", "avg_change_pct", "what_it_says"};
   for (std::size_t i = 0; i < d.gpu.size() && i < rows; ++i) {
     const gpu_work_change& c = d.gpu[i];
     const bool same = c.status == change_status::same;
-    gpu.rows.push_back({str(same ? "same" : c.status == change_status::removed ? "removed" : "added"), str(c.name),
-                        num(c.calls_a), num(c.calls_b), us(c.total_a_ns), us(c.total_b_ns), real(c.avg_a_ns() / 1000.0),
-                        real(c.avg_b_ns() / 1000.0),
+    gpu.rows.push_back({str(same                                 ? "same"
+                            : c.status == change_status::removed ? "removed"
+                                                                 : "added"),
+                        str(c.name), num(c.calls_a), num(c.calls_b), us(c.total_a_ns), us(c.total_b_ns),
+                        real(c.avg_a_ns() / 1000.0), real(c.avg_b_ns() / 1000.0),
                         real(same && c.avg_a_ns() > 0 ? (c.avg_b_ns() - c.avg_a_ns()) * 100.0 / c.avg_a_ns() : NAN),
                         str(c.decoded.recognised() ? c.decoded.summary() : "")});
   }
@@ -575,14 +582,12 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     throw usage_error("--activities takes cpu, cuda or cpu,cuda", "run");
   for (const auto& [name, seconds] : {std::pair<const char*, const std::string*>{"--delay", &delay}, {"--duration", &duration}})
     if (!seconds->empty() && !detail::parse_seconds(seconds->c_str()))
-      throw usage_error(std::string(name) + " takes a number of seconds from 0 to 1e7, not '" +
-                            detail::terminal_safe(*seconds) + "'",
-                        "run");
+      throw usage_error(
+          std::string(name) + " takes a number of seconds from 0 to 1e7, not '" + detail::terminal_safe(*seconds) + "'", "run");
   if (!detail_level.empty() && !detail::parse_lean_trace(detail_level.c_str()))
     throw usage_error("--detail takes kineto or lean, not '" + detail::terminal_safe(detail_level) + "'", "run");
   const std::string library = find_injection_library(inject);
-  if (library.empty())
-    throw error("cannot find libcuprof_inject.so (give it with --inject PATH or CUPROF_INJECT_LIBRARY)");
+  if (library.empty()) throw error("cannot find libcuprof_inject.so (give it with --inject PATH or CUPROF_INJECT_LIBRARY)");
   if (const std::string why = not_an_injection_library(library); !why.empty())
     throw error("cannot inject '" + detail::terminal_safe(library) + "': " + why);
   plan = {};

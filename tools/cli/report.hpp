@@ -68,8 +68,7 @@ inline std::string csv_field(const cell& c) {
   if (c.type == cell::kind::literal) return c.text == "null" ? std::string() : c.text;
   const bool formula = !c.text.empty() && std::string_view("=+-@\t\r").find(c.text.front()) != std::string_view::npos;
   const std::string safe = (formula ? "'" : "") + detail::terminal_safe(c.text);
-  if (!formula && safe.find_first_of(",\"") == std::string::npos &&
-      (safe.empty() || (safe.front() != ' ' && safe.back() != ' ')))
+  if (!formula && safe.find_first_of(",\"") == std::string::npos && (safe.empty() || (safe.front() != ' ' && safe.back() != ' ')))
     return safe;
   std::string out = "\"";
   for (char ch : safe) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
@@ -114,8 +113,8 @@ class json_writer {
       out_ += "{";
       for (std::size_t i = 0; i < t.columns.size(); ++i) {
         const cell& c = t.rows[row][i];
-        out_ += (i ? ", " : "") + json_string(t.columns[i]) + ": " +
-                (c.type == cell::kind::literal ? c.text : json_string(c.text));
+        out_ +=
+            (i ? ", " : "") + json_string(t.columns[i]) + ": " + (c.type == cell::kind::literal ? c.text : json_string(c.text));
       }
       out_ += "}";
     }

@@ -58,7 +58,9 @@ class progress_line {
     if (now - start_ < std::chrono::seconds(1) || (shown_ && now - last_ < milliseconds(100))) return;
     last_ = now;
     shown_ = true;
-    const char* what = stage == read_stage::reading ? "reading" : stage == read_stage::decompressing ? "decompressing" : "parsing";
+    const char* what = stage == read_stage::reading         ? "reading"
+                       : stage == read_stage::decompressing ? "decompressing"
+                                                            : "parsing";
     const auto mb = [](std::uint64_t bytes) { return std::to_string((bytes + (1u << 19)) >> 20); };
     std::string line = "\rcuprof: " + std::string(what) + " " + source_ + ": " + mb(done);
     line += total ? " of " + mb(total) + " MB" : " MB";

@@ -102,14 +102,13 @@ env_setting<T> read_setting(const char* name, const char* text, const std::optio
 }
 
 inline env_setting<bool> read_switch(const char* name, const char* text, bool fallback) {
-  return read_setting(name, text, parse_switch(text), fallback, "1/0, yes/no, true/false or on/off",
-                      fallback ? "yes" : "no");
+  return read_setting(name, text, parse_switch(text), fallback, "1/0, yes/no, true/false or on/off", fallback ? "yes" : "no");
 }
 
 // CUPROF_MAX_RECORDS (GPU records) and CUPROF_MAX_CPU_EVENTS (CPU slots).
 inline env_setting<std::size_t> read_record_cap(const char* name, const char* text, std::size_t fallback) {
-  return read_setting(name, text, parse_record_cap(text), fallback,
-                      "a positive count in decimal digits", std::to_string(fallback));
+  return read_setting(name, text, parse_record_cap(text), fallback, "a positive count in decimal digits",
+                      std::to_string(fallback));
 }
 
 inline env_setting<double> read_seconds(const char* name, const char* text) {
@@ -128,8 +127,7 @@ inline env_setting<bool> read_clock_forced_monotonic(const char* text) {
 // The libcupti paths to try, in order. An explicit CUPROF_CUPTI_LIBRARY is the
 // only one; otherwise the loader path, then under $CUDA_HOME, $CUDA_PATH and
 // /usr/local/cuda.
-inline std::vector<std::string> cupti_library_candidates(const char* forced, const char* cuda_home,
-                                                         const char* cuda_path) {
+inline std::vector<std::string> cupti_library_candidates(const char* forced, const char* cuda_home, const char* cuda_path) {
   if (forced && *forced) return {forced};
   std::vector<std::string> candidates = {"libcupti.so.13", "libcupti.so"};
   for (const char* root : {cuda_home, cuda_path}) {

@@ -92,9 +92,9 @@ struct process_state {
   std::atomic<bool> use_tsc{false};        // decided once, before recording first starts
   std::atomic<const runtime_hooks*> hooks{nullptr};
   std::atomic<void*> runtime_objects{nullptr};  // detail::runtime::objects of the installing copy
-  std::atomic<int> anchor_state{0};  // 0 none, 1 being taken, 2 taken
+  std::atomic<int> anchor_state{0};             // 0 none, 1 being taken, 2 taken
   clock_sample anchor;
-  std::atomic<const void*> running_profile{nullptr};  // the one profile recording
+  std::atomic<const void*> running_profile{nullptr};     // the one profile recording
   std::atomic<bool> environment_profile_claimed{false};  // CUPROF_TRACE's profile started by some copy
   // The one CUPTI tracer (one subscriber per process), opened by the first
   // copy that asks: 0 not yet, 1 being opened, 2 done (tracer set, or the
@@ -105,7 +105,8 @@ struct process_state {
   std::atomic<bool> cuda_status_said{false};
   std::atomic<bool> inside_cuda_init{false};  // set by the injection library during the driver's InitializeInjection
   std::atomic<bool> forked_child{false};      // CUPTI has no worker thread in a forked child
-  std::atomic<void (*)()> before_exit{nullptr};  // the environment's profile writes from the exit gate  // "tracing CUDA" / "CUDA tracing is off" once per process
+  std::atomic<void (*)()> before_exit{
+      nullptr};  // the environment's profile writes from the exit gate  // "tracing CUDA" / "CUDA tracing is off" once per process
   std::atomic<bool> abnormal_exits_handled{false};
   // Scope exits dropped because they ran on another thread than their enter
   // (or after that thread had exited): reported with the next window's drops.
@@ -152,8 +153,7 @@ inline int image_prefix(char* out) noexcept {
 inline bool read_without_faulting(std::uintptr_t from, void* to, std::size_t n) noexcept {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return false;
-  const bool ok = ::write(fds[1], reinterpret_cast<const void*>(from), n) == ssize_t(n) &&
-                  ::read(fds[0], to, n) == ssize_t(n);
+  const bool ok = ::write(fds[1], reinterpret_cast<const void*>(from), n) == ssize_t(n) && ::read(fds[0], to, n) == ssize_t(n);
   ::close(fds[0]);
   ::close(fds[1]);
   return ok;
@@ -254,8 +254,8 @@ inline void register_leak_root(const void*, std::size_t) noexcept {}
 inline process_state* create() noexcept {
 #if defined(SYS_memfd_create) && defined(MFD_CLOEXEC)
   const long page = ::sysconf(_SC_PAGESIZE);
-  const std::size_t size = page > 0 ? (sizeof(process_state) + std::size_t(page) - 1) / std::size_t(page) * std::size_t(page)
-                                    : sizeof(process_state);
+  const std::size_t size =
+      page > 0 ? (sizeof(process_state) + std::size_t(page) - 1) / std::size_t(page) * std::size_t(page) : sizeof(process_state);
   const int fd = int(::syscall(SYS_memfd_create, CUPROF_PROCESS_STATE_MAPPING, unsigned(MFD_CLOEXEC)));
   if (fd >= 0) {
     void* at = MAP_FAILED;

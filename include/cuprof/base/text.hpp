@@ -60,7 +60,7 @@ inline std::size_t unsafe_bytes_at(std::string_view s, std::size_t i) {
   const unsigned c = byte(i);
   if (c < 0x20 || c == 0x7F) return 1;
   if (c == 0xC2 && byte(i + 1) >= 0x80 && byte(i + 1) <= 0x9F) return 2;  // C1
-  if (c == 0xD8 && byte(i + 1) == 0x9C) return 2;                           // U+061C
+  if (c == 0xD8 && byte(i + 1) == 0x9C) return 2;                         // U+061C
   if (c == 0xE2 && byte(i + 1) == 0x80) {
     const unsigned d = byte(i + 2);
     if (d == 0x8E || d == 0x8F || (d >= 0xAA && d <= 0xAE)) return 3;  // U+200E, U+200F, U+202A..U+202E

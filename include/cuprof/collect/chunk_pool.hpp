@@ -99,8 +99,7 @@ class chunk_pool {
   void release(chunk* c) noexcept {
     // While a profile runs, also between its windows: a schedule's next window
     // then writes into memory already faulted in.
-    if (process().running_profile.load(std::memory_order_relaxed) ||
-        process().cpu_recording.load(std::memory_order_relaxed)) {
+    if (process().running_profile.load(std::memory_order_relaxed) || process().cpu_recording.load(std::memory_order_relaxed)) {
       c->count.store(0, std::memory_order_relaxed);
       c->next.store(nullptr, std::memory_order_relaxed);
       std::lock_guard<std::mutex> lock(mutex_);
@@ -108,8 +107,7 @@ class chunk_pool {
         free_[class_of(c->capacity)].push_back(c);
         free_slots_.fetch_add(c->capacity, std::memory_order_relaxed);
         return;
-      } catch (...) {
-      }
+      } catch (...) {}
     }
     destroy(c);
   }
@@ -167,8 +165,7 @@ class thread_registry {
   // header, counts what it drops, and gets a chunk when the cap has room again.
   thread_buffer* add(chunk_pool& pool, std::uint32_t tid, pthread_t handle) noexcept {
     chunk* first = pool.acquire(0);
-    auto* buffer =
-        new (std::nothrow) thread_buffer(tid, handle, next_serial_.fetch_add(1, std::memory_order_relaxed), first);
+    auto* buffer = new (std::nothrow) thread_buffer(tid, handle, next_serial_.fetch_add(1, std::memory_order_relaxed), first);
     if (!buffer) {
       if (first) pool.release(first);
       return nullptr;

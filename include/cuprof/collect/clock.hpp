@@ -68,8 +68,7 @@ inline clock_sample sample_clocks() noexcept {
 class tick_converter {
  public:
   tick_converter() = default;
-  tick_converter(const clock_sample& first, const clock_sample& last) noexcept
-      : anchor_(first) {
+  tick_converter(const clock_sample& first, const clock_sample& last) noexcept : anchor_(first) {
     const double dt = double(last.ticks) - double(first.ticks);
     const double dn = double(last.mono_ns) - double(first.mono_ns);
     ns_per_tick_ = (process().use_tsc.load(std::memory_order_relaxed) && dt > 0 && dn > 0) ? dn / dt : 1.0;

@@ -93,8 +93,13 @@ class thread_buffer {
   // `first` may be null (the CPU event cap was reached): the thread is known
   // and counts what it drops, and gets a chunk when one is free again.
   thread_buffer(std::uint32_t tid, pthread_t handle, std::uint64_t serial, chunk* first) noexcept
-      : tid_(tid), handle_(handle), serial_(serial), write_chunk_(first), write_end_(first ? first->capacity : 0),
-        first_chunk_(first), read_chunk_(first) {}
+      : tid_(tid),
+        handle_(handle),
+        serial_(serial),
+        write_chunk_(first),
+        write_end_(first ? first->capacity : 0),
+        first_chunk_(first),
+        read_chunk_(first) {}
   thread_buffer(const thread_buffer&) = delete;
   thread_buffer& operator=(const thread_buffer&) = delete;
   ~thread_buffer();  // chunk_pool.hpp: the runtime frees buffers
@@ -111,8 +116,7 @@ class thread_buffer {
 
   // `args`: the scope's arguments (n <= max_scope_args), published with its
   // enter as one unit, so that a collector never sees the one without the other.
-  bool push_dynamic(std::uint64_t ticks, std::string_view name, const scope_arg* args = nullptr,
-                    std::size_t n = 0) noexcept {
+  bool push_dynamic(std::uint64_t ticks, std::string_view name, const scope_arg* args = nullptr, std::size_t n = 0) noexcept {
     if (CUPROF_UNLIKELY(name.size() > max_dynamic_name)) g_process->hooks.load(std::memory_order_acquire)->name_cut();
     const std::size_t len = name.size() < max_dynamic_name ? name.size() : max_dynamic_name;
     const std::size_t name_slots = 1 + (len + sizeof(slot) - 1) / sizeof(slot);

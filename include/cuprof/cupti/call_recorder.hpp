@@ -85,8 +85,9 @@ class call_recorder {
         {std::uint64_t(call.correlationId) | std::uint64_t(std::uint32_t(result)) << 32,
          std::uint64_t(cbid) | std::uint64_t(driver) << driver_bit | std::uint64_t(sync_record) << sync_bit},
         {}};
-    if (sync_record) record[2] = {std::uint64_t(call.contextUid) | std::uint64_t(waited_stream(sync, call)) << 32,
-                                  std::uint64_t(sync & kind_mask)};
+    if (sync_record)
+      record[2] = {std::uint64_t(call.contextUid) | std::uint64_t(waited_stream(sync, call)) << 32,
+                   std::uint64_t(sync & kind_mask)};
     calls->push_record(record, sync_record ? sync_record_slots : record_slots);
   }
 

@@ -23,8 +23,7 @@ namespace cuprof::detail::cupti {
 // (PyTorch's) is found by its soname first. Null with `error` set on failure.
 inline void* open_cupti_library(std::string& error) {
   const char* forced = std::getenv("CUPROF_CUPTI_LIBRARY");  // when given, the only one tried
-  if (void* lib = open_first(cupti_library_candidates(forced, std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH"))))
-    return lib;
+  if (void* lib = open_first(cupti_library_candidates(forced, std::getenv("CUDA_HOME"), std::getenv("CUDA_PATH")))) return lib;
   const char* why = ::dlerror();
   error = forced && *forced ? "CUPROF_CUPTI_LIBRARY=" + std::string(forced) + " could not be loaded (" + (why ? why : "?") + ")"
                             : "libcupti.so.13 could not be loaded (set CUPROF_CUPTI_LIBRARY to its path)";
@@ -61,13 +60,11 @@ struct cupti_library {
     if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) path = map->l_name;
     const bool ok = bind(lib, get_version, "cuptiGetVersion") && bind(lib, get_result_string, "cuptiGetResultString") &&
                     bind(lib, get_callback_name, "cuptiGetCallbackName") && bind(lib, subscribe, "cuptiSubscribe_v2") &&
-                    bind(lib, enable_callback, "cuptiEnableCallback") &&
-                    bind(lib, set_thread_id_type, "cuptiSetThreadIdType") &&
+                    bind(lib, enable_callback, "cuptiEnableCallback") && bind(lib, set_thread_id_type, "cuptiSetThreadIdType") &&
                     bind(lib, register_timestamp_callback, "cuptiActivityRegisterTimestampCallback") &&
                     bind(lib, register_callbacks, "cuptiActivityRegisterCallbacks") &&
-                    bind(lib, set_attribute, "cuptiActivitySetAttribute") &&
-                    bind(lib, enable, "cuptiActivityEnable") && bind(lib, disable, "cuptiActivityDisable") &&
-                    bind(lib, flush_all, "cuptiActivityFlushAll") &&
+                    bind(lib, set_attribute, "cuptiActivitySetAttribute") && bind(lib, enable, "cuptiActivityEnable") &&
+                    bind(lib, disable, "cuptiActivityDisable") && bind(lib, flush_all, "cuptiActivityFlushAll") &&
                     bind(lib, get_next_record, "cuptiActivityGetNextRecord") &&
                     bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords") &&
                     bind(lib, unsubscribe, "cuptiUnsubscribe") && bind(lib, finalize, "cuptiFinalize") &&

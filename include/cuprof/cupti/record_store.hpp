@@ -43,18 +43,16 @@ struct api_class {
 // virtual-memory calls (cuBLAS makes many other driver calls per GEMM).
 inline api_class classify_api(api_domain domain, std::string_view name) {
   api_class c;
-  static constexpr const char* runtime_noise[] = {"cudaGetDevice",  "cudaSetDevice",           "cudaGetLastError",
+  static constexpr const char* runtime_noise[] = {"cudaGetDevice",       "cudaSetDevice",   "cudaGetLastError",
                                                   "cudaPeekAtLastError", "cudaEventCreate", "cudaEventCreateWithFlags",
                                                   "cudaEventDestroy"};
-  static constexpr const char* driver_virtual_memory[] = {"cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
-                                                          "cuMemExportToShareableHandle",
-                                                          "cuMemImportFromShareableHandle"};
+  static constexpr const char* driver_virtual_memory[] = {
+      "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"};
   bool keep = true;
   if (domain == api_domain::runtime) {
     for (const char* noise : runtime_noise) keep = keep && name != noise;
   } else {
-    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) ||
-           is_occupancy_query(name);
+    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) || is_occupancy_query(name);
     for (const char* prefix : driver_virtual_memory) keep = keep || starts_with(name, prefix);
   }
   if (!keep) return c;
@@ -152,7 +150,6 @@ inline std::int16_t narrow_return_value(std::int32_t v) {
   return std::int16_t(std::clamp<std::int32_t>(v, INT16_MIN, INT16_MAX));
 }
 
-
 // Staged records are compact copies of the trace's structs with times still
 // in ticks, names as ids in the store's string table and kernel launch
 // configurations deduplicated, so a long window costs little memory. A window
@@ -171,25 +168,16 @@ class record_store {
     if (at_cap()) return;
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
-      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-        add_kernel(*reinterpret_cast<const CUpti_ActivityKernel10*>(record));
-        break;
-      case CUPTI_ACTIVITY_KIND_MEMCPY:
-        add_memcpy(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record));
-        break;
-      case CUPTI_ACTIVITY_KIND_MEMSET:
-        add_memset(*reinterpret_cast<const CUpti_ActivityMemset4*>(record));
-        break;
-      case CUPTI_ACTIVITY_KIND_MARKER:
-        add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
-        break;
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: add_kernel(*reinterpret_cast<const CUpti_ActivityKernel10*>(record)); break;
+      case CUPTI_ACTIVITY_KIND_MEMCPY: add_memcpy(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)); break;
+      case CUPTI_ACTIVITY_KIND_MEMSET: add_memset(*reinterpret_cast<const CUpti_ActivityMemset4*>(record)); break;
+      case CUPTI_ACTIVITY_KIND_MARKER: add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record)); break;
       case CUPTI_ACTIVITY_KIND_OVERHEAD: {
         const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
         overhead_.push_back({o.start, o.end, names_.intern(overhead_kind_name(o.overheadKind))});
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
 
@@ -454,10 +442,10 @@ class record_store {
   // the same thread (cudaLaunchKernel -> cuLaunchKernel) is folded into it, as
   // torch shows only the outer call: its correlation id maps to the outer call.
   struct window_calls {
-    std::vector<std::uint32_t> kept;   // indices into api_, in call_order
-    detail::correlation_index owner;           // correlation (kept or folded) -> position in `kept`
-    std::uint32_t newest_before = 0;   // highest correlation id called before the window
-    bool in_order = true;              // storage order is call order: `kept` needed no sort
+    std::vector<std::uint32_t> kept;  // indices into api_, in call_order
+    detail::correlation_index owner;  // correlation (kept or folded) -> position in `kept`
+    std::uint32_t newest_before = 0;  // highest correlation id called before the window
+    bool in_order = true;             // storage order is call order: `kept` needed no sort
   };
 
   // The order of a window's calls: by thread, then start, the runtime call
@@ -498,9 +486,7 @@ class record_store {
     const staged_call* previous = nullptr;
     std::uint32_t lowest = no_index, highest = 0;
     std::size_t ids = 0;
-    const auto count_id = [&](std::uint32_t id) {
-      lowest = std::min(lowest, id), highest = std::max(highest, id), ++ids;
-    };
+    const auto count_id = [&](std::uint32_t id) { lowest = std::min(lowest, id), highest = std::max(highest, id), ++ids; };
     for (std::size_t i = 0; i < api_.size(); ++i) {
       const staged_call& c = api_[i];
       if (c.start_ns < start) {
@@ -546,10 +532,11 @@ class record_store {
         if (pos != no_index) also.emplace_back(inner, pos);
         else if (outer <= w.newest_before) w.newest_before = std::max(w.newest_before, inner);
       }
-      if (!also.empty()) w.owner.build_from([&](auto&& add) {
-        window_entries(add);
-        for (const auto& [inner, pos] : also) add(inner, pos);
-      });
+      if (!also.empty())
+        w.owner.build_from([&](auto&& add) {
+          window_entries(add);
+          for (const auto& [inner, pos] : also) add(inner, pos);
+        });
     }
     return w;
   }
@@ -660,8 +647,7 @@ class record_store {
     const std::int64_t offset = std::int64_t(inner) - std::int64_t(outer.correlation);
     if (outer.folded_offset == 0 && offset != 0 && offset >= INT16_MIN && offset <= INT16_MAX)
       outer.folded_offset = std::int16_t(offset);
-    else
-      folded_.emplace_back(inner, outer.correlation);
+    else folded_.emplace_back(inner, outer.correlation);
   }
 
   static bool folds_into(const staged_call& outer, const staged_call& inner) {
@@ -699,8 +685,8 @@ class record_store {
   }
 
   // A record's times, lane and correlation; `device` is unknown_device for a sync.
-  staged_gpu gpu_common(std::uint64_t start, std::uint64_t end, std::uint32_t device, std::uint32_t context,
-                        std::uint32_t stream, std::uint32_t correlation) {
+  staged_gpu gpu_common(std::uint64_t start, std::uint64_t end, std::uint32_t device, std::uint32_t context, std::uint32_t stream,
+                        std::uint32_t correlation) {
     staged_gpu g;
     g.start_ns = start;
     g.end_ns = end;
@@ -729,8 +715,7 @@ class record_store {
       ++lost_timestamps_;
       return;
     }
-    staged_gpu g = gpu_common(untimed ? 0 : k.start, untimed ? 0 : k.end, k.deviceId, k.contextId, k.streamId,
-                              k.correlationId);
+    staged_gpu g = gpu_common(untimed ? 0 : k.start, untimed ? 0 : k.end, k.deviceId, k.contextId, k.streamId, k.correlationId);
     g.form = form_index(kernel_name(k.name), gpu_kind::kernel, 0, untimed);
     kernel_details d;
     d.grid[0] = std::uint32_t(k.gridX), d.grid[1] = std::uint32_t(k.gridY), d.grid[2] = std::uint32_t(k.gridZ);
@@ -748,7 +733,7 @@ class record_store {
     if (lost_times(m.start, m.end)) return;
     staged_gpu g = gpu_common(m.start, m.end, m.deviceId, m.contextId, m.streamId, m.correlationId);
     const name_id name = names_.intern(std::string("Memcpy ") + memcpy_kind_name(m.copyKind) + " (" +
-                                memory_kind_name(m.srcKind) + " -> " + memory_kind_name(m.dstKind) + ")");
+                                       memory_kind_name(m.srcKind) + " -> " + memory_kind_name(m.dstKind) + ")");
     g.form = form_index(name, gpu_kind::memcpy, m.copyKind);
     stage_bytes(g, m.bytes);
     gpu_.push_back(g);
@@ -815,7 +800,7 @@ class record_store {
   std::vector<gpu_form> forms_;          // what staged GPU records refer to by `form`
   std::unordered_map<std::uint64_t, std::uint32_t> form_by_key_;
   std::pair<std::uint64_t, std::uint32_t> last_form_{~std::uint64_t(0), 0};
-  std::vector<gpu_lane> lanes_;          // what staged GPU records refer to by `lane`
+  std::vector<gpu_lane> lanes_;  // what staged GPU records refer to by `lane`
   std::unordered_map<gpu_lane, std::uint32_t, gpu_lane_hash> lane_by_value_;
   std::pair<gpu_lane, std::uint32_t> last_lane_{{no_index, no_index, no_index}, no_index};
   std::unordered_map<std::string, name_id> demangled_;
@@ -835,10 +820,10 @@ class record_store {
   chunked_vector<staged_gpu> gpu_;
   chunked_vector<std::uint64_t> bytes_;  // the staged copies' and memsets' byte counts
   std::vector<overhead_span> overhead_;
-  std::vector<cpu_span> nvtx_ranges_;                       // ticks, store name ids
-  std::unordered_map<std::uint32_t, open_range> open_ranges_;  // NVTX range id -> its start
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;   // (driver call, runtime call it is inside),
-                                                                  // those not in the runtime call's folded_offset
+  std::vector<cpu_span> nvtx_ranges_;                            // ticks, store name ids
+  std::unordered_map<std::uint32_t, open_range> open_ranges_;    // NVTX range id -> its start
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;  // (driver call, runtime call it is inside),
+                                                                 // those not in the runtime call's folded_offset
   std::uint64_t api_changes_ = 0;  // API records added: a checked window's selection is stale after one
   std::optional<checked_window> checked_;
   std::uint64_t dropped_ = 0;

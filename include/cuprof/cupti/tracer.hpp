@@ -132,9 +132,10 @@ class tracer {
       std::size_t held = 0;
       for (const buffer_slot& b : slots_) held += b.state.load(std::memory_order_acquire) == with_cupti;
       if (!said_not_finalized_ || held)
-        log_line("other threads were making CUDA calls when the profile stopped: CUPTI is left loaded (not finalized, "
-                 "which could crash them), so CUDA calls may stay slightly dearer until the program ends" +
-                 (held ? "; CUPTI still holds " + std::to_string(held) + " of cuprof's activity buffers" : std::string()));
+        log_line(
+            "other threads were making CUDA calls when the profile stopped: CUPTI is left loaded (not finalized, "
+            "which could crash them), so CUDA calls may stay slightly dearer until the program ends" +
+            (held ? "; CUPTI still holds " + std::to_string(held) + " of cuprof's activity buffers" : std::string()));
       said_not_finalized_ = true;
     }
     finalized_ = finalize;
@@ -150,10 +151,11 @@ class tracer {
   void disable(bool detaching = false) {
     std::lock_guard<std::mutex> lock(control_);
     if (!enabled_ || forked_child()) return;
-    if (!closed_) at_exit_guarded("disabling CUPTI", [this, detaching] {
-      if (!detaching) record_shown_calls(false);
-      for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
-    });
+    if (!closed_)
+      at_exit_guarded("disabling CUPTI", [this, detaching] {
+        if (!detaching) record_shown_calls(false);
+        for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
+      });
     enabled_ = false;
     enabled_flag_.store(false, std::memory_order_relaxed);
   }
@@ -253,13 +255,13 @@ class tracer {
   }
 
  private:
-  tracer()
-      : store_([this](api_domain d, std::uint32_t cbid) { return callback_name(d, cbid); }, max_staged_records()) {}
+  tracer() : store_([this](api_domain d, std::uint32_t cbid) { return callback_name(d, cbid); }, max_staged_records()) {}
 
   // CUPROF_MAX_RECORDS caps the GPU and API records held between windows;
   // past it records are dropped and counted in the trace metadata.
   static std::size_t max_staged_records() {
-    return use_setting(read_record_cap("CUPROF_MAX_RECORDS", std::getenv("CUPROF_MAX_RECORDS"), record_store::default_max_staged));
+    return use_setting(
+        read_record_cap("CUPROF_MAX_RECORDS", std::getenv("CUPROF_MAX_RECORDS"), record_store::default_max_staged));
   }
 
   // The API calls and synchronizations come through callbacks
@@ -291,8 +293,7 @@ class tracer {
     // NVTX hands its ranges to the library this names, read at the program's
     // first NVTX call: pointing it at CUPTI lets cuprof see ranges that code
     // pushes from now on (`cuprof run` sets it before the program starts).
-    if (!std::getenv("NVTX_INJECTION64_PATH") && !cupti_.path.empty())
-      ::setenv("NVTX_INJECTION64_PATH", cupti_.path.c_str(), 0);
+    if (!std::getenv("NVTX_INJECTION64_PATH") && !cupti_.path.empty()) ::setenv("NVTX_INJECTION64_PATH", cupti_.path.c_str(), 0);
     driver_.driver_get_version(&driver_version_);
     if (!process().inside_cuda_init.load()) read_devices();  // else at the first window, once CUDA is up
     sem_init(&work_ready_, 0, 0);
@@ -459,7 +460,7 @@ class tracer {
   void record_shown_calls(bool on) {
     if (shown_calls_.empty()) {
       for (const auto& [domain, size] : {std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE)},
-                                        std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)}}) {
+                                         std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)}}) {
         const api_domain d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? api_domain::driver : api_domain::runtime;
         for (std::uint32_t cbid = 1; cbid < size; ++cbid) {
           const std::string name = callback_name(d, cbid);
@@ -555,8 +556,7 @@ class tracer {
       cupti_.get_num_dropped_records(nullptr, 0, &dropped);
       if (dropped)
         log_line("CUPTI dropped " + std::to_string(dropped) + " records (" +
-                 std::to_string(buffers_refused_.load(std::memory_order_relaxed)) +
-                 " buffer requests could not be met so far)");
+                 std::to_string(buffers_refused_.load(std::memory_order_relaxed)) + " buffer requests could not be met so far)");
       {
         std::lock_guard<std::mutex> lock(store_mutex_);
         CUpti_Activity* record = nullptr;
@@ -611,9 +611,9 @@ class tracer {
   std::size_t buffers_lost_at_exit_ = 0;
   std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread and the callbacks
   std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> shown_calls_;  // found once, at the first enable()
-  bool shown_calls_on_ = false;  // their callbacks enabled on this subscriber
-  bool finalized_ = false;            // how detach() last let CUPTI go
-  bool said_not_finalized_ = false;   // its line, once per process
+  bool shown_calls_on_ = false;                                                 // their callbacks enabled on this subscriber
+  bool finalized_ = false;                                                      // how detach() last let CUPTI go
+  bool said_not_finalized_ = false;                                             // its line, once per process
   buffer_slot slots_[max_buffers];
   std::atomic<std::uint64_t> buffers_refused_{0};
   sem_t work_ready_;

@@ -19,8 +19,7 @@ namespace cuprof::detail {
 // CUDA 13 <<<>>> path) -> "cudaLaunchKernel", the names HTA and users look for.
 inline std::string_view api_base_name(std::string_view name) {
   const std::size_t v = name.rfind("_v");
-  if (v != std::string_view::npos && v + 2 < name.size() &&
-      name.find_first_not_of("0123456789", v + 2) == std::string_view::npos)
+  if (v != std::string_view::npos && v + 2 < name.size() && name.find_first_not_of("0123456789", v + 2) == std::string_view::npos)
     name = name.substr(0, v);
   if (name.size() > 5 && ends_with(name, "_ptsz")) name.remove_suffix(5);
   if (name.size() > 5 && ends_with(name, "_ptds")) name.remove_suffix(5);
@@ -50,8 +49,7 @@ inline bool is_kernel_launch(std::string_view name) {
 inline bool enqueues_gpu_work(std::string_view name) {
   const std::string_view n = api_base_name(name);
   return is_kernel_launch(n) || starts_with(n, "cudaGraphLaunch") || starts_with(n, "cuGraphLaunch") ||
-         starts_with(n, "cudaMemcpy") || starts_with(n, "cuMemcpy") || starts_with(n, "cudaMemset") ||
-         starts_with(n, "cuMemset");
+         starts_with(n, "cudaMemcpy") || starts_with(n, "cuMemcpy") || starts_with(n, "cudaMemset") || starts_with(n, "cuMemset");
 }
 
 // A synchronization, as CUPTI records one (a cuda_sync record) and as Kineto

@@ -118,8 +118,8 @@ class correlation_index {
   bool dense_ = true;
   std::uint32_t lo_ = 0, hi_ = 0;
   std::vector<std::uint32_t> flat_;
-  std::vector<std::uint8_t> offsets_;        // per id: its value less its block's base; no_offset: none
-  std::vector<std::uint32_t> block_base_;    // per block of block_ids ids: its lowest value
+  std::vector<std::uint8_t> offsets_;      // per id: its value less its block's base; no_offset: none
+  std::vector<std::uint32_t> block_base_;  // per block of block_ids ids: its lowest value
   std::unordered_map<std::uint32_t, std::uint32_t> sparse_;
 };
 

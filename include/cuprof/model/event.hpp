@@ -53,7 +53,7 @@ struct cpu_span {
   std::uint32_t id = 0;             // "External id" in the trace
   std::uint32_t first_arg = 0;      // its arguments: trace::span_args[first_arg, first_arg + arg_count)
   std::uint8_t arg_count = 0;
-  bool is_step = false;             // ProfilerStep#N
+  bool is_step = false;  // ProfilerStep#N
 };
 
 enum class api_domain : std::uint8_t { runtime, driver };
@@ -135,8 +135,8 @@ struct gpu_activity {
                                      // trace::transfer_bytes
   std::uint32_t lane = 0;            // index into trace::gpu_lanes
   gpu_kind kind = gpu_kind::kernel;
-  std::uint8_t subkind = 0;          // memcpy kind, or sync type
-  std::uint8_t flags = 0;            // gpu_timing_unknown
+  std::uint8_t subkind = 0;  // memcpy kind, or sync type
+  std::uint8_t flags = 0;    // gpu_timing_unknown
 };
 static_assert(sizeof(api_call) <= 32 && sizeof(gpu_activity) <= 40,
               "a launch's trace records grew: docs/performance.md counts their bytes");
@@ -181,11 +181,11 @@ struct trace_metadata {
   int cuda_runtime_version = 0;
   int cuda_driver_version = 0;
   int cupti_version = 0;
-  std::uint64_t dropped_gpu_records = 0;   // CUPTI reported them lost
-  std::string dropped_gpu_detail;          // why, for the message (not written to the trace)
-  std::uint64_t dropped_cpu_events = 0;    // scopes and CUDA calls lost when memory ran out
-  std::uint64_t unmatched_gpu_records = 0; // GPU work whose launch was not found
-  std::string cuda_status;                 // why CUDA tracing is off, empty when on
+  std::uint64_t dropped_gpu_records = 0;    // CUPTI reported them lost
+  std::string dropped_gpu_detail;           // why, for the message (not written to the trace)
+  std::uint64_t dropped_cpu_events = 0;     // scopes and CUDA calls lost when memory ran out
+  std::uint64_t unmatched_gpu_records = 0;  // GPU work whose launch was not found
+  std::string cuda_status;                  // why CUDA tracing is off, empty when on
 };
 
 // CUPTI's copy kinds and sync types by their numeric values (a gpu_activity's
@@ -237,9 +237,9 @@ struct trace {
   std::vector<api_call> api_calls;
   std::vector<call_kind> call_kinds;  // what api_calls refer to by `kind`
   std::vector<gpu_activity> gpu;
-  std::vector<gpu_lane> gpu_lanes;             // what gpu refers to by `lane`
-  std::vector<kernel_details> kernels;         // what kernels refer to by `details`
-  std::vector<std::uint64_t> transfer_bytes;   // what copies and memsets refer to by `details`
+  std::vector<gpu_lane> gpu_lanes;            // what gpu refers to by `lane`
+  std::vector<kernel_details> kernels;        // what kernels refer to by `details`
+  std::vector<std::uint64_t> transfer_bytes;  // what copies and memsets refer to by `details`
   // Read from a file only, one per GPU record or none: the scope the file names
   // as its launcher ("External id"); attribution prefers it to the call's scope.
   std::vector<std::uint32_t> gpu_launch_spans;

@@ -52,9 +52,7 @@ inline void link_parents(trace& t, parents_of what, std::size_t first_span = 0) 
                 [&](std::uint32_t a, std::uint32_t b) { return call_less(t.api_calls[a], t.api_calls[b]); });
     }
   }
-  const auto nth_call = [&](std::size_t n) -> api_call& {
-    return t.api_calls[call_order.empty() ? n : call_order[n]];
-  };
+  const auto nth_call = [&](std::size_t n) -> api_call& { return t.api_calls[call_order.empty() ? n : call_order[n]]; };
 
   // The spans of one thread around the sweep point, outermost first. Ends never
   // increase upwards, so the spans reaching a given time are a prefix.
@@ -64,9 +62,7 @@ inline void link_parents(trace& t, parents_of what, std::size_t first_span = 0) 
     if (tid != open_tid) open.clear(), open_tid = tid;
     return std::partition_point(open.begin(), open.end(), [&](std::uint32_t s) { return spans[s].end_ns >= time; });
   };
-  const auto innermost = [&](std::vector<std::uint32_t>::iterator end) {
-    return end == open.begin() ? no_index : end[-1];
-  };
+  const auto innermost = [&](std::vector<std::uint32_t>::iterator end) { return end == open.begin() ? no_index : end[-1]; };
 
   // Calls come after the spans that start with them, and leave `open` as it is:
   // a later interval may still start inside a span that ends before a call does.

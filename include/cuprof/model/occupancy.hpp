@@ -32,8 +32,8 @@ inline occupancy_estimate estimate_occupancy(const kernel_details& k, const devi
   std::uint64_t limit = dev->max_blocks_per_multiprocessor > 0 ? std::uint64_t(dev->max_blocks_per_multiprocessor) : 32;
   limit = std::min<std::uint64_t>(limit, std::uint64_t(dev->max_threads_per_multiprocessor) / (warps_per_block * warp));
   if (k.registers_per_thread > 0 && dev->regs_per_multiprocessor > 0)
-    limit = std::min<std::uint64_t>(limit, std::uint64_t(dev->regs_per_multiprocessor) /
-                                               (std::uint64_t(k.registers_per_thread) * warps_per_block * warp));
+    limit = std::min<std::uint64_t>(
+        limit, std::uint64_t(dev->regs_per_multiprocessor) / (std::uint64_t(k.registers_per_thread) * warps_per_block * warp));
   const std::uint64_t smem = std::uint64_t(k.static_shared_memory) + k.dynamic_shared_memory;
   if (smem > 0 && dev->shared_mem_per_multiprocessor > 0)
     limit = std::min<std::uint64_t>(limit, std::uint64_t(dev->shared_mem_per_multiprocessor) / smem);

@@ -17,10 +17,7 @@ class string_table {
   string_table() = default;
   // The index views the strings it indexes: a copy indexes its own copies
   // (a copied index would point into the original's storage).
-  string_table(const string_table& other)
-      : strings_(other.strings_), by_address_(other.by_address_) {
-    reindex();
-  }
+  string_table(const string_table& other) : strings_(other.strings_), by_address_(other.by_address_) { reindex(); }
   string_table& operator=(const string_table& other) {
     if (this != &other) {
       strings_ = other.strings_;

@@ -51,7 +51,6 @@ export_result export_chrome_trace(const trace& t, const detail::trace_directory&
                                   const export_options& options = {});
 
 // The same document as a string, for tests and tools.
-std::string chrome_trace_json(const trace& t, const std::string& trace_name = "cuprof",
-                              const export_options& options = {});
+std::string chrome_trace_json(const trace& t, const std::string& trace_name = "cuprof", const export_options& options = {});
 
 }  // namespace cuprof

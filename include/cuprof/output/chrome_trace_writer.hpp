@@ -53,8 +53,7 @@ struct chrome_trace_layout {
 
   chrome_trace_layout(const trace& trace, std::string name, std::size_t block_items = default_items_per_block,
                       export_options export_with = {})
-      : t(trace), trace_name(std::move(name)), items_per_block(std::max<std::size_t>(1, block_items)),
-        options(export_with) {
+      : t(trace), trace_name(std::move(name)), items_per_block(std::max<std::size_t>(1, block_items)), options(export_with) {
     escaped_names.reserve(t.names.size());
     for (std::size_t i = 0; i < t.names.size(); ++i) escaped_names.push_back(json_escaped(t.names.str(name_id(i))));
     scan_gpu_records();
@@ -96,7 +95,7 @@ struct chrome_trace_layout {
   bool lean() const { return options.detail == trace_detail::lean; }
   std::size_t items = 0;
   std::uint64_t base_ns = 0;
-  std::vector<std::string> escaped_names;  // each name escaped once per document
+  std::vector<std::string> escaped_names;       // each name escaped once per document
   std::vector<std::uint32_t> several_contexts;  // devices with work in more than one context
   // One arrow per GPU record a call with a flow caused, by the record's flow
   // ordinal (its call's records before it). The first (ordinal 0) is flow v2:
@@ -121,14 +120,14 @@ struct chrome_trace_layout {
     const auto later = later_ordinal.find(std::uint32_t(record));
     return later == later_ordinal.end() ? 0 : later->second;
   }
-  std::uint64_t bind_id_base = 0;               // 0, or 2^32 with v1 flows
-  std::vector<std::uint32_t> overhead_lane;     // per overhead record
-  std::set<std::uint32_t> devices;              // GPU processes, and lanes: {device, tid}
+  std::uint64_t bind_id_base = 0;            // 0, or 2^32 with v1 flows
+  std::vector<std::uint32_t> overhead_lane;  // per overhead record
+  std::set<std::uint32_t> devices;           // GPU processes, and lanes: {device, tid}
   std::set<std::pair<std::uint32_t, std::uint32_t>> gpu_lanes;
   mutable std::vector<std::atomic<std::uint64_t>> occupancy = std::vector<std::atomic<std::uint64_t>>(t.kernels.size());
 
  private:
-  std::vector<bool> call_has_record;                                        // per API call
+  std::vector<bool> call_has_record;                                      // per API call
   std::unordered_map<std::uint32_t, std::uint32_t> records_of_busy_call;  // calls with several records
   std::unordered_map<std::uint32_t, std::uint32_t> later_ordinal;         // their records after the first
 
@@ -180,7 +179,7 @@ struct chrome_trace_layout {
     if (lo == UINT64_MAX)  // CUPTI overhead records alone
       for (const overhead_span& o : t.overhead) lo = std::min(lo, o.start_ns);
     if (lo == UINT64_MAX) return 0;  // nothing timed
-    if (lo > 0) lo -= 1;  // room for the 1 ns lead of GPU annotations
+    if (lo > 0) lo -= 1;             // room for the 1 ns lead of GPU annotations
     return lo - lo % 1000000000ull;  // whole seconds, as Kineto rounds its base
   }
 
@@ -223,7 +222,7 @@ class chrome_trace_writer {
     // The part of items [begin, end) in the next section, of n items, as indices in it.
     const auto part = [&](std::size_t n) {
       const std::pair<std::size_t, std::size_t> r{std::clamp(begin, section, section + n) - section,
-                                                   std::clamp(end, section, section + n) - section};
+                                                  std::clamp(end, section, section + n) - section};
       section += n;
       return r;
     };
@@ -271,12 +270,17 @@ class chrome_trace_writer {
 
   void dims3(std::string_view k, const std::uint32_t (&d)[3]) {
     next_key(k);
-    out_ += '['; append_int(out_, d[0]); out_ += ','; append_int(out_, d[1]); out_ += ','; append_int(out_, d[2]);
+    out_ += '[';
+    append_int(out_, d[0]);
+    out_ += ',';
+    append_int(out_, d[1]);
+    out_ += ',';
+    append_int(out_, d[2]);
     out_ += ']';
   }
 
-  void complete(std::string_view cat, const std::string& escaped_name, std::uint32_t pid, std::uint32_t tid,
-                std::uint64_t start, std::uint64_t end) {
+  void complete(std::string_view cat, const std::string& escaped_name, std::uint32_t pid, std::uint32_t tid, std::uint64_t start,
+                std::uint64_t end) {
     begin_event();
     out_ += "{\"ph\":\"X\",\"cat\":\"";
     out_ += cat;
@@ -323,8 +327,8 @@ class chrome_trace_writer {
     else out_ += '}';
   }
 
-  void meta_event(std::string_view name, std::uint32_t pid, std::uint32_t tid, std::string_view arg,
-                  const std::string& value, bool quoted) {
+  void meta_event(std::string_view name, std::uint32_t pid, std::uint32_t tid, std::string_view arg, const std::string& value,
+                  bool quoted) {
     begin_event();
     out_ += "{\"name\":\"";
     out_ += name;
@@ -335,7 +339,8 @@ class chrome_trace_writer {
     out_ += ",\"args\":{";
     key(arg);
     if (quoted) out_ += '"';
-    if (quoted) append_json_escaped(out_, value); else out_ += value;
+    if (quoted) append_json_escaped(out_, value);
+    else out_ += value;
     if (quoted) out_ += '"';
     out_ += "}}";
   }
@@ -352,8 +357,12 @@ class chrome_trace_writer {
         append_int(out_, value);
       };
       out_ += std::string_view(i ? ",\n    {" : "\n    {");
-      key(schema::device_id); append_int(out_, d.id);
-      next_key(schema::device_name); out_ += '"'; append_json_escaped(out_, d.name); out_ += '"';
+      key(schema::device_id);
+      append_int(out_, d.id);
+      next_key(schema::device_name);
+      out_ += '"';
+      append_json_escaped(out_, d.name);
+      out_ += '"';
       number(schema::device_total_global_mem, d.total_global_mem);
       number(schema::device_compute_major, d.compute_major);
       number(schema::device_compute_minor, d.compute_minor);
@@ -372,34 +381,59 @@ class chrome_trace_writer {
       out_ += "}";
     }
     out_ += std::string_view(m.devices.empty() ? "],\n  " : "\n  ],\n  ");
-    key(schema::key_cupti_version); append_int(out_, m.cupti_version);
-    out_ += ",\n  "; key(schema::key_cuda_runtime_version); append_int(out_, m.cuda_runtime_version);
-    out_ += ",\n  "; key(schema::key_cuda_driver_version); append_int(out_, m.cuda_driver_version);
+    key(schema::key_cupti_version);
+    append_int(out_, m.cupti_version);
+    out_ += ",\n  ";
+    key(schema::key_cuda_runtime_version);
+    append_int(out_, m.cuda_runtime_version);
+    out_ += ",\n  ";
+    key(schema::key_cuda_driver_version);
+    append_int(out_, m.cuda_driver_version);
     out_ += ",\n  \"trace_id\":\"";
     append_int(out_, m.pid);
     out_ += '-';
     append_int(out_, m.window_start_ns);
-    out_ += "\",\n  "; key(schema::key_host_name); out_ += '"'; append_json_escaped(out_, m.host_name);
+    out_ += "\",\n  ";
+    key(schema::key_host_name);
+    out_ += '"';
+    append_json_escaped(out_, m.host_name);
     // HTA finds the rank with a regex that wants the space after the colon,
     // and stops reading metadata at traceEvents: keep this before them.
-    out_ += "\",\n  "; key(schema::key_distributed_info); out_ += "{\"backend\":\"none\",";
-    key(schema::key_rank); out_ += ' '; append_int(out_, m.rank);
-    next_key(schema::key_world_size); append_int(out_, m.world_size);
-    out_ += "},\n  "; key(schema::key_cuprof); out_ += "{\"version\":\"" CUPROF_VERSION_STRING "\"";
-    next_key(schema::cuprof_dropped_gpu_records); append_int(out_, m.dropped_gpu_records);
-    next_key(schema::cuprof_dropped_cpu_events); append_int(out_, m.dropped_cpu_events);
-    out_ += ",\"unmatched_gpu_records\":"; append_int(out_, m.unmatched_gpu_records);
+    out_ += "\",\n  ";
+    key(schema::key_distributed_info);
+    out_ += "{\"backend\":\"none\",";
+    key(schema::key_rank);
+    out_ += ' ';
+    append_int(out_, m.rank);
+    next_key(schema::key_world_size);
+    append_int(out_, m.world_size);
+    out_ += "},\n  ";
+    key(schema::key_cuprof);
+    out_ += "{\"version\":\"" CUPROF_VERSION_STRING "\"";
+    next_key(schema::cuprof_dropped_gpu_records);
+    append_int(out_, m.dropped_gpu_records);
+    next_key(schema::cuprof_dropped_cpu_events);
+    append_int(out_, m.dropped_cpu_events);
+    out_ += ",\"unmatched_gpu_records\":";
+    append_int(out_, m.unmatched_gpu_records);
     next_key(schema::cuprof_cuda_status);
-    out_ += '"'; append_json_escaped(out_, m.cuda_status.empty() ? schema::cuda_status_on : m.cuda_status); out_ += '"';
-    next_key(schema::cuprof_window_start_ns); append_int(out_, m.window_start_ns);
-    next_key(schema::cuprof_window_end_ns); append_int(out_, m.window_end_ns);
+    out_ += '"';
+    append_json_escaped(out_, m.cuda_status.empty() ? schema::cuda_status_on : m.cuda_status);
+    out_ += '"';
+    next_key(schema::cuprof_window_start_ns);
+    append_int(out_, m.window_start_ns);
+    next_key(schema::cuprof_window_end_ns);
+    append_int(out_, m.window_end_ns);
     if (l_.lean()) {
       next_key(schema::cuprof_trace_detail);
       out_ += "\"lean\"";
     }
     out_ += "},\n  \"displayTimeUnit\":\"ms\",\n  ";
-    key(schema::key_base_time); append_int(out_, base_ns_);
-    out_ += ",\n  "; key(schema::key_trace_events); out_ += '[';
+    key(schema::key_base_time);
+    append_int(out_, base_ns_);
+    out_ += ",\n  ";
+    key(schema::key_trace_events);
+    out_ += '[';
   }
 
   void metadata_events() {
@@ -450,8 +484,8 @@ class chrome_trace_writer {
     const std::uint32_t pid = t_.meta.pid;
     const call_kind& kind = t_.kind_of(a);
     const std::uint32_t flows = kind.has_flow ? l_.records_of_call(i) : 0;
-    complete(kind.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime,
-             escaped_name(kind.name), pid, a.tid, a.start_ns, a.end_ns);
+    complete(kind.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime, escaped_name(kind.name), pid,
+             a.tid, a.start_ns, a.end_ns);
     if (flows != 0) bind(a.correlation, ",\"flow_out\":true");  // to its first record
     out_ += ",\"args\":{";
     if (a.parent != no_index) {
@@ -477,7 +511,11 @@ class chrome_trace_writer {
       switch (a.kind) {
         case span_arg::type::integer: append_int(out_, a.integer); break;
         case span_arg::type::real: append_json_real(out_, a.real); break;
-        case span_arg::type::text: out_ += '"'; out_ += escaped_name(a.text); out_ += '"'; break;
+        case span_arg::type::text:
+          out_ += '"';
+          out_ += escaped_name(a.text);
+          out_ += '"';
+          break;
       }
     }
   }
@@ -490,8 +528,7 @@ class chrome_trace_writer {
   // than one context (most programs have one per device, the primary context).
   void context(const gpu_lane& where) {
     const std::vector<std::uint32_t>& several = l_.several_contexts;
-    if (several.empty() || std::find(several.begin(), several.end(), where.device) == several.end())
-      return;
+    if (several.empty() || std::find(several.begin(), several.end(), where.device) == several.end()) return;
     next_key(schema::arg_context);
     append_int(out_, where.context);
   }
@@ -507,19 +544,22 @@ class chrome_trace_writer {
         append_int(out_, t_.spans[span].id);
         out_ += ',';
       }
-      key(schema::arg_device); append_int(out_, where.device);
+      key(schema::arg_device);
+      append_int(out_, where.device);
       out_ += ',';
     }
-    key(schema::arg_stream); append_int(out_, where.stream);
+    key(schema::arg_stream);
+    append_int(out_, where.stream);
     context(where);
-    next_key(schema::arg_correlation); append_int(out_, g.correlation);
+    next_key(schema::arg_correlation);
+    append_int(out_, g.correlation);
   }
 
   void annotation_event(const gpu_annotation& a) {
     // 1 ns earlier and 2 ns longer than what it covers, so viewers that
     // break ties by duration still draw it as the parent.
-    complete(schema::cat_gpu_user_annotation, escaped_name(t_.spans[a.span].name), a.device, a.stream,
-             a.start_ns - 1, a.end_ns + 1);
+    complete(schema::cat_gpu_user_annotation, escaped_name(t_.spans[a.span].name), a.device, a.stream, a.start_ns - 1,
+             a.end_ns + 1);
     out_ += ",\"args\":{";
     key(schema::arg_external_id);
     append_int(out_, t_.spans[a.span].id);
@@ -527,8 +567,8 @@ class chrome_trace_writer {
   }
 
   // A GPU record's event up to its "dur", with its call's v2 flow end if it is linked so.
-  [[gnu::always_inline]] void gpu_complete(std::string_view cat, const gpu_activity& g, std::uint32_t device,
-                                           std::uint32_t tid, bool flow_in) {
+  [[gnu::always_inline]] void gpu_complete(std::string_view cat, const gpu_activity& g, std::uint32_t device, std::uint32_t tid,
+                                           bool flow_in) {
     complete(cat, escaped_name(g.name), device, tid, g.start_ns, g.end_ns);
     if (flow_in) bind(g.correlation, ",\"flow_in\":true");
   }
@@ -546,23 +586,29 @@ class chrome_trace_writer {
         // Also in a lean trace: the kernel a user most wants to find (the one that hit an assert) says why it has no time.
         if (g.flags & gpu_timing_unknown) {
           next_key(schema::arg_timing);
-          out_ += "\"unknown: CUPTI gave no start or end, the kernel did not complete (a device-side assert or "
-                  "fault?); shown at its launch's end or after its stream's previous work, 0 ns\"";
+          out_ +=
+              "\"unknown: CUPTI gave no start or end, the kernel did not complete (a device-side assert or "
+              "fault?); shown at its launch's end or after its stream's previous work, 0 ns\"";
         }
         if (g.details != no_index) {
           const kernel_details& k = t_.kernels[g.details];
           if (!l_.lean()) {
             // "shared memory" 0 too: a kernel's footprint is read from both (the profiling articles' "32
             // registers and zero shared memory"); a lean trace is for size.
-            next_key(schema::arg_registers_per_thread); append_int(out_, k.registers_per_thread);
-            next_key(schema::arg_shared_memory); append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
+            next_key(schema::arg_registers_per_thread);
+            append_int(out_, k.registers_per_thread);
+            next_key(schema::arg_shared_memory);
+            append_int(out_, k.static_shared_memory + k.dynamic_shared_memory);
             dims3(schema::arg_grid, k.grid);
             dims3(schema::arg_block, k.block);
-            out_ += ",\"est. achieved occupancy %\":"; append_int(out_, l_.occupancy_percent(g));
+            out_ += ",\"est. achieved occupancy %\":";
+            append_int(out_, l_.occupancy_percent(g));
           }
           if (k.graph_id) {
-            next_key(schema::arg_graph_id); append_int(out_, k.graph_id);
-            next_key(schema::arg_graph_node_id); append_int(out_, k.graph_node_id);
+            next_key(schema::arg_graph_id);
+            append_int(out_, k.graph_id);
+            next_key(schema::arg_graph_node_id);
+            append_int(out_, k.graph_node_id);
           }
         }
         out_ += "}}";
@@ -570,8 +616,7 @@ class chrome_trace_writer {
       }
       case gpu_kind::memcpy:
       case gpu_kind::memset: {
-        gpu_complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset, g, where.device,
-                     tid, v2);
+        gpu_complete(g.kind == gpu_kind::memcpy ? schema::cat_gpu_memcpy : schema::cat_gpu_memset, g, where.device, tid, v2);
         gpu_common_args(g, where);
         const std::uint64_t bytes = t_.bytes_of(g);
         next_key(schema::arg_bytes);
@@ -586,12 +631,18 @@ class chrome_trace_writer {
       case gpu_kind::sync: {
         gpu_complete(schema::cat_cuda_sync, g, where.device, tid, v2);
         out_ += ",\"args\":{";
-        key(schema::arg_sync_kind); out_ += '"'; out_ += std::string_view(sync_kind_name(g.subkind)); out_ += '"';
-        next_key(schema::arg_device); append_int(out_, where.device);
+        key(schema::arg_sync_kind);
+        out_ += '"';
+        out_ += std::string_view(sync_kind_name(g.subkind));
+        out_ += '"';
+        next_key(schema::arg_device);
+        append_int(out_, where.device);
         context(where);
         next_key(schema::arg_stream);
-        if (g.subkind == sync_context) out_ += "-1"; else append_int(out_, where.stream);
-        next_key(schema::arg_correlation); append_int(out_, g.correlation);
+        if (g.subkind == sync_context) out_ += "-1";
+        else append_int(out_, where.stream);
+        next_key(schema::arg_correlation);
+        append_int(out_, g.correlation);
         out_ += "}}";
         break;
       }
@@ -618,7 +669,6 @@ class chrome_trace_writer {
 
 }  // namespace detail
 
-
 namespace detail {
 
 // Writes a document's blocks on several threads: each worker takes the next
@@ -633,9 +683,14 @@ class parallel_block_writer {
   // workers: 0 for one per core, at most 8 (each slot holds a block and its
   // member in memory; the file takes no more: docs/performance.md).
   parallel_block_writer(const chrome_trace_layout& layout, atomic_file& file, unsigned workers = 0)
-      : layout_(layout), file_(file), libdeflate_(file.gzip() ? libdeflate() : nullptr), blocks_(layout.block_count()),
-        workers_(unsigned(std::min<std::size_t>(blocks_, workers ? workers : std::min(8u, std::max(1u, std::thread::hardware_concurrency()))))),
-        slots_(workers_ + 2), finished_(slots_.size(), nullptr) {
+      : layout_(layout),
+        file_(file),
+        libdeflate_(file.gzip() ? libdeflate() : nullptr),
+        blocks_(layout.block_count()),
+        workers_(unsigned(
+            std::min<std::size_t>(blocks_, workers ? workers : std::min(8u, std::max(1u, std::thread::hardware_concurrency()))))),
+        slots_(workers_ + 2),
+        finished_(slots_.size(), nullptr) {
     for (slot& s : slots_) free_.push_back(&s);
   }
   parallel_block_writer(const parallel_block_writer&) = delete;
@@ -758,6 +813,5 @@ class parallel_block_writer {
 };
 
 }  // namespace detail
-
 
 }  // namespace cuprof

@@ -246,8 +246,8 @@ class atomic_file {
       std::snprintf(suffix, sizeof suffix, "%08x%08x", unsigned(random()), unsigned(random()));
       tmp_name_ = prefix + suffix;
       // Private until its mode is set: a 0600 trace is never readable by others, not even half written.
-      const int fd = ::openat(dir_fd_, tmp_name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                              replaced ? 0600 : 0666);
+      const int fd =
+          ::openat(dir_fd_, tmp_name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, replaced ? 0600 : 0666);
       if (fd >= 0) {
         if (replaced && ::fchmod(fd, replaced->st_mode & 0777) != 0) {
           const int saved = errno;

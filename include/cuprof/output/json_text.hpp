@@ -30,13 +30,25 @@ class text_buffer {
     if (size_ == capacity_) grow(1);
     data_[size_++] = c;
   }
-  text_buffer& operator+=(char c) { push_back(c); return *this; }
+  text_buffer& operator+=(char c) {
+    push_back(c);
+    return *this;
+  }
   // A string literal: its length known where it is written, so the copy is a
   // few moves, not a strlen and a memcpy call.
   template <std::size_t N>
-  text_buffer& operator+=(const char (&literal)[N]) { append(literal, N - 1); return *this; }
-  text_buffer& operator+=(std::string_view s) { append(s.data(), s.size()); return *this; }
-  text_buffer& operator+=(const std::string& s) { append(s.data(), s.size()); return *this; }
+  text_buffer& operator+=(const char (&literal)[N]) {
+    append(literal, N - 1);
+    return *this;
+  }
+  text_buffer& operator+=(std::string_view s) {
+    append(s.data(), s.size());
+    return *this;
+  }
+  text_buffer& operator+=(const std::string& s) {
+    append(s.data(), s.size());
+    return *this;
+  }
 
   // Room for `n` more bytes at the end, to write in place; added(k) keeps k of them.
   [[gnu::always_inline]] char* room(std::size_t n) {
@@ -79,10 +91,16 @@ inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) noexc
   std::size_t n;
   std::uint32_t cp;
   if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) { n = 2; cp = c & 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { n = 3; cp = c & 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { n = 4; cp = c & 0x07; }
-  else return 0;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    cp = c & 0x07;
+  } else return 0;
   if (i + n > s.size()) return 0;
   for (std::size_t k = 1; k < n; ++k) {
     if ((byte(i + k) & 0xC0) != 0x80) return 0;
@@ -108,11 +126,26 @@ inline void append_json_escaped(Out& out, std::string_view s) {
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; ++i; continue;
-      case '\\': out += "\\\\"; ++i; continue;
-      case '\n': out += "\\n"; ++i; continue;
-      case '\t': out += "\\t"; ++i; continue;
-      case '\r': out += "\\r"; ++i; continue;
+      case '"':
+        out += "\\\"";
+        ++i;
+        continue;
+      case '\\':
+        out += "\\\\";
+        ++i;
+        continue;
+      case '\n':
+        out += "\\n";
+        ++i;
+        continue;
+      case '\t':
+        out += "\\t";
+        ++i;
+        continue;
+      case '\r':
+        out += "\\r";
+        ++i;
+        continue;
       default: break;
     }
     if (c < 0x20 || c == 0x7F) {
@@ -163,9 +196,14 @@ template <class Int>
       "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
       "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
       "8081828384858687888990919293949596979899";
-  const std::size_t n = v < 100000 ? (v < 100 ? (v < 10 ? 1 : 2) : v < 1000 ? 3 : v < 10000 ? 4 : 5)
-                                   : v < 10000000 ? (v < 1000000 ? 6 : 7)
-                                   : v < 100000000 ? 8 : v < 1000000000 ? 9 : 10;
+  const std::size_t n = v < 100000       ? (v < 100     ? (v < 10 ? 1 : 2)
+                                            : v < 1000  ? 3
+                                            : v < 10000 ? 4
+                                                        : 5)
+                        : v < 10000000   ? (v < 1000000 ? 6 : 7)
+                        : v < 100000000  ? 8
+                        : v < 1000000000 ? 9
+                                         : 10;
   char* at = out.room(10) + n;
   while (v >= 100) {
     at -= 2;

@@ -66,9 +66,9 @@ struct time_totals {
 };
 
 struct table_options {
-  std::string sort_by;   // empty: first-occurrence order
-  int row_limit = 100;   // -1: all rows
-  std::string header;    // written above a line of '=' when not empty
+  std::string sort_by;  // empty: first-occurrence order
+  int row_limit = 100;  // -1: all rows
+  std::string header;   // written above a line of '=' when not empty
   int max_name_column_width = 55;
   // > 0: lines (with their trailing blanks) fit this many characters, a
   // terminal's width, by narrowing the Name column, down to 12 characters;
@@ -180,8 +180,7 @@ inline sort_value find_sort_key(const std::string& key) {
   std::string valid;
   for (const sort_key& k : sort_keys) valid += std::string(valid.empty() ? "" : ", ") + k.name;
   if (ends_with(key, "_memory_usage"))
-    throw error("cannot sort by '" + key + "': traces carry no memory figures (cuprof records no memory); valid keys: " +
-                valid);
+    throw error("cannot sort by '" + key + "': traces carry no memory figures (cuprof records no memory); valid keys: " + valid);
   throw error("unknown sort key '" + key + "'; valid keys: " + valid);
 }
 
@@ -190,9 +189,8 @@ inline sort_value find_sort_key(const std::string& key) {
 inline std::vector<const event_average*> event_averages::sorted_rows(const std::string& sort_by, int row_limit) const {
   std::vector<const event_average*> rows;
   for (const auto& r : rows_) rows.push_back(&r);
-  std::stable_sort(rows.begin(), rows.end(), [](const event_average* a, const event_average* b) {
-    return a->first_ns < b->first_ns;
-  });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const event_average* a, const event_average* b) { return a->first_ns < b->first_ns; });
   if (!sort_by.empty()) {
     const detail::sort_value value = detail::find_sort_key(sort_by);
     std::stable_sort(rows.begin(), rows.end(),
@@ -243,7 +241,7 @@ inline std::string event_averages::table(const table_options& options) const {
   if (options.describe_kernel) {
     for (const event_average* r : rows) {
       kernel_fields.push_back(r->kind == row_kind::gpu_work ? detail::terminal_safe(options.describe_kernel(r->key))
-                                                             : std::string());
+                                                            : std::string());
       kernel_width = std::max(kernel_width, kernel_fields.back().size());
     }
     kernel_width = std::max<std::size_t>(kernel_width, 6);
@@ -455,8 +453,8 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     r.cuda_samples_ns.push_back(g.end_ns - g.start_ns);
   }
   for (const gpu_annotation& a : t.gpu_annotations) {
-    event_average& r = row(t.spans[a.span].name, row_kind::gpu_annotation, a.start_ns,
-                           span_args.empty() ? no_args : span_args[a.span]);
+    event_average& r =
+        row(t.spans[a.span].name, row_kind::gpu_annotation, a.start_ns, span_args.empty() ? no_args : span_args[a.span]);
     r.self_cuda_ns += a.end_ns - a.start_ns;
     r.cuda_total_ns += a.end_ns - a.start_ns;
     r.cpu_samples_ns.push_back(0);

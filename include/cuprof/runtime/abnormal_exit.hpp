@@ -49,13 +49,13 @@ constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
 constexpr int signal_write_limit_s = 60;
 
 struct abnormal_exit_state {
-  void (*write_trace)() = nullptr;      // writes the trace once; later calls wait for a write in progress
+  void (*write_trace)() = nullptr;                   // writes the trace once; later calls wait for a write in progress
   const std::atomic<bool>* trace_pending = nullptr;  // the trace is still to be written
-  pid_t owner = 0;                       // a forked child takes the default action
-  sem_t wake;                            // posted by the handler: a signal came
-  sem_t written;                         // posted by the writer: the trace is written
-  std::atomic<int> signal{0};            // the first signal taken
-  std::atomic<bool> ending{false};       // the process ends once the trace is written
+  pid_t owner = 0;                                   // a forked child takes the default action
+  sem_t wake;                                        // posted by the handler: a signal came
+  sem_t written;                                     // posted by the writer: the trace is written
+  std::atomic<int> signal{0};                        // the first signal taken
+  std::atomic<bool> ending{false};                   // the process ends once the trace is written
   std::terminate_handler previous_terminate = nullptr;
 };
 
@@ -134,8 +134,7 @@ inline void on_terminate() {
 
 inline bool has_default_action(int sig) {
   struct sigaction current {};
-  return ::sigaction(sig, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
-         current.sa_handler == SIG_DFL;
+  return ::sigaction(sig, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL;
 }
 
 inline void install_handler(int sig, void (*handler)(int)) {

@@ -88,8 +88,8 @@ inline std::string expand_trace_path(const std::string& pattern, std::uint32_t p
 
 // Reads cuprof's CUPROF_* variables through `env` (getenv, or a test's map).
 // `injected`: loaded through CUDA_INJECTION64_PATH, which alone turns tracing on.
-inline environment_config read_environment(const std::function<const char*(const char*)>& env, bool injected,
-                                           std::uint32_t pid, const std::string& host, int rank, int world_size) {
+inline environment_config read_environment(const std::function<const char*(const char*)>& env, bool injected, std::uint32_t pid,
+                                           const std::string& host, int rank, int world_size) {
   environment_config c;
   const char* path = env("CUPROF_TRACE");
   c.enabled = injected || (path && *path);
@@ -116,7 +116,7 @@ inline environment_config read_environment(const std::function<const char*(const
 // The process-wide profile the environment asked for, and its settings.
 struct environment_session {
   std::mutex mutex;
-  profile* prof = nullptr;  // running or waiting for its window; null once written
+  profile* prof = nullptr;                 // running or waiting for its window; null once written
   std::atomic<bool> trace_pending{false};  // prof != nullptr, readable from signal handlers
   environment_config config;
   std::unique_ptr<trace_directory> directory;  // the trace's, held from start; null: it was not there then
@@ -236,8 +236,8 @@ inline bool start_environment_profile(bool injected = false) {
   environment_session& s = environment();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.prof) return false;
-  s.config = read_environment([](const char* n) { return std::getenv(n); }, injected, std::uint32_t(::getpid()),
-                              host_name(), process_rank(), process_world_size());
+  s.config = read_environment([](const char* n) { return std::getenv(n); }, injected, std::uint32_t(::getpid()), host_name(),
+                              process_rank(), process_world_size());
   if (!s.config.enabled) return false;
   // Every copy of cuprof in the process (the program's, its libraries', the
   // injection library of `cuprof run`) gets here; the first owns the profile.

@@ -31,8 +31,8 @@ export_result export_chrome_trace(const trace& t, const detail::trace_directory&
   char size[32];
   std::snprintf(size, sizeof size, "%.1f MB", double(r.bytes) / 1e6);
   const std::uint64_t dropped = t.meta.dropped_gpu_records + t.meta.dropped_cpu_events;
-  detail::log_info("trace written to " + detail::terminal_safe(path) + " (" + std::to_string(r.events) + " events, " + size + ", " +
-                   std::to_string(dropped) + " dropped records)");
+  detail::log_info("trace written to " + detail::terminal_safe(path) + " (" + std::to_string(r.events) + " events, " + size +
+                   ", " + std::to_string(dropped) + " dropped records)");
   return r;
 }
 

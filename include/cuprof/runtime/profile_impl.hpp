@@ -45,7 +45,8 @@ profile::~profile() {
     detail::log_line("stopping the profiler failed: " + detail::message_of(e));
   } catch (...) {
     // A destructor that lets anything out (on_trace_ready may throw 42) ends the program.
-    detail::log_line("stopping the profiler failed: on_trace_ready or the trace's export threw something that is not a std::exception");
+    detail::log_line(
+        "stopping the profiler failed: on_trace_ready or the trace's export threw something that is not a std::exception");
   }
 }
 
@@ -116,7 +117,8 @@ void profile::step() {
 
 export_result profile::export_chrome_trace(const std::string& path, const export_options& options) const {
   if (refused_ && !last_) {
-    detail::log_line("this profile recorded nothing (another profiler was running): '" + detail::terminal_safe(path) + "' left as it was");
+    detail::log_line("this profile recorded nothing (another profiler was running): '" + detail::terminal_safe(path) +
+                     "' left as it was");
     return export_result{path, 0, 0};
   }
   return cuprof::export_chrome_trace(last_trace(), path, options);
@@ -127,7 +129,10 @@ void profile::release() noexcept {
   if (tracer_) {
     tracer_->disable();
     if (!detail::process_ending_on_signal()) tracer_->detach();
-    tracer_->with_store([](detail::cupti::record_store& s) { s.clear(); return 0; });
+    tracer_->with_store([](detail::cupti::record_store& s) {
+      s.clear();
+      return 0;
+    });
     tracer_->trim_buffers();
   }
   detail::global_chunk_pool().trim();  // the scope chunks kept for this profile's next window
@@ -141,10 +146,8 @@ void profile::open_cuda() {
   tracer_ = detail::cupti::tracer::instance(why);
   if (!tracer_) cuda_status_ = why;
   if (detail::process().cuda_status_said.exchange(true)) return;  // once per process, whichever copy asks
-  if (!tracer_)
-    detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
-  else
-    detail::log_info("tracing CUDA: " + tracer_->describe());
+  if (!tracer_) detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
+  else detail::log_info("tracing CUDA: " + tracer_->describe());
 }
 
 bool profile::refused_in_handler(const char* call) const {
@@ -174,8 +177,7 @@ void profile::open_step_scope() {
 std::uint64_t profile::close_step_scope() {
   const std::uint64_t now = detail::now_ticks();
   if (step_scope_open_) {
-    if (detail::thread_buffer* b = detail::current_thread_buffer())
-      b->push({detail::make_head(detail::slot_kind::exit, now), 0});
+    if (detail::thread_buffer* b = detail::current_thread_buffer()) b->push({detail::make_head(detail::slot_kind::exit, now), 0});
     step_scope_open_ = false;
   }
   return now;
@@ -193,7 +195,11 @@ void profile::transition(profiler_action from, profiler_action to, std::uint64_t
   }
   if (detail::is_active(to) && (!detail::is_active(from) || from == profiler_action::record_and_save)) {
     if (from == profiler_action::warmup) detail::discard_cpu_spans(now);
-    if (tracer_) tracer_->with_store([&](detail::cupti::record_store& s) { s.discard_before(now); return 0; });
+    if (tracer_)
+      tracer_->with_store([&](detail::cupti::record_store& s) {
+        s.discard_before(now);
+        return 0;
+      });
     window_start_ = now;
   }
   if (!detail::records(to) && pending_.empty() && tracer_) tracer_->disable();
@@ -220,10 +226,9 @@ void profile::finalize_ready(bool at_stop) {
   while (!pending_.empty()) {
     pending_window& w = pending_.front();
     if (tracer_) {
-      const bool complete = at_stop || detail::monotonic_ns() >= w.give_up_at_ns ||
-                            tracer_->with_store([&](detail::cupti::record_store& s) {
-                              return s.window_complete(w.start_ticks, w.end_ticks);
-                            });
+      const bool complete =
+          at_stop || detail::monotonic_ns() >= w.give_up_at_ns ||
+          tracer_->with_store([&](detail::cupti::record_store& s) { return s.window_complete(w.start_ticks, w.end_ticks); });
       if (!complete) return;
       // No window records after this one: tracing stops before the trace is built, not after.
       if (!detail::records(action_) && pending_.size() == 1) tracer_->disable();

@@ -4,9 +4,9 @@
 // everywhere else cuprof's headers are declarations (base/config.hpp).
 #pragma once
 
-#include "chrome_trace_impl.hpp"    // output/chrome_trace.hpp's export functions
-#include "profile_impl.hpp"         // profile.hpp's session
-#include "trace_handler_impl.hpp"   // trace_handler.hpp's handlers
+#include "chrome_trace_impl.hpp"   // output/chrome_trace.hpp's export functions
+#include "profile_impl.hpp"        // profile.hpp's session
+#include "trace_handler_impl.hpp"  // trace_handler.hpp's handlers
 
 // CUPROF_TRACE's profile starts during static initialisation of this file's
 // translation unit, unless the module is the injection library, which starts

@@ -20,13 +20,10 @@ std::function<void(profile&)> tensorboard_trace_handler(std::string dir, std::st
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw error("cannot create trace directory '" + dir + "': " + ec.message());
-    const std::string worker =
-        worker_name.empty() ? detail::host_name() + "_" + std::to_string(::getpid()) : worker_name;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-    p.export_chrome_trace(dir + "/" + worker + "." + std::to_string(ns) + ".pt.trace.json" + (use_gzip ? ".gz" : ""),
-                         options);
+    const std::string worker = worker_name.empty() ? detail::host_name() + "_" + std::to_string(::getpid()) : worker_name;
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    p.export_chrome_trace(dir + "/" + worker + "." + std::to_string(ns) + ".pt.trace.json" + (use_gzip ? ".gz" : ""), options);
   };
 }
 

@@ -76,8 +76,7 @@ void cold_start(context& c) {
         for (std::uint32_t p = i; p != no_index; p = t.spans[p].parent) in_first |= p == s[0];
         if (!in_first) gaps.push_back(c.first_child[i] - t.spans[i].start_ns);
       }
-      std::string line = t.names.str(t.spans[worst].name) + ": " + us_text(worst_gap) +
-                         " from entering the scope to its first " +
+      std::string line = t.names.str(t.spans[worst].name) + ": " + us_text(worst_gap) + " from entering the scope to its first " +
                          (c.first_child_name[worst] < t.names.size() ? t.names.str(c.first_child_name[worst]) : "event");
       if (!gaps.empty()) line += " (median " + us_text(median_of(std::move(gaps))) + " in " + others + ")";
       f.details.push_back(line);

@@ -134,7 +134,7 @@ std::uint64_t context::queue_threshold_ns() const {
 }
 
 void context::add(finding f) {
-  const std::uint64_t base = f.cost_of == cost_base::gpu_time  ? in.self_cuda_ns
+  const std::uint64_t base = f.cost_of == cost_base::gpu_time   ? in.self_cuda_ns
                              : f.cost_of == cost_base::cpu_time ? in.self_cpu_ns
                              : f.cost_of == cost_base::window   ? in.window_ns()
                                                                 : 0;

@@ -26,9 +26,9 @@ struct context {
   insights in;
 
   // Built by index().
-  std::vector<std::uint32_t> steps;          // the ProfilerStep spans, by start
-  std::vector<std::uint64_t> first_child;    // per span: the start of its first child scope or call; max() if none
-  std::vector<name_id> first_child_name;     // per span: that child's name
+  std::vector<std::uint32_t> steps;                   // the ProfilerStep spans, by start
+  std::vector<std::uint64_t> first_child;             // per span: the start of its first child scope or call; max() if none
+  std::vector<name_id> first_child_name;              // per span: that child's name
   std::vector<std::vector<std::uint32_t>> instances;  // per in.kernels entry: indices into trace::gpu
   // Built by verdict().
   std::vector<std::pair<std::uint64_t, std::uint64_t>> busy_union;  // GPU work, merged, in time order

@@ -106,8 +106,7 @@ void copies_before_gemms(context& c) {
                               ? "the output seeded with C (the bias) before a beta=1 GEMM, as torch's addmm does: one more "
                                 "launch and one more pass over the output"
                               : "a device-to-device copy before the GEMM: often the bias or C copied into the output");
-    else
-      f.details.push_back("work of its own before every such GEMM");
+    else f.details.push_back("work of its own before every such GEMM");
     if (gemm.recognised()) f.details.push_back("GEMM: " + gemm.summary());
     if (!steps.empty()) {
       std::string list;

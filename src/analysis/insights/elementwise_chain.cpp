@@ -88,8 +88,8 @@ void elementwise_chains(context& c) {
     }
     if (!run.empty()) {
       const std::uint32_t scope = common_scope(t, launching_span(t, t.gpu[run.back()]), launching_span(t, g));
-      const bool same_call = scope != no_index && (run.size() == 1 || scope == run_scope) &&
-                             pending.size() <= c.o.chain_gap_kernels;
+      const bool same_call =
+          scope != no_index && (run.size() == 1 || scope == run_scope) && pending.size() <= c.o.chain_gap_kernels;
       const bool back_to_back = pending.empty() && scope == no_index && run_scope == no_index;
       if (same_call || back_to_back) {
         if (run.size() == 1) run_scope = scope;
@@ -111,23 +111,26 @@ void elementwise_chains(context& c) {
     std::string chain;
     for (name_id n : key) chain += (chain.empty() ? "" : " -> ") + short_kernel(t, n);
     f.cause = f.kind + ": " + chain;
-    f.headline = std::to_string(key.size()) + " elementwise kernels, " + chain + ", " +
-                 (gr.scope != no_index ? "in one " + t.names.str(t.spans[gr.scope].name) + " call" : std::string("back to back")) +
-                 ", " + std::to_string(gr.count) + (gr.count == 1 ? " time" : " times") + ": " + us_text(gr.total);
+    f.headline =
+        std::to_string(key.size()) + " elementwise kernels, " + chain + ", " +
+        (gr.scope != no_index ? "in one " + t.names.str(t.spans[gr.scope].name) + " call" : std::string("back to back")) + ", " +
+        std::to_string(gr.count) + (gr.count == 1 ? " time" : " times") + ": " + us_text(gr.total);
     for (std::size_t i = 0; i < key.size(); ++i)
       f.details.push_back(shorten(t.names.str(key[i]), 90) + ": " + us_text(gr.per_member[i]));
     std::string others;
     for (name_id n : gr.between) others += (others.empty() ? "" : ", ") + short_kernel(t, n);
     if (!others.empty()) f.details.push_back("other kernels between them: " + others);
-    f.details.push_back("each writes its result to memory and the next reads it back; fused (torch.compile, a hand-written "
-                        "kernel) the intermediates stay in registers, if one feeds the other (the trace shows no data "
-                        "flow, nor the bytes moved)");
+    f.details.push_back(
+        "each writes its result to memory and the next reads it back; fused (torch.compile, a hand-written "
+        "kernel) the intermediates stay in registers, if one feeds the other (the trace shows no data "
+        "flow, nor the bytes moved)");
     f.where = c.where_gpu(t.gpu[gr.first]);
     f.cost_ns = gr.total;
     f.cost_of = cost_base::gpu_time;
     f.saving_ns = gr.saving;
-    f.estimate = "fused, memory-bound elementwise kernels cost about the longest of them: the chain's time minus its longest "
-                 "kernel, per occurrence";
+    f.estimate =
+        "fused, memory-bound elementwise kernels cost about the longest of them: the chain's time minus its longest "
+        "kernel, per occurrence";
     c.add(std::move(f));
   }
 }

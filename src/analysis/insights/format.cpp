@@ -85,8 +85,8 @@ std::string format_insights(const insights& in, std::size_t kernel_rows) {
     });
     out += "\nGPU work by name\n";
     char line[200];
-    std::snprintf(line, sizeof line, "  %12s %6s %12s %12s %12s  %s\n", "total", "calls", "median", "max",
-                  "launch>start", "name (and what it says)");
+    std::snprintf(line, sizeof line, "  %12s %6s %12s %12s %12s  %s\n", "total", "calls", "median", "max", "launch>start",
+                  "name (and what it says)");
     out += line;
     for (std::size_t i = 0; i < ks.size() && i < kernel_rows; ++i) {
       const kernel_summary& k = *ks[i];

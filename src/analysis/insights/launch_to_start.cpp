@@ -36,8 +36,9 @@ void launch_to_start(context& c) {
   f.cost_of = cost_base::window;
   if (waits) {
     f.saving_ns = f.cost_ns;
-    f.estimate = "up to the GPU's idle time: with launches that keep it fed (a CUDA graph, fewer and bigger launches) the "
-                 "window shrinks towards the GPU's busy time";
+    f.estimate =
+        "up to the GPU's idle time: with launches that keep it fed (a CUDA graph, fewer and bigger launches) the "
+        "window shrinks towards the GPU's busy time";
   } else {
     f.estimate = "launches do not starve the GPU: the queue was not empty";
   }

@@ -64,7 +64,8 @@ void occupancy_queries(context& c) {
     std::string queries;
     for (const auto& q : g.queries) {
       const double per = double(q.second) / double(g.queried);
-      queries += (queries.empty() ? "" : " and ") + q.first + (per > 1.0 ? " x" + fixed_text(per, per == double(int(per)) ? 0 : 1) : "");
+      queries +=
+          (queries.empty() ? "" : " and ") + q.first + (per > 1.0 ? " x" + fixed_text(per, per == double(int(per)) ? 0 : 1) : "");
     }
     f.headline = shorten(kernel, 90) + ": " + queries + " before " + std::to_string(g.queried) + " of " +
                  std::to_string(g.launches) + " launches";

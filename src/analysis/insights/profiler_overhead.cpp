@@ -25,8 +25,9 @@ void profiler_overhead(context& c) {
     list += (list.empty() ? "" : ", ") + o.first + " " + us_text(o.second.second) +
             (o.second.first > 1 ? " (" + std::to_string(o.second.first) + ")" : "");
   f.headline = "CUPTI's own work in the window: " + list;
-  f.details.push_back("gaps it causes are the profiler's, not your code's; a schedule with warmup steps moves the "
-                      "first buffer request out of the recorded window");
+  f.details.push_back(
+      "gaps it causes are the profiler's, not your code's; a schedule with warmup steps moves the "
+      "first buffer request out of the recorded window");
   f.where = "CUPTI Overhead lane, first at " + ts_text(c.in, first);
   for (const auto& o : overhead) f.cost_ns += o.second.second;
   f.cost_of = cost_base::window;

@@ -36,7 +36,8 @@ void step_variation(context& c) {
     std::vector<std::uint64_t> times;
     for (const auto& x : samples) times.push_back(std::get<1>(x));
     const distribution d = summarize(std::move(times));
-    if (d.median_ns == 0 || double(d.max_ns) < o.variation_factor * double(d.median_ns) || d.max_ns - d.median_ns < 1000) continue;
+    if (d.median_ns == 0 || double(d.max_ns) < o.variation_factor * double(d.median_ns) || d.max_ns - d.median_ns < 1000)
+      continue;
     finding f;
     f.kind = by_step ? "varies step to step" : "varies call to call";
     f.cause = f.kind + ": " + ks.name;
@@ -57,8 +58,9 @@ void step_variation(context& c) {
               ratio_text(double(time) / double(d.median_ns)) + ")";
     }
     f.details.push_back("at least " + fixed_text(o.variation_factor, 2) + "x the median: " + slow);
-    f.details.push_back("the same kernel timing differently: clocks, power, contention, a cold cache or a profiler buffer "
-                        "request; read the distribution, not the mean");
+    f.details.push_back(
+        "the same kernel timing differently: clocks, power, contention, a cold cache or a profiler buffer "
+        "request; read the distribution, not the mean");
     f.where = "slowest: " + c.where_gpu(t.gpu[slowest]);
     f.cost_of = cost_base::gpu_time;
     f.saving_ns = f.cost_ns;

@@ -33,9 +33,7 @@ void synchronizations(context& c) {
       const api_call& a = t.api_calls[i];
       waited += a.end_ns - a.start_ns;
       auto it = std::lower_bound(c.busy_union.begin(), c.busy_union.end(), a.start_ns,
-                                 [](const std::pair<std::uint64_t, std::uint64_t>& x, std::uint64_t v) {
-                                   return x.second <= v;
-                                 });
+                                 [](const std::pair<std::uint64_t, std::uint64_t>& x, std::uint64_t v) { return x.second <= v; });
       for (; it != c.busy_union.end() && it->first < a.end_ns; ++it)
         covered += std::min(it->second, a.end_ns) - std::max(it->first, a.start_ns);
     }

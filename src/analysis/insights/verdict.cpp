@@ -78,27 +78,28 @@ void verdict(context& c) {
   const bool idle = in.gpu_idle_share >= o.idle_share;
   const bool known_queue = in.launch_to_start.count > 0;
   const bool short_queue = in.launch_to_start.median_ns < queue_threshold;
-  in.verdict_rule = "overhead-bound when Self CPU (without synchronize calls) > Self CUDA, the GPU is idle >= " +
-                    percent_text(o.idle_share) + " of the window and the median launch-to-start is under " +
-                    us_text(queue_threshold) + " (" + fixed_text(o.queue_factor, 0) + "x the median launch call, at least " +
-                    us_text(o.queue_min_ns) + "); compute-bound when none of the three holds; mixed otherwise";
+  in.verdict_rule =
+      "overhead-bound when Self CPU (without synchronize calls) > Self CUDA, the GPU is idle >= " + percent_text(o.idle_share) +
+      " of the window and the median launch-to-start is under " + us_text(queue_threshold) + " (" +
+      fixed_text(o.queue_factor, 0) + "x the median launch call, at least " + us_text(o.queue_min_ns) +
+      "); compute-bound when none of the three holds; mixed otherwise";
   const std::string cpu_signal = "Self CPU " + us_text(cpu) +
                                  (in.sync_cpu_ns ? " (not counting " + us_text(in.sync_cpu_ns) + " in synchronize calls)" : "") +
                                  " vs Self CUDA " + us_text(in.self_cuda_ns) + " (" + ratio_text(r) + ")";
   const std::string idle_signal = "GPU idle " + percent_text(in.gpu_idle_share) + " of the " + us_text(window_ns) + " window";
-  const std::string queue_signal =
-      known_queue ? "launch-to-start median " + us_text(in.launch_to_start.median_ns) + " (launch calls " +
-                        us_text(in.launch_call_median_ns) + " median)"
-                  : "launch-to-start unknown (no launching calls in the trace)";
+  const std::string queue_signal = known_queue ? "launch-to-start median " + us_text(in.launch_to_start.median_ns) +
+                                                     " (launch calls " + us_text(in.launch_call_median_ns) + " median)"
+                                               : "launch-to-start unknown (no launching calls in the trace)";
   in.verdict_signals = cpu_signal + "; " + idle_signal + "; " + queue_signal;
 
   const int overhead_votes = int(cpu_heavy) + int(idle) + int(known_queue && short_queue);
   const int votes = known_queue ? 3 : 2;
   if (overhead_votes == votes) {
     in.verdict = bound_verdict::overhead_bound;
-    in.verdict_reason = "the CPU's work outweighs the GPU's, the GPU sits idle and work starts as soon as it is launched: "
-                        "the GPU waits for the CPU. Make the work per launch bigger, batch or fuse launches, or capture a "
-                        "CUDA graph.";
+    in.verdict_reason =
+        "the CPU's work outweighs the GPU's, the GPU sits idle and work starts as soon as it is launched: "
+        "the GPU waits for the CPU. Make the work per launch bigger, batch or fuse launches, or capture a "
+        "CUDA graph.";
   } else if (overhead_votes == 0) {
     in.verdict = bound_verdict::compute_bound;
     in.verdict_reason = std::string("the GPU is busy") +
@@ -107,9 +108,11 @@ void verdict(context& c) {
   } else {
     in.verdict = bound_verdict::mixed;
     std::vector<std::string> to_overhead, to_compute;
-    (cpu_heavy ? to_overhead : to_compute).push_back(cpu_heavy ? "the CPU's work exceeds the GPU's" : "the GPU's work exceeds the CPU's");
-    (idle ? to_overhead : to_compute).push_back(idle ? "the GPU is idle " + percent_text(in.gpu_idle_share) + " of the window"
-                                                     : "the GPU is busy " + percent_text(1.0 - in.gpu_idle_share) + " of the window");
+    (cpu_heavy ? to_overhead : to_compute)
+        .push_back(cpu_heavy ? "the CPU's work exceeds the GPU's" : "the GPU's work exceeds the CPU's");
+    (idle ? to_overhead : to_compute)
+        .push_back(idle ? "the GPU is idle " + percent_text(in.gpu_idle_share) + " of the window"
+                        : "the GPU is busy " + percent_text(1.0 - in.gpu_idle_share) + " of the window");
     if (known_queue)
       (short_queue ? to_overhead : to_compute)
           .push_back(short_queue ? "work starts soon after its launch (the GPU waits for it)"

@@ -48,25 +48,26 @@ enum class kernel_category : std::uint8_t {
 const char* category_name(kernel_category c);
 
 struct kernel_name_info {
-  std::string library;   // "cuBLAS (nvjet)", "cuBLAS", "cuBLASLt", "CUTLASS", "CUTLASS 3", "Triton (Inductor)", "ATen"; empty: not recognised
+  std::string
+      library;  // "cuBLAS (nvjet)", "cuBLAS", "cuBLASLt", "CUTLASS", "CUTLASS 3", "Triton (Inductor)", "ATen"; empty: not recognised
   kernel_category category = kernel_category::other;
-  std::string arch;      // "sm90", "sm80", ...
-  std::string a_type;    // operand A (and B when equal): "bf16", "fp16", "fp32", "tf32", "fp8 e4m3", ...
-  std::string b_type;    // operand B when it differs from A
+  std::string arch;    // "sm90", "sm80", ...
+  std::string a_type;  // operand A (and B when equal): "bf16", "fp16", "fp32", "tf32", "fp8 e4m3", ...
+  std::string b_type;  // operand B when it differs from A
   std::string accumulate;
-  std::string output;    // C/D
-  std::string op_class;  // CUTLASS: "tensorop", "wmma", "simt"
-  std::string instruction;  // MMA shape: "m16n8k16"; "SIMT" for sgemm-style kernels
+  std::string output;                                // C/D
+  std::string op_class;                              // CUTLASS: "tensorop", "wmma", "simt"
+  std::string instruction;                           // MMA shape: "m16n8k16"; "SIMT" for sgemm-style kernels
   std::uint32_t tile_m = 0, tile_n = 0, tile_k = 0;  // CTA tile; 0: not in the name
-  std::uint32_t stages = 0;  // pipeline stages; 0: not in the name (CUTLASS 3: 0 means automatic)
-  std::string cluster;   // CTA cluster, "1x2"
-  std::string layout;    // as written: "NNT", "tn", "tnn" (N: not transposed, T: transposed)
-  std::uint32_t alignment = 0;  // elements per vector access ("align8", "ldg8")
-  std::string split_k;   // "split-K", "stream-K", "segment-K off", ...; empty: the name says nothing
-  std::string epilogue;  // "beta=0 (no C)", "beta=1 (C added)", "bias", "relu", ...
-  std::string schedule;  // "cooperative (coopA)", "warp-specialized cooperative", "sliced-K 1x2", ...
-  std::string op;        // elementwise functor or Triton's fused ops
-  std::vector<std::string> unknown;  // tokens not understood
+  std::uint32_t stages = 0;                          // pipeline stages; 0: not in the name (CUTLASS 3: 0 means automatic)
+  std::string cluster;                               // CTA cluster, "1x2"
+  std::string layout;                                // as written: "NNT", "tn", "tnn" (N: not transposed, T: transposed)
+  std::uint32_t alignment = 0;                       // elements per vector access ("align8", "ldg8")
+  std::string split_k;                               // "split-K", "stream-K", "segment-K off", ...; empty: the name says nothing
+  std::string epilogue;                              // "beta=0 (no C)", "beta=1 (C added)", "bias", "relu", ...
+  std::string schedule;                              // "cooperative (coopA)", "warp-specialized cooperative", "sliced-K 1x2", ...
+  std::string op;                                    // elementwise functor or Triton's fused ops
+  std::vector<std::string> unknown;                  // tokens not understood
 
   bool is_gemm() const { return category == kernel_category::gemm || category == kernel_category::gemv; }
   bool recognised() const { return !library.empty() || category != kernel_category::other; }
@@ -125,10 +126,10 @@ struct kernel_swap {
 struct trace_diff {
   std::vector<gpu_work_change> gpu;  // same (by A's total time), then removed, then added
   std::vector<kernel_swap> swaps;
-  std::vector<count_change> api;     // runtime and driver calls by name
+  std::vector<count_change> api;  // runtime and driver calls by name
   std::vector<std::string> scopes_only_a, scopes_only_b;
-  std::vector<count_change> cpu;     // CPU scopes/ops and CUDA calls but synchronize calls, by Self CPU time
-  time_totals totals_a, totals_b;    // as the table and insights give them
+  std::vector<count_change> cpu;         // CPU scopes/ops and CUDA calls but synchronize calls, by Self CPU time
+  time_totals totals_a, totals_b;        // as the table and insights give them
   std::size_t steps_a = 0, steps_b = 0;  // ProfilerStep#N scopes
 
   // Per step: divided by each trace's steps when both have steps, else the
@@ -236,9 +237,9 @@ struct activity_throughput {
   enum class measure : std::uint8_t { flops, bytes };
   std::uint32_t gpu = no_index;  // index into trace::gpu
   measure what = measure::bytes;
-  double amount = 0;             // FLOPs or bytes
+  double amount = 0;  // FLOPs or bytes
   double seconds = 0;
-  peak_rate peak;                // per second
+  peak_rate peak;  // per second
   double per_second() const { return seconds > 0 ? amount / seconds : 0; }
   // NaN when the peak is unknown.
   double percent_of_peak() const { return peak.value > 0 ? 100.0 * per_second() / peak.value : NAN; }
@@ -285,11 +286,11 @@ struct insights_options {
   // (torch's eager GeGLU runs up_proj's GEMM between the GeLU and its mul); more, and
   // they are likely separate stages of the computation.
   std::size_t chain_gap_kernels = 1;
-  double cold_factor = 1.5;       // first step at least this many times the median of the others
-  double variation_factor = 1.25; // a kernel's slowest step at least this many times its median step
-  double sync_share = 0.25;       // synchronizations taking at least this share of Self CPU time
-  std::size_t max_items = 8;      // per finding list
-  std::size_t summary_items = 3;  // findings in the summary
+  double cold_factor = 1.5;        // first step at least this many times the median of the others
+  double variation_factor = 1.25;  // a kernel's slowest step at least this many times its median step
+  double sync_share = 0.25;        // synchronizations taking at least this share of Self CPU time
+  std::size_t max_items = 8;       // per finding list
+  std::size_t summary_items = 3;   // findings in the summary
 };
 
 enum class bound_verdict : std::uint8_t { no_gpu_work, overhead_bound, compute_bound, mixed };
@@ -309,9 +310,9 @@ struct finding {
   std::string where;                 // where in the trace
   std::uint64_t cost_ns = 0;         // what it costs now
   cost_base cost_of = cost_base::none;
-  double cost_share = 0;             // cost_ns over Self CUDA, Self CPU or the window
-  std::uint64_t saving_ns = 0;       // what fixing it could save, estimated; findings are ranked by it
-  std::string estimate;              // how saving_ns was estimated
+  double cost_share = 0;        // cost_ns over Self CUDA, Self CPU or the window
+  std::uint64_t saving_ns = 0;  // what fixing it could save, estimated; findings are ranked by it
+  std::string estimate;         // how saving_ns was estimated
 };
 
 // A trace of host scopes only: no CUDA calls and no GPU work were recorded.
@@ -335,24 +336,24 @@ struct kernel_summary {
 
 struct insights {
   bound_verdict verdict = bound_verdict::no_gpu_work;
-  std::string verdict_rule;    // the rule that gave the verdict, with its thresholds
-  std::string verdict_signals; // the three signals as measured
-  std::string verdict_reason;  // what the verdict means here
+  std::string verdict_rule;     // the rule that gave the verdict, with its thresholds
+  std::string verdict_signals;  // the three signals as measured
+  std::string verdict_reason;   // what the verdict means here
   // The table's time_totals (Self CPU, of it in synchronize calls, Self CUDA).
   std::uint64_t self_cpu_ns = 0;   // Self CPU time total
   std::uint64_t sync_cpu_ns = 0;   // of it, in synchronize calls (the CPU waiting)
   std::uint64_t self_cuda_ns = 0;  // Self CUDA time total
   time_totals totals() const { return {self_cpu_ns, sync_cpu_ns, self_cuda_ns}; }
   std::uint64_t window_start_ns = 0, window_end_ns = 0;  // first to last event, CPU and GPU
-  std::uint64_t gpu_busy_ns = 0;   // union of GPU work inside the window
+  std::uint64_t gpu_busy_ns = 0;                         // union of GPU work inside the window
   double gpu_idle_share = 0;
-  distribution launch_to_start;    // all GPU work with a known launching call
+  distribution launch_to_start;             // all GPU work with a known launching call
   std::uint64_t launch_call_median_ns = 0;  // the launching calls' own duration
-  bool cpu_only = false;           // no CUDA calls and no GPU work: host scopes only
+  bool cpu_only = false;                    // no CUDA calls and no GPU work: host scopes only
   std::size_t steps = 0;
-  long first_step = -1;            // N of the first ProfilerStep#N; -1 without steps
+  long first_step = -1;  // N of the first ProfilerStep#N; -1 without steps
   std::uint64_t base_ns = 0;
-  std::vector<finding> findings;   // ranked: the largest estimated saving first
+  std::vector<finding> findings;     // ranked: the largest estimated saving first
   std::vector<std::string> summary;  // the top findings, one line each
   std::vector<kernel_summary> kernels;
 
@@ -420,10 +421,10 @@ const char* trace_format_name(trace_format f);
 struct loaded_trace {
   trace t;
   trace_format format = trace_format::chrome;
-  std::uint64_t base_ns = 0;  // baseTimeNanoseconds: the file's ts are microseconds after it
-  std::string source;         // the path, or the name given to parse_trace()
-  std::size_t events = 0;     // entries of traceEvents
-  std::size_t used = 0;       // of them, turned into spans, calls, GPU work, annotations, overhead
+  std::uint64_t base_ns = 0;              // baseTimeNanoseconds: the file's ts are microseconds after it
+  std::string source;                     // the path, or the name given to parse_trace()
+  std::size_t events = 0;                 // entries of traceEvents
+  std::size_t used = 0;                   // of them, turned into spans, calls, GPU work, annotations, overhead
   std::size_t unmatched_annotations = 0;  // gpu_user_annotation events naming no known scope
 
   // A time of the model as the file writes it: microseconds after base_ns.
