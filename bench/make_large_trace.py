@@ -2,7 +2,7 @@
 how fast `cuprof table` / `insights` / `diff` read one (docs/performance.md,
 "Reading speed").
 
-The events have the categories, fields and args of tools/testdata/kineto/*.json:
+The events have the categories, fields and args of tests/data/kineto/*.json:
 ProfilerStep spans (user_annotation), cpu_op ops, cuda_runtime / cuda_driver
 launches with ac2g flow arrows, kernels with launch details, memcpys and
 memsets, gpu_user_annotation extents, and the metadata events. The output is

@@ -706,10 +706,10 @@ CASES_V2 = [
 
 
 def _kineto_samples():
-    """The torch.profiler traces kept in the repository (tools/testdata/kineto)."""
+    """The torch.profiler traces kept in the repository (tests/data/kineto)."""
     from pathlib import Path
     root = Path(__file__).resolve().parent.parent
-    return sorted((root / "tools" / "testdata" / "kineto").glob("*.json"))
+    return sorted((root / "tests" / "data" / "kineto").glob("*.json"))
 
 
 def run_self_test():

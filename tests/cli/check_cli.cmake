@@ -10,7 +10,7 @@ file(MAKE_DIRECTORY "${WORK}")
 
 function(make_bad kind out_var)
   set(p "${WORK}/${kind}.json")
-  set(fixture "${CMAKE_CURRENT_LIST_DIR}/../../tests/fixtures/gpu/matmul_add_64.json")
+  set(fixture "${CMAKE_CURRENT_LIST_DIR}/../data/gpu/matmul_add_64.json")
   if(kind STREQUAL "empty")
     file(WRITE "${p}" "")
   elseif(kind STREQUAL "truncated")

@@ -1,5 +1,5 @@
 // The fuzz targets: one function per parser, shared by the libFuzzer harnesses
-// (tests/fuzz/fuzz_*.cpp) and by tests/test_reliability.cpp, which replays the
+// (tests/fuzz/fuzz_*.cpp) and by tests/unit/analysis_reader.cpp, which replays the
 // seed corpus and every regression input through them in the normal (and
 // sanitizer) test builds. A target returns normally or throws cuprof::error;
 // anything else (a crash, a sanitizer report, another exception, a broken

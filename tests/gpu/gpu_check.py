@@ -13,7 +13,7 @@ The suite is this folder, tests/gpu/:
                         independent CUPTI counter (cupti_counter.cpp), and the PyTorch
                         NVTX programs (torch_train_step.py, torch_emit_nvtx.py)
   torch_*.py            the PyTorch programs the checks run (torch_matmul_add.py and
-                        torch_geglu_mlp.py also recorded tools/testdata/kineto/)
+                        torch_geglu_mlp.py also recorded tests/data/kineto/)
   *.cpp, *.cu           the C++ helpers, built by CMakeLists.txt with the examples
 
   python3 tests/gpu/gpu_check.py --self-test   # the parts that need no GPU (ctest runs it)

@@ -4,7 +4,7 @@ Usage: python3 tests/gpu/torch_geglu_mlp.py --trace out.json [--compile]
 batch 64, seq 128, dim 768, hidden 3072, bf16, forward only under no_grad; the schedule the article
 uses (wait=1, warmup=1, active=3), an "mlp_fwd" record_function per step, record_shapes on.
 Eager: 3 GEMMs + a GeLU + a mul per step; --compile: the GeLU and the mul fused into one Triton
-kernel. The trace is what `cuprof insights` is tested on (tools/testdata/kineto/).
+kernel. The trace is what `cuprof insights` is tested on (tests/data/kineto/).
 """
 import argparse
 

@@ -3,7 +3,7 @@
 Usage: python3 tests/gpu/torch_matmul_add.py --size 4096 --trace out.json
 Same shapes, dtype (bf16), scopes and schedule (wait=1, warmup=1, active=3) as the C++ example.
 gpu_check.py compares cuprof's trace of the example with this one's; it also recorded
-tools/testdata/kineto/torch_matmul_add_{64,4096}.
+tests/data/kineto/torch_matmul_add_{64,4096}.
 """
 import argparse
 

@@ -1,4 +1,4 @@
-// Runs test code in a child process. Cases that change process-wide state
+// Runs test code in a child process, and sets environment variables for a while. Cases that change process-wide state
 // (signal handlers, std::set_terminate, CUPROF_TRACE's profile and its threads)
 // or that end the process run in one, so the test process itself stays
 // single-threaded for the fork-based cases after them (ThreadSanitizer refuses
@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
@@ -88,5 +89,26 @@ inline int run_child_case(const std::string& test_case, const std::vector<std::p
   }
   return wait_or_kill(child, seconds);
 }
+
+// Restores an environment variable when it goes out of scope; given a value, sets
+// it (null: unsets it) until then.
+class scoped_env {
+ public:
+  explicit scoped_env(const char* name) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+  }
+  scoped_env(const char* name, const char* value) : scoped_env(name) {
+    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
+  }
+  ~scoped_env() {
+    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1); else ::unsetenv(name_.c_str());
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
 
 }  // namespace cuprof_test

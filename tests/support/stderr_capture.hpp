@@ -1,5 +1,5 @@
-// Captures what is written to stderr (fd 2) while alive: the test cases that
-// check cuprof's one-line messages share it.
+// Captures what is written to stderr (fd 2) while alive, and counts the lines
+// said: the test cases that check cuprof's one-line messages share it.
 #pragma once
 
 #include <stdlib.h>
@@ -47,5 +47,12 @@ class stderr_capture {
   int fd_ = -1, saved_ = -1;
   std::string text_;
 };
+
+// How often `needle` occurs in `text` (a message said once is one line).
+inline std::size_t lines_containing(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
 
 }  // namespace cuprof_test

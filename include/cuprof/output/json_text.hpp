@@ -222,7 +222,7 @@ template <class Int>
 
 // Nanoseconds as microseconds with the decimals needed and no more: "12.345",
 // "12.34", "12.3", "12". Exact (JSON numbers are decimal text); 0.4 bytes
-// shorter per number than three decimals on the GPU traces of tests/fixtures/gpu.
+// shorter per number than three decimals on the GPU traces of tests/data/gpu.
 template <class Out>
 inline void append_us(Out& out, std::uint64_t ns) {
   append_int(out, ns / 1000);

@@ -1,19 +1,28 @@
 // Synthetic CUPTI activity records and callback data through record_store: conversion, noise
 // filtering, folding of nested driver calls, windowing, then attribution,
 // key_averages() and the Chrome trace; the tracer's activity buffers. No GPU, no libcupti: plain structs.
+// Also: libcupti that cannot be loaded, and a profile where CUDA cannot be traced.
+
 #include <cuprof/cuprof.hpp>
 #include <cuprof/cupti/call_recorder.hpp>
 #include <cuprof/cupti/record_store.hpp>
 #include <cuprof/cupti/tracer.hpp>
 #include <cuda_runtime_api.h>  // and through tracer.hpp's cupti.h, generated_cuda_runtime_api_meta.h (no include guard)
 
-#include "flow_arrows.hpp"
+#include "support/child_process.hpp"
+#include "support/flow_arrows.hpp"
+#include "support/stderr_capture.hpp"
+#include "support/traces.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -25,7 +34,9 @@
 #include <thread>
 #include <vector>
 
+namespace fs = std::filesystem;
 using json = nlohmann::json;
+using namespace cuprof_test;
 
 namespace {
 
@@ -268,8 +279,7 @@ struct scenario {
 
 }  // namespace
 
-// =============================================================================
-TEST_SUITE("cupti_records") {
+TEST_SUITE("cupti") {
 
 TEST_CASE("api_base_name strips CUPTI's version suffix, _ptsz/_ptds and leading underscores") {
   using cuprof::detail::api_base_name;
@@ -1245,8 +1255,6 @@ TEST_CASE("call_recorder: synchronizations get their sync records from the calls
   recorder.set_stream_id_lookup(nullptr);
 }
 
-}  // TEST_SUITE cupti_records
-
 TEST_CASE("activity buffers: a parsed buffer is zero again for CUPTI, its slot index kept, its pages past the first given back") {
   using cuprof::detail::cupti::tracer;
   const std::size_t size = tracer::buffer_header + tracer::buffer_bytes;
@@ -1271,3 +1279,46 @@ TEST_CASE("activity buffers: a parsed buffer is zero again for CUPTI, its slot i
   CHECK(std::all_of(records, records + tracer::buffer_bytes, [](std::uint8_t b) { return b == 0; }));
   munmap(mapped, size);
 }
+
+TEST_CASE("without a CUDA driver, CUDA tracing is off with a reason and the CPU side still records") {
+  void* libcuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (libcuda) {
+    ::dlclose(libcuda);
+    MESSAGE("a CUDA driver is present: skipped (this test covers machines without one)");
+    return;
+  }
+  cuprof::profile prof;  // default: cpu | cuda
+  prof.start();
+  CHECK(prof.running());
+  CHECK_FALSE(prof.cuda_status().empty());
+  { CUPROF_SCOPE("cpu_side"); }
+  prof.stop();
+  CHECK(count_spans(prof.last_trace(), "cpu_side") == 1);
+  CHECK(prof.last_trace().meta.cuda_status == prof.cuda_status());
+  const json doc = json::parse(cuprof::chrome_trace_json(prof.last_trace()));
+  CHECK(doc["cuprof"]["cuda_status"] == prof.cuda_status());
+}
+
+// --- libcupti not loadable ----------------------------------------------------------
+
+TEST_CASE("CUPROF_CUPTI_LIBRARY that cannot be loaded, or is not CUPTI: one clear reason, nothing else tried") {
+  const scoped_env saved("CUPROF_CUPTI_LIBRARY");
+  ::setenv("CUPROF_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13", 1);
+  {
+    cuprof::detail::cupti::cupti_library lib;
+    const std::string why = lib.load();
+    CAPTURE(why);
+    CHECK(why.rfind("CUPROF_CUPTI_LIBRARY=/nonexistent/libcupti.so.13 could not be loaded (", 0) == 0);
+    const bool bound = lib.get_version != nullptr;
+    CHECK_FALSE(bound);
+  }
+  ::setenv("CUPROF_CUPTI_LIBRARY", "libz.so.1", 1);  // loads, but is not CUPTI
+  {
+    cuprof::detail::cupti::cupti_library lib;
+    const std::string why = lib.load();
+    CAPTURE(why);
+    CHECK(why.find("lacks CUPTI 13 entry points") != std::string::npos);
+  }
+}
+
+}  // TEST_SUITE cupti

@@ -1,0 +1,854 @@
+// What the analysis library says about a trace (src/analysis/): kernel names
+// decoded, insights and their verdicts, diffs, and throughput against the GPU's
+// peaks. Inputs: tests/data/gpu (H200) and tests/data/kineto (torch.profiler).
+
+#include <cuprof/cuprof.hpp>
+#include <cuprof/analysis.hpp>
+#include <cuprof/model/stats.hpp>
+
+#include "support/cli.hpp"
+#include "support/files.hpp"
+#include "support/traces.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace cuprof_test;
+
+TEST_SUITE("analysis_insights") {
+
+TEST_CASE("kernel names: nvjet names from the H200 traces (cuBLAS 13 on Hopper)") {
+  const cuprof::kernel_name_info k = cuprof::decode_kernel_name("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT");
+  CHECK(k.library == "cuBLAS (nvjet)");
+  CHECK(k.category == cuprof::kernel_category::gemm);
+  CHECK(k.is_gemm());
+  CHECK(k.arch == "sm90");
+  CHECK(k.dtype() == "bf16");
+  CHECK(k.accumulate == "fp32");
+  CHECK(k.output == "bf16");
+  CHECK(k.tile_m == 256);
+  CHECK(k.tile_n == 128);
+  CHECK(k.tile_k == 64);
+  CHECK(k.stages == 4);
+  CHECK(k.cluster == "1x2");
+  CHECK(k.schedule == "cooperative (coopA)");
+  CHECK(k.epilogue == "beta=0 (no C)");
+  CHECK(k.layout == "NNT");
+  CHECK(k.split_k.empty());
+  CHECK(k.summary() ==
+        "cuBLAS (nvjet) GEMM sm90 bf16 (acc fp32) tile 256x128x64 4 stages cluster 1x2 cooperative (coopA) beta=0 (no C) "
+        "layout NNT");
+
+  const cuprof::kernel_name_info small = cuprof::decode_kernel_name("nvjet_sm90_tst_64x8_64x16_1x4_h_bz_NNT");
+  CHECK(small.tile() == "64x8x64");
+  CHECK(small.stages == 16);
+  CHECK(small.cluster == "1x4");
+  CHECK(small.schedule.empty());
+
+  // linear --variant addmm: the beta=1 epilogue and the transposed A.
+  const cuprof::kernel_name_info addmm = cuprof::decode_kernel_name("nvjet_sm90_tst_64x8_64x16_1x2_h_badd_TNT");
+  CHECK(addmm.epilogue == "beta=1 (C added)");
+  CHECK(addmm.layout == "TNT");
+
+  const cuprof::kernel_name_info down = cuprof::decode_kernel_name("nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT");
+  CHECK(down.tile() == "192x128x64");
+  CHECK(down.stages == 5);
+  CHECK(down.schedule == "cooperative (coopB)");
+  CHECK(down.compact() == "GEMM sm90 bf16 192x128x64 5 stages cluster 1x2 coopB beta=0 TNT");
+}
+
+TEST_CASE("kernel names: cuBLAS and CUTLASS names from the profiling articles (A100)") {
+  // Part 1: the GEMM eager and compiled matmul+add run.
+  const cuprof::kernel_name_info a =
+      cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn");
+  CHECK(a.library == "cuBLAS");
+  CHECK(a.is_gemm());
+  CHECK(a.arch == "sm80");
+  CHECK(a.dtype() == "bf16");
+  CHECK(a.accumulate == "fp32");
+  CHECK(a.instruction == "m16n8k16");
+  CHECK(a.tile() == "128x256x64");
+  CHECK(a.stages == 3);
+  CHECK(a.alignment == 8);
+  CHECK(a.layout == "nn");
+  CHECK(a.unknown.empty());
+
+  // Part 2: the single nn.Linear, eager and compiled; "tn" is the layout the article points at.
+  const cuprof::kernel_name_info c =
+      cuprof::decode_kernel_name("cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8");
+  CHECK(c.library == "CUTLASS");
+  CHECK(c.is_gemm());
+  CHECK(c.arch == "sm80");
+  CHECK(c.op_class == "wmma tensorop");
+  CHECK(c.dtype() == "bf16");
+  CHECK(c.instruction == "m16n16k16");
+  CHECK(c.tile() == "32x32x32");
+  CHECK(c.stages == 1);
+  CHECK(c.layout == "tn");
+  CHECK(c.alignment == 8);
+  CHECK(c.unknown.empty());
+  // The same name as torch traces show it, wrapped in CUTLASS's kernel template.
+  const cuprof::kernel_name_info wrapped = cuprof::decode_kernel_name(
+      "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8>("
+      "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8::Params)");
+  CHECK(wrapped.summary() == c.summary());
+
+  // Part 2: the two GEMM tiles of the MLP (names as the article abbreviates them, completed).
+  const cuprof::kernel_name_info gate =
+      cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn");
+  CHECK(gate.tile() == "128x128x32");
+  CHECK(gate.stages == 5);
+  CHECK(gate.layout == "tn");
+
+  // Part 2: Inductor's fused pointwise kernel.
+  const cuprof::kernel_name_info t = cuprof::decode_kernel_name("triton_poi_fused__unsafe_view_gelu_mul_0");
+  CHECK(t.library == "Triton (Inductor)");
+  CHECK(t.category == cuprof::kernel_category::elementwise);
+  CHECK(t.op == "_unsafe_view_gelu_mul");
+  CHECK_FALSE(t.is_gemm());
+}
+
+TEST_CASE("kernel names: elementwise kernels, copies, and names that are not GEMMs") {
+  const cuprof::kernel_name_info add = cuprof::decode_kernel_name(
+      "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, "
+      "3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)");
+  CHECK(add.library == "ATen");
+  CHECK(add.category == cuprof::kernel_category::elementwise);
+  CHECK(add.op == "add");
+  CHECK_FALSE(add.is_gemm());
+  const cuprof::kernel_name_info map = cuprof::decode_kernel_name(
+      "void ex::map_kernel<gelu_op>(gelu_op, __nv_bfloat16*, __nv_bfloat16 const*, __nv_bfloat16 const*, unsigned long)");
+  CHECK(map.category == cuprof::kernel_category::elementwise);
+  CHECK(map.op == "gelu_op");
+  CHECK_FALSE(cuprof::decode_kernel_name("Memset (Device)").recognised());
+  CHECK_FALSE(cuprof::decode_kernel_name("Memcpy DtoD (Device -> Device)").is_gemm());
+  CHECK_FALSE(cuprof::decode_kernel_name("axpy_kernel(float, float const*, float*, unsigned long)").is_gemm());
+}
+
+TEST_CASE("kernel names: cuBLASLt, CUTLASS 3 and split-K spellings") {
+  const cuprof::kernel_name_info x = cuprof::decode_kernel_name(
+      "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas");
+  CHECK(x.library == "cuBLASLt");
+  CHECK(x.arch == "sm90");
+  CHECK(x.dtype() == "bf16");
+  CHECK(x.accumulate == "fp32");
+  CHECK(x.tile() == "128x128x64");
+  CHECK(x.layout == "tn (C n)");
+  CHECK(x.split_k == "segment-K off");
+  const cuprof::kernel_name_info c3 = cuprof::decode_kernel_name(
+      "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized_cooperative_epi_tma");
+  CHECK(c3.library == "CUTLASS 3");
+  CHECK(c3.dtype() == "bf16");
+  CHECK(c3.accumulate == "fp32");
+  CHECK(c3.tile() == "128x256x64");
+  CHECK(c3.cluster == "1x2x1");
+  CHECK(c3.layout == "tnn");
+  CHECK(c3.alignment == 8);
+  CHECK(c3.schedule == "warp-specialized cooperative");
+  // Spelled as cuBLAS spells a split-K nvjet variant (constructed, not from a trace).
+  CHECK(cuprof::decode_kernel_name("nvjet_sm90_tst_128x64_64x8_2x1_v_bz_splitK_TNT").split_k == "split-K");
+  const cuprof::kernel_name_info r = cuprof::decode_kernel_name(
+      "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, false, false, false>("
+      "cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*, float const*, float const*, float const*, float const*)");
+  CHECK(r.category == cuprof::kernel_category::gemm_reduction);
+}
+
+TEST_CASE("kernel names: decoding any prefix or mangled variant of a real name does not fail") {
+  const std::vector<std::string> names = {
+      "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn",
+      "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8",
+      "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized",
+      "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_segment_k_off_kernel__5x_cublas",
+      "triton_poi_fused__unsafe_view_gelu_mul_0"};
+  std::size_t decoded = 0;
+  for (const std::string& n : names) {
+    for (std::size_t len = 0; len <= n.size(); ++len) {
+      const std::string p = n.substr(0, len);
+      decoded += cuprof::decode_kernel_name(p).summary().size() > 0;
+      std::string doubled = p;
+      for (char& c : doubled)
+        if (c == 'x') c = '_';
+      (void)cuprof::decode_kernel_name(doubled).summary();
+      (void)cuprof::decode_kernel_name(p + "_99999999999999999999x99999999999999999999").summary();
+    }
+  }
+  CHECK(decoded > 0);
+  CHECK(cuprof::decode_kernel_name("").summary().empty());
+  CHECK(cuprof::decode_kernel_name("____").summary().empty());
+}
+
+// ---- insights -------------------------------------------------------------------
+
+namespace {
+
+cuprof::insights insights_of(const std::string& path) {
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(path);
+  cuprof::insights_options o;
+  o.base_ns = lt.base_ns;
+  return cuprof::analyze(lt.t, o);
+}
+
+const cuprof::finding* find_finding(const cuprof::insights& in, const std::string& kind) {
+  for (const cuprof::finding& f : in.findings)
+    if (f.kind == kind) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("insights: matmul_add 64 is overhead-bound, 4096 compute-bound") {
+  const cuprof::insights small = insights_of(gpu_trace("matmul_add_64.json"));
+  CHECK(small.verdict == cuprof::bound_verdict::overhead_bound);
+  CHECK(small.self_cpu_ns > 5 * small.self_cuda_ns);
+  CHECK(small.gpu_idle_share > 0.8);
+  const cuprof::insights big = insights_of(gpu_trace("matmul_add_4096.json"));
+  CHECK(big.verdict == cuprof::bound_verdict::compute_bound);
+  CHECK(big.self_cuda_ns > big.self_cpu_ns);
+  CHECK(big.gpu_idle_share < 0.5);
+  // The same on torch's traces of the same workload; there the final sync is CPU time that is waiting.
+  const cuprof::insights torch_small = insights_of(kineto_trace("torch_matmul_add_64.json"));
+  CHECK(torch_small.verdict == cuprof::bound_verdict::overhead_bound);
+  const cuprof::insights torch_big = insights_of(kineto_trace("torch_matmul_add_4096.json"));
+  CHECK(torch_big.verdict == cuprof::bound_verdict::compute_bound);
+  CHECK(torch_big.sync_cpu_ns == 397362);
+  const cuprof::finding* sync = find_finding(torch_big, "synchronization");
+  REQUIRE(sync != nullptr);
+  CHECK(sync->headline.find("cudaDeviceSynchronize: 397.362us in 1 call, 63.0% of Self CPU time") != std::string::npos);
+}
+
+namespace {
+
+// The GPU time of each kernel name in a trace.
+std::map<std::string, std::uint64_t> gpu_time_by_name(const cuprof::trace& t) {
+  std::map<std::string, std::uint64_t> out;
+  for (const cuprof::gpu_activity& g : t.gpu)
+    if (g.kind != cuprof::gpu_kind::sync) out[t.names.str(g.name)] += g.end_ns - g.start_ns;
+  return out;
+}
+
+std::vector<std::string> kinds_of(const cuprof::insights& in) {
+  std::vector<std::string> kinds;
+  for (const cuprof::finding& f : in.findings) kinds.push_back(f.kind);
+  return kinds;
+}
+
+// Ranked by estimated saving, one finding per cause, the summary the top ones with a saving.
+void check_ranking(const cuprof::insights& in) {
+  std::set<std::string> causes;
+  for (std::size_t i = 0; i < in.findings.size(); ++i) {
+    CAPTURE(in.findings[i].cause);
+    CHECK(causes.insert(in.findings[i].cause).second);
+    if (i) CHECK(in.findings[i - 1].saving_ns >= in.findings[i].saving_ns);
+    CHECK(in.findings[i].saving_ns <= in.findings[i].cost_ns);
+  }
+  std::size_t with_saving = 0;
+  for (const cuprof::finding& f : in.findings) with_saving += f.saving_ns > 0;
+  REQUIRE(in.summary.size() == std::min<std::size_t>(3, with_saving));
+  for (std::size_t i = 0; i < in.summary.size(); ++i)
+    CHECK(in.summary[i].rfind("[" + in.findings[i].kind + "] " + in.findings[i].headline + "; ", 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("insights: the unfused MLP's GeLU and mul are the top finding, with their share; the fused MLP has none") {
+  for (const auto& [file, gelu, mul, scope] :
+       {std::make_tuple(gpu_trace("mlp_unfused.json"), std::string("void ex::map_kernel<gelu_op>"), std::string("void ex::map_kernel<mul_op>"),
+                        std::string("mlp")),
+        std::make_tuple(kineto_trace("torch_geglu_mlp.json"), std::string("void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl"),
+                        std::string("void at::native::vectorized_elementwise_kernel<8, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor"),
+                        std::string("mlp_fwd"))}) {
+    CAPTURE(file);
+    const cuprof::loaded_trace lt = cuprof::read_trace_file(file);
+    const cuprof::insights in = insights_of(file);
+    check_ranking(in);
+    REQUIRE_FALSE(in.findings.empty());
+    const cuprof::finding& chain = in.findings[0];
+    CHECK(chain.kind == "elementwise chain");
+    CHECK(chain.headline.find("2 elementwise kernels, ") == 0);
+    CHECK(chain.headline.find(", in one " + scope + " call, 3 times: ") != std::string::npos);
+    // Its cost: the two kernels' GPU time; its share: of Self CUDA; its saving: each step's pair less its longer kernel.
+    std::uint64_t gelu_ns = 0, mul_ns = 0, saving = 0;
+    for (const auto& [name, ns] : gpu_time_by_name(lt.t)) {
+      if (name.rfind(gelu, 0) == 0) gelu_ns += ns;
+      if (name.rfind(mul, 0) == 0) mul_ns += ns;
+    }
+    REQUIRE(gelu_ns > 0);
+    REQUIRE(mul_ns > 0);
+    std::map<std::uint64_t, std::vector<std::uint64_t>> per_step;  // step start -> the pair's durations
+    for (const cuprof::gpu_activity& g : lt.t.gpu) {
+      const std::string& name = lt.t.names.str(g.name);
+      if (name.rfind(gelu, 0) != 0 && name.rfind(mul, 0) != 0) continue;
+      for (const cuprof::cpu_span& st : lt.t.spans)
+        if (st.is_step && st.start_ns <= lt.t.api_calls[g.api].start_ns && lt.t.api_calls[g.api].start_ns < st.end_ns)
+          per_step[st.start_ns].push_back(g.end_ns - g.start_ns);
+    }
+    REQUIRE(per_step.size() == 3);
+    for (const auto& [step, durations] : per_step) {
+      REQUIRE(durations.size() == 2);
+      saving += std::min(durations[0], durations[1]);
+    }
+    CHECK(chain.cost_ns == gelu_ns + mul_ns);
+    CHECK(chain.cost_of == cuprof::cost_base::gpu_time);
+    CHECK(chain.cost_share == doctest::Approx(double(gelu_ns + mul_ns) / double(in.self_cuda_ns)));
+    CHECK(chain.saving_ns == saving);
+    CHECK(chain.estimate.find("the chain's time minus its longest kernel") != std::string::npos);
+    REQUIRE_FALSE(in.summary.empty());
+    CHECK(in.summary[0].find("elementwise chain") != std::string::npos);
+  }
+  // cuprof's MLP: 204.064us, 29.4% of GPU time; torch's (the articles' shapes on an H100): 257.252us, 33.8%.
+  const cuprof::insights unfused = insights_of(gpu_trace("mlp_unfused.json"));
+  CHECK(unfused.verdict == cuprof::bound_verdict::compute_bound);
+  CHECK(kinds_of(unfused) == std::vector<std::string>{"elementwise chain", "memset before GEMM"});
+  CHECK(unfused.findings[0].cause == "elementwise chain: gelu_op -> mul_op");
+  CHECK(unfused.findings[0].cost_ns == 204064);
+  CHECK(unfused.findings[0].saving_ns == 94624);
+  CHECK(unfused.summary[0].find("; 29.4% of GPU time, could save ~94.624us") != std::string::npos);
+  // Throughput per name, pooled over the records whose size is known: the memsets' bytes (no peak:
+  // this trace predates the memory clock in deviceProperties); the GEMMs have no sizes (no scope args).
+  {
+    const cuprof::trace t = cuprof::read_trace_file(gpu_trace("mlp_unfused.json")).t;
+    double bytes = 0, seconds = 0;
+    for (const cuprof::gpu_activity& g : t.gpu)
+      if (g.kind == cuprof::gpu_kind::memset) bytes += double(t.bytes_of(g)), seconds += double(g.end_ns - g.start_ns) / 1e9;
+    REQUIRE(bytes > 0);
+    for (const cuprof::kernel_summary& k : unfused.kernels) {
+      if (k.kind == cuprof::gpu_kind::memset) {
+        CHECK(k.throughput.amount == doctest::Approx(bytes));
+        CHECK(k.throughput.seconds == doctest::Approx(seconds));
+        CHECK(k.throughput.peak.value == 0);
+      } else {
+        CHECK(k.throughput.amount == 0);
+      }
+    }
+  }
+  // JSON and CSV carry the same figures.
+  const nlohmann::json doc = nlohmann::json::parse(cli({"insights", gpu_trace("mlp_unfused.json"), "--format", "json"}).out);
+  CHECK(doc["verdict"] == "compute-bound");
+  CHECK(doc["rule"] == unfused.verdict_rule);
+  CHECK(doc["signals"] == unfused.verdict_signals);
+  CHECK(doc["summary"] == unfused.summary);
+  REQUIRE(doc["findings"].size() == 2);
+  CHECK(doc["findings"][0]["cause"] == "elementwise chain: gelu_op -> mul_op");
+  CHECK(doc["findings"][0]["cost_us"] == 204.064);
+  CHECK(doc["findings"][0]["cost_of"] == "GPU time");
+  CHECK(doc["findings"][0]["saving_us"] == 94.624);
+  CHECK(doc["findings"][0]["estimate"] == unfused.findings[0].estimate);
+  CHECK(doc["launch_to_start_median_us"] == 392.32);
+  const cuprof::insights torch = insights_of(kineto_trace("torch_geglu_mlp.json"));
+  CHECK(torch.verdict == cuprof::bound_verdict::mixed);
+  CHECK(kinds_of(torch) == std::vector<std::string>{"elementwise chain", "memset before GEMM", "launch to start"});
+  CHECK(torch.findings[0].cause == "elementwise chain: Gelu -> Mul");
+  CHECK(torch.findings[0].cost_ns == 257252);
+  CHECK(torch.findings[0].saving_ns == 103650);
+  CHECK(torch.findings[0].details[2] == "other kernels between them: nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT");
+  // torch compiles in the GeLU and the mul into one Triton kernel: no chain left; the estimate was 103.650us,
+  // the measured saving 257.252us - 185.411us = 71.841us (the fused kernel is not as short as the longer one).
+  for (const char* fused : {"mlp_fused.json", "torch_geglu_mlp_compiled.json"}) {
+    CAPTURE(fused);
+    const cuprof::insights in = insights_of(std::string(fused).rfind("torch", 0) == 0 ? kineto_trace(fused) : gpu_trace(fused));
+    check_ranking(in);
+    CHECK(find_finding(in, "elementwise chain") == nullptr);
+  }
+  CHECK(gpu_time_by_name(cuprof::read_trace_file(kineto_trace("torch_geglu_mlp_compiled.json")).t)["triton_poi_fused__unsafe_view_gelu_mul_0"] ==
+        185411);
+  CHECK(kinds_of(insights_of(gpu_trace("mlp_fused.json"))) == std::vector<std::string>{"memset before GEMM"});
+  // In a compute-bound run the cuBLAS flag clear costs its GPU time and saves nothing; where CPU time matters, its launches.
+  CHECK(unfused.findings[1].cost_of == cuprof::cost_base::gpu_time);
+  CHECK(unfused.findings[1].saving_ns == 0);
+  CHECK(torch.findings[1].cost_of == cuprof::cost_base::cpu_time);
+  CHECK(torch.findings[1].saving_ns == torch.findings[1].cost_ns);
+  // Mixed because the launch queue is deep: launch-to-start is a finding, with nothing to save from launches.
+  CHECK(torch.verdict_reason.find("towards compute: work queues behind earlier work") != std::string::npos);
+  CHECK(torch.findings[2].saving_ns == 0);
+  CHECK(torch.findings[2].cost_ns == torch.window_ns() - torch.gpu_busy_ns);
+  // The warmup ran before ProfilerStep#2: no cold start, although the first step is 1.8x the others.
+  CHECK(torch.first_step == 2);
+  CHECK(find_finding(torch, "cold start") == nullptr);
+}
+
+TEST_CASE("insights: the ranked findings and the verdicts' signals on the matmul_add traces, cuprof's and torch's") {
+  struct expected {
+    std::string path;
+    cuprof::bound_verdict verdict;
+    std::vector<std::string> kinds;
+  };
+  for (const expected& e :
+       {expected{gpu_trace("matmul_add_64.json"), cuprof::bound_verdict::overhead_bound, {"launch to start"}},
+        expected{kineto_trace("torch_matmul_add_64.json"), cuprof::bound_verdict::overhead_bound, {"launch to start"}},
+        expected{gpu_trace("matmul_add_4096.json"), cuprof::bound_verdict::compute_bound, {"memset before GEMM"}},
+        expected{kineto_trace("torch_matmul_add_4096.json"), cuprof::bound_verdict::compute_bound, {"synchronization", "memset before GEMM"}},
+        expected{gpu_trace("linear_addmm.json"), cuprof::bound_verdict::overhead_bound, {"launch to start", "memcpy before GEMM"}}}) {
+    CAPTURE(e.path);
+    const cuprof::insights in = insights_of(e.path);
+    check_ranking(in);
+    CHECK(in.verdict == e.verdict);
+    CHECK(kinds_of(in) == e.kinds);
+    // The signals, recomputed from the trace: the launch-to-start median and the launch calls' median.
+    const cuprof::trace t = cuprof::read_trace_file(e.path).t;
+    std::vector<std::uint64_t> waits, calls;
+    for (const cuprof::gpu_activity& g : t.gpu) {
+      if (g.kind == cuprof::gpu_kind::sync || g.api == cuprof::no_index) continue;
+      waits.push_back(g.start_ns - t.api_calls[g.api].start_ns);
+      calls.push_back(t.api_calls[g.api].end_ns - t.api_calls[g.api].start_ns);
+    }
+    CHECK(in.launch_to_start.median_ns == cuprof::median_of(waits));
+    CHECK(in.launch_call_median_ns == cuprof::median_of(calls));
+    const bool cpu_heavy = in.cpu_work_ns() > in.self_cuda_ns, idle = in.gpu_idle_share >= 0.3,
+               short_queue = in.launch_to_start.median_ns < std::max<std::uint64_t>(20000, 3 * in.launch_call_median_ns);
+    CHECK((e.verdict == cuprof::bound_verdict::overhead_bound) == (cpu_heavy && idle && short_queue));
+    CHECK((e.verdict == cuprof::bound_verdict::compute_bound) == (!cpu_heavy && !idle && !short_queue));
+    // Compute-bound: launch-to-start is queue depth, not a finding.
+    if (e.verdict == cuprof::bound_verdict::compute_bound) CHECK(find_finding(in, "launch to start") == nullptr);
+  }
+  // torch's 4096 run ends in a 397us cudaDeviceSynchronize during which the GPU worked all but 13.152us.
+  const cuprof::insights torch_4096 = insights_of(kineto_trace("torch_matmul_add_4096.json"));
+  const cuprof::finding* sync = find_finding(torch_4096, "synchronization");
+  REQUIRE(sync != nullptr);
+  CHECK(sync->cost_ns == 397362);
+  CHECK(sync->saving_ns == 13152);
+}
+
+TEST_CASE("insights: elementwise kernels of one scope call chain across one other kernel, not two") {
+  // One call of a scope "block" launches these kernels in order, each from an op scope of its own, on one stream.
+  const auto analyze_block = [](const std::vector<std::string>& kernels) {
+    cuprof::trace t;
+    const std::uint64_t t0 = 1700000000000000000ull;
+    cuprof::cpu_span block;
+    block.start_ns = t0;
+    block.end_ns = t0 + 1000000;
+    block.name = t.names.intern("block");
+    block.tid = 1;
+    block.id = 1;
+    t.spans.push_back(block);
+    for (std::uint32_t i = 0; i < kernels.size(); ++i) {
+      cuprof::cpu_span op;
+      op.start_ns = t0 + 1000 + i * 10000;
+      op.end_ns = op.start_ns + 5000;
+      op.name = t.names.intern("op" + std::to_string(i));
+      op.tid = 1;
+      op.parent = 0;
+      op.id = i + 2;
+      t.spans.push_back(op);
+      cuprof::api_call a;
+      a.start_ns = op.start_ns + 1000;
+      a.end_ns = a.start_ns + 2000;
+      a.kind = std::uint16_t(t.add_call_kind({t.names.intern("cudaLaunchKernel"), 0, cuprof::api_domain::runtime, true}));
+      a.tid = 1;
+      a.correlation = i + 1;
+      t.api_calls.push_back(a);
+      cuprof::gpu_activity g;
+      g.start_ns = t0 + 500000 + i * 20000;
+      g.end_ns = g.start_ns + (i + 1) * 1000;
+      g.name = t.names.intern(kernels[i]);
+      g.correlation = i + 1;
+      g.lane = t.add_gpu_lane({0, 0, 7});
+      t.gpu.push_back(g);
+    }
+    cuprof::attribute(t);
+    return cuprof::analyze(t);
+  };
+  const std::string gelu = "void ex::map_kernel<gelu_op>(gelu_op)", mul = "void ex::map_kernel<mul_op>(mul_op)",
+                    gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT";
+  const cuprof::insights one = analyze_block({gelu, gemm, mul});
+  const cuprof::finding* chain = find_finding(one, "elementwise chain");
+  REQUIRE(chain != nullptr);
+  CHECK(chain->headline == "2 elementwise kernels, gelu_op -> mul_op, in one block call, 1 time: 4.000us");
+  CHECK(chain->cost_ns == 1000 + 3000);
+  CHECK(chain->saving_ns == 1000);
+  CHECK(find_finding(analyze_block({gelu, gemm, gemm, mul}), "elementwise chain") == nullptr);
+  CHECK(find_finding(analyze_block({gelu, mul}), "elementwise chain") != nullptr);
+  CHECK(find_finding(analyze_block({gelu, gemm}), "elementwise chain") == nullptr);
+}
+
+TEST_CASE("insights: a synthetic 1 M-event overhead-bound trace: the verdict, its rule and the ranked findings") {
+  // Built as the model, not as JSON, to stay quick under the sanitizers: 10 steps of 33,334 ops each, an op
+  // a scope around a 5us launch call whose 2us kernel starts 1us after the call returns; step 0 is cold.
+  cuprof::trace t;
+  const cuprof::name_id op = t.names.intern("aten::foo"), launch = t.names.intern("cudaLaunchKernel"),
+                        kernel = t.names.intern("foo_kernel");
+  const std::uint64_t origin = 1700000000000000000ull;
+  constexpr std::uint32_t steps = 10, ops = 33334;
+  std::uint64_t now = origin, kernel_ns = 0;
+  std::uint32_t correlation = 1;
+  t.spans.reserve(steps * (ops + 1));
+  t.api_calls.reserve(steps * ops);
+  t.gpu.reserve(steps * ops);
+  for (std::uint32_t s = 0; s < steps; ++s) {
+    const std::uint32_t step = std::uint32_t(t.spans.size());
+    cuprof::cpu_span st;
+    st.start_ns = now;
+    st.name = t.names.intern("ProfilerStep#" + std::to_string(s));
+    st.tid = 1;
+    st.id = step + 1;
+    st.is_step = true;
+    t.spans.push_back(st);
+    const std::uint64_t op_ns = s == 0 ? 20000 : 10000;  // the cold step's ops take twice as long
+    for (std::uint32_t i = 0; i < ops; ++i) {
+      cuprof::cpu_span o;
+      o.start_ns = now;
+      o.end_ns = now + op_ns;
+      o.name = op;
+      o.tid = 1;
+      o.parent = step;
+      o.id = std::uint32_t(t.spans.size()) + 1;
+      t.spans.push_back(o);
+      cuprof::api_call a;
+      a.start_ns = now + 2000;
+      a.end_ns = a.start_ns + 5000;
+      a.kind = std::uint16_t(t.add_call_kind({launch, 0, cuprof::api_domain::runtime, true}));
+      a.tid = 1;
+      a.correlation = correlation;
+      t.api_calls.push_back(a);
+      cuprof::gpu_activity g;
+      g.start_ns = a.end_ns + 1000;
+      g.end_ns = g.start_ns + 2000;
+      g.name = kernel;
+      g.correlation = correlation++;
+      g.lane = t.add_gpu_lane({0, 0, 7});
+      t.gpu.push_back(g);
+      kernel_ns += 2000;
+      now = o.end_ns;
+    }
+    t.spans[step].end_ns = now;
+  }
+  REQUIRE(t.spans.size() + t.api_calls.size() + t.gpu.size() >= 1000000);
+  cuprof::attribute(t);
+  const cuprof::insights in = cuprof::analyze(t);
+  CHECK(in.verdict == cuprof::bound_verdict::overhead_bound);
+  CHECK(in.self_cuda_ns == kernel_ns);
+  CHECK(in.gpu_busy_ns == kernel_ns);
+  CHECK(in.window_ns() == now - origin);
+  CHECK(in.launch_to_start.median_ns == 6000);
+  CHECK(in.launch_call_median_ns == 5000);
+  CHECK(in.verdict_rule ==
+        "overhead-bound when Self CPU (without synchronize calls) > Self CUDA, the GPU is idle >= 30.0% of the window and "
+        "the median launch-to-start is under 20.000us (3x the median launch call, at least 20.000us); compute-bound when "
+        "none of the three holds; mixed otherwise");
+  CHECK(in.verdict_signals.find("Self CPU " + cuprof::detail::us_text(double(in.self_cpu_ns)) + " vs Self CUDA " +
+                                cuprof::detail::us_text(double(kernel_ns))) == 0);
+  CHECK(in.verdict_signals.find("; launch-to-start median 6.000us (launch calls 5.000us median)") != std::string::npos);
+  check_ranking(in);
+  CHECK(kinds_of(in) == std::vector<std::string>{"launch to start", "cold start"});
+  const cuprof::finding& idle = in.findings[0];
+  CHECK(idle.cost_ns == now - origin - kernel_ns);
+  CHECK(idle.cost_of == cuprof::cost_base::window);
+  CHECK(idle.saving_ns == idle.cost_ns);
+  CHECK(idle.cost_share == doctest::Approx(in.gpu_idle_share));
+  // The first step: 33,334 ops of 20us against 10us: its extra time, paid once.
+  const cuprof::finding& cold = in.findings[1];
+  CHECK(cold.headline.find("ProfilerStep#0 took 666.680ms, 2.0x the median of the other steps (333.340ms)") == 0);
+  CHECK(cold.cost_ns == std::uint64_t(ops) * 10000);
+  const std::string text = cuprof::format_insights(in);
+  CHECK(text.find("Summary (the largest estimated savings)\n  1. [launch to start] ") == 0);
+  CHECK(text.find("\nVerdict: overhead-bound\n  signals: Self CPU ") != std::string::npos);
+  CHECK(text.find("\n  rule: overhead-bound when ") != std::string::npos);
+}
+
+TEST_CASE("insights: the memset before the 4096 GEMM and the DtoD copy before the addmm GEMM") {
+  const cuprof::insights big = insights_of(gpu_trace("matmul_add_4096.json"));
+  const cuprof::finding* memset = find_finding(big, "memset before GEMM");
+  REQUIRE(memset != nullptr);
+  CHECK(memset->headline ==
+        "Memset (Device) of 4 bytes right before the GEMM nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT, 3 times");
+  CHECK(memset->where == "ProfilerStep#2 > matmul_add > matmul, GPU 0 stream 7 at ts 510793.072us");
+  const cuprof::insights addmm = insights_of(gpu_trace("linear_addmm.json"));
+  const cuprof::finding* copy = find_finding(addmm, "memcpy before GEMM");
+  REQUIRE(copy != nullptr);
+  CHECK(copy->headline.find("Memcpy DtoD (Device -> Device) of 128 KiB right before the GEMM "
+                            "nvjet_sm90_tst_64x8_64x16_1x2_h_badd_TNT, 3 times") == 0);
+  bool explained = false;
+  for (const std::string& d : copy->details) explained |= d.find("beta=1 GEMM") != std::string::npos;
+  CHECK(explained);
+  // No copy before the 64 GEMM, and none in the fused MLP's elementwise kernels.
+  CHECK(find_finding(insights_of(gpu_trace("matmul_add_64.json")), "memset before GEMM") == nullptr);
+}
+
+TEST_CASE("insights: cold start only where CPU time matters and warmup was not used; occupancy queries, profiler overhead") {
+  // Its first step is 2x the others, but the schedule's warmup ran before it (steps start at #2): no cold start.
+  const cuprof::insights small = insights_of(gpu_trace("matmul_add_64.json"));
+  CHECK(small.first_step == 2);
+  CHECK(small.cpu_time_matters());
+  CHECK(find_finding(small, "cold start") == nullptr);
+  // Compute-bound: CPU time is hidden behind the GPU.
+  CHECK_FALSE(insights_of(gpu_trace("matmul_add_4096.json")).cpu_time_matters());
+  CHECK(find_finding(insights_of(gpu_trace("matmul_add_4096.json")), "cold start") == nullptr);
+
+  const cuprof::insights occ = insights_of(gpu_trace("occupancy.json"));
+  const cuprof::finding* query = find_finding(occ, "occupancy query");
+  REQUIRE(query != nullptr);
+  CHECK(query->headline ==
+        "axpy_kernel(float, float const*, float*, unsigned long): cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags x2 "
+        "before 5 of 5 launches");
+  // No steps, CPU time over GPU time: the first call's extra time is the top finding.
+  CHECK(occ.verdict == cuprof::bound_verdict::mixed);
+  CHECK(occ.cpu_time_matters());
+  const cuprof::finding* first_call = find_finding(occ, "cold start");
+  REQUIRE(first_call != nullptr);
+  CHECK(first_call->headline.find("plan_and_launch took 2.609ms") == 0);
+  CHECK(&occ.findings[0] == first_call);
+  // Its cost: the first call's time over the median of the others, recomputed from the trace.
+  const cuprof::loaded_trace occ_trace = cuprof::read_trace_file(gpu_trace("occupancy.json"));
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;  // start, duration
+  for (const cuprof::cpu_span& sp : occ_trace.t.spans)
+    if (sp.parent == cuprof::no_index && occ_trace.t.names.str(sp.name) == "plan_and_launch")
+      calls.emplace_back(sp.start_ns, sp.end_ns - sp.start_ns);
+  std::sort(calls.begin(), calls.end());
+  REQUIRE(calls.size() >= 3);
+  std::vector<std::uint64_t> others;
+  for (std::size_t i = 1; i < calls.size(); ++i) others.push_back(calls[i].second);
+  CHECK(first_call->cost_ns == calls[0].second - cuprof::median_of(others));
+  CHECK(first_call->saving_ns == first_call->cost_ns);
+  CHECK(first_call->cost_of == cuprof::cost_base::window);
+  CHECK(first_call->cost_share == doctest::Approx(double(first_call->cost_ns) / double(occ.window_ns())));
+  // The queries' CPU time: the durations of the cudaOccupancy* calls before the launches.
+  std::uint64_t query_ns = 0;
+  for (const cuprof::api_call& a : occ_trace.t.api_calls)
+    if (cuprof::detail::is_occupancy_query(occ_trace.t.names.str(occ_trace.t.name_of(a)))) query_ns += a.end_ns - a.start_ns;
+  CHECK(query->cost_ns == query_ns);
+  CHECK(query->cost_of == cuprof::cost_base::cpu_time);
+  CHECK(query->cost_share == doctest::Approx(double(query_ns) / double(occ.self_cpu_ns)));
+  REQUIRE(find_finding(occ, "profiler overhead") != nullptr);
+  CHECK(find_finding(occ, "profiler overhead")->headline.find("Activity Buffer Request 2.371ms") != std::string::npos);
+  CHECK(find_finding(small, "occupancy query") == nullptr);
+}
+
+TEST_CASE("insights: a kernel that varies step to step is one finding with its distribution; launch-to-start per kernel name") {
+  cuprof::trace t;
+  const cuprof::name_id step_names[4] = {t.names.intern("ProfilerStep#0"), t.names.intern("ProfilerStep#1"),
+                                         t.names.intern("ProfilerStep#2"), t.names.intern("ProfilerStep#3")};
+  const cuprof::name_id launch = t.names.intern("cudaLaunchKernel"), kernel = t.names.intern("my_kernel");
+  const std::uint64_t base = 1700000000000000000ull, start = base + 500000000ull;
+  const std::uint64_t durations[4] = {100000, 100000, 400000, 100000};
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    cuprof::cpu_span s;
+    s.start_ns = start + i * 1000000;
+    s.end_ns = s.start_ns + 50000;
+    s.name = step_names[i];
+    s.tid = 1;
+    s.id = i + 1;
+    s.is_step = true;
+    t.spans.push_back(s);
+    cuprof::api_call a;
+    a.start_ns = s.start_ns + 1000;
+    a.end_ns = a.start_ns + 5000;
+    a.kind = std::uint16_t(t.add_call_kind({launch, 0, cuprof::api_domain::runtime, true}));
+    a.tid = 1;
+    a.correlation = i + 10;
+    t.api_calls.push_back(a);
+    cuprof::gpu_activity g;
+    g.start_ns = a.start_ns + 8000 + i * 1000;
+    g.end_ns = g.start_ns + durations[i];
+    g.name = kernel;
+    g.correlation = i + 10;
+    g.lane = t.add_gpu_lane({0, 0, 7});
+    t.gpu.push_back(g);
+  }
+  cuprof::attribute(t);
+  const cuprof::insights in = cuprof::analyze(t);
+  CHECK(in.base_ns == base);
+  // One finding for the kernel: its distribution over the steps, costed by the time above the median step.
+  const cuprof::finding* varies = find_finding(in, "varies step to step");
+  REQUIRE(varies != nullptr);
+  CHECK(varies->headline == "my_kernel per step: min 100.000us, median 100.000us, p95 400.000us, max 400.000us over 4 steps");
+  CHECK(varies->details[0] == "at least 1.25x the median: ProfilerStep#2 400.000us (4.0x)");
+  CHECK(varies->where == "slowest: ProfilerStep#2, GPU 0 stream 7 at ts 502011.000us");
+  CHECK(varies->cost_ns == 300000);
+  CHECK(varies->saving_ns == 300000);
+  CHECK(varies->cause == "varies step to step: my_kernel");
+  // The GPU waits (the queue is short) but does more than the CPU: mixed, and launch-to-start is a finding.
+  CHECK(in.verdict == cuprof::bound_verdict::mixed);
+  CHECK(in.verdict_reason.find("towards compute: the GPU's work exceeds the CPU's") != std::string::npos);
+  REQUIRE(in.kernels.size() == 1);
+  CHECK(in.kernels[0].launch_to_start.min_ns == 8000);
+  CHECK(in.kernels[0].launch_to_start.max_ns == 11000);
+  const cuprof::finding* latency = find_finding(in, "launch to start");
+  REQUIRE(latency != nullptr);
+  CHECK(latency->details[0] == "my_kernel: median 9.500us, max 11.000us (4)");
+}
+
+TEST_CASE("insights: a trace without GPU work, and an empty one") {
+  cuprof::trace t;
+  cuprof::cpu_span s;
+  s.start_ns = 1000;
+  s.end_ns = 5000;
+  s.name = t.names.intern("work");
+  t.spans.push_back(s);
+  const cuprof::insights cpu = cuprof::analyze(t);
+  CHECK(cpu.verdict == cuprof::bound_verdict::no_gpu_work);
+  // A CPU-only trace says what its (tiny) figures are, in insights and under the table.
+  CHECK(cpu.cpu_only);
+  CHECK(cpu.verdict_reason == cuprof::cpu_only_note);
+  CHECK(cpu.findings.empty());
+  CHECK(cuprof::format_insights(cpu).find("Verdict: no GPU work\n  a CPU-only trace: no CUDA calls and no GPU work") != std::string::npos);
+  temp_dir dir;
+  write_file(dir.file("cpu.json"),
+             R"({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "work", "ts": 1.0, "dur": 0.05, "pid": 1, "tid": 1}]})");
+  const cli_run table = cli({"table", dir.file("cpu.json")});
+  CHECK(table.rc == 0);
+  CHECK(table.out.find(std::string("Self CPU time total: 0.050us\nNote: ") + cuprof::cpu_only_note + "\n") != std::string::npos);
+  CHECK(cli({"table", gpu_trace("mlp_fused.json")}).out.find("Note: ") == std::string::npos);
+  CHECK(cuprof::analyze(cuprof::trace{}).verdict == cuprof::bound_verdict::no_gpu_work);
+  CHECK_FALSE(cuprof::analyze(cuprof::trace{}).cpu_only);
+  CHECK_FALSE(cuprof::format_insights(cuprof::analyze(cuprof::trace{})).empty());
+}
+
+TEST_CASE("insights: only calls that block the CPU thread count as waiting; CUPTI's suffixed names are known") {
+  cuprof::trace t;
+  cuprof::cpu_span s;
+  s.start_ns = 1700000000500000000ull;
+  s.end_ns = s.start_ns + 1000000;
+  s.name = t.names.intern("work");
+  s.tid = 1;
+  s.id = 1;
+  t.spans.push_back(s);
+  const auto call = [&](const char* name, std::uint64_t from_us, std::uint64_t to_us, std::uint32_t correlation) {
+    cuprof::api_call a;
+    a.start_ns = s.start_ns + from_us * 1000;
+    a.end_ns = s.start_ns + to_us * 1000;
+    a.kind = std::uint16_t(t.add_call_kind({t.names.intern(name), 0, cuprof::api_domain::runtime, false}));
+    a.tid = 1;
+    a.correlation = correlation;
+    t.api_calls.push_back(a);
+  };
+  // 40% of Self CPU in cudaStreamWaitEvent, which makes a stream wait and returns: not a CPU wait.
+  call("cudaStreamWaitEvent_ptsz_v7000", 10, 410, 1);
+  call("cuOccupancyMaxPotentialBlockSize", 420, 430, 2);
+  call("cuLaunchKernelEx_ptsz", 440, 450, 3);
+  call("cudaStreamSynchronize_ptsz_v7000", 500, 800, 4);
+  cuprof::gpu_activity g;
+  g.start_ns = s.start_ns + 460000;
+  g.end_ns = s.start_ns + 790000;
+  g.name = t.names.intern("my_kernel");
+  g.correlation = 3;
+  g.lane = t.add_gpu_lane({0, 0, 7});
+  t.gpu.push_back(g);
+  cuprof::attribute(t);
+  const cuprof::insights in = cuprof::analyze(t);
+  CHECK(in.self_cpu_ns == 1000000);
+  CHECK(in.sync_cpu_ns == 300000);
+  std::vector<std::string> syncs;
+  for (const cuprof::finding& f : in.findings)
+    if (f.kind == "synchronization") syncs.push_back(f.headline.substr(0, f.headline.find(':')));
+  CHECK(syncs == std::vector<std::string>{"cudaStreamSynchronize_ptsz_v7000"});
+  const cuprof::finding* query = find_finding(in, "occupancy query");
+  REQUIRE(query != nullptr);
+  CHECK(query->headline == "my_kernel: cuOccupancyMaxPotentialBlockSize before 1 of 1 launches");
+}
+
+// ---- diff -------------------------------------------------------------------------
+
+TEST_CASE("diff: unfused vs fused MLP keeps the GEMMs and removes the two elementwise kernels") {
+  const cuprof::loaded_trace a = cuprof::read_trace_file(gpu_trace("mlp_unfused.json"));
+  const cuprof::loaded_trace b = cuprof::read_trace_file(gpu_trace("mlp_fused.json"));
+  const cuprof::trace_diff d = cuprof::diff_traces(a.t, b.t);
+  std::vector<std::string> same, removed, added;
+  for (const cuprof::gpu_work_change& c : d.gpu)
+    (c.status == cuprof::change_status::same ? same : c.status == cuprof::change_status::removed ? removed : added)
+        .push_back(c.name);
+  CHECK(same == std::vector<std::string>{"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT",
+                                         "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT", "Memset (Device)"});
+  REQUIRE(removed.size() == 2);
+  CHECK(removed[0].rfind("void ex::map_kernel<mul_op>", 0) == 0);
+  CHECK(removed[1].rfind("void ex::map_kernel<gelu_op>", 0) == 0);
+  REQUIRE(added.size() == 1);
+  CHECK(added[0].rfind("void ex::map_kernel<gelu_mul_op>", 0) == 0);
+  CHECK(d.count(cuprof::change_status::same, true) == 2);
+  CHECK(d.scopes_only_a == std::vector<std::string>{"gelu", "mul"});
+  CHECK(d.scopes_only_b == std::vector<std::string>{"gelu_mul"});
+  const std::string text = cuprof::format_diff(d);
+  CHECK(text.find("the GEMMs are unchanged (2 GEMM kernel names in both") != std::string::npos);
+  CHECK(text.find("2 other kernels removed and 1 added (fewer launches: fusion)") != std::string::npos);
+  CHECK(text.find("6 -> 3 calls, 27.220us -> 20.298us") != std::string::npos);  // cudaLaunchKernel
+}
+
+TEST_CASE("diff: a GEMM whose name changed says what changed") {
+  const auto one_kernel = [](const std::string& name) {
+    cuprof::trace t;
+    cuprof::gpu_activity g;
+    g.start_ns = 1000;
+    g.end_ns = 2000;
+    g.name = t.names.intern(name);
+    t.gpu.push_back(g);
+    return t;
+  };
+  const cuprof::trace_diff d = cuprof::diff_traces(one_kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"),
+                                                   one_kernel("nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT"));
+  REQUIRE(d.swaps.size() == 1);
+  const std::vector<std::string>& x = d.swaps[0].differences;
+  CHECK(x == std::vector<std::string>{"tile 256x128x64 -> 192x128x64", "stages 4 -> 5",
+                                      "schedule cooperative (coopA) -> cooperative (coopB)", "layout NNT -> TNT"});
+  CHECK(cuprof::format_diff(d).find("dispatcher picked different GEMMs") != std::string::npos);
+}
+
+TEST_CASE("throughput: GEMM FLOP/s from scope sizes, copy bytes/s, against the device's peaks") {
+  const cuprof::loaded_trace lt = cuprof::parse_trace(sized_trace, "sized");
+  const std::vector<cuprof::activity_throughput> all = cuprof::gpu_throughput(lt.t);
+  REQUIRE(all.size() == 5);
+  using measure = cuprof::activity_throughput::measure;
+  // 2 x 4096^3 FLOPs in 1 ms; bf16 on sm_90: 4096 FLOP/clock/SM x 132 SMs x 1.98 GHz.
+  CHECK(cuprof::decode_kernel_name(lt.t.names.str(lt.t.gpu[all[0].gpu].name)).a_type == "bf16");
+  CHECK(all[0].what == measure::flops);
+  CHECK(all[0].amount == doctest::Approx(2.0 * 4096 * 4096 * 4096));
+  CHECK(all[0].per_second() == doctest::Approx(2.0 * 4096 * 4096 * 4096 / 1e-3));
+  CHECK(all[0].peak.value == doctest::Approx(4096.0 * 132 * 1.98e9));
+  CHECK(all[0].percent_of_peak() == doctest::Approx(100.0 * 137.438953472e12 / (4096.0 * 132 * 1.98e9)));
+  CHECK(all[0].peak.basis.find("sm_90 bf16 dense tensor: 4096 FLOP/clock/SM x 132 SMs x 1.980 GHz") == 0);
+  CHECK(all[1].amount == doctest::Approx(2.0 * 1024 * 1024 * 1024));
+  // DtoD: 1 MB in 1 us = 1e12 B/s, against half the DRAM peak (2 x 2.619 GHz x 640 bytes).
+  CHECK(all[3].what == measure::bytes);
+  CHECK(all[3].per_second() == doctest::Approx(1e12));
+  CHECK(all[3].peak.value == doctest::Approx(2.0 * 2.619e9 * 640 / 2));
+  CHECK(all[3].percent_of_peak() == doctest::Approx(100.0 * 1e12 / (2.619e9 * 640)));
+  CHECK(cuprof::above_peak_note(all[3]).empty());
+  CHECK(cuprof::throughput_text(all[3]).find("above") == std::string::npos);
+  // Twice as fast: 119% of the halved DRAM peak, which only an L2-resident source allows.
+  cuprof::activity_throughput fast_copy = all[3];
+  fast_copy.seconds /= 2;
+  CHECK(fast_copy.percent_of_peak() > 100);
+  CHECK(cuprof::above_peak_note(fast_copy).find("L2 cache") != std::string::npos);
+  CHECK(cuprof::throughput_text(fast_copy).find("% of the peak (DRAM: ") != std::string::npos);
+  CHECK(cuprof::throughput_text(fast_copy).find("; above the DRAM peak: ") != std::string::npos);
+  // A GEMM above the tensor cores' peak: its scope's sizes are not its own.
+  cuprof::activity_throughput fast_gemm = all[0];
+  fast_gemm.seconds = fast_gemm.amount / fast_gemm.peak.value / 1.5;
+  CHECK(fast_gemm.percent_of_peak() == doctest::Approx(150));
+  CHECK(cuprof::above_peak_note(fast_gemm).find("M, N and K describe more work") != std::string::npos);
+  // HtoD: the rate, but no peak.
+  CHECK(cuprof::above_peak_note(all[4]).empty());
+  CHECK(all[4].per_second() == doctest::Approx(4096 / 2e-6));
+  CHECK(std::isnan(all[4].percent_of_peak()));
+  CHECK(all[4].peak.basis.find("unknown peak") == 0);
+
+  // Peaks: an architecture or type without a figure is unknown, not guessed.
+  cuprof::device_info d;
+  d.compute_major = 8, d.compute_minor = 6, d.num_sms = 82, d.clock_rate_khz = 1695000;
+  CHECK(cuprof::peak_flops(&d, "fp16").value == 0);
+  CHECK(cuprof::peak_flops(&d, "fp16").basis == "unknown peak: no figure for fp16 on sm_86");
+  CHECK(cuprof::peak_flops(&d, "fp32").value == doctest::Approx(256.0 * 82 * 1.695e9));
+  d.compute_major = 8, d.compute_minor = 0, d.num_sms = 108, d.clock_rate_khz = 1410000;
+  CHECK(cuprof::peak_flops(&d, "bf16").value == doctest::Approx(312e12).epsilon(0.001));  // A100's published figure
+  d.clock_rate_khz = 0;
+  CHECK(cuprof::peak_flops(&d, "bf16").value == 0);
+  CHECK(cuprof::peak_flops(nullptr, "bf16").basis.find("no deviceProperties") != std::string::npos);
+  CHECK(cuprof::peak_dram_bandwidth(&d).value == 0);
+
+  // Without sizes (no M/N/K on the launching scope) a GEMM has no figure.
+  cuprof::loaded_trace plain = cuprof::parse_trace(sized_trace, "sized");
+  for (auto& s : plain.t.spans) s.arg_count = 0;
+  for (const auto& r : cuprof::gpu_throughput(plain.t)) CHECK(r.what == measure::bytes);
+}
+
+}  // TEST_SUITE analysis_insights

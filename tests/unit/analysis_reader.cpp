@@ -1,0 +1,960 @@
+// The analysis library's trace reader (src/analysis/): torch.profiler and cuprof
+// traces (tests/data/) read to the tables torch printed, in pieces, gzip, scope
+// arguments and input shapes; malformed, hostile and huge input, pipes and FIFOs;
+// and the fuzzing corpus and regression inputs replayed in every build.
+
+#include <cuprof/cuprof.hpp>
+#include <cuprof/analysis.hpp>
+
+#include "support/child_process.hpp"
+#include "support/cli.hpp"
+#include "support/files.hpp"
+#include "support/flow_arrows.hpp"
+#include "support/traces.hpp"
+#include "fuzz/targets.hpp"
+#include "trace_reader.hpp"  // the reader's internals (src/analysis)
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace cuprof_test;
+
+namespace {
+
+// Writes `bytes` into a pipe or FIFO from another thread, so that a reader in
+// this thread can take them. SIGPIPE is blocked in the writer: a reader that
+// refuses the pipe and closes it ends the write with EPIPE, not the test.
+class pipe_writer {
+ public:
+  // Into the write end `fd` (closed when done).
+  pipe_writer(int fd, std::string bytes) : bytes_(std::move(bytes)) {
+    thread_ = std::thread([this, fd] { write_all(fd); });
+  }
+  // Into the FIFO at `path`, once a reader opened it (or never, if none does within a while).
+  pipe_writer(std::string fifo, std::string bytes) : bytes_(std::move(bytes)) {
+    thread_ = std::thread([this, fifo] {
+      int fd = -1;
+      for (int tries = 0; tries < 3000 && fd < 0 && !stop_; ++tries) {  // ENXIO until a reader opens it
+        fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (fd < 0) return;
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      write_all(fd);
+    });
+  }
+  ~pipe_writer() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  void write_all(int fd) {
+    sigset_t pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
+    for (std::size_t at = 0; at < bytes_.size();) {
+      const ssize_t n = ::write(fd, bytes_.data() + at, bytes_.size() - at);
+      if (n <= 0) break;
+      at += std::size_t(n);
+    }
+    ::close(fd);
+  }
+
+  std::string bytes_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_SUITE("analysis_reader") {
+
+// --- Fuzzing corpus and regressions, replayed in every build ------------------------
+
+TEST_CASE("fuzz findings stay fixed (tests/fuzz/regressions/trace_reader)") {
+  const fs::path dir = source_dir() / "tests" / "fuzz" / "regressions" / "trace_reader";
+  SUBCASE("baseTimeNanoseconds + ts beyond int64: a clear error, not signed overflow") {
+    const std::string bytes = slurp(dir / "base_plus_ts_overflows_int64.json");
+    REQUIRE_FALSE(bytes.empty());
+    try {
+      cuprof::read_trace_bytes(bytes, "overflow");
+      FAIL("accepted");
+    } catch (const cuprof::error& e) {
+      CHECK(std::string(e.what()).find("64-bit nanoseconds") != std::string::npos);
+    }
+  }
+  SUBCASE("CUPTI overhead events only, no window: written with a base near them, so they read back") {
+    const std::string bytes = slurp(dir / "overhead_only_no_window");
+    REQUIRE_FALSE(bytes.empty());
+    const cuprof::loaded_trace lt = cuprof::read_trace_bytes(bytes, "overhead");
+    REQUIRE(lt.t.overhead.size() == 1);
+    CHECK(lt.t.meta.window_start_ns == 0);
+    const cuprof::loaded_trace back = cuprof::parse_trace(cuprof::chrome_trace_json(lt.t), "back");
+    REQUIRE(back.t.overhead.size() == 1);
+    CHECK(back.t.overhead[0].start_ns == lt.t.overhead[0].start_ns);
+    CHECK(back.t.overhead[0].end_ns == lt.t.overhead[0].end_ns);
+    // A hand-made trace without a window start: ts relative to its events, not to the epoch.
+    cuprof::trace t;
+    cuprof::cpu_span s;
+    s.start_ns = 1795308099181515213ull;
+    s.end_ns = s.start_ns + 1000;
+    s.name = t.names.intern("no window");
+    s.tid = 1;
+    t.spans.push_back(s);
+    const json doc = json::parse(cuprof::chrome_trace_json(t));
+    CHECK(doc["baseTimeNanoseconds"].get<std::uint64_t>() == 1795308099000000000ull);
+    CHECK(cuprof::parse_trace(doc.dump(), "hand-made").t.spans.at(0).start_ns == s.start_ns);
+  }
+  SUBCASE("a window 31 years from the events: read; written back, a clear error (ts beyond 1e15 us)") {
+    const std::string bytes = slurp(dir / "base_time_31_years_from_window");
+    REQUIRE_FALSE(bytes.empty());
+    const cuprof::loaded_trace lt = cuprof::read_trace_bytes(bytes, "window");
+    CHECK(cuprof_fuzz::time_extent_ns(lt.t) >= cuprof_fuzz::max_round_trip_extent_ns);
+    CHECK_THROWS_AS(cuprof::parse_trace(cuprof::chrome_trace_json(lt.t), "back"), cuprof::error);
+    cuprof_fuzz::trace_reader(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+  }
+}
+
+TEST_CASE("fuzz replay: the seed traces, damaged copies of them, and every regression input") {
+  std::vector<fs::path> seeds = files_in(source_dir() / "tests" / "data" / "gpu");
+  for (const fs::path& p : files_in(source_dir() / "tests" / "data" / "kineto"))
+    if (p.extension() == ".json") seeds.push_back(p);
+  for (const fs::path& p : files_in(source_dir() / "tests" / "fuzz" / "seeds" / "trace_reader"))
+    seeds.push_back(p);  // the writer's own output: flows v2 and v1
+  REQUIRE(seeds.size() >= 9);
+  std::size_t inputs = 0;
+  const auto feed = [&](const std::string& bytes) {
+    cuprof_fuzz::trace_reader(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    ++inputs;
+  };
+  for (const fs::path& p : seeds) {
+    CAPTURE(p.string());
+    const std::string text = slurp(p);
+    REQUIRE_NOTHROW(cuprof::read_trace_bytes(text, p.string()));
+    feed(text);
+    // Cut at 64 places, and 64 single-byte changes: what a fuzzer tries first.
+    std::uint64_t x = 0x9E3779B97F4A7C15ull ^ text.size();
+    for (int i = 0; i < 64; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      feed(text.substr(0, x % text.size()));
+      std::string changed = text;
+      changed[x % text.size()] = "\"{}[],:0-.e\\\x01\xff"[(x >> 32) % 15];
+      feed(changed);
+    }
+  }
+  for (const fs::path& p : files_in(source_dir() / "tests" / "fuzz" / "regressions" / "trace_reader")) {
+    CAPTURE(p.string());
+    feed(slurp(p));
+  }
+  std::size_t env_inputs = 0;
+  const scoped_env rank("RANK"), world("WORLD_SIZE"), quiet("CUPROF_QUIET");  // the target sets them
+  for (const fs::path& p : files_in(source_dir() / "tests" / "fuzz" / "regressions" / "env_config")) {
+    const std::string bytes = slurp(p);
+    cuprof_fuzz::env_config(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    ++env_inputs;
+  }
+  using namespace std::string_literals;
+  const std::vector<std::string> env_seeds = {""s, "7"s, "-1"s, "1\0" "2\0" "0\0" "/x\0" "/c\0" "/p"s,
+                                              "\0" "-1\0" "00\0" "\0" "\0"s};
+  for (const std::string& bytes : env_seeds) {
+    cuprof_fuzz::env_config(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    ++env_inputs;
+  }
+  MESSAGE(inputs << " trace inputs and " << env_inputs << " environment inputs replayed");
+}
+
+// ---- the reader -----------------------------------------------------------------
+
+TEST_CASE("reader: a torch.profiler trace gives torch's own table, character for character") {
+  for (const std::string size : {"64", "4096"}) {
+    CAPTURE(size);
+    const std::string base = std::string("torch_matmul_add_") + size;
+    const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto_trace(base + ".json"));
+    CHECK(lt.format == cuprof::trace_format::torch);
+    CHECK(lt.unmatched_annotations == 0);
+    const std::string ours = cuprof::key_averages(lt.t).table("cuda_time_total", 100);
+    CHECK(ours == slurp(kineto_trace(base + ".txt")));
+    // The same through the command.
+    const cli_run r = cli({"table", kineto_trace(base + ".json"), "--sort", "cuda_time_total"});
+    CHECK(r.rc == 0);
+    CHECK(r.out == slurp(kineto_trace(base + ".txt")));
+    CHECK(r.err.empty());
+  }
+}
+
+TEST_CASE("reader: rows of the torch tables, by name, count and times") {
+  // The 4096 case row by row, as torch printed them (kineto-samples/torch_matmul_add_4096.txt).
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto_trace("torch_matmul_add_4096.json"));
+  const cuprof::event_averages avg = cuprof::key_averages(lt.t);
+  struct expected {
+    const char* name;
+    cuprof::row_kind kind;
+    std::uint64_t self_cpu, cpu_total, self_cuda, cuda_total, count;
+  };
+  const expected rows[] = {
+      {"matmul_add", cuprof::row_kind::gpu_annotation, 0, 0, 595328, 595328, 3},
+      {"ProfilerStep*", cuprof::row_kind::cpu_scope, 41279, 232967, 0, 580896, 3},
+      {"matmul_add", cuprof::row_kind::cpu_scope, 42861, 191688, 0, 580896, 3},
+      {"aten::matmul", cuprof::row_kind::cpu_scope, 5917, 113787, 0, 513440, 3},
+      {"aten::mm", cuprof::row_kind::cpu_scope, 74072, 107870, 513440, 513440, 3},
+      {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", cuprof::row_kind::gpu_work, 0, 0, 511072, 511072, 3},
+      {"aten::add", cuprof::row_kind::cpu_scope, 20154, 35040, 67456, 67456, 3},
+      {"Memset (Device)", cuprof::row_kind::gpu_work, 0, 0, 2368, 2368, 3},
+      {"cudaMemsetAsync", cuprof::row_kind::cuda_api, 15207, 15207, 0, 0, 3},
+      {"cuLaunchKernelEx", cuprof::row_kind::cuda_api, 18591, 18591, 0, 0, 3},
+      {"cudaLaunchKernel", cuprof::row_kind::cuda_api, 14886, 14886, 0, 0, 3},
+      {"cudaDeviceSynchronize", cuprof::row_kind::cuda_api, 397362, 397362, 0, 0, 1},
+  };
+  for (const expected& e : rows) {
+    CAPTURE(e.name);
+    const cuprof::event_average* r = avg.find(e.name, e.kind);
+    REQUIRE(r != nullptr);
+    CHECK(r->self_cpu_ns == e.self_cpu);
+    CHECK(r->cpu_total_ns == e.cpu_total);
+    CHECK(r->self_cuda_ns == e.self_cuda);
+    CHECK(r->cuda_total_ns == e.cuda_total);
+    CHECK(r->count == e.count);
+  }
+  CHECK(avg.rows().size() == 13);
+  CHECK(avg.self_cpu_time_total_ns() == 630329);
+  CHECK(avg.self_cuda_time_total_ns() == 580896);
+}
+
+TEST_CASE("reader: cuprof traces; the file's GPU annotations equal the ones attribution derives") {
+  for (const std::string name : gpu_traces) {
+    CAPTURE(name);
+    cuprof::loaded_trace lt = cuprof::read_trace_file(gpu_trace(name));
+    CHECK(lt.format == cuprof::trace_format::cuprof);
+    CHECK(lt.base_ns % 1000000000ull == 0);
+    CHECK(lt.t.meta.pid != 0);
+    CHECK_FALSE(lt.t.meta.devices.empty());
+    CHECK(lt.unmatched_annotations == 0);
+    CHECK(lt.t.meta.unmatched_gpu_records == 0);
+    for (const cuprof::gpu_activity& g : lt.t.gpu)
+      if (g.kind != cuprof::gpu_kind::sync) CHECK(cuprof::launching_span(lt.t, g) == lt.t.api_calls[g.api].parent);
+    const std::vector<cuprof::gpu_annotation> from_file = lt.t.gpu_annotations;
+    lt.t.gpu_launch_spans.clear();  // attribution by thread and time only
+    const std::vector<cuprof::gpu_annotation> derived = cuprof::derive_gpu_annotations(lt.t);
+    REQUIRE(from_file.size() == derived.size());
+    for (std::size_t i = 0; i < derived.size(); ++i) {
+      CHECK(from_file[i].span == derived[i].span);
+      CHECK(from_file[i].start_ns == derived[i].start_ns);
+      CHECK(from_file[i].end_ns == derived[i].end_ns);
+    }
+  }
+}
+
+TEST_CASE("reader: a trace read, written again and read back gives the same table and the same flow arrows") {
+  temp_dir dir;
+  // Flow starts in a cuprof trace: one per GPU record a call launched or waited on, syncs
+  // included; v1 "s" events (the GPU fixtures) or v2 "flow_out" members (the writer's now).
+  const auto flow_starts = [](const std::string& text) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find("\"ph\":"); at != std::string::npos; at = text.find("\"ph\":", at + 1)) {
+      const std::size_t value = text.find_first_not_of(' ', at + 5);
+      n += text.compare(value, 3, "\"s\"") == 0;
+    }
+    for (std::size_t at = text.find("\"flow_out\":"); at != std::string::npos; at = text.find("\"flow_out\":", at + 1))
+      n += text.compare(text.find_first_not_of(' ', at + 11), 4, "true") == 0;
+    return n;
+  };
+  // Every GPU fixture; written again, each is kept in CUPROF_TEST_KEEP_TRACES (as rewritten_NAME,
+  // and lean as rewritten_lean_NAME) for validate_kept_traces and for scripts/test-hta: today's
+  // writer on work recorded on a GPU.
+  const char* keep = std::getenv("CUPROF_TEST_KEEP_TRACES");
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(gpu_trace("")))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().filename().string());
+  REQUIRE(names.size() >= 6);
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    const cuprof::loaded_trace first = cuprof::read_trace_file(gpu_trace(name));
+    const std::string path = dir.file("again_" + name);
+    cuprof::export_chrome_trace(first.t, path);
+    const cuprof::loaded_trace second = cuprof::read_trace_file(path);
+    CHECK(cuprof::key_averages(second.t).table("cuda_time_total", -1) ==
+          cuprof::key_averages(first.t).table("cuda_time_total", -1));
+    CHECK(second.t.overhead.size() == first.t.overhead.size());
+    CHECK(flow_starts(cuprof::chrome_trace_json(first.t)) == flow_starts(slurp(gpu_trace(name))));
+    // Lean: the same table, CPU and GPU, and the same arrows.
+    const std::string lean_path = dir.file("lean_" + name);
+    cuprof::export_chrome_trace(first.t, lean_path, {cuprof::trace_detail::lean});
+    const cuprof::loaded_trace lean = cuprof::read_trace_file(lean_path);
+    for (const char* key : {"cuda_time_total", "cpu_time_total", "self_cuda_time_total"})
+      CHECK(cuprof::key_averages(lean.t).table(key, -1) == cuprof::key_averages(first.t).table(key, -1));
+    CHECK(flow_starts(slurp(lean_path)) == flow_starts(slurp(path)));
+    CHECK(std::filesystem::file_size(lean_path) < std::filesystem::file_size(path));
+    if (keep && *keep) {
+      std::filesystem::create_directories(keep);
+      std::filesystem::copy_file(path, std::filesystem::path(keep) / ("rewritten_" + name),
+                                 std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::copy_file(lean_path, std::filesystem::path(keep) / ("rewritten_lean_" + name),
+                                 std::filesystem::copy_options::overwrite_existing);
+    }
+  }
+}
+
+// A large trace's events are read in pieces on several threads
+// (read_raw_trace_in_pieces); here with tiny pieces, so that small files cut too.
+std::optional<cuprof::loaded_trace> read_in_pieces(const std::string& text, std::size_t piece_bytes) {
+  std::string padded = text;
+  cuprof::detail::pad_for_json(padded);
+  std::optional<cuprof::detail::raw_trace> raw = cuprof::detail::read_raw_trace_in_pieces(padded, "t", {}, piece_bytes, 3);
+  if (!raw) return std::nullopt;
+  cuprof::loaded_trace out;
+  out.source = "t";
+  cuprof::detail::build_trace(*raw, out);
+  return out;
+}
+
+TEST_CASE("reader: a trace read in pieces on several threads is the trace read serially") {
+  std::vector<std::string> files;
+  for (const char* name : {"matmul_add_4096.json", "mlp_fused.json", "occupancy.json", "linear_addmm.json"}) files.push_back(gpu_trace(name));
+  for (const char* name : {"torch_geglu_mlp.json", "torch_geglu_mlp_compiled.json", "torch_matmul_add_64.json"}) files.push_back(kineto_trace(name));
+  for (const std::string& file : files) {
+    CAPTURE(file);
+    const std::string text = slurp(file);
+    const cuprof::loaded_trace serial = cuprof::parse_trace(text, "t");
+    for (const std::size_t piece_bytes : {std::size_t(1), std::size_t(700), std::size_t(5000)}) {
+      CAPTURE(piece_bytes);
+      const std::optional<cuprof::loaded_trace> pieces = read_in_pieces(text, piece_bytes);
+      REQUIRE(pieces);
+      CHECK(cuprof::chrome_trace_json(pieces->t) == cuprof::chrome_trace_json(serial.t));
+      CHECK(cuprof::key_averages(pieces->t).table("cuda_time_total", -1) == cuprof::key_averages(serial.t).table("cuda_time_total", -1));
+      CHECK(pieces->events == serial.events);
+      CHECK(pieces->used == serial.used);
+      CHECK(pieces->format == serial.format);
+      CHECK(pieces->unmatched_annotations == serial.unmatched_annotations);
+      CHECK(pieces->t.names.size() == serial.t.names.size());
+    }
+  }
+  // What looks like a place between events inside a string, or inside an
+  // event, is no place to cut: the pieces do not parse, and the trace is read serially.
+  const std::string head = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": ")";
+  const std::string tail = R"(", "pid": 1, "tid": 1, "ts": 1, "dur": 2}, {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1.5, "dur": 1}]})";
+  CHECK(!read_in_pieces(head + "a}, {x" + tail, 1));
+  const std::string nested = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"l": [{"k": 1}, {"k": 2}]}}]})";
+  CHECK(!read_in_pieces(nested, 1));
+  // An event in error: its piece fails, and the serial reader says what and where.
+  std::string bad = slurp(kineto_trace("torch_matmul_add_64.json"));
+  bad.insert(bad.find("\"dur\": ", bad.rfind("\"cat\": \"kernel\"")) + 7, "-");
+  CHECK_THROWS_WITH_AS((void)cuprof::parse_trace(bad, "t"), doctest::Contains("\"dur\" is negative"), cuprof::error);
+  CHECK(!read_in_pieces(bad, 1));
+}
+
+TEST_CASE("reader: gzip-compressed traces, and the JSON Array Format") {
+  temp_dir dir;
+  const std::string json = slurp(kineto_trace("torch_matmul_add_64.json"));
+  write_gzip(dir.file("t.json.gz"), json);
+  const cuprof::loaded_trace gz = cuprof::read_trace_file(dir.file("t.json.gz"));
+  CHECK(cuprof::key_averages(gz.t).table("cuda_time_total", 100) == slurp(kineto_trace("torch_matmul_add_64.txt")));
+  // gzip data under another name is still recognised by its magic bytes.
+  write_gzip(dir.file("t.json"), json);
+  CHECK(cuprof::read_trace_file(dir.file("t.json")).t.gpu.size() == gz.t.gpu.size());
+  // Two concatenated gzip members read as one stream.
+  write_gzip(dir.file("a.gz"), json.substr(0, 1000));
+  write_gzip(dir.file("b.gz"), json.substr(1000));
+  write_file(dir.file("ab.json.gz"), slurp(dir.file("a.gz")) + slurp(dir.file("b.gz")));
+  CHECK(cuprof::read_trace_file(dir.file("ab.json.gz")).t.gpu.size() == gz.t.gpu.size());
+
+  const cuprof::loaded_trace arr = cuprof::parse_trace(
+      R"([{"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 11, "dur": 1,
+           "args": {"correlation": 3}},
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 12.5, "dur": 0.25,
+           "args": {"correlation": 3, "stream": 7}}])",
+      "array");
+  REQUIRE(arr.t.gpu.size() == 1);
+  // Older Kineto traces: capitalised categories and "external id".
+  const cuprof::loaded_trace old = cuprof::parse_trace(
+      R"({"traceEvents": [{"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+                           "args": {"External id": 4}},
+                          {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 11, "dur": 1,
+                           "args": {"correlation": 3, "external id": 4}},
+                          {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 2,
+                           "args": {"correlation": 3, "external id": 4}}]})",
+      "old");
+  REQUIRE(old.t.gpu.size() == 1);
+  CHECK(old.t.gpu_launch_spans == std::vector<std::uint32_t>{0});
+  CHECK(cuprof::key_averages(old.t).find("aten::mm", cuprof::row_kind::cpu_scope)->self_cuda_ns == 2000);
+  CHECK(arr.t.gpu[0].start_ns == 12500);
+  CHECK(arr.t.gpu[0].end_ns == 12750);
+  CHECK(cuprof::launching_span(arr.t, arr.t.gpu[0]) == 0);  // no External id: by the call's nesting
+}
+
+TEST_CASE("reader: timestamps convert from their decimal text without rounding error") {
+  std::int64_t ns = 0;
+  CHECK(cuprof::detail::us_to_ns("4448316261137.712", ns));
+  CHECK(ns == 4448316261137712ll);
+  CHECK(cuprof::detail::us_to_ns("1.5", ns));
+  CHECK(ns == 1500);
+  CHECK(cuprof::detail::us_to_ns("0.0004", ns));
+  CHECK(ns == 0);
+  CHECK(cuprof::detail::us_to_ns("0.0005", ns));
+  CHECK(ns == 1);
+  CHECK(cuprof::detail::us_to_ns("-2", ns));
+  CHECK(ns == -2000);
+  CHECK(cuprof::detail::us_to_ns("1.5e3", ns));
+  CHECK(ns == 1500000);
+  CHECK_FALSE(cuprof::detail::us_to_ns("1e300", ns));
+  CHECK_FALSE(cuprof::detail::us_to_ns("99999999999999999999", ns));
+}
+
+TEST_CASE("reader: malformed input throws cuprof::error with the place; nothing else escapes") {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "empty input"},
+      {"   ", "empty input"},
+      {"hello", "expected a JSON object"},
+      {"{}", "no \"traceEvents\""},
+      {"{\"traceEvents\": 5}", "\"traceEvents\" is a number, expected an array"},
+      {"{\"traceEvents\": [", "unexpected end of input"},
+      {"{\"traceEvents\": [1]}", "traceEvents[0] is a number, expected an object"},
+      {"{\"traceEvents\": []} x", "unexpected data after the end"},
+      {"{\"traceEvents\": [], }", "expected a member (\"name\": value), ',' or '}', found '}'"},
+      {"{\"traceEvents\": [{\"ph\" \"X\"}]}", "expected a member (\"name\": value), ',' or '}', found '\"'"},
+      {"{\"traceEvents\": [{} {}]}", "expected a value, ',' or ']', found '{'"},
+      {"{\"traceEvents\": [{\"ph\": 1}]}", "\"ph\" is a number, expected a string"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "1", "dur": 1, "pid": 0, "tid": 7}]})",
+       "\"ts\" is a string, expected a number"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "pid": 0, "tid": 7}]})", "has no \"dur\""},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": "GPU", "tid": 7}]})",
+       "\"pid\" is not an integer"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 7, "args": []}]})",
+       "\"args\" is an array"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 7,
+          "args": {"correlation": "x"}}]})",
+       "args \"correlation\" is a string"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 7,
+          "args": {"grid": [1, 2]}}]})",
+       "args \"grid\" is not an array of 3 integers"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 70000, "tid": 7}]})",
+       "device is 70000, expected a device number (0 to 65535)"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 7,
+          "args": {"device": -1}}]})",
+       "device is -1, expected a device number"},
+      {R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "k", "ts": -5, "dur": 1, "pid": 0, "tid": 7}]})",
+       "before the epoch"},
+      {R"({"baseTimeNanoseconds": "soon", "traceEvents": []})", "\"baseTimeNanoseconds\" is not"},
+      {R"({"deviceProperties": {}, "traceEvents": []})", "\"deviceProperties\" is an object"},
+      {R"({"traceEvents": [{"ph": "X", "name": "bad\q"}]})", "invalid escape"},
+      {R"({"traceEvents": [{"ph": "X", "name": "\u12"}]})", "invalid \\u escape"},
+      {R"({"traceEvents": [{"ph": 01}]})", "invalid number"},
+      {R"({"traceEvents": [-]})", "invalid number"},
+      {R"({"traceEvents": [tru]})", "expected a value"},
+      {std::string("{\"traceEvents\": ") + std::string(100, '['), "nesting deeper than"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.first);
+    try {
+      (void)cuprof::parse_trace(b.first, "input.json");
+      FAIL("no error for this input");
+    } catch (const cuprof::error& e) {
+      const std::string what = e.what();
+      CHECK(what.rfind("cuprof: input.json", 0) == 0);
+      CHECK_MESSAGE(what.find(b.second) != std::string::npos, what);
+    }
+  }
+}
+
+TEST_CASE("reader: calls share a kind per name and cbid; a file with more than 65536 kinds is refused") {
+  const auto calls = [](std::size_t names, std::size_t repeats) {
+    std::string json = "{\"traceEvents\": [";
+    for (std::size_t r = 0; r < repeats; ++r)
+      for (std::size_t i = 0; i < names; ++i)
+        json += std::string(r + i ? "," : "") + R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaCall)" +
+                std::to_string(i) + R"(", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "args": {"cbid": 7}})";
+    return json + "]}";
+  };
+  const cuprof::loaded_trace few = cuprof::parse_trace(calls(3, 4), "few.json");
+  CHECK(few.t.api_calls.size() == 12);
+  CHECK(few.t.call_kinds.size() == 3);
+  CHECK(few.t.kind_of(few.t.api_calls[0]).cbid == 7);
+  CHECK(cuprof::parse_trace(calls(65536, 1), "most.json").t.call_kinds.size() == 65536);
+  try {
+    (void)cuprof::parse_trace(calls(65537, 1), "many.json");
+    FAIL("no error for 65537 kinds of call");
+  } catch (const cuprof::error& e) {
+    CHECK(std::string(e.what()).find("many.json: more than 65536 different CUDA calls") != std::string::npos);
+  }
+}
+
+TEST_CASE("reader: every truncation and many corruptions of a real trace either read or throw cuprof::error") {
+  for (const char* name : {"matmul_add_64.json", "occupancy.json"}) {
+    const std::string json = slurp(gpu_trace(name));
+    std::size_t errors = 0, read = 0;
+    for (std::size_t len = 0; len < json.size(); len += 13) {
+      try {
+        (void)cuprof::parse_trace(std::string_view(json).substr(0, len), name);
+        ++read;
+      } catch (const cuprof::error&) {
+        ++errors;
+      }
+    }
+    CHECK(read == 0);  // the document is only complete at its last byte
+    CHECK(errors > 0);
+    std::uint64_t state = 42;
+    std::size_t corrupted_reads = 0;
+    for (int i = 0; i < 1500; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      std::string copy = json;
+      const std::size_t at = std::size_t(state >> 33) % copy.size();
+      static const char replacements[] = {'"', '{', '}', '[', ']', ',', ':', '-', '0', '9', '.', 'e', '\\', '\0', 'x'};
+      copy[at] = replacements[(state >> 20) % sizeof replacements];
+      try {
+        (void)cuprof::key_averages(cuprof::parse_trace(copy, name).t).table("cuda_time_total", -1);
+        ++corrupted_reads;
+      } catch (const cuprof::error&) {
+      }
+    }
+    CHECK(corrupted_reads > 0);  // many single-byte changes (inside names, digits) still read
+  }
+}
+
+TEST_CASE("reader: files that are not traces") {
+  temp_dir dir;
+  const auto fails = [](const std::string& path, const std::string& says) {
+    CAPTURE(path);
+    try {
+      (void)cuprof::read_trace_file(path);
+      FAIL("no error");
+    } catch (const cuprof::error& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(says) != std::string::npos, e.what());
+    }
+  };
+  fails(dir.file("missing.json"), "No such file or directory");
+  fails(dir.path.string(), "it is a directory");
+  fails("/dev/null", "not a regular file");
+  write_file(dir.file("empty.json"), "");
+  fails(dir.file("empty.json"), "is empty");
+  write_file(dir.file("one.json.gz"), "\x1f");
+  fails(dir.file("one.json.gz"), "ends in .gz but is not gzip data");
+  write_file(dir.file("magic.json.gz"), "\x1f\x8b");
+  fails(dir.file("magic.json.gz"), "truncated gzip data");
+  write_gzip(dir.file("full.gz"), slurp(gpu_trace("matmul_add_64.json")));
+  write_file(dir.file("cut.json.gz"), slurp(dir.file("full.gz")).substr(0, 300));
+  fails(dir.file("cut.json.gz"), "truncated gzip data");
+  std::string damaged = slurp(dir.file("full.gz"));
+  for (std::size_t i = 20; i < 60; ++i) damaged[i] = char(0xA5);
+  write_file(dir.file("damaged.json.gz"), damaged);
+  fails(dir.file("damaged.json.gz"), "gzip");
+  write_gzip(dir.file("nothing.json.gz"), "");
+  fails(dir.file("nothing.json.gz"), "decompresses to nothing");
+}
+
+namespace {
+
+// A gzip stream of `pattern` repeated to `n` bytes, made in memory: a
+// decompression bomb about a thousand times smaller than what it inflates to.
+std::string gzip_bomb(const std::string& pattern, std::size_t n) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string chunk;
+  while (chunk.size() < (1u << 20)) chunk += pattern;
+  std::string out;
+  char buf[1 << 16];
+  for (std::size_t done = 0; done < n; done += chunk.size()) {
+    z.next_in = reinterpret_cast<Bytef*>(chunk.data());
+    z.avail_in = uInt(chunk.size());
+    const int flush = done + chunk.size() >= n ? Z_FINISH : Z_NO_FLUSH;
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(buf);
+      z.avail_out = sizeof buf;
+      deflate(&z, flush);
+      out.append(buf, sizeof buf - z.avail_out);
+    } while (z.avail_out == 0);
+  }
+  deflateEnd(&z);
+  return out;
+}
+
+// Reads `path` in a child; returns "" if it was refused with `says`, its peak
+// memory growing less than `max_growth_mib` (how early it stopped; no time
+// bound: a loaded or sanitized run is slow, and speed is a benchmark's), else
+// what went wrong.
+// Sanitizers' shadow memory counts in the peak RSS: the memory bound holds in plain builds only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool peak_memory_is_the_readers = false;
+#else
+constexpr bool peak_memory_is_the_readers = true;
+#endif
+
+std::string refused_in_bounds(const std::string& path, const std::string& says, long max_growth_mib) {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    std::string problem;
+    try {
+      (void)cuprof::read_trace_file(path);
+      problem = "not refused";
+    } catch (const cuprof::error& e) {
+      if (std::string(e.what()).find(says) == std::string::npos) problem = std::string("refused as: ") + e.what();
+    } catch (const std::exception& e) {
+      problem = std::string("threw ") + e.what();
+    }
+    ::getrusage(RUSAGE_SELF, &after);
+    const long growth_mib = (after.ru_maxrss - before.ru_maxrss) / 1024;
+    if (peak_memory_is_the_readers && growth_mib >= max_growth_mib) problem += " peak memory grew by " + std::to_string(growth_mib) + " MiB";
+    (void)!::write(pipe_fds[1], problem.data(), problem.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string problem;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buf, sizeof buf)) > 0) problem.append(buf, std::size_t(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status)) problem += " the child died (signal " + std::to_string(WTERMSIG(status)) + ")";
+  return problem;
+}
+
+}  // namespace
+
+TEST_CASE("reader: gzip bombs (zeros, whitespace, valid-looking JSON) are refused early, in bounded memory") {
+  temp_dir dir;
+  // 512 MiB each once inflated, about 0.5 MB on disk. Zeros and blanks stop
+  // at their first bytes; JSON-looking text at the 100x ratio past 256 MiB.
+  write_file(dir.file("zeros.json.gz"), gzip_bomb(std::string(1, '\0'), 512u << 20));
+  write_file(dir.file("blanks.json.gz"), gzip_bomb(" \n\t", 512u << 20));
+  write_file(dir.file("json.json.gz"), gzip_bomb("[0,", 512u << 20));
+  CHECK(refused_in_bounds(dir.file("zeros.json.gz"), "NUL byte", 64) == "");
+  CHECK(refused_in_bounds(dir.file("blanks.json.gz"), "1 MiB of whitespace in a row", 64) == "");
+  CHECK(refused_in_bounds(dir.file("json.json.gz"), "100 times its compressed size", 512) == "");
+  // The message says where and why.
+  try {
+    (void)cuprof::read_trace_file(dir.file("zeros.json.gz"));
+  } catch (const cuprof::error& e) {
+    CHECK(std::string(e.what()) == "cuprof: '" + dir.file("zeros.json.gz") +
+                                       "': byte 0 of its decompressed data is a NUL byte: not JSON text (a "
+                                       "zero-filled or sparse file, or binary data)");
+  }
+}
+
+TEST_CASE("reader: NUL-filled, sparse and binary files say what they are, not \"empty input\"") {
+  temp_dir dir;
+  const auto refused_as = [](const std::string& path) -> std::string {
+    try {
+      (void)cuprof::read_trace_file(path);
+      return "read";
+    } catch (const cuprof::error& e) {
+      return e.what();
+    }
+  };
+  write_file(dir.file("zeros.json"), std::string(1 << 20, '\0'));
+  CHECK(refused_as(dir.file("zeros.json")) ==
+        "cuprof: '" + dir.file("zeros.json") + "': byte 0 is a NUL byte: not JSON text (a zero-filled or sparse file, or binary data)");
+  // A sparse file of 64 GiB: refused at its first bytes, never held (nor reserved) whole.
+  write_file(dir.file("sparse.json"), "");
+  REQUIRE(::truncate(dir.file("sparse.json").c_str(), off_t(64) << 30) == 0);
+  CHECK(refused_in_bounds(dir.file("sparse.json"), "byte 0 is a NUL byte", 64) == "");
+  // A trace cut off by zeros (a crash, a disk that lost its tail): where the zeros start.
+  write_file(dir.file("zero_tail.json"), "{\"traceEvents\": [" + std::string(4096, '\0'));
+  CHECK(refused_as(dir.file("zero_tail.json")).find("byte 17 is a NUL byte") != std::string::npos);
+  write_file(dir.file("binary.json"), std::string("\x7f" "ELF\x02\x01\x01", 7));
+  CHECK(refused_as(dir.file("binary.json")).find("byte 4 is a control byte (0x02): not JSON text") != std::string::npos);
+  // The same from bytes in memory, and from the parser given NULs directly.
+  CHECK_THROWS_WITH(cuprof::read_trace_bytes(std::string(16, '\0'), "mem"), doctest::Contains("byte 0 is a NUL byte"));
+  try {
+    (void)cuprof::parse_trace(std::string_view("\0\0", 2), "mem");
+    FAIL("no error");
+  } catch (const cuprof::error& e) {
+    CHECK(std::string(e.what()).find("empty input") == std::string::npos);
+  }
+  // Whitespace alone is empty of JSON, and said so.
+  write_file(dir.file("blank.json"), "  \n\t ");
+  CHECK(refused_as(dir.file("blank.json")).find("empty input") != std::string::npos);
+}
+
+TEST_CASE("reader: JSON errors give the line and column, at a truncated end too; the command prints one line") {
+  const auto message = [](const std::string& text) {
+    try {
+      (void)cuprof::parse_trace(text, "x.json");
+    } catch (const cuprof::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": 01}\n  ]\n}") == "cuprof: x.json: line 3, column 12: invalid number");
+  CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": \"X\",\n     \"cat\" 1}\n  ]\n}") ==
+        "cuprof: x.json: line 4, column 12: expected a member (\"name\": value), ',' or '}', found '1'");
+  CHECK(message("{\"traceEvents\": [\n") == "cuprof: x.json: line 2, column 1: unexpected end of input (truncated?): expected a value");
+  // Megabytes in, past text whose memory the reader has given back as it went: the place is still right.
+  std::string big = "{\"traceEvents\": [\n";
+  for (int i = 0; i < 40000; ++i)
+    big += "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1},\n";
+  CHECK(message(big + "{\"ph\": 01}]}") == "cuprof: x.json: line 40002, column 8: invalid number");
+  CHECK(cuprof::parse_trace(big + "{}]}", "big.json").t.spans.size() == 40000);
+  // Raw tabs and line breaks inside strings are not JSON, but some torch traces have them: read as themselves.
+  const cuprof::loaded_trace raw = cuprof::parse_trace(
+      "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\tb\nc\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1}]}",
+      "raw.json");
+  REQUIRE(raw.t.spans.size() == 1);
+  CHECK(raw.t.names.str(raw.t.spans[0].name) == "a\tb\nc");
+  // Invalid UTF-8 (a name cut inside a character) reads, the byte replaced by U+FFFD as the writer does.
+  const cuprof::loaded_trace cut = cuprof::parse_trace(
+      "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"caf\xC3\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1}]}",
+      "cut.json");
+  REQUIRE(cut.t.spans.size() == 1);
+  CHECK(cut.t.names.str(cut.t.spans[0].name) == "caf\xEF\xBF\xBD");
+  CHECK(message("{\"traceEvents\": [{\"ph\": \"X\",\n \"name\": \"a\tb\", \"ts\": x}]}") ==
+        "cuprof: x.json: line 2, column 23: expected a value, found 'x'");
+  // A name from the trace in the message holds a line break and an escape: still one line on stderr.
+  temp_dir dir;
+  write_file(dir.file("bad.json"),
+             R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "a\nb\u001b[2J", "ts": "1", "dur": 1, "pid": 0, "tid": 7}]})");
+  const cli_run r = cli({"table", dir.file("bad.json")});
+  CHECK(r.rc == 1);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("(\"a\\x0ab\\x1b[2J\"): \"ts\" is a string, expected a number") != std::string::npos);
+  CHECK(r.err.find("line 1, column ") != std::string::npos);
+}
+
+// ---- scope arguments ---------------------------------------------------------
+
+namespace {
+
+// A cuprof trace with sizes: three GEMM scopes (two shapes) each launching one
+// nvjet bf16 GEMM of 1 ms, a 1 MB DtoD copy of 1 us, a 4 KiB HtoD copy, and a
+// scope with a double and a string argument. An H100-like device (sm_90, 132
+// SMs, 1.98 GHz, HBM at 2.619 GHz x 5120 bits).
+const char* const sized_trace = R"json({
+  "deviceProperties": [{"id": 0, "name": "GPU", "computeMajor": 9, "computeMinor": 0, "numSms": 132,
+                        "clockRate": 1980000, "memoryClockRate": 2619000, "memoryBusWidth": 5120}],
+  "cuprof": {"version": "0.1.0"},
+  "baseTimeNanoseconds": 1700000000000000000,
+  "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 0, "dur": 1500,
+     "args": {"External id": 1, "M": 4096, "N": 4096, "K": 4096}},
+    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 2000, "dur": 1500,
+     "args": {"External id": 2, "M": 1024, "N": 1024, "K": 1024}},
+    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 4000, "dur": 1500,
+     "args": {"External id": 3, "M": 4096, "N": 4096, "K": 4096}},
+    {"ph": "X", "cat": "user_annotation", "name": "scaled", "pid": 1, "tid": 1, "ts": 6000, "dur": 10,
+     "args": {"External id": 4, "scale": 0.5, "tag": "x"}},
+    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
+     "ts": 100, "dur": 1000, "args": {"External id": 1, "device": 0, "stream": 7, "correlation": 11}},
+    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
+     "ts": 2100, "dur": 1000, "args": {"External id": 2, "device": 0, "stream": 7, "correlation": 12}},
+    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
+     "ts": 4100, "dur": 1000, "args": {"External id": 3, "device": 0, "stream": 7, "correlation": 13}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 99.999, "dur": 1000.002,
+     "args": {"External id": 1}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 2099.999, "dur": 1000.002,
+     "args": {"External id": 2}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 4099.999, "dur": 1000.002,
+     "args": {"External id": 3}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
+     "ts": 6002, "dur": 1, "args": {"External id": 4, "device": 0, "stream": 7, "correlation": 14, "bytes": 1000000}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
+     "ts": 6004, "dur": 2, "args": {"External id": 4, "device": 0, "stream": 7, "correlation": 15, "bytes": 4096}}
+  ]})json";
+
+// A torch trace recorded with record_shapes=True: two shapes of aten::mm.
+const char* const torch_shapes_trace = R"json({
+  "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10,
+     "args": {"External id": 1, "Ev Idx": 0, "Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20, "dur": 10,
+     "args": {"External id": 2, "Ev Idx": 1, "Input Dims": [[128, 128], [128, 128]]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 40, "dur": 10,
+     "args": {"External id": 3, "Ev Idx": 2, "Input Dims": [[64, 64], [64, 64]]}},
+    {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 60, "dur": 10,
+     "args": {"External id": 4, "Record function id": 0, "Ev Idx": 3}}
+  ]})json";
+
+}  // namespace
+
+TEST_CASE("reader: scope arguments of a cuprof trace, input shapes of a torch trace; group_by::args") {
+  const cuprof::loaded_trace lt = cuprof::parse_trace(sized_trace, "sized");
+  const cuprof::trace& t = lt.t;
+  REQUIRE(t.spans.size() == 4);
+  CHECK(cuprof::format_span_args(t, t.spans[0]) == "M=4096 N=4096 K=4096");
+  CHECK(cuprof::format_span_args(t, t.spans[3]) == "scale=0.5 tag=x");
+  REQUIRE(t.meta.devices.size() == 1);
+  CHECK(t.meta.devices[0].clock_rate_khz == 1980000);
+  CHECK(t.meta.devices[0].memory_clock_rate_khz == 2619000);
+  CHECK(t.meta.devices[0].memory_bus_width == 5120);
+
+  // By name (the default): one gemm row, no Args column.
+  const cuprof::event_averages by_name = cuprof::key_averages(t);
+  REQUIRE(by_name.find("gemm", cuprof::row_kind::cpu_scope));
+  CHECK(by_name.find("gemm", cuprof::row_kind::cpu_scope)->count == 3);
+  CHECK(by_name.table("", -1).find("Args") == std::string::npos);
+  // By args: a row per shape, CPU and GPU extent alike.
+  const cuprof::event_averages by_args = cuprof::key_averages(t, cuprof::group_by::args);
+  std::map<std::string, std::uint64_t> gemm_rows, gpu_rows;
+  for (const auto& r : by_args.rows()) {
+    if (r.key != "gemm") continue;
+    (r.kind == cuprof::row_kind::cpu_scope ? gemm_rows : gpu_rows)[r.args] = r.count;
+  }
+  CHECK(gemm_rows == std::map<std::string, std::uint64_t>{{"M=1024 N=1024 K=1024", 1}, {"M=4096 N=4096 K=4096", 2}});
+  CHECK(gpu_rows == gemm_rows);
+  const std::string table = by_args.table("", -1);
+  REQUIRE(table.find(" Args  \n") != std::string::npos);  // the last column, after the calls
+  CHECK(table.find("# of Calls") < table.find(" Args  \n"));
+  CHECK(table.find("M=4096 N=4096 K=4096") != std::string::npos);
+
+  // Torch: "Input Dims" is the argument; its bookkeeping args (Ev Idx, ...) are not.
+  const cuprof::loaded_trace torch = cuprof::parse_trace(torch_shapes_trace, "torch");
+  const cuprof::event_averages shapes = cuprof::key_averages(torch.t, cuprof::group_by::args);
+  std::map<std::string, std::uint64_t> mm;
+  for (const auto& r : shapes.rows())
+    if (r.key == "aten::mm") mm[r.args] = r.count;
+  CHECK(mm == std::map<std::string, std::uint64_t>{{"[[128, 128], [128, 128]]", 1}, {"[[64, 64], [64, 64]]", 2}});
+  REQUIRE(shapes.find("step", cuprof::row_kind::cpu_scope));
+  CHECK(shapes.find("step", cuprof::row_kind::cpu_scope)->args.empty());
+}
+
+// ---- deeply nested scopes with equal extents -------------------------------------
+
+TEST_CASE("reader and attribution: 50,000 nested scopes with equal extents, annotations ordered by depth") {
+  constexpr std::uint32_t n = 50000;
+  // The reader: every scope covers the same interval, each with its GPU annotation.
+  std::string json = R"({"traceEvents": [)";
+  for (std::uint32_t i = 1; i <= n; ++i)
+    json += R"({"ph": "X", "cat": "user_annotation", "name": "s", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {"External id": )" +
+            std::to_string(i) + "}},\n";
+  for (std::uint32_t i = 1; i <= n; ++i)
+    json += R"({"ph": "X", "cat": "gpu_user_annotation", "name": "s", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"External id": )" +
+            std::to_string(i) + "}},\n";
+  json += R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.001, "dur": 4.998,
+              "args": {"External id": )" + std::to_string(n) + R"(, "device": 0, "stream": 7, "correlation": 1}}]})";
+  const cuprof::loaded_trace lt = cuprof::parse_trace(json, "nested.json");
+  REQUIRE(lt.t.spans.size() == n);
+  REQUIRE(lt.t.gpu_annotations.size() == n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (lt.t.gpu_annotations[i].span != i) FAIL("annotation " << i << " is of span " << lt.t.gpu_annotations[i].span);
+  }
+  const cuprof::event_averages avg = cuprof::key_averages(lt.t);
+  const cuprof::event_average* s = nullptr;
+  for (const cuprof::event_average& r : avg.rows())
+    if (r.key == "s" && r.kind == cuprof::row_kind::cpu_scope) s = &r;
+  REQUIRE(s != nullptr);
+  CHECK(s->count == n);
+
+  // Attribution, as stop() runs it in the profiled program: one launch from the innermost scope.
+  cuprof::trace t;
+  const cuprof::name_id name = t.names.intern("s");
+  for (std::uint32_t i = 0; i < n; ++i) {
+    cuprof::cpu_span sp;
+    sp.start_ns = 1000;
+    sp.end_ns = 2000;
+    sp.name = name;
+    sp.tid = 1;
+    t.spans.push_back(sp);
+  }
+  cuprof::link_spans(t);
+  cuprof::api_call call;
+  call.start_ns = 1100;
+  call.end_ns = 1200;
+  call.tid = 1;
+  call.correlation = 5;
+  t.call_kinds.push_back({t.names.intern("cudaLaunchKernel"), 0, cuprof::api_domain::runtime, true});
+  call.kind = 0;
+  t.api_calls.push_back(call);
+  cuprof::gpu_activity g;
+  g.start_ns = 1300;
+  g.end_ns = 1400;
+  g.name = t.names.intern("k");
+  g.correlation = 5;
+  t.gpu_lanes.push_back({0, 0, 7});
+  g.lane = 0;
+  t.gpu.push_back(g);
+  cuprof::attribute(t);
+  REQUIRE(t.api_calls[0].parent == n - 1);
+  REQUIRE(t.gpu_annotations.size() == n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (t.gpu_annotations[i].span != i) FAIL("derived annotation " << i << " is of span " << t.gpu_annotations[i].span);
+  }
+}
+
+// ---- traces from pipes and FIFOs --------------------------------------------------
+
+TEST_CASE("reader: a FIFO or /dev/fd/N (process substitution) is read to its end; devices are refused") {
+  temp_dir dir;
+  const std::string trace_file = gpu_trace("matmul_add_64.json");
+  const std::string bytes = slurp(trace_file);
+  const cli_run expected = cli({"table", trace_file});
+  REQUIRE(expected.rc == 0);
+
+  const std::string fifo = dir.file("trace.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const bool gzip : {false, true}) {
+    CAPTURE(gzip);
+    cli_run r;
+    {
+      pipe_writer writer(fifo, gzip ? gzip_of(bytes) : bytes);
+      r = cli({"table", fifo});
+    }
+    CHECK(r.rc == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out == expected.out);
+  }
+  // `cuprof table <(zcat trace.json.gz)`: the shell passes /dev/fd/N, a pipe.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  cli_run piped;
+  {
+    pipe_writer writer(fds[1], bytes);
+    piped = cli({"table", "/dev/fd/" + std::to_string(fds[0])});
+    ::close(fds[0]);
+  }
+  CHECK(piped.rc == 0);
+  CHECK(piped.out == expected.out);
+  // Devices and directories are no traces.
+  const cli_run device = cli({"table", "/dev/null"});
+  CHECK(device.rc == 1);
+  CHECK(device.err == "cuprof: cannot read '/dev/null': not a regular file or a pipe\n");
+  CHECK(cli({"table", dir.path.string()}).err.find("it is a directory") != std::string::npos);
+}
+
+TEST_CASE("reader: what a pipe gives is read up to a cap, then refused") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::FILE* f = ::fdopen(fds[0], "rb");
+  REQUIRE(f != nullptr);
+  {
+    pipe_writer writer(fds[1], std::string(1 << 20, ' '));
+    try {
+      (void)cuprof::detail::read_stream(f, "big", 0, {}, 4096);
+      FAIL("read more than the cap");
+    } catch (const cuprof::error& e) {
+      CHECK(std::string(e.what()) == "cuprof: 'big' holds more than 4096 bytes, more than cuprof reads from a pipe");
+    }
+    std::fclose(f);
+  }
+}
+
+}  // TEST_SUITE analysis_reader

@@ -1,0 +1,271 @@
+// The base layer (include/cuprof/base/): the environment parsers and their
+// warnings, text made safe for a terminal, and the one-per-process state that
+// every copy of cuprof finds.
+
+#include <cuprof/cuprof.hpp>
+#include <cuprof/collect/cpu_collect.hpp>
+#include <cuprof/runtime/autostart.hpp>
+
+#include "support/child_process.hpp"
+#include "support/cli.hpp"
+#include "support/files.hpp"
+#include "support/stderr_capture.hpp"
+#include "support/traces.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace cuprof_test;
+
+namespace {
+
+std::string hex16(std::uintptr_t v) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) out[std::size_t(i)] = digits[v & 15];
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("base") {
+
+// --- The process state's variable ---------------------------------------------------
+
+TEST_CASE("process state: a copy that joins after clearenv() or unsetenv() finds the process's state and publishes it again") {
+  const int rc = in_child([] {
+    cuprof::detail::process_state* const mine = &cuprof::detail::process();
+    const char* value = std::getenv(CUPROF_PROCESS_STATE_VARIABLE);
+    if (!value) return 1;
+    const std::string published = value;
+    ::clearenv();
+    // What a plugin opened now does while its static initialisers run.
+    if (cuprof::detail::find_or_create_process_state() != mine) return 2;
+    value = std::getenv(CUPROF_PROCESS_STATE_VARIABLE);
+    if (!value || published != value) return 3;
+    ::unsetenv(CUPROF_PROCESS_STATE_VARIABLE);
+    if (cuprof::detail::find_or_create_process_state() != mine) return 4;
+    cuprof::profile prof(cpu_only());
+    prof.start();
+    { CUPROF_SCOPE("after_clearenv"); }
+    prof.stop();
+    if (count_spans(prof.last_trace(), "after_clearenv") != 1) return 5;
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
+TEST_CASE("process state: a variable with this image's prefix and a bad address is refused, never dereferenced") {
+  const int rc = in_child([] {
+    cuprof::detail::process_state* const mine = &cuprof::detail::process();
+    const char* value = std::getenv(CUPROF_PROCESS_STATE_VARIABLE);
+    if (!value) return 1;
+    const std::string published = value;
+    const std::string prefix = published.substr(0, published.find(':') + 1);
+    if (prefix.size() != 33) return 2;
+    const long page = ::sysconf(_SC_PAGESIZE);
+    // A heap object without the state's mark, an unmapped page, a page that cannot be read.
+    auto* heap = new std::uint64_t[512]();
+    void* gone = ::mmap(nullptr, std::size_t(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* sealed = ::mmap(nullptr, std::size_t(page), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (gone == MAP_FAILED || sealed == MAP_FAILED) return 3;
+    ::munmap(gone, std::size_t(page));
+    const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+    const std::string own = published.substr(prefix.size());
+    const std::vector<std::string> hostile = {
+        prefix + "zzzzzzzzzzzzzzzz",               // not hex
+        prefix + "00007f00000000g0",               // one character not hex
+        prefix,                                     // no address
+        prefix + "0000000000000000",               // null
+        prefix + "12ab",                            // short
+        prefix + own + "0",                         // one digit too many
+        prefix + "0x" + own.substr(2),              // a C prefix
+        prefix + hex16(at(heap)),                   // not a process state
+        prefix + hex16(at(heap) + 4),               // misaligned
+        prefix + hex16(at(gone)),                   // unmapped
+        prefix + hex16(at(sealed)),                 // mapped, not readable
+        prefix + hex16(at(mine) - 8),               // next to the state, not at it
+        prefix + hex16(~std::uintptr_t(0) & ~std::uintptr_t(0xfff)),  // kernel space
+    };
+    for (std::size_t i = 0; i < hostile.size(); ++i) {
+      ::setenv(CUPROF_PROCESS_STATE_VARIABLE, hostile[i].c_str(), 1);
+      if (cuprof::detail::find_or_create_process_state() != mine) return int(10 + i);
+    }
+    // After all that, scopes and a profile work as before.
+    cuprof::profile prof(cpu_only());
+    prof.start();
+    { CUPROF_SCOPE("after_hostile_values"); }
+    prof.stop();
+    if (count_spans(prof.last_trace(), "after_hostile_values") != 1) return 4;
+    delete[] heap;
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
+// --- Environment parsers (fuzzed by tests/fuzz/fuzz_env_config.cpp) ---------------
+
+TEST_CASE("environment parsers: ranks, the record cap, flags, libcupti candidates") {
+  using cuprof::detail::parse_env_int;
+  using cuprof::detail::parse_record_cap;
+  CHECK(parse_env_int(nullptr) == std::nullopt);
+  CHECK(parse_env_int("") == std::nullopt);
+  CHECK(parse_env_int("7") == 7);
+  CHECK(parse_env_int("0") == 0);
+  CHECK(parse_env_int("-1") == std::nullopt);
+  CHECK(parse_env_int("7x") == std::nullopt);
+  CHECK(parse_env_int("1073741824") == std::nullopt);  // 2^30
+  CHECK(parse_env_int("99999999999999999999") == std::nullopt);
+
+  CHECK(parse_record_cap(nullptr) == std::nullopt);
+  CHECK(parse_record_cap("1000") == std::size_t(1000));
+  CHECK(parse_record_cap("0") == std::nullopt);
+  // Regression: strtoull read "-1" as 2^64-1, i.e. no cap at all.
+  CHECK(parse_record_cap("-1") == std::nullopt);
+  CHECK(parse_record_cap(" 5") == std::nullopt);
+  CHECK(parse_record_cap("+5") == std::nullopt);
+  CHECK(parse_record_cap("1e6") == std::nullopt);
+  CHECK(parse_record_cap("99999999999999999999999") == std::size_t(SIZE_MAX));
+
+  using cuprof::detail::parse_switch;
+  CHECK(parse_switch(nullptr) == std::nullopt);
+  CHECK(parse_switch("") == std::nullopt);
+  for (const char* on : {"1", "yes", "YES", "true", "True", "on", "ON"}) CHECK(parse_switch(on) == true);
+  for (const char* off : {"0", "no", "No", "false", "FALSE", "off", "Off"}) CHECK(parse_switch(off) == false);
+  for (const char* neither : {"maybe", " 1", "1 ", "01", "y", "2", "-1", "onn"}) CHECK(parse_switch(neither) == std::nullopt);
+
+  using cuprof::detail::cupti_library_candidates;
+  CHECK(cupti_library_candidates("/x/libcupti.so", "/cuda", nullptr) == std::vector<std::string>{"/x/libcupti.so"});
+  const auto c = cupti_library_candidates(nullptr, "/cuda", "");
+  CHECK(c.front() == "libcupti.so.13");
+  CHECK(std::find(c.begin(), c.end(), "/cuda/extras/CUPTI/lib64/libcupti.so.13") != c.end());
+  CHECK(c.back() == "/usr/local/cuda/lib64/libcupti.so.13");
+}
+
+TEST_CASE("environment: one parser per kind of setting; a bad value gives one warning naming it, its value and the default used") {
+  using namespace cuprof::detail;
+  // CUPROF_TABLE reads like CUPROF_QUIET.
+  const auto config = [](std::map<std::string, std::string> vars) {
+    return read_environment(
+        [&vars](const char* name) -> const char* {
+          const auto it = vars.find(name);
+          return it == vars.end() ? nullptr : it->second.c_str();
+        },
+        false, 1, "host", 0, 1);
+  };
+  for (const char* off : {"0", "no", "false", "off", "NO"}) CHECK_FALSE(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", off}}).print_table);
+  for (const char* on : {"1", "yes", "true", "on", ""}) CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", on}}).print_table);
+  const environment_config bad = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", "maybe"}, {"CUPROF_DELAY", "nan"},
+                                         {"CUPROF_DURATION", "0x10"}, {"CUPROF_ACTIVITIES", "gpu"}});
+  CHECK(bad.print_table);
+  CHECK(bad.delay_s == 0);
+  CHECK(bad.duration_s == 0);
+  CHECK(bad.problems == std::vector<std::string>{
+                           "CUPROF_TABLE=maybe is not 1/0, yes/no, true/false or on/off; using yes",
+                           "CUPROF_ACTIVITIES=gpu is not cpu, cuda or cpu,cuda; using cpu,cuda",
+                           "CUPROF_DELAY=nan is not a number of seconds from 0 to 1e7; using 0",
+                           "CUPROF_DURATION=0x10 is not a number of seconds from 0 to 1e7; using 0"});
+  CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_DELAY", "1.5"}, {"CUPROF_DURATION", "2e1"}}).duration_s == 20);
+  CHECK(config({{"CUPROF_TRACE", "t.json"}}).export_with.detail == cuprof::trace_detail::kineto);
+  for (const char* lean : {"lean", "LEAN", "Lean"})
+    CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TRACE_DETAIL", lean}}).export_with.detail == cuprof::trace_detail::lean);
+  const environment_config fat = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TRACE_DETAIL", "full"}});
+  CHECK(fat.export_with.detail == cuprof::trace_detail::kineto);
+  CHECK(fat.problems == std::vector<std::string>{"CUPROF_TRACE_DETAIL=full is not kineto or lean; using kineto"});
+  for (const char* seconds : {"inf", "1e999", "-1", " 1", "1 ", "0x10", "1e8", "5s", "infinity"})
+    CHECK_MESSAGE(parse_seconds(seconds) == std::nullopt, seconds);
+  CHECK(parse_seconds(".5") == 0.5);
+  CHECK(parse_seconds("10000000") == 1e7);
+
+  for (const char* cap : {"-1", "abc", "0", " 1", "0x10", "1e6"}) {
+    CAPTURE(cap);
+    const env_setting<std::size_t> s = read_record_cap("CUPROF_MAX_RECORDS", cap, 16777216);
+    CHECK(s.value == 16777216);
+    CHECK(s.problem == std::string("CUPROF_MAX_RECORDS=") + cap + " is not a positive count in decimal digits; using 16777216");
+  }
+  CHECK(read_record_cap("CUPROF_MAX_RECORDS", "1000", 5).value == 1000);
+  CHECK(read_record_cap("CUPROF_MAX_RECORDS", "1000", 5).problem.empty());
+  CHECK(read_record_cap("CUPROF_MAX_RECORDS", nullptr, 5).problem.empty());
+  CHECK(read_clock_forced_monotonic("garbage").problem ==
+        "CUPROF_CLOCK=garbage is not monotonic; using the default clock (the TSC where it is invariant, else CLOCK_MONOTONIC)");
+  CHECK(read_clock_forced_monotonic("MONOTONIC").value);
+  CHECK(read_switch("CUPROF_QUIET", "on", false).value);
+  // A value is quoted terminal-safe: the warning itself carries no escape sequence.
+  CHECK(read_switch("CUPROF_QUIET", "\x1b]0;pwned\x07", false).problem ==
+        "CUPROF_QUIET=\\x1b]0;pwned\\x07 is not 1/0, yes/no, true/false or on/off; using no");
+
+  // Through the real environment: each warning once per process, however often the setting is read.
+  temp_dir dir;
+  const fs::path err = dir.path / "stderr.txt";
+  const int rc = in_child([&] {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || ::dup2(fd, 2) < 0) return 10;
+    ::setenv("CUPROF_QUIET", "maybe", 1);
+    ::setenv("CUPROF_CLOCK", "garbage", 1);
+    for (int i = 0; i < 3; ++i) {
+      log_info("information");
+      choose_clock();  // once per process in real use (clock_anchor); the warning must not depend on that
+      (void)cuprof::detail::use_setting(read_record_cap("CUPROF_MAX_RECORDS", "0", 16777216));
+    }
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  const std::string printed = slurp(err);
+  const auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = printed.find(what, at)) != std::string::npos; at += what.size()) ++n;
+    return n;
+  };
+  CHECK(count("cuprof: CUPROF_QUIET=maybe is not 1/0, yes/no, true/false or on/off; using no\n") == 1);
+  CHECK(count("cuprof: CUPROF_CLOCK=garbage is not monotonic;") == 1);
+  CHECK(count("cuprof: CUPROF_MAX_RECORDS=0 is not a positive count in decimal digits; using 16777216\n") == 1);
+  CHECK(count("cuprof: information\n") == 3);
+}
+
+// ---- bidirectional-text controls --------------------------------------------------
+
+TEST_CASE("terminal_safe: bidirectional overrides, isolates and marks are escaped like controls") {
+  using cuprof::detail::terminal_safe;
+  CHECK(terminal_safe("evil\xe2\x80\xae" "txt.exe") == "evil\\xe2\\x80\\xaetxt.exe");  // U+202E RIGHT-TO-LEFT OVERRIDE
+  for (const char* bidi : {"\xe2\x80\xaa", "\xe2\x80\xab", "\xe2\x80\xac", "\xe2\x80\xad", "\xe2\x80\xae",  // U+202A..E
+                           "\xe2\x81\xa6", "\xe2\x81\xa7", "\xe2\x81\xa8", "\xe2\x81\xa9",                  // U+2066..9
+                           "\xe2\x80\x8e", "\xe2\x80\x8f",                                                    // U+200E, U+200F
+                           "\xd8\x9c"}) {                                                                     // U+061C
+    CAPTURE(bidi);
+    const std::string safe = terminal_safe(std::string("a") + bidi + "b");
+    CHECK(safe.find(bidi) == std::string::npos);
+    CHECK(safe.rfind("a\\x", 0) == 0);
+    CHECK(safe.back() == 'b');
+  }
+  // Neighbours that are ordinary text stay as they are.
+  for (const char* text : {"\xe2\x80\x90", "\xe2\x80\xa9", "\xe2\x80\xaf", "\xe2\x81\xa5", "\xe2\x81\xaa", "\xe2\x82\xac",
+                           "\xd8\x9b", "\xd8\x9d", "\xc3\xa9"})
+    CHECK(terminal_safe(text) == text);
+  CHECK(terminal_safe("cut\xe2\x80") == "cut\xe2\x80");  // a truncated sequence is no override
+
+  temp_dir dir;
+  write_file(dir.file("bidi.json"), R"({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "step\u202e1pets", "ts": 1, "dur": 5, "pid": 1, "tid": 1}]})");
+  for (const char* cmd : {"table", "insights"}) {
+    const cli_run r = cli({cmd, dir.file("bidi.json")});
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("\xe2\x80\xae") == std::string::npos);
+  }
+  CHECK(cli({"table", dir.file("bidi.json")}).out.find("step\\xe2\\x80\\xae1pets") != std::string::npos);
+}
+
+}  // TEST_SUITE base
