@@ -47,7 +47,7 @@ bool has_control_byte(const std::string& s, bool newline_allowed) {
   return false;
 }
 
-const char* const cpu_only_trace =
+const char* const cpu_only_json =
     R"({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "work", "ts": 1.0, "dur": 5, "pid": 1, "tid": 1}]})";
 
 }  // namespace
@@ -269,8 +269,6 @@ cli_run cli_on(const cuprof::cli::terminal& term, std::vector<std::string> args)
   r.rc = cuprof::cli::run(args, r.out, r.err, term);
   return r;
 }
-
-std::int64_t ns_of(const json& us) { return std::llround(us.get<double>() * 1000.0); }
 
 }  // namespace
 
@@ -634,7 +632,7 @@ TEST_CASE("cli: table --group-by args; a bad --group-by value is a usage error l
 TEST_CASE("diff --fail-above: a side without GPU time, or whose CUDA tracing was off, cannot be compared (exit 2)") {
   temp_dir dir;
   const std::string gpu = gpu_trace("matmul_add_64.json");
-  write_file(dir.file("cpu.json"), cpu_only_trace);
+  write_file(dir.file("cpu.json"), cpu_only_json);
   write_file(dir.file("empty.json"), R"({"traceEvents": []})");
   // A cuprof trace whose metadata says CUDA tracing was off.
   std::string off = slurp(gpu);
@@ -736,7 +734,7 @@ TEST_CASE("messages: paths with escape sequences or line breaks are printed term
   CHECK(table.err.find("no scopes, CUDA calls or GPU work in the trace") != std::string::npos);
   CHECK_FALSE(has_control_byte(table.err, true));
   CHECK(std::count(table.err.begin(), table.err.end(), '\n') == 1);
-  write_file(dir.file(hostile + "cpu.json"), cpu_only_trace);
+  write_file(dir.file(hostile + "cpu.json"), cpu_only_json);
   for (const std::vector<std::string>& args : {std::vector<std::string>{"insights", dir.file(hostile + "cpu.json")},
                                                std::vector<std::string>{"diff", dir.file(hostile + "cpu.json"),
                                                                         dir.file(hostile + "cpu.json")}}) {

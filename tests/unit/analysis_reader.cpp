@@ -745,42 +745,6 @@ TEST_CASE("reader: JSON errors give the line and column, at a truncated end too;
 
 namespace {
 
-// A cuprof trace with sizes: three GEMM scopes (two shapes) each launching one
-// nvjet bf16 GEMM of 1 ms, a 1 MB DtoD copy of 1 us, a 4 KiB HtoD copy, and a
-// scope with a double and a string argument. An H100-like device (sm_90, 132
-// SMs, 1.98 GHz, HBM at 2.619 GHz x 5120 bits).
-const char* const sized_trace = R"json({
-  "deviceProperties": [{"id": 0, "name": "GPU", "computeMajor": 9, "computeMinor": 0, "numSms": 132,
-                        "clockRate": 1980000, "memoryClockRate": 2619000, "memoryBusWidth": 5120}],
-  "cuprof": {"version": "0.1.0"},
-  "baseTimeNanoseconds": 1700000000000000000,
-  "traceEvents": [
-    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 0, "dur": 1500,
-     "args": {"External id": 1, "M": 4096, "N": 4096, "K": 4096}},
-    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 2000, "dur": 1500,
-     "args": {"External id": 2, "M": 1024, "N": 1024, "K": 1024}},
-    {"ph": "X", "cat": "user_annotation", "name": "gemm", "pid": 1, "tid": 1, "ts": 4000, "dur": 1500,
-     "args": {"External id": 3, "M": 4096, "N": 4096, "K": 4096}},
-    {"ph": "X", "cat": "user_annotation", "name": "scaled", "pid": 1, "tid": 1, "ts": 6000, "dur": 10,
-     "args": {"External id": 4, "scale": 0.5, "tag": "x"}},
-    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
-     "ts": 100, "dur": 1000, "args": {"External id": 1, "device": 0, "stream": 7, "correlation": 11}},
-    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
-     "ts": 2100, "dur": 1000, "args": {"External id": 2, "device": 0, "stream": 7, "correlation": 12}},
-    {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "pid": 0, "tid": 7,
-     "ts": 4100, "dur": 1000, "args": {"External id": 3, "device": 0, "stream": 7, "correlation": 13}},
-    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 99.999, "dur": 1000.002,
-     "args": {"External id": 1}},
-    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 2099.999, "dur": 1000.002,
-     "args": {"External id": 2}},
-    {"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 0, "tid": 7, "ts": 4099.999, "dur": 1000.002,
-     "args": {"External id": 3}},
-    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
-     "ts": 6002, "dur": 1, "args": {"External id": 4, "device": 0, "stream": 7, "correlation": 14, "bytes": 1000000}},
-    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
-     "ts": 6004, "dur": 2, "args": {"External id": 4, "device": 0, "stream": 7, "correlation": 15, "bytes": 4096}}
-  ]})json";
-
 // A torch trace recorded with record_shapes=True: two shapes of aten::mm.
 const char* const torch_shapes_trace = R"json({
   "traceEvents": [
