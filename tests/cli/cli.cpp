@@ -139,9 +139,11 @@ TEST_CASE("cli: --help on every command, usage errors exit 2") {
 TEST_CASE("text output: escape sequences in names reach no terminal (table, insights, diff); cuts keep UTF-8 whole") {
   using cuprof::detail::terminal_safe;
   CHECK(terminal_safe("aten::mm") == "aten::mm");
-  CHECK(terminal_safe("void k<float>(float*, int) [\xc3\xa9\xe2\x82\xac]") == "void k<float>(float*, int) [\xc3\xa9\xe2\x82\xac]");
+  CHECK(terminal_safe("void k<float>(float*, int) [\xc3\xa9\xe2\x82\xac]") ==
+        "void k<float>(float*, int) [\xc3\xa9\xe2\x82\xac]");
   CHECK(terminal_safe(std::string("a\x1b]0;t\x07z\r\n\t\x7f\0b", 14)) == "a\\x1b]0;t\\x07z\\x0d\\x0a\\x09\\x7f\\x00b");
-  CHECK(terminal_safe("c1 \xc2\x9b" "31m") == "c1 \\xc2\\x9b31m");  // U+009B, the one-byte CSI
+  CHECK(terminal_safe("c1 \xc2\x9b"
+                      "31m") == "c1 \\xc2\\x9b31m");  // U+009B, the one-byte CSI
   CHECK(cuprof::detail::shorten("short", 10) == "short");
   std::string accents;
   for (int i = 0; i < 20; ++i) accents += "\xc3\xa9";  // 20 characters, 40 bytes
@@ -161,11 +163,10 @@ TEST_CASE("text output: escape sequences in names reach no terminal (table, insi
               "\"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT\\u001b]0;pwned\\u0007\"");
   replace_all("\"matmul_add\"", "\"matmul\\u001b[31m_add\\r\\u0000\\u007f\"");
   write_file(dir.file("hostile.json"), hostile);
-  const std::vector<std::vector<std::string>> commands = {
-      {"table", dir.file("hostile.json")},
-      {"table", dir.file("hostile.json"), "--kernels", "--stats"},
-      {"insights", dir.file("hostile.json")},
-      {"diff", gpu_trace("matmul_add_4096.json"), dir.file("hostile.json")}};
+  const std::vector<std::vector<std::string>> commands = {{"table", dir.file("hostile.json")},
+                                                          {"table", dir.file("hostile.json"), "--kernels", "--stats"},
+                                                          {"insights", dir.file("hostile.json")},
+                                                          {"diff", gpu_trace("matmul_add_4096.json"), dir.file("hostile.json")}};
   for (const auto& args : commands) {
     CAPTURE(args[0]);
     const cli_run r = cli(args);
@@ -213,13 +214,12 @@ TEST_CASE("cli: malformed input exits 1 with one error line, for every command")
              R"({"traceEvents": [{"ph": "X", "cat": "cuda_runtime", "name": "x", "ts": 1, "dur": 1, "pid": 1, "tid": [1]}]})");
   write_file(dir.file("one.json.gz"), "\x1f");
   const std::vector<std::string> inputs = {dir.file("empty.json"), dir.file("truncated.json"), dir.file("types.json"),
-                                           dir.path.string(),       dir.file("missing.json"),   dir.file("one.json.gz")};
+                                           dir.path.string(),      dir.file("missing.json"),   dir.file("one.json.gz")};
   for (const std::string& in : inputs) {
     CAPTURE(in);
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{"table", in}, std::vector<std::string>{"insights", in},
-          std::vector<std::string>{"diff", gpu_trace("mlp_fused.json"), in},
-          std::vector<std::string>{"diff", in, gpu_trace("mlp_fused.json")}}) {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"table", in}, std::vector<std::string>{"insights", in},
+                                                 std::vector<std::string>{"diff", gpu_trace("mlp_fused.json"), in},
+                                                 std::vector<std::string>{"diff", in, gpu_trace("mlp_fused.json")}}) {
       const cli_run r = cli(args);
       CHECK(r.rc == 1);
       CHECK(r.out.empty());
@@ -276,9 +276,9 @@ TEST_CASE("cli: --format text is the default byte for byte; csv is a header and 
   for (const char* f : gpu_traces) {
     CAPTURE(f);
     const std::string path = gpu_trace(f);
-    for (const std::vector<std::string>& args : {std::vector<std::string>{"table", path, "--stats", "--kernels"},
-                                                 std::vector<std::string>{"insights", path},
-                                                 std::vector<std::string>{"diff", gpu_trace("mlp_fused.json"), path}}) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"table", path, "--stats", "--kernels"}, std::vector<std::string>{"insights", path},
+          std::vector<std::string>{"diff", gpu_trace("mlp_fused.json"), path}}) {
       CAPTURE(args[0]);
       const cli_run text = cli(args);
       std::vector<std::string> with = args;
@@ -311,7 +311,8 @@ TEST_CASE("cli: --format text is the default byte for byte; csv is a header and 
   }
   // A kernel name with commas is one quoted CSV field; JSON carries it as it is.
   const cli_run csv = cli({"table", gpu_trace("matmul_add_64.json"), "--format", "csv"});
-  const std::string kernel = "void ex::map_kernel<add_op>(add_op, __nv_bfloat16*, __nv_bfloat16 const*, __nv_bfloat16 const*, unsigned long)";
+  const std::string kernel =
+      "void ex::map_kernel<add_op>(add_op, __nv_bfloat16*, __nv_bfloat16 const*, __nv_bfloat16 const*, unsigned long)";
   CHECK(csv.out.find("\n\"" + kernel + "\",gpu_work,3,") != std::string::npos);
   CHECK(cuprof::cli::csv_field(cuprof::cli::str("say \"hi\", twice")) == "\"say \"\"hi\"\", twice\"");
   CHECK(cuprof::cli::csv_field(cuprof::cli::str(" padded")) == "\" padded\"");
@@ -344,9 +345,8 @@ TEST_CASE("cli: --format text is the default byte for byte; csv is a header and 
 }
 
 TEST_CASE("cli: table, insights and diff agree on CPU, sync and GPU time (one definition: time_totals)") {
-  for (const std::string& path :
-       {gpu_trace("matmul_add_4096.json"), gpu_trace("occupancy.json"), kineto_trace("torch_matmul_add_4096.json"),
-        kineto_trace("torch_geglu_mlp.json")}) {
+  for (const std::string& path : {gpu_trace("matmul_add_4096.json"), gpu_trace("occupancy.json"),
+                                  kineto_trace("torch_matmul_add_4096.json"), kineto_trace("torch_geglu_mlp.json")}) {
     CAPTURE(path);
     const json table = json::parse(cli({"table", path, "--format", "json"}).out)["totals"];
     const json insights = json::parse(cli({"insights", path, "--format", "json"}).out)["totals"];
@@ -372,8 +372,8 @@ TEST_CASE("cli: table, insights and diff agree on CPU, sync and GPU time (one de
 TEST_CASE("cli: help, help COMMAND, help --help, and --help anywhere among a command's arguments exit 0") {
   const std::string main_help = cli({"--help"}).out;
   REQUIRE(main_help.rfind("usage: cuprof <command>", 0) == 0);
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"help"}, {"help", "--help"}, {"help", "-h"},
-                                               {"help", "help"}, {"-h"}}) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"help"}, {"help", "--help"}, {"help", "-h"}, {"help", "help"}, {"-h"}}) {
     const cli_run r = cli(args);
     CHECK(r.rc == 0);
     CHECK(r.out == main_help);
@@ -384,8 +384,10 @@ TEST_CASE("cli: help, help COMMAND, help --help, and --help anywhere among a com
     const cli_run help = cli({"help", cmd});
     CHECK(help.rc == 0);
     CHECK(help.out.rfind(std::string("usage: cuprof ") + cmd, 0) == 0);
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{cmd, "--help"}, {cmd, "-h"}, {cmd, "--bogus", "--help"}, {cmd, "x.json", "--rows", "--help"}}) {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{cmd, "--help"},
+                                                 {cmd, "-h"},
+                                                 {cmd, "--bogus", "--help"},
+                                                 {cmd, "x.json", "--rows", "--help"}}) {
       const cli_run r = cli(args);
       CHECK(r.rc == 0);
       CHECK(r.out == help.out);
@@ -593,10 +595,11 @@ TEST_CASE("diff --fail-above: exit 3 when B's time per step grew by more than PC
                                                      cuprof::read_trace_file(gpu_trace("occupancy.json")).t);
   for (const cuprof::growth& g : cuprof::check_growth(occ, cuprof::diff_metric::cpu, 0, 100).grew_most)
     CHECK_FALSE(cuprof::detail::is_cpu_blocking_synchronization(g.name));
-  for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"diff", a, b, "--metric", "cpu"}, {"diff", a, b, "--fail-above", "-1"},
-        {"diff", a, b, "--fail-above", "nan"}, {"diff", a, b, "--fail-above", "5", "--metric", "mem"},
-        {"diff", "-", "-"}}) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"diff", a, b, "--metric", "cpu"},
+                                              {"diff", a, b, "--fail-above", "-1"},
+                                              {"diff", a, b, "--fail-above", "nan"},
+                                              {"diff", a, b, "--fail-above", "5", "--metric", "mem"},
+                                              {"diff", "-", "-"}}) {
     const cli_run r = cli(bad);
     CHECK(r.rc == 2);
     CHECK(r.out.empty());
@@ -735,9 +738,9 @@ TEST_CASE("messages: paths with escape sequences or line breaks are printed term
   CHECK_FALSE(has_control_byte(table.err, true));
   CHECK(std::count(table.err.begin(), table.err.end(), '\n') == 1);
   write_file(dir.file(hostile + "cpu.json"), cpu_only_json);
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"insights", dir.file(hostile + "cpu.json")},
-                                               std::vector<std::string>{"diff", dir.file(hostile + "cpu.json"),
-                                                                        dir.file(hostile + "cpu.json")}}) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"insights", dir.file(hostile + "cpu.json")},
+        std::vector<std::string>{"diff", dir.file(hostile + "cpu.json"), dir.file(hostile + "cpu.json")}}) {
     const cli_run r = cli(args);
     CHECK(r.rc == 0);
     CHECK(r.out.find("t\\x1b]0;owned\\x07\\x0a\\x1b[2Jcpu.json") != std::string::npos);
@@ -770,11 +773,11 @@ TEST_CASE("cli: run exits 126 for a program found but not executable (a director
     int rc;
     const char* says;
   };
-  for (const expectation& e : {expectation{dir.path.string(), 126, "Permission denied"},
-                               expectation{dir.file("script.sh"), 126, "Permission denied"},
-                               expectation{dir.file("missing"), 127, "No such file or directory"},
-                               expectation{"cuprof-no-such-program-anywhere", 127, "No such file or directory"},
-                               expectation{hostile, 127, "No such file or directory"}}) {
+  for (const expectation& e :
+       {expectation{dir.path.string(), 126, "Permission denied"}, expectation{dir.file("script.sh"), 126, "Permission denied"},
+        expectation{dir.file("missing"), 127, "No such file or directory"},
+        expectation{"cuprof-no-such-program-anywhere", 127, "No such file or directory"},
+        expectation{hostile, 127, "No such file or directory"}}) {
     CAPTURE(e.program);
     cuprof::cli::launch_plan plan;
     plan.command = {e.program, "arg"};
@@ -788,4 +791,4 @@ TEST_CASE("cli: run exits 126 for a program found but not executable (a director
   }
 }
 
-}  // TEST_SUITE cli
+}  // TEST_SUITE("cli")

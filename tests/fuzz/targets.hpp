@@ -113,8 +113,7 @@ inline void env_config(const std::uint8_t* data, std::size_t size) {
   const std::optional<int> rank = cuprof::detail::parse_env_int(opt(f[0]));
   if (rank && (*rank < 0 || *rank >= (1 << 30))) broken("parse_env_int out of range", f[0]);
   if (all_digits(f[0]) && f[0].size() <= 9 && !rank) broken("parse_env_int rejected a small decimal", f[0]);
-  if (rank && all_digits(f[0]) &&
-      std::to_string(*rank) != f[0].substr(std::min(f[0].find_first_not_of('0'), f[0].size() - 1)))
+  if (rank && all_digits(f[0]) && std::to_string(*rank) != f[0].substr(std::min(f[0].find_first_not_of('0'), f[0].size() - 1)))
     broken("parse_env_int misread", f[0]);
   const int world = cuprof::detail::parse_env_int(opt(f[1])).value_or(1);
 

@@ -30,8 +30,8 @@
 namespace {
 
 std::mutex mu;
-std::map<std::string, std::uint64_t> kernels;       // mangled name -> count
-std::map<unsigned, std::uint64_t> memcpys;          // CUpti_ActivityMemcpyKind -> count
+std::map<std::string, std::uint64_t> kernels;  // mangled name -> count
+std::map<unsigned, std::uint64_t> memcpys;     // CUpti_ActivityMemcpyKind -> count
 std::uint64_t memsets = 0;
 std::uint64_t dropped = 0;
 std::uint64_t contexts = 0;
@@ -74,17 +74,10 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
           ++kernels[k->name ? k->name : "(null)"];
           break;
         }
-        case CUPTI_ACTIVITY_KIND_MEMCPY:
-          ++memcpys[reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->copyKind];
-          break;
-        case CUPTI_ACTIVITY_KIND_MEMCPY2:
-          ++memcpys[reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record)->copyKind];
-          break;
-        case CUPTI_ACTIVITY_KIND_MEMSET:
-          ++memsets;
-          break;
-        default:
-          break;
+        case CUPTI_ACTIVITY_KIND_MEMCPY: ++memcpys[reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->copyKind]; break;
+        case CUPTI_ACTIVITY_KIND_MEMCPY2: ++memcpys[reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record)->copyKind]; break;
+        case CUPTI_ACTIVITY_KIND_MEMSET: ++memsets; break;
+        default: break;
       }
     }
     size_t lost = 0;
@@ -184,11 +177,10 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2) != CUPTI_SUCCESS) fail = "enable memcpy2";
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS) fail = "enable memset";
   else if (cuptiSubscribe(&subscriber, on_resource, nullptr) != CUPTI_SUCCESS) fail = "subscribe";
-  else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED) !=
-           CUPTI_SUCCESS)
+  else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
     fail = "enable context-created callback";
-  else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                               CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) != CUPTI_SUCCESS)
+  else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) !=
+           CUPTI_SUCCESS)
     fail = "enable context-destroy callback";
   if (fail) {
     init_error = fail;

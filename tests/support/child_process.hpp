@@ -98,10 +98,12 @@ class scoped_env {
     if (const char* old = std::getenv(name)) old_ = old, had_ = true;
   }
   scoped_env(const char* name, const char* value) : scoped_env(name) {
-    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
   }
   ~scoped_env() {
-    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1); else ::unsetenv(name_.c_str());
+    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+    else ::unsetenv(name_.c_str());
   }
   scoped_env(const scoped_env&) = delete;
   scoped_env& operator=(const scoped_env&) = delete;

@@ -20,9 +20,9 @@ using json = nlohmann::json;
 
 struct arrow {
   bool v2;
-  std::uint64_t id;   // the bind_id, or the v1 id
-  const json* from;   // v2: the call's X event; v1: the "s" event (at the call's start, on its lane)
-  const json* to;     // v2: the GPU record's X event; v1: the "f" event (at the record's start, on its lane)
+  std::uint64_t id;  // the bind_id, or the v1 id
+  const json* from;  // v2: the call's X event; v1: the "s" event (at the call's start, on its lane)
+  const json* to;    // v2: the GPU record's X event; v1: the "f" event (at the record's start, on its lane)
 };
 
 // Every arrow whose two ends are in the document (an end without the other is left out).
@@ -53,8 +53,7 @@ struct arrows {
   const arrow* into(const json& gpu_event) const {
     for (const arrow& a : all)
       if (a.v2 ? a.to == &gpu_event
-               : (*a.to)["pid"] == gpu_event["pid"] && (*a.to)["tid"] == gpu_event["tid"] &&
-                     (*a.to)["ts"] == gpu_event["ts"])
+               : (*a.to)["pid"] == gpu_event["pid"] && (*a.to)["tid"] == gpu_event["tid"] && (*a.to)["ts"] == gpu_event["ts"])
         return &a;
     return nullptr;
   }
@@ -70,8 +69,7 @@ struct arrows {
     if (!call) return out;
     for (const arrow& a : all)
       if (a.v2 ? a.from == call
-               : (*a.from)["pid"] == (*call)["pid"] && (*a.from)["tid"] == (*call)["tid"] &&
-                     (*a.from)["ts"] == (*call)["ts"])
+               : (*a.from)["pid"] == (*call)["pid"] && (*a.from)["tid"] == (*call)["tid"] && (*a.from)["ts"] == (*call)["ts"])
         out.push_back(&a);
     return out;
   }

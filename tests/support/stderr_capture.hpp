@@ -17,8 +17,7 @@ class stderr_capture {
  public:
   stderr_capture() {
     std::fflush(stderr);
-    std::snprintf(path_, sizeof path_, "%s",
-                  (std::filesystem::temp_directory_path() / "cuprof-stderr-XXXXXX").c_str());
+    std::snprintf(path_, sizeof path_, "%s", (std::filesystem::temp_directory_path() / "cuprof-stderr-XXXXXX").c_str());
     fd_ = ::mkstemp(path_);
     saved_ = ::dup(2);
     ::dup2(fd_, 2);

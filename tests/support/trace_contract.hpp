@@ -254,16 +254,15 @@ inline json check_contract(const std::string& text) {
   // enclosing one comes first in the file.
   for (auto& lane : lanes) {
     auto& v = lane.second;
-    std::stable_sort(v.begin(), v.end(), [](const slice& a, const slice& b) {
-      return a.start != b.start ? a.start < b.start : a.end > b.end;
-    });
+    std::stable_sort(v.begin(), v.end(),
+                     [](const slice& a, const slice& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
     std::vector<const slice*> stack;
     for (const slice& s : v) {
       while (!stack.empty() && stack.back()->end <= s.start) stack.pop_back();
       if (!stack.empty()) {
         if (s.end > stack.back()->end)
-          FAIL_CHECK("overlap on pid " << lane.first.first << " tid " << lane.first.second << ": '" << s.name
-                                       << "' crosses '" << stack.back()->name << "'");
+          FAIL_CHECK("overlap on pid " << lane.first.first << " tid " << lane.first.second << ": '" << s.name << "' crosses '"
+                                       << stack.back()->name << "'");
         if (s.start == stack.back()->start && s.order < stack.back()->order)
           FAIL_CHECK("'" << s.name << "' precedes its enclosing '" << stack.back()->name << "' at the same ts");
       }

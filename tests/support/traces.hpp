@@ -25,8 +25,7 @@ inline cuprof::profile_options cpu_only() {
 
 inline void busy_wait_us(int us) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
-  while (std::chrono::steady_clock::now() < until) {
-  }
+  while (std::chrono::steady_clock::now() < until) {}
 }
 
 inline std::uint32_t gettid_now() { return std::uint32_t(::syscall(SYS_gettid)); }
@@ -79,8 +78,7 @@ struct builder {
     return std::uint32_t(t.spans.size() - 1);
   }
   std::uint32_t call(const std::string& name, std::uint64_t start, std::uint64_t end, std::uint32_t correlation,
-                     std::uint32_t tid = 1, cuprof::api_domain domain = cuprof::api_domain::runtime,
-                     bool flow = true) {
+                     std::uint32_t tid = 1, cuprof::api_domain domain = cuprof::api_domain::runtime, bool flow = true) {
     cuprof::api_call c;
     c.start_ns = start;
     c.end_ns = end;
@@ -91,8 +89,7 @@ struct builder {
     return std::uint32_t(t.api_calls.size() - 1);
   }
   std::uint32_t gpu(const std::string& name, std::uint64_t start, std::uint64_t end, std::uint32_t correlation,
-                    cuprof::gpu_kind kind = cuprof::gpu_kind::kernel, std::uint32_t device = 0,
-                    std::uint32_t stream = 7) {
+                    cuprof::gpu_kind kind = cuprof::gpu_kind::kernel, std::uint32_t device = 0, std::uint32_t stream = 7) {
     cuprof::gpu_activity g;
     g.start_ns = start;
     g.end_ns = end;
@@ -125,7 +122,6 @@ inline std::vector<std::string> row_names(const std::string& table) {
   }
   return names;
 }
-
 
 // A cuprof trace with sizes: three GEMM scopes (two shapes) each launching one
 // nvjet bf16 GEMM of 1 ms, a 1 MB DtoD copy of 1 us, a 4 KiB HtoD copy, and a

@@ -72,8 +72,7 @@ TEST_CASE("kernel names: nvjet names from the H200 traces (cuBLAS 13 on Hopper)"
 
 TEST_CASE("kernel names: cuBLAS and CUTLASS names from the profiling articles (A100)") {
   // Part 1: the GEMM eager and compiled matmul+add run.
-  const cuprof::kernel_name_info a =
-      cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn");
+  const cuprof::kernel_name_info a = cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn");
   CHECK(a.library == "cuBLAS");
   CHECK(a.is_gemm());
   CHECK(a.arch == "sm80");
@@ -107,8 +106,7 @@ TEST_CASE("kernel names: cuBLAS and CUTLASS names from the profiling articles (A
   CHECK(wrapped.summary() == c.summary());
 
   // Part 2: the two GEMM tiles of the MLP (names as the article abbreviates them, completed).
-  const cuprof::kernel_name_info gate =
-      cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn");
+  const cuprof::kernel_name_info gate = cuprof::decode_kernel_name("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn");
   CHECK(gate.tile() == "128x128x32");
   CHECK(gate.stages == 5);
   CHECK(gate.layout == "tn");
@@ -168,7 +166,8 @@ TEST_CASE("kernel names: cuBLASLt, CUTLASS 3 and split-K spellings") {
 
 TEST_CASE("kernel names: decoding any prefix or mangled variant of a real name does not fail") {
   const std::vector<std::string> names = {
-      "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn",
+      "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
+      "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn",
       "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_tn_align8",
       "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized",
       "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_segment_k_off_kernel__5x_cublas",
@@ -265,10 +264,12 @@ void check_ranking(const cuprof::insights& in) {
 
 TEST_CASE("insights: the unfused MLP's GeLU and mul are the top finding, with their share; the fused MLP has none") {
   for (const auto& [file, gelu, mul, scope] :
-       {std::make_tuple(gpu_trace("mlp_unfused.json"), std::string("void ex::map_kernel<gelu_op>"), std::string("void ex::map_kernel<mul_op>"),
-                        std::string("mlp")),
-        std::make_tuple(kineto_trace("torch_geglu_mlp.json"), std::string("void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl"),
-                        std::string("void at::native::vectorized_elementwise_kernel<8, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor"),
+       {std::make_tuple(gpu_trace("mlp_unfused.json"), std::string("void ex::map_kernel<gelu_op>"),
+                        std::string("void ex::map_kernel<mul_op>"), std::string("mlp")),
+        std::make_tuple(kineto_trace("torch_geglu_mlp.json"),
+                        std::string("void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl"),
+                        std::string("void at::native::vectorized_elementwise_kernel<8, at::native::BinaryFunctor<c10::BFloat16, "
+                                    "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor"),
                         std::string("mlp_fwd"))}) {
     CAPTURE(file);
     const cuprof::loaded_trace lt = cuprof::read_trace_file(file);
@@ -362,8 +363,8 @@ TEST_CASE("insights: the unfused MLP's GeLU and mul are the top finding, with th
     check_ranking(in);
     CHECK(find_finding(in, "elementwise chain") == nullptr);
   }
-  CHECK(gpu_time_by_name(cuprof::read_trace_file(kineto_trace("torch_geglu_mlp_compiled.json")).t)["triton_poi_fused__unsafe_view_gelu_mul_0"] ==
-        185411);
+  CHECK(gpu_time_by_name(cuprof::read_trace_file(kineto_trace("torch_geglu_mlp_compiled.json"))
+                             .t)["triton_poi_fused__unsafe_view_gelu_mul_0"] == 185411);
   CHECK(kinds_of(insights_of(gpu_trace("mlp_fused.json"))) == std::vector<std::string>{"memset before GEMM"});
   // In a compute-bound run the cuBLAS flag clear costs its GPU time and saves nothing; where CPU time matters, its launches.
   CHECK(unfused.findings[1].cost_of == cuprof::cost_base::gpu_time);
@@ -389,8 +390,11 @@ TEST_CASE("insights: the ranked findings and the verdicts' signals on the matmul
        {expected{gpu_trace("matmul_add_64.json"), cuprof::bound_verdict::overhead_bound, {"launch to start"}},
         expected{kineto_trace("torch_matmul_add_64.json"), cuprof::bound_verdict::overhead_bound, {"launch to start"}},
         expected{gpu_trace("matmul_add_4096.json"), cuprof::bound_verdict::compute_bound, {"memset before GEMM"}},
-        expected{kineto_trace("torch_matmul_add_4096.json"), cuprof::bound_verdict::compute_bound, {"synchronization", "memset before GEMM"}},
-        expected{gpu_trace("linear_addmm.json"), cuprof::bound_verdict::overhead_bound, {"launch to start", "memcpy before GEMM"}}}) {
+        expected{kineto_trace("torch_matmul_add_4096.json"),
+                 cuprof::bound_verdict::compute_bound,
+                 {"synchronization", "memset before GEMM"}},
+        expected{
+            gpu_trace("linear_addmm.json"), cuprof::bound_verdict::overhead_bound, {"launch to start", "memcpy before GEMM"}}}) {
     CAPTURE(e.path);
     const cuprof::insights in = insights_of(e.path);
     check_ranking(in);
@@ -692,10 +696,12 @@ TEST_CASE("insights: a trace without GPU work, and an empty one") {
   CHECK(cpu.cpu_only);
   CHECK(cpu.verdict_reason == cuprof::cpu_only_note);
   CHECK(cpu.findings.empty());
-  CHECK(cuprof::format_insights(cpu).find("Verdict: no GPU work\n  a CPU-only trace: no CUDA calls and no GPU work") != std::string::npos);
+  CHECK(cuprof::format_insights(cpu).find("Verdict: no GPU work\n  a CPU-only trace: no CUDA calls and no GPU work") !=
+        std::string::npos);
   temp_dir dir;
-  write_file(dir.file("cpu.json"),
-             R"({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "work", "ts": 1.0, "dur": 0.05, "pid": 1, "tid": 1}]})");
+  write_file(
+      dir.file("cpu.json"),
+      R"({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "work", "ts": 1.0, "dur": 0.05, "pid": 1, "tid": 1}]})");
   const cli_run table = cli({"table", dir.file("cpu.json")});
   CHECK(table.rc == 0);
   CHECK(table.out.find(std::string("Self CPU time total: 0.050us\nNote: ") + cuprof::cpu_only_note + "\n") != std::string::npos);
@@ -756,7 +762,9 @@ TEST_CASE("diff: unfused vs fused MLP keeps the GEMMs and removes the two elemen
   const cuprof::trace_diff d = cuprof::diff_traces(a.t, b.t);
   std::vector<std::string> same, removed, added;
   for (const cuprof::gpu_work_change& c : d.gpu)
-    (c.status == cuprof::change_status::same ? same : c.status == cuprof::change_status::removed ? removed : added)
+    (c.status == cuprof::change_status::same      ? same
+     : c.status == cuprof::change_status::removed ? removed
+                                                  : added)
         .push_back(c.name);
   CHECK(same == std::vector<std::string>{"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT",
                                          "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT", "Memset (Device)"});
@@ -851,4 +859,4 @@ TEST_CASE("throughput: GEMM FLOP/s from scope sizes, copy bytes/s, against the d
   for (const auto& r : cuprof::gpu_throughput(plain.t)) CHECK(r.what == measure::bytes);
 }
 
-}  // TEST_SUITE analysis_insights
+}  // TEST_SUITE("analysis_insights")

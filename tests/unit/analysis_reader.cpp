@@ -180,8 +180,18 @@ TEST_CASE("fuzz replay: the seed traces, damaged copies of them, and every regre
     ++env_inputs;
   }
   using namespace std::string_literals;
-  const std::vector<std::string> env_seeds = {""s, "7"s, "-1"s, "1\0" "2\0" "0\0" "/x\0" "/c\0" "/p"s,
-                                              "\0" "-1\0" "00\0" "\0" "\0"s};
+  const std::vector<std::string> env_seeds = {""s, "7"s, "-1"s,
+                                              "1\0"
+                                              "2\0"
+                                              "0\0"
+                                              "/x\0"
+                                              "/c\0"
+                                              "/p"s,
+                                              "\0"
+                                              "-1\0"
+                                              "00\0"
+                                              "\0"
+                                              "\0"s};
   for (const std::string& bytes : env_seeds) {
     cuprof_fuzz::env_config(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
     ++env_inputs;
@@ -335,8 +345,10 @@ std::optional<cuprof::loaded_trace> read_in_pieces(const std::string& text, std:
 
 TEST_CASE("reader: a trace read in pieces on several threads is the trace read serially") {
   std::vector<std::string> files;
-  for (const char* name : {"matmul_add_4096.json", "mlp_fused.json", "occupancy.json", "linear_addmm.json"}) files.push_back(gpu_trace(name));
-  for (const char* name : {"torch_geglu_mlp.json", "torch_geglu_mlp_compiled.json", "torch_matmul_add_64.json"}) files.push_back(kineto_trace(name));
+  for (const char* name : {"matmul_add_4096.json", "mlp_fused.json", "occupancy.json", "linear_addmm.json"})
+    files.push_back(gpu_trace(name));
+  for (const char* name : {"torch_geglu_mlp.json", "torch_geglu_mlp_compiled.json", "torch_matmul_add_64.json"})
+    files.push_back(kineto_trace(name));
   for (const std::string& file : files) {
     CAPTURE(file);
     const std::string text = slurp(file);
@@ -346,7 +358,8 @@ TEST_CASE("reader: a trace read in pieces on several threads is the trace read s
       const std::optional<cuprof::loaded_trace> pieces = read_in_pieces(text, piece_bytes);
       REQUIRE(pieces);
       CHECK(cuprof::chrome_trace_json(pieces->t) == cuprof::chrome_trace_json(serial.t));
-      CHECK(cuprof::key_averages(pieces->t).table("cuda_time_total", -1) == cuprof::key_averages(serial.t).table("cuda_time_total", -1));
+      CHECK(cuprof::key_averages(pieces->t).table("cuda_time_total", -1) ==
+            cuprof::key_averages(serial.t).table("cuda_time_total", -1));
       CHECK(pieces->events == serial.events);
       CHECK(pieces->used == serial.used);
       CHECK(pieces->format == serial.format);
@@ -357,9 +370,11 @@ TEST_CASE("reader: a trace read in pieces on several threads is the trace read s
   // What looks like a place between events inside a string, or inside an
   // event, is no place to cut: the pieces do not parse, and the trace is read serially.
   const std::string head = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": ")";
-  const std::string tail = R"(", "pid": 1, "tid": 1, "ts": 1, "dur": 2}, {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1.5, "dur": 1}]})";
+  const std::string tail =
+      R"(", "pid": 1, "tid": 1, "ts": 1, "dur": 2}, {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1.5, "dur": 1}]})";
   CHECK(!read_in_pieces(head + "a}, {x" + tail, 1));
-  const std::string nested = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"l": [{"k": 1}, {"k": 2}]}}]})";
+  const std::string nested =
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"l": [{"k": 1}, {"k": 2}]}}]})";
   CHECK(!read_in_pieces(nested, 1));
   // An event in error: its piece fails, and the serial reader says what and where.
   std::string bad = slurp(kineto_trace("torch_matmul_add_64.json"));
@@ -487,8 +502,8 @@ TEST_CASE("reader: calls share a kind per name and cbid; a file with more than 6
     std::string json = "{\"traceEvents\": [";
     for (std::size_t r = 0; r < repeats; ++r)
       for (std::size_t i = 0; i < names; ++i)
-        json += std::string(r + i ? "," : "") + R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaCall)" +
-                std::to_string(i) + R"(", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "args": {"cbid": 7}})";
+        json += std::string(r + i ? "," : "") + R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaCall)" + std::to_string(i) +
+                R"(", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "args": {"cbid": 7}})";
     return json + "]}";
   };
   const cuprof::loaded_trace few = cuprof::parse_trace(calls(3, 4), "few.json");
@@ -529,8 +544,7 @@ TEST_CASE("reader: every truncation and many corruptions of a real trace either 
       try {
         (void)cuprof::key_averages(cuprof::parse_trace(copy, name).t).table("cuda_time_total", -1);
         ++corrupted_reads;
-      } catch (const cuprof::error&) {
-      }
+      } catch (const cuprof::error&) {}
     }
     CHECK(corrupted_reads > 0);  // many single-byte changes (inside names, digits) still read
   }
@@ -624,7 +638,8 @@ std::string refused_in_bounds(const std::string& path, const std::string& says, 
     }
     ::getrusage(RUSAGE_SELF, &after);
     const long growth_mib = (after.ru_maxrss - before.ru_maxrss) / 1024;
-    if (peak_memory_is_the_readers && growth_mib >= max_growth_mib) problem += " peak memory grew by " + std::to_string(growth_mib) + " MiB";
+    if (peak_memory_is_the_readers && growth_mib >= max_growth_mib)
+      problem += " peak memory grew by " + std::to_string(growth_mib) + " MiB";
     (void)!::write(pipe_fds[1], problem.data(), problem.size());
     ::_exit(0);
   }
@@ -674,7 +689,8 @@ TEST_CASE("reader: NUL-filled, sparse and binary files say what they are, not \"
   };
   write_file(dir.file("zeros.json"), std::string(1 << 20, '\0'));
   CHECK(refused_as(dir.file("zeros.json")) ==
-        "cuprof: '" + dir.file("zeros.json") + "': byte 0 is a NUL byte: not JSON text (a zero-filled or sparse file, or binary data)");
+        "cuprof: '" + dir.file("zeros.json") +
+            "': byte 0 is a NUL byte: not JSON text (a zero-filled or sparse file, or binary data)");
   // A sparse file of 64 GiB: refused at its first bytes, never held (nor reserved) whole.
   write_file(dir.file("sparse.json"), "");
   REQUIRE(::truncate(dir.file("sparse.json").c_str(), off_t(64) << 30) == 0);
@@ -682,7 +698,9 @@ TEST_CASE("reader: NUL-filled, sparse and binary files say what they are, not \"
   // A trace cut off by zeros (a crash, a disk that lost its tail): where the zeros start.
   write_file(dir.file("zero_tail.json"), "{\"traceEvents\": [" + std::string(4096, '\0'));
   CHECK(refused_as(dir.file("zero_tail.json")).find("byte 17 is a NUL byte") != std::string::npos);
-  write_file(dir.file("binary.json"), std::string("\x7f" "ELF\x02\x01\x01", 7));
+  write_file(dir.file("binary.json"), std::string("\x7f"
+                                                  "ELF\x02\x01\x01",
+                                                  7));
   CHECK(refused_as(dir.file("binary.json")).find("byte 4 is a control byte (0x02): not JSON text") != std::string::npos);
   // The same from bytes in memory, and from the parser given NULs directly.
   CHECK_THROWS_WITH(cuprof::read_trace_bytes(std::string(16, '\0'), "mem"), doctest::Contains("byte 0 is a NUL byte"));
@@ -709,7 +727,8 @@ TEST_CASE("reader: JSON errors give the line and column, at a truncated end too;
   CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": 01}\n  ]\n}") == "cuprof: x.json: line 3, column 12: invalid number");
   CHECK(message("{\n  \"traceEvents\": [\n    {\"ph\": \"X\",\n     \"cat\" 1}\n  ]\n}") ==
         "cuprof: x.json: line 4, column 12: expected a member (\"name\": value), ',' or '}', found '1'");
-  CHECK(message("{\"traceEvents\": [\n") == "cuprof: x.json: line 2, column 1: unexpected end of input (truncated?): expected a value");
+  CHECK(message("{\"traceEvents\": [\n") ==
+        "cuprof: x.json: line 2, column 1: unexpected end of input (truncated?): expected a value");
   // Megabytes in, past text whose memory the reader has given back as it went: the place is still right.
   std::string big = "{\"traceEvents\": [\n";
   for (int i = 0; i < 40000; ++i)
@@ -718,13 +737,15 @@ TEST_CASE("reader: JSON errors give the line and column, at a truncated end too;
   CHECK(cuprof::parse_trace(big + "{}]}", "big.json").t.spans.size() == 40000);
   // Raw tabs and line breaks inside strings are not JSON, but some torch traces have them: read as themselves.
   const cuprof::loaded_trace raw = cuprof::parse_trace(
-      "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\tb\nc\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1}]}",
+      "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\tb\nc\", \"pid\": 1, \"tid\": 1, \"ts\": 1, "
+      "\"dur\": 1}]}",
       "raw.json");
   REQUIRE(raw.t.spans.size() == 1);
   CHECK(raw.t.names.str(raw.t.spans[0].name) == "a\tb\nc");
   // Invalid UTF-8 (a name cut inside a character) reads, the byte replaced by U+FFFD as the writer does.
   const cuprof::loaded_trace cut = cuprof::parse_trace(
-      "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"caf\xC3\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1}]}",
+      "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"caf\xC3\", \"pid\": 1, \"tid\": 1, \"ts\": 1, "
+      "\"dur\": 1}]}",
       "cut.json");
   REQUIRE(cut.t.spans.size() == 1);
   CHECK(cut.t.names.str(cut.t.spans[0].name) == "caf\xEF\xBF\xBD");
@@ -732,8 +753,9 @@ TEST_CASE("reader: JSON errors give the line and column, at a truncated end too;
         "cuprof: x.json: line 2, column 23: expected a value, found 'x'");
   // A name from the trace in the message holds a line break and an escape: still one line on stderr.
   temp_dir dir;
-  write_file(dir.file("bad.json"),
-             R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "a\nb\u001b[2J", "ts": "1", "dur": 1, "pid": 0, "tid": 7}]})");
+  write_file(
+      dir.file("bad.json"),
+      R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "a\nb\u001b[2J", "ts": "1", "dur": 1, "pid": 0, "tid": 7}]})");
   const cli_run r = cli({"table", dir.file("bad.json")});
   CHECK(r.rc == 1);
   CHECK(lines(r.err) == 1);
@@ -808,13 +830,16 @@ TEST_CASE("reader and attribution: 50,000 nested scopes with equal extents, anno
   // The reader: every scope covers the same interval, each with its GPU annotation.
   std::string json = R"({"traceEvents": [)";
   for (std::uint32_t i = 1; i <= n; ++i)
-    json += R"({"ph": "X", "cat": "user_annotation", "name": "s", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {"External id": )" +
-            std::to_string(i) + "}},\n";
+    json +=
+        R"({"ph": "X", "cat": "user_annotation", "name": "s", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {"External id": )" +
+        std::to_string(i) + "}},\n";
   for (std::uint32_t i = 1; i <= n; ++i)
-    json += R"({"ph": "X", "cat": "gpu_user_annotation", "name": "s", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"External id": )" +
-            std::to_string(i) + "}},\n";
+    json +=
+        R"({"ph": "X", "cat": "gpu_user_annotation", "name": "s", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"External id": )" +
+        std::to_string(i) + "}},\n";
   json += R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.001, "dur": 4.998,
-              "args": {"External id": )" + std::to_string(n) + R"(, "device": 0, "stream": 7, "correlation": 1}}]})";
+              "args": {"External id": )" +
+          std::to_string(n) + R"(, "device": 0, "stream": 7, "correlation": 1}}]})";
   const cuprof::loaded_trace lt = cuprof::parse_trace(json, "nested.json");
   REQUIRE(lt.t.spans.size() == n);
   REQUIRE(lt.t.gpu_annotations.size() == n);
@@ -921,4 +946,4 @@ TEST_CASE("reader: what a pipe gives is read up to a cap, then refused") {
   }
 }
 
-}  // TEST_SUITE analysis_reader
+}  // TEST_SUITE("analysis_reader")

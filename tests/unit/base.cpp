@@ -87,18 +87,18 @@ TEST_CASE("process state: a variable with this image's prefix and a bad address 
     const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
     const std::string own = published.substr(prefix.size());
     const std::vector<std::string> hostile = {
-        prefix + "zzzzzzzzzzzzzzzz",               // not hex
-        prefix + "00007f00000000g0",               // one character not hex
-        prefix,                                     // no address
-        prefix + "0000000000000000",               // null
-        prefix + "12ab",                            // short
-        prefix + own + "0",                         // one digit too many
-        prefix + "0x" + own.substr(2),              // a C prefix
-        prefix + hex16(at(heap)),                   // not a process state
-        prefix + hex16(at(heap) + 4),               // misaligned
-        prefix + hex16(at(gone)),                   // unmapped
-        prefix + hex16(at(sealed)),                 // mapped, not readable
-        prefix + hex16(at(mine) - 8),               // next to the state, not at it
+        prefix + "zzzzzzzzzzzzzzzz",                                  // not hex
+        prefix + "00007f00000000g0",                                  // one character not hex
+        prefix,                                                       // no address
+        prefix + "0000000000000000",                                  // null
+        prefix + "12ab",                                              // short
+        prefix + own + "0",                                           // one digit too many
+        prefix + "0x" + own.substr(2),                                // a C prefix
+        prefix + hex16(at(heap)),                                     // not a process state
+        prefix + hex16(at(heap) + 4),                                 // misaligned
+        prefix + hex16(at(gone)),                                     // unmapped
+        prefix + hex16(at(sealed)),                                   // mapped, not readable
+        prefix + hex16(at(mine) - 8),                                 // next to the state, not at it
         prefix + hex16(~std::uintptr_t(0) & ~std::uintptr_t(0xfff)),  // kernel space
     };
     for (std::size_t i = 0; i < hostile.size(); ++i) {
@@ -156,7 +156,8 @@ TEST_CASE("environment parsers: ranks, the record cap, flags, libcupti candidate
   CHECK(c.back() == "/usr/local/cuda/lib64/libcupti.so.13");
 }
 
-TEST_CASE("environment: one parser per kind of setting; a bad value gives one warning naming it, its value and the default used") {
+TEST_CASE(
+    "environment: one parser per kind of setting; a bad value gives one warning naming it, its value and the default used") {
   using namespace cuprof::detail;
   // CUPROF_TABLE reads like CUPROF_QUIET.
   const auto config = [](std::map<std::string, std::string> vars) {
@@ -167,18 +168,22 @@ TEST_CASE("environment: one parser per kind of setting; a bad value gives one wa
         },
         false, 1, "host", 0, 1);
   };
-  for (const char* off : {"0", "no", "false", "off", "NO"}) CHECK_FALSE(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", off}}).print_table);
-  for (const char* on : {"1", "yes", "true", "on", ""}) CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", on}}).print_table);
-  const environment_config bad = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", "maybe"}, {"CUPROF_DELAY", "nan"},
-                                         {"CUPROF_DURATION", "0x10"}, {"CUPROF_ACTIVITIES", "gpu"}});
+  for (const char* off : {"0", "no", "false", "off", "NO"})
+    CHECK_FALSE(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", off}}).print_table);
+  for (const char* on : {"1", "yes", "true", "on", ""})
+    CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", on}}).print_table);
+  const environment_config bad = config({{"CUPROF_TRACE", "t.json"},
+                                         {"CUPROF_TABLE", "maybe"},
+                                         {"CUPROF_DELAY", "nan"},
+                                         {"CUPROF_DURATION", "0x10"},
+                                         {"CUPROF_ACTIVITIES", "gpu"}});
   CHECK(bad.print_table);
   CHECK(bad.delay_s == 0);
   CHECK(bad.duration_s == 0);
-  CHECK(bad.problems == std::vector<std::string>{
-                           "CUPROF_TABLE=maybe is not 1/0, yes/no, true/false or on/off; using yes",
-                           "CUPROF_ACTIVITIES=gpu is not cpu, cuda or cpu,cuda; using cpu,cuda",
-                           "CUPROF_DELAY=nan is not a number of seconds from 0 to 1e7; using 0",
-                           "CUPROF_DURATION=0x10 is not a number of seconds from 0 to 1e7; using 0"});
+  CHECK(bad.problems == std::vector<std::string>{"CUPROF_TABLE=maybe is not 1/0, yes/no, true/false or on/off; using yes",
+                                                 "CUPROF_ACTIVITIES=gpu is not cpu, cuda or cpu,cuda; using cpu,cuda",
+                                                 "CUPROF_DELAY=nan is not a number of seconds from 0 to 1e7; using 0",
+                                                 "CUPROF_DURATION=0x10 is not a number of seconds from 0 to 1e7; using 0"});
   CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_DELAY", "1.5"}, {"CUPROF_DURATION", "2e1"}}).duration_s == 20);
   CHECK(config({{"CUPROF_TRACE", "t.json"}}).export_with.detail == cuprof::trace_detail::kineto);
   for (const char* lean : {"lean", "LEAN", "Lean"})
@@ -240,11 +245,12 @@ TEST_CASE("environment: one parser per kind of setting; a bad value gives one wa
 
 TEST_CASE("terminal_safe: bidirectional overrides, isolates and marks are escaped like controls") {
   using cuprof::detail::terminal_safe;
-  CHECK(terminal_safe("evil\xe2\x80\xae" "txt.exe") == "evil\\xe2\\x80\\xaetxt.exe");  // U+202E RIGHT-TO-LEFT OVERRIDE
+  CHECK(terminal_safe("evil\xe2\x80\xae"
+                      "txt.exe") == "evil\\xe2\\x80\\xaetxt.exe");  // U+202E RIGHT-TO-LEFT OVERRIDE
   for (const char* bidi : {"\xe2\x80\xaa", "\xe2\x80\xab", "\xe2\x80\xac", "\xe2\x80\xad", "\xe2\x80\xae",  // U+202A..E
                            "\xe2\x81\xa6", "\xe2\x81\xa7", "\xe2\x81\xa8", "\xe2\x81\xa9",                  // U+2066..9
-                           "\xe2\x80\x8e", "\xe2\x80\x8f",                                                    // U+200E, U+200F
-                           "\xd8\x9c"}) {                                                                     // U+061C
+                           "\xe2\x80\x8e", "\xe2\x80\x8f",                                                  // U+200E, U+200F
+                           "\xd8\x9c"}) {                                                                   // U+061C
     CAPTURE(bidi);
     const std::string safe = terminal_safe(std::string("a") + bidi + "b");
     CHECK(safe.find(bidi) == std::string::npos);
@@ -268,4 +274,4 @@ TEST_CASE("terminal_safe: bidirectional overrides, isolates and marks are escape
   CHECK(cli({"table", dir.file("bidi.json")}).out.find("step\\xe2\\x80\\xae1pets") != std::string::npos);
 }
 
-}  // TEST_SUITE base
+}  // TEST_SUITE("base")

@@ -47,9 +47,7 @@ namespace {
 
 using cuprof::no_index;
 
-std::uint32_t index_of(const cuprof::trace& t, const cuprof::cpu_span* s) {
-  return std::uint32_t(s - t.spans.data());
-}
+std::uint32_t index_of(const cuprof::trace& t, const cuprof::cpu_span* s) { return std::uint32_t(s - t.spans.data()); }
 
 // A one-shot gate for threads.
 class gate {
@@ -106,9 +104,7 @@ std::size_t spans_outside_window(const cuprof::trace& t) {
 
 // The chunks a recording can hold: the cap, passed by at most one chunk per
 // thread racing past it, plus each thread's first chunk.
-std::size_t chunk_bound(std::size_t threads) {
-  return cuprof::detail::global_chunk_pool().max_chunks() + 2 * threads;
-}
+std::size_t chunk_bound(std::size_t threads) { return cuprof::detail::global_chunk_pool().max_chunks() + 2 * threads; }
 
 }  // namespace
 
@@ -224,18 +220,12 @@ TEST_CASE("nested scopes: parents, counts, self <= total, self = total - childre
 }
 
 TEST_CASE("scopes record nothing while no profiler runs") {
-  {
-    CUPROF_SCOPE("before_start");
-  }
+  { CUPROF_SCOPE("before_start"); }
   cuprof::profile prof(cpu_only());
   prof.start();
-  {
-    CUPROF_SCOPE("during");
-  }
+  { CUPROF_SCOPE("during"); }
   prof.stop();
-  {
-    CUPROF_SCOPE("after_stop");
-  }
+  { CUPROF_SCOPE("after_stop"); }
   CHECK(prof.last_trace().spans.size() == 1);
   CHECK(count_spans(prof.last_trace(), "during") == 1);
   // A later window does not see the scope run between the two windows.
@@ -437,7 +427,9 @@ TEST_CASE("tick_converter: the default converter is the identity; fitted convert
   CHECK(std::llabs(spanned - expected) <= 50000);
 }
 
-TEST_CASE("many short-lived threads in one window: chunks stay within CUPROF_MAX_CPU_EVENTS, drops are counted, stop() gives the chunks back") {
+TEST_CASE(
+    "many short-lived threads in one window: chunks stay within CUPROF_MAX_CPU_EVENTS, drops are counted, stop() gives the "
+    "chunks back") {
   const int rc = in_child(
       [] {
         cuprof::detail::chunk_pool& pool = cuprof::detail::global_chunk_pool();
@@ -468,8 +460,8 @@ TEST_CASE("many short-lived threads in one window: chunks stay within CUPROF_MAX
         std::fflush(stdout);
         int failed = 0;
         if (most > std::max(before, cap) + 1) failed |= 1;  // within the cap, whatever the number of threads
-        if (after > before + 1) failed |= 2;                 // given back at stop()
-        if (t.meta.dropped_cpu_events == 0) failed |= 4;     // the threads past the cap count what they lost
+        if (after > before + 1) failed |= 2;                // given back at stop()
+        if (t.meta.dropped_cpu_events == 0) failed |= 4;    // the threads past the cap count what they lost
         if (count_spans(t, "short_lived") + t.meta.dropped_cpu_events < threads) failed |= 8;
         if (count_spans(t, "short_lived") == 0) failed |= 16;  // the threads within the cap record
         if (malformed_spans(t) != 0) failed |= 32;
@@ -481,7 +473,8 @@ TEST_CASE("many short-lived threads in one window: chunks stay within CUPROF_MAX
 
 // --- Scopes that end on another thread, or in a later window ------------------------
 
-TEST_CASE("a scope entered on a thread that exited and ended in a later window is dropped and counted, never written to freed memory") {
+TEST_CASE(
+    "a scope entered on a thread that exited and ended in a later window is dropped and counted, never written to freed memory") {
   const int rc = in_child([] {
     int failed = 0;
     // All on a fresh thread: its first buffer is allocated after the exited
@@ -526,7 +519,9 @@ TEST_CASE("a scope entered on a thread that exited and ended in a later window i
   CHECK(rc == 0);
 }
 
-TEST_CASE("a scope entered on one thread and ended on another while the first keeps recording: dropped and counted, the first thread's spans all kept") {
+TEST_CASE(
+    "a scope entered on one thread and ended on another while the first keeps recording: dropped and counted, the first thread's "
+    "spans all kept") {
   const int rc = in_child([] {
     cuprof::profile prof(cpu_only());
     prof.start();
@@ -650,8 +645,7 @@ TEST_CASE("8 threads x 10,000 scopes: every span, each with its own thread's tid
     if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == t.meta.pid)
       thread_names[e["tid"].get<std::uint64_t>()] = e["args"]["name"];
   for (int i = 0; i < threads; ++i)
-    CHECK(thread_names[tids[i]] ==
-          "thread " + std::to_string(tids[i]) + " (cuprof-w" + std::to_string(i) + ")");
+    CHECK(thread_names[tids[i]] == "thread " + std::to_string(tids[i]) + " (cuprof-w" + std::to_string(i) + ")");
 }
 
 TEST_CASE("threads that exited before stop() keep their spans") {
@@ -1044,12 +1038,18 @@ TEST_CASE("names longer than a chunk holds are cut, and that is said once per pr
   CHECK(prof.last_trace().spans.size() == 9);
 }
 
-static void two_scopes_on_one_line() { CUPROF_FUNCTION(); CUPROF_SCOPE("same_line_inner"); }
+static void two_scopes_on_one_line() {
+  CUPROF_FUNCTION();
+  CUPROF_SCOPE("same_line_inner");
+}
 
 TEST_CASE("two scopes on one source line compile and both record") {
   cuprof::profile prof(cpu_only());
   prof.start();
-  { CUPROF_SCOPE("same_line_a"); CUPROF_SCOPE("same_line_b"); }
+  {
+    CUPROF_SCOPE("same_line_a");
+    CUPROF_SCOPE("same_line_b");
+  }
   two_scopes_on_one_line();
   prof.stop();
   const cuprof::trace& t = prof.last_trace();
@@ -1064,4 +1064,4 @@ TEST_CASE("two scopes on one source line compile and both record") {
   }
 }
 
-}  // TEST_SUITE collect
+}  // TEST_SUITE("collect")

@@ -62,12 +62,9 @@ std::string raw_name(api_domain d, std::uint32_t cbid) {
       {311, "cudaGraphLaunch_v10000"},
   };
   static const std::map<std::uint32_t, std::string> driver = {
-      {307, "cuLaunchKernel"},
-      {652, "cuLaunchKernelEx"},
-      {1000, "cuKernelGetName"},
-      {451, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
-      {17, "cuCtxSynchronize"},
-      {126, "cuStreamSynchronize"},
+      {307, "cuLaunchKernel"},   {652, "cuLaunchKernelEx"},
+      {1000, "cuKernelGetName"}, {451, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
+      {17, "cuCtxSynchronize"},  {126, "cuStreamSynchronize"},
       {514, "cuGraphLaunch"},
   };
   const auto& m = d == api_domain::runtime ? runtime : driver;
@@ -220,22 +217,22 @@ struct scenario {
   static constexpr std::uint64_t start = 1000, end = 100000;
 
   void api_records() {
-    runtime(store, 211, 500, 800, 5);      // before the window
-    runtime(store, 3, 2500, 2600, 9);      // cudaGetDevice: noise
-    runtime(store, 211, 3000, 8000, 10);   // cudaLaunchKernel ...
-    driver(store, 1000, 3200, 3300, 12);   //   cuKernelGetName: noise
-    driver(store, 307, 3500, 7500, 11);    //   ... nested cuLaunchKernel: folded, its kernel is the runtime call's
-    runtime(store, 505, 9000, 12000, 13);  // ___cudaLaunchKernel (CUDA 13 <<<>>>)
-    driver(store, 307, 9500, 11000, 14);   //   nested cuLaunchKernel
-    driver(store, 652, 13000, 15000, 15);  // cuLaunchKernelEx alone (cuBLAS)
-    runtime(store, 251, 16000, 16500, 16); // occupancy query ...
-    driver(store, 451, 16100, 16400, 17);  //   ... with its nested driver call
-    runtime(store, 999, 17000, 17100, 18); // a cbid CUPTI cannot name
-    driver(store, 2000, 17200, 17300, 19); // an unnamed driver call: not whitelisted
-    runtime(store, 214, 18000, 18500, 25); // cudaLaunchKernel_ptsz
+    runtime(store, 211, 500, 800, 5);            // before the window
+    runtime(store, 3, 2500, 2600, 9);            // cudaGetDevice: noise
+    runtime(store, 211, 3000, 8000, 10);         // cudaLaunchKernel ...
+    driver(store, 1000, 3200, 3300, 12);         //   cuKernelGetName: noise
+    driver(store, 307, 3500, 7500, 11);          //   ... nested cuLaunchKernel: folded, its kernel is the runtime call's
+    runtime(store, 505, 9000, 12000, 13);        // ___cudaLaunchKernel (CUDA 13 <<<>>>)
+    driver(store, 307, 9500, 11000, 14);         //   nested cuLaunchKernel
+    driver(store, 652, 13000, 15000, 15);        // cuLaunchKernelEx alone (cuBLAS)
+    runtime(store, 251, 16000, 16500, 16);       // occupancy query ...
+    driver(store, 451, 16100, 16400, 17);        //   ... with its nested driver call
+    runtime(store, 999, 17000, 17100, 18);       // a cbid CUPTI cannot name
+    driver(store, 2000, 17200, 17300, 19);       // an unnamed driver call: not whitelisted
+    runtime(store, 214, 18000, 18500, 25);       // cudaLaunchKernel_ptsz
     runtime(store, 211, 19000, 19500, 26, 700);  // a launch that failed: no kernel will come
-    runtime(store, 41, 31000, 33000, 20);  // cudaMemcpyAsync
-    runtime(store, 51, 34000, 35000, 21);  // cudaMemsetAsync
+    runtime(store, 41, 31000, 33000, 20);        // cudaMemcpyAsync
+    runtime(store, 51, 34000, 35000, 21);        // cudaMemsetAsync
     sync_call(store, 131, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 36000, 39000, 22, 1, 7);
     // cudaDeviceSynchronize, outside every scope
     sync_call(store, 165, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, 91000, 95000, 23, 1, 0);
@@ -246,16 +243,16 @@ struct scenario {
     kernel(store, "plain_kernel", 61000, 62000, 13);
     kernel(store, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 63000, 70000, 15);
     kernel(store, "ptsz_kernel", 73500, 74000, 25, 9);
-    memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
-               CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1 << 20, 71000, 72000, 20);
+    memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+               1 << 20, 71000, 72000, 20);
     memset_rec(store, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 4, 72500, 72600, 21);
     kernel(store, "late_kernel", 152000, 153000, 30);  // belongs to the next window
-    memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
-               CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 64, 0, 0, 24);  // timestamps lost
-    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST, 500, 1500);    // clamped to 1000
-    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, 99000, 101000);     // clamped to 100000
-    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE, 100, 200);              // before: dropped
-    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER, 150000, 151000);       // after: kept
+    memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 64,
+               0, 0, 24);                                                             // timestamps lost
+    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST, 500, 1500);  // clamped to 1000
+    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, 99000, 101000);   // clamped to 100000
+    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE, 100, 200);            // before: dropped
+    overhead_rec(store, CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER, 150000, 151000);     // after: kept
     store.add_dropped(3);
   }
   void first_kernel() { kernel(store, "_Z14VectorSubtractPKiS0_Pii", 50000, 60000, 11); }
@@ -292,7 +289,7 @@ TEST_CASE("api_base_name strips CUPTI's version suffix, _ptsz/_ptds and leading 
   CHECK(api_base_name("cuLaunchKernelEx") == "cuLaunchKernelEx");
   CHECK(api_base_name("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000") ==
         "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
-  CHECK(api_base_name("name_v") == "name_v");       // no digits: not a version
+  CHECK(api_base_name("name_v") == "name_v");  // no digits: not a version
   CHECK(api_base_name("name_v12a") == "name_v12a");
   CHECK(api_base_name("") == "");
 }
@@ -360,11 +357,9 @@ TEST_CASE("record kinds' names: memory kinds, copy kinds, sync types, overhead k
   CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_HTOH)) == "HtoH");
   CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP)) == "PtoP");
   CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE)) == "Event Sync");
-  CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT)) ==
-        "Stream Wait Event");
+  CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT)) == "Stream Wait Event");
   CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE)) == "Stream Sync");
-  CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE)) ==
-        "Context Sync");
+  CHECK(std::string(cuprof::sync_kind_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE)) == "Context Sync");
   CHECK(std::string(overhead_kind_name(CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST)) == "Activity Buffer Request");
   CHECK(std::string(overhead_kind_name(CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH)) == "Buffer Flush");
   CHECK(std::string(overhead_kind_name(CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER)) == "Driver Compiler");
@@ -373,10 +368,10 @@ TEST_CASE("record kinds' names: memory kinds, copy kinds, sync types, overhead k
 
 TEST_CASE("a driver call inside a runtime call is folded on arrival, in either record order") {
   record_store store{raw_name};
-  driver(store, 307, 3500, 7500, 11);   // CUPTI writes an API record at the call's exit: the inner one first
+  driver(store, 307, 3500, 7500, 11);  // CUPTI writes an API record at the call's exit: the inner one first
   runtime(store, 211, 3000, 8000, 10);
   runtime(store, 211, 9000, 12000, 13);
-  driver(store, 307, 9500, 11000, 14);  // and the other order
+  driver(store, 307, 9500, 11000, 14);       // and the other order
   kernel(store, "first", 20000, 21000, 11);  // carries the driver call's id
   kernel(store, "second", 22000, 23000, 13);
   CHECK(store.staged() == 4);  // two calls, two kernels: the driver calls are not kept
@@ -473,7 +468,7 @@ TEST_CASE("take(): noise dropped, names cleaned, nested driver calls folded, win
   // GPU records of the window only.
   CHECK(t.gpu.size() == 8);
   const cuprof::gpu_activity* vs = gpu_named(t, vector_subtract);
-  REQUIRE(vs);  // demangled
+  REQUIRE(vs);                   // demangled
   CHECK(vs->correlation == 10);  // its record carried the nested cuLaunchKernel's id
   CHECK(vs->start_ns == 50000);
   CHECK(vs->end_ns == 60000);
@@ -539,11 +534,11 @@ TEST_CASE("take(): records share their kinds and lanes; a copy taken in a later 
     kernel(store, "k", 5000 + i * 100, 5050 + i * 100, 10 + i, /*stream*/ 7 + i % 2);
   }
   runtime(store, 41, 2000, 2100, 20);  // cudaMemcpyAsync: its copy runs after the window, and belongs to it
-  memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
-             CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 3ull << 32, 9000, 9500, 20);  // 12 GiB: beyond 32 bits
-  runtime(store, 41, 20000, 20100, 21);  // the second window's copy, staged before the first is taken
-  memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
-             CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 4096, 21000, 21500, 21);
+  memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+             3ull << 32, 9000, 9500, 20);  // 12 GiB: beyond 32 bits
+  runtime(store, 41, 20000, 20100, 21);    // the second window's copy, staged before the first is taken
+  memcpy_rec(store, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 4096,
+             21000, 21500, 21);
   runtime(store, 211, 22000, 22100, 22, 100000);  // a return value beyond 16 bits: clamped, still nonzero
 
   cuprof::trace first;
@@ -613,8 +608,7 @@ TEST_CASE("take(): a window of many staged chunks, threads interleaved in storag
     for (std::uint32_t th = 0; th < threads; ++th)
       api(store, api_domain::runtime, 211, call_start(i, th), call_start(i, th) + 250, runtime_id(i, th), tid + th);
     for (std::uint32_t th = 0; th < threads; ++th)
-      api(store, api_domain::driver, 307, call_start(i, th) + 50, call_start(i, th) + 200, runtime_id(i, th) + 1,
-          tid + th);
+      api(store, api_domain::driver, 307, call_start(i, th) + 50, call_start(i, th) + 200, runtime_id(i, th) + 1, tid + th);
   }
   for (std::uint32_t i = 0; i < launches; ++i)
     for (std::uint32_t th = 0; th < threads; ++th)  // the driver call's id, or the runtime call's, as CUPTI gives either
@@ -734,7 +728,9 @@ TEST_CASE("discard_before() drops everything recorded before a tick") {
   CHECK(store.staged() == 0);
 }
 
-TEST_CASE("lost timestamps (start = end = 0, or end before start): copies, memsets and kernels with no launch id are counted, not staged") {
+TEST_CASE(
+    "lost timestamps (start = end = 0, or end before start): copies, memsets and kernels with no launch id are counted, not "
+    "staged") {
   record_store store(raw_name);
   runtime(store, 211, 100, 200, 1);
   kernel(store, "lost", 0, 0, 1);  // kept, marked, placed by its launch (the next case)
@@ -754,7 +750,8 @@ TEST_CASE("lost timestamps (start = end = 0, or end before start): copies, memse
   CHECK(t.meta.dropped_gpu_records == 3);
 }
 
-TEST_CASE("a kernel CUPTI could not time (a device-side assert) is kept: on its stream, at its launch's end, 0 ns, marked, linked") {
+TEST_CASE(
+    "a kernel CUPTI could not time (a device-side assert) is kept: on its stream, at its launch's end, 0 ns, marked, linked") {
   record_store store(raw_name);
   runtime(store, 211, 2000, 3000, 1);
   kernel(store, "before_the_assert", 3500, 4000, 1);
@@ -1192,9 +1189,9 @@ TEST_CASE("attribution, key_averages and flows over the converted window") {
 // driver's cuStreamSynchronize and cuStreamWaitEvent take it first too; their
 // params header needs the driver API's old types, which cuda.h here hides).
 static_assert(offsetof(cudaStreamSynchronize_v3020_params, stream) == 0 &&
-              offsetof(cudaStreamSynchronize_ptsz_v7000_params, stream) == 0 &&
-              offsetof(cudaStreamWaitEvent_v3020_params, stream) == 0 &&
-              offsetof(cudaStreamWaitEvent_ptsz_v7000_params, stream) == 0,
+                  offsetof(cudaStreamSynchronize_ptsz_v7000_params, stream) == 0 &&
+                  offsetof(cudaStreamWaitEvent_v3020_params, stream) == 0 &&
+                  offsetof(cudaStreamWaitEvent_ptsz_v7000_params, stream) == 0,
               "a synchronization's stream is no longer its call's first parameter");
 
 // Stands in for cuptiGetStreamIdEx: stream ids 100 + the handle's value;
@@ -1217,14 +1214,22 @@ TEST_CASE("call_recorder: synchronizations get their sync records from the calls
   const CUstream per_thread = CU_STREAM_PER_THREAD;
   const cudaStream_t default_stream = nullptr;
   // cudaStreamSynchronize(s) and the driver call it makes: one wait, one record.
-  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 131, 1, 0,
-              [&] { traced_call(recorder, CUPTI_CB_DOMAIN_DRIVER_API, 126, 2, 0, [] {}, &user_stream, 3); },
-              &user_stream, 3);
-  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 165, 3, 0, [] {}, nullptr, 3);          // cudaDeviceSynchronize
-  traced_call(recorder, CUPTI_CB_DOMAIN_DRIVER_API, 126, 4, 0, [] {}, &per_thread, 3);       // cuStreamSynchronize alone
-  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 239, 5, 0, [] {}, &default_stream, 3);  // the _ptsz variant
-  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 6);                                // a launch: no sync record
-  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 131, 7, 900, [] {}, &user_stream, 3);  // failed: waited for nothing
+  traced_call(
+      recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 131, 1, 0,
+      [&] {
+        traced_call(
+            recorder, CUPTI_CB_DOMAIN_DRIVER_API, 126, 2, 0, [] {}, &user_stream, 3);
+      },
+      &user_stream, 3);
+  traced_call(
+      recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 165, 3, 0, [] {}, nullptr, 3);  // cudaDeviceSynchronize
+  traced_call(
+      recorder, CUPTI_CB_DOMAIN_DRIVER_API, 126, 4, 0, [] {}, &per_thread, 3);  // cuStreamSynchronize alone
+  traced_call(
+      recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 239, 5, 0, [] {}, &default_stream, 3);  // the _ptsz variant
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 6);                        // a launch: no sync record
+  traced_call(
+      recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 131, 7, 900, [] {}, &user_stream, 3);  // failed: waited for nothing
   recorder.drain_into(store);
   cuprof::trace t;
   store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
@@ -1234,7 +1239,7 @@ TEST_CASE("call_recorder: synchronizations get their sync records from the calls
     by_correlation[g.correlation] = &g;
   }
   REQUIRE(by_correlation.size() == 4);
-  REQUIRE(t.gpu.size() == 4);  // the nested driver call made none of its own, nor the failed sync
+  REQUIRE(t.gpu.size() == 4);                           // the nested driver call made none of its own, nor the failed sync
   CHECK(calls_named(t, "cudaStreamSynchronize") == 3);  // the failed one still shown as a call (and the _ptsz one)
   const cuprof::gpu_activity& stream_sync = *by_correlation[1];
   CHECK(t.names.str(stream_sync.name) == "Stream Sync");
@@ -1321,4 +1326,4 @@ TEST_CASE("CUPROF_CUPTI_LIBRARY that cannot be loaded, or is not CUPTI: one clea
   }
 }
 
-}  // TEST_SUITE cupti
+}  // TEST_SUITE("cupti")

@@ -68,10 +68,10 @@ TEST_CASE("attribute: API calls go to the innermost open scope on their own thre
   const std::uint32_t c_inner_start = b.call("cudaLaunchKernel", 200, 205, 12);  // at the scope's start
   const std::uint32_t c_outer = b.call("cudaLaunchKernel", 550, 560, 13);        // between the children
   const std::uint32_t c_sibling = b.call("cudaLaunchKernel", 700, 710, 14);
-  const std::uint32_t c_none = b.call("cudaLaunchKernel", 1500, 1510, 15);       // after every scope
-  const std::uint32_t c_before = b.call("cudaLaunchKernel", 50, 60, 16);         // before every scope
+  const std::uint32_t c_none = b.call("cudaLaunchKernel", 1500, 1510, 15);  // after every scope
+  const std::uint32_t c_before = b.call("cudaLaunchKernel", 50, 60, 16);    // before every scope
   const std::uint32_t c_other = b.call("cudaLaunchKernel", 300, 310, 17, 2);
-  const std::uint32_t c_lonely = b.call("cudaLaunchKernel", 300, 310, 18, 3);    // a thread with no scopes
+  const std::uint32_t c_lonely = b.call("cudaLaunchKernel", 300, 310, 18, 3);  // a thread with no scopes
   b.gpu("k_inner", 2000, 2100, 11);
   b.gpu("k_orphan", 2200, 2300, 999);  // its launch was not recorded
   cuprof::attribute(b.t);
@@ -216,7 +216,7 @@ TEST_CASE("derive_gpu_annotations: one per (scope, stream), over nested scopes, 
   REQUIRE(r_outer);
   REQUIRE(r_inner);
   REQUIRE(r_step);
-  CHECK(r_inner->self_cuda_ns == 200);   // k1 + k2
+  CHECK(r_inner->self_cuda_ns == 200);  // k1 + k2
   CHECK(r_inner->cuda_total_ns == 200);
   CHECK(r_outer->self_cuda_ns == 400);   // k3
   CHECK(r_outer->cuda_total_ns == 600);  // k3 + inner's
@@ -226,9 +226,9 @@ TEST_CASE("derive_gpu_annotations: one per (scope, stream), over nested scopes, 
   CHECK(avg.find("ProfilerStep#0", cuprof::row_kind::gpu_annotation) == nullptr);
   const auto* ann_outer = avg.find("outer", cuprof::row_kind::gpu_annotation);
   REQUIRE(ann_outer);
-  CHECK(ann_outer->count == 2);                      // two streams
-  CHECK(ann_outer->self_cuda_ns == 1400 + 100);      // [6000,7400] + [6200,6300]
-  CHECK(avg.self_cuda_time_total_ns() == 600);       // work only, annotations excluded
+  CHECK(ann_outer->count == 2);                  // two streams
+  CHECK(ann_outer->self_cuda_ns == 1400 + 100);  // [6000,7400] + [6200,6300]
+  CHECK(avg.self_cuda_time_total_ns() == 600);   // work only, annotations excluded
   const auto* sync_call = avg.find("cudaStreamSynchronize", cuprof::row_kind::cuda_api);
   REQUIRE(sync_call);
   CHECK(sync_call->cpu_total_ns == 500);
@@ -345,17 +345,17 @@ TEST_CASE("stats: min, median, p95 and max") {
 TEST_CASE("api vocabulary: launches, copies, synchronizations and occupancy queries, by any name CUPTI gives") {
   using namespace cuprof::detail;
   // A stream waits on the GPU: a synchronization (a cuda_sync record, an arrow), but the CPU thread goes on.
-  for (const char* name : {"cudaStreamWaitEvent", "cudaStreamWaitEvent_ptsz_v7000", "cuStreamWaitEvent",
-                           "cuStreamWaitEvent_ptsz"}) {
+  for (const char* name :
+       {"cudaStreamWaitEvent", "cudaStreamWaitEvent_ptsz_v7000", "cuStreamWaitEvent", "cuStreamWaitEvent_ptsz"}) {
     CAPTURE(name);
     CHECK(is_synchronization(name));
     CHECK_FALSE(is_cpu_blocking_synchronization(name));
     CHECK(draws_flow(name));
     CHECK_FALSE(enqueues_gpu_work(name));
   }
-  for (const char* name : {"cudaDeviceSynchronize", "cudaDeviceSynchronize_v3020", "cudaStreamSynchronize_ptsz_v7000",
-                           "cudaEventSynchronize", "cudaThreadSynchronize_v3020", "cuCtxSynchronize_v2",
-                           "cuStreamSynchronize_ptsz", "cuEventSynchronize"}) {
+  for (const char* name :
+       {"cudaDeviceSynchronize", "cudaDeviceSynchronize_v3020", "cudaStreamSynchronize_ptsz_v7000", "cudaEventSynchronize",
+        "cudaThreadSynchronize_v3020", "cuCtxSynchronize_v2", "cuStreamSynchronize_ptsz", "cuEventSynchronize"}) {
     CAPTURE(name);
     CHECK(is_cpu_blocking_synchronization(name));
     CHECK(is_synchronization(name));
@@ -363,19 +363,26 @@ TEST_CASE("api vocabulary: launches, copies, synchronizations and occupancy quer
     CHECK_FALSE(enqueues_gpu_work(name));
   }
   // The sync record each makes, numbered as CUPTI numbers its types (sync_kind_name); none for other calls.
-  for (const auto& [name, kind] : std::vector<std::pair<const char*, int>>{
-           {"cudaEventSynchronize_v3020", 1}, {"cuEventSynchronize", 1}, {"cudaStreamWaitEvent_ptsz_v7000", 2},
-           {"cuStreamWaitEvent", 2}, {"cudaStreamSynchronize_v3020", 3}, {"cuStreamSynchronize_ptsz", 3},
-           {"cudaDeviceSynchronize_v3020", 4}, {"cudaThreadSynchronize_v3020", 4}, {"cuCtxSynchronize_v2", 4},
-           {"cudaLaunchKernel_v7000", 0}, {"cudaMemcpyAsync_v3020", 0}, {"cudaStreamQuery_v3020", 0}}) {
+  for (const auto& [name, kind] : std::vector<std::pair<const char*, int>>{{"cudaEventSynchronize_v3020", 1},
+                                                                           {"cuEventSynchronize", 1},
+                                                                           {"cudaStreamWaitEvent_ptsz_v7000", 2},
+                                                                           {"cuStreamWaitEvent", 2},
+                                                                           {"cudaStreamSynchronize_v3020", 3},
+                                                                           {"cuStreamSynchronize_ptsz", 3},
+                                                                           {"cudaDeviceSynchronize_v3020", 4},
+                                                                           {"cudaThreadSynchronize_v3020", 4},
+                                                                           {"cuCtxSynchronize_v2", 4},
+                                                                           {"cudaLaunchKernel_v7000", 0},
+                                                                           {"cudaMemcpyAsync_v3020", 0},
+                                                                           {"cudaStreamQuery_v3020", 0}}) {
     CAPTURE(name);
     CHECK(int(synchronization_kind(name)) == kind);
   }
   // Kernel launches, runtime and driver, with CUPTI's suffixes and CUDA 13's <<<>>> path.
-  for (const char* name : {"cudaLaunchKernel", "cudaLaunchKernel_ptsz_v7000", "___cudaLaunchKernel_v13000",
-                           "cudaLaunchKernelExC_v11060", "cudaLaunchCooperativeKernel_v9000",
-                           "cudaLaunchCooperativeKernelMultiDevice_v9000", "cudaLaunch_v3020", "cuLaunchKernel",
-                           "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuLaunchGridAsync"}) {
+  for (const char* name :
+       {"cudaLaunchKernel", "cudaLaunchKernel_ptsz_v7000", "___cudaLaunchKernel_v13000", "cudaLaunchKernelExC_v11060",
+        "cudaLaunchCooperativeKernel_v9000", "cudaLaunchCooperativeKernelMultiDevice_v9000", "cudaLaunch_v3020", "cuLaunchKernel",
+        "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuLaunchGridAsync"}) {
     CAPTURE(name);
     CHECK(is_kernel_launch(name));
     CHECK(enqueues_gpu_work(name));
@@ -384,8 +391,8 @@ TEST_CASE("api vocabulary: launches, copies, synchronizations and occupancy quer
     CHECK_FALSE(is_occupancy_query(name));
   }
   // Graph launches, copies and memsets put work on the GPU too, but no kernel launch of their own.
-  for (const char* name : {"cudaGraphLaunch_v10000", "cuGraphLaunch_ptsz", "cudaMemcpyAsync_v3020",
-                           "cudaMemcpy_ptds_v7000", "cuMemcpyHtoD_v2", "cudaMemsetAsync", "cuMemsetD8Async"}) {
+  for (const char* name : {"cudaGraphLaunch_v10000", "cuGraphLaunch_ptsz", "cudaMemcpyAsync_v3020", "cudaMemcpy_ptds_v7000",
+                           "cuMemcpyHtoD_v2", "cudaMemsetAsync", "cuMemsetD8Async"}) {
     CAPTURE(name);
     CHECK(enqueues_gpu_work(name));
     CHECK(draws_flow(name));
@@ -399,8 +406,7 @@ TEST_CASE("api vocabulary: launches, copies, synchronizations and occupancy quer
     CHECK_FALSE(enqueues_gpu_work(name));
     CHECK_FALSE(draws_flow(name));
   }
-  for (const char* name : {"cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000",
-                           "cuOccupancyMaxPotentialBlockSize"}) {
+  for (const char* name : {"cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000", "cuOccupancyMaxPotentialBlockSize"}) {
     CAPTURE(name);
     CHECK(is_occupancy_query(name));
     CHECK_FALSE(enqueues_gpu_work(name));
@@ -439,7 +445,7 @@ TEST_CASE("occupancy estimate: limits by threads, registers, shared memory and g
   }
   SUBCASE("register-limited") {
     k.grid[0] = 100000;
-    k.registers_per_thread = 255;  // 65536 / (255 * 128) = 2 blocks
+    k.registers_per_thread = 255;                                    // 65536 / (255 * 128) = 2 blocks
     CHECK(cuprof::detail::estimate_occupancy(k, &d).percent == 12);  // 8 / 64
   }
   SUBCASE("shared-memory-limited") {
@@ -456,4 +462,4 @@ TEST_CASE("occupancy estimate: limits by threads, registers, shared memory and g
   }
 }
 
-}  // TEST_SUITE model
+}  // TEST_SUITE("model")

@@ -156,9 +156,8 @@ cuprof::trace every_kind_trace(std::size_t rounds) {
     cuprof::api_call c;
     c.start_ns = now + 1000;
     c.end_ns = now + 2000;
-    c.kind = std::uint16_t(t.add_call_kind({names[(r + 3) % 5], 0,
-                                            r % 2 ? cuprof::api_domain::driver : cuprof::api_domain::runtime,
-                                            r % 11 != 10}));
+    c.kind = std::uint16_t(
+        t.add_call_kind({names[(r + 3) % 5], 0, r % 2 ? cuprof::api_domain::driver : cuprof::api_domain::runtime, r % 11 != 10}));
     c.tid = tid;
     c.correlation = r + 1;
     t.api_calls.push_back(c);
@@ -256,26 +255,28 @@ TEST_CASE("output: symlinks and FIFOs planted at the temporary file's old predic
   // In a child, so that its pid is known before the export and a FIFO that
   // blocked it could not hang the suite. The old name was "<path>.tmp.<pid>.<n>",
   // n counting exports in the process: every n up to 2,048 is planted.
-  const int rc = in_child([&] {
-    int failures = 0;
-    const std::string pid = std::to_string(::getpid());
-    for (const char* name : {"linked.json", "linked.json.gz", "fifo.json", "fifo.json.gz"}) {
-      const bool fifo = std::string(name).rfind("fifo", 0) == 0;
-      const std::string target = (dir.path / name).string();
-      for (int n = 0; n < 2048; ++n) {
-        const std::string planted = target + ".tmp." + pid + "." + std::to_string(n);
-        if ((fifo ? ::mkfifo(planted.c_str(), 0666) : ::symlink(victim.c_str(), planted.c_str())) != 0) return 10;
-      }
-      try {
-        cuprof::export_chrome_trace(t, target);
-        if (cuprof::read_trace_file(target).t.spans.size() != t.spans.size()) ++failures;
-      } catch (const cuprof::error& e) {
-        std::fprintf(stderr, "%s: %s\n", name, e.what());
-        ++failures;
-      }
-    }
-    return failures;
-  }, 20);
+  const int rc = in_child(
+      [&] {
+        int failures = 0;
+        const std::string pid = std::to_string(::getpid());
+        for (const char* name : {"linked.json", "linked.json.gz", "fifo.json", "fifo.json.gz"}) {
+          const bool fifo = std::string(name).rfind("fifo", 0) == 0;
+          const std::string target = (dir.path / name).string();
+          for (int n = 0; n < 2048; ++n) {
+            const std::string planted = target + ".tmp." + pid + "." + std::to_string(n);
+            if ((fifo ? ::mkfifo(planted.c_str(), 0666) : ::symlink(victim.c_str(), planted.c_str())) != 0) return 10;
+          }
+          try {
+            cuprof::export_chrome_trace(t, target);
+            if (cuprof::read_trace_file(target).t.spans.size() != t.spans.size()) ++failures;
+          } catch (const cuprof::error& e) {
+            std::fprintf(stderr, "%s: %s\n", name, e.what());
+            ++failures;
+          }
+        }
+        return failures;
+      },
+      20);
   CHECK(rc == 0);  // -1: an export blocked on a FIFO
   CHECK(slurp(victim) == "precious");
   std::size_t symlinks = 0, fifos = 0;
@@ -327,15 +328,17 @@ TEST_CASE("output: temporary files left by killed writes are removed once their 
   const fs::path victim = dir.path / "victim";
   { std::ofstream(victim) << "precious"; }
   const std::string target = (dir.path / "t.json").string();
-  const auto leftover = [&](pid_t writer, const std::string& tail) { return target + ".tmp." + std::to_string(writer) + "." + tail; };
+  const auto leftover = [&](pid_t writer, const std::string& tail) {
+    return target + ".tmp." + std::to_string(writer) + "." + tail;
+  };
   const timespec two_minutes_ago[2] = {{std::time(nullptr) - 120, 0}, {std::time(nullptr) - 120, 0}};
   const auto plant = [&](const std::string& path, bool old) {
     { std::ofstream(path) << "half a trace"; }
     if (old) REQUIRE(::utimensat(AT_FDCWD, path.c_str(), two_minutes_ago, 0) == 0);
   };
-  plant(leftover(dead, "0"), true);                    // the old naming
-  plant(leftover(dead, "5f3a9c01d2e4b786"), true);     // the current one
-  plant(leftover(dead, "recent"), false);              // touched within the minute: maybe a writer elsewhere
+  plant(leftover(dead, "0"), true);                 // the old naming
+  plant(leftover(dead, "5f3a9c01d2e4b786"), true);  // the current one
+  plant(leftover(dead, "recent"), false);           // touched within the minute: maybe a writer elsewhere
   plant(leftover(alive, "1a2b3c4d5e6f7a8b"), true);
   plant((dir.path / "other.json").string() + ".tmp." + std::to_string(dead) + ".0", true);
   REQUIRE(::symlink(victim.c_str(), leftover(dead, "link").c_str()) == 0);
@@ -480,7 +483,8 @@ TEST_CASE("[child] the trace's directory is swapped for a symlink mid-run") {
   { CUPROF_SCOPE("after_the_swap"); }
 }
 
-TEST_CASE("output: CUPROF_TRACE writes into the directory its path named at start, not through a symlink put in its place since") {
+TEST_CASE(
+    "output: CUPROF_TRACE writes into the directory its path named at start, not through a symlink put in its place since") {
   temp_dir dir;
   fs::create_directory(dir.path / "d");
   fs::create_directory(dir.path / "other");
@@ -560,7 +564,8 @@ TEST_CASE("output: a file being written when its directory is swapped for a syml
   CHECK(files_in(dir.path / "d_moved").size() == 2);
 }
 
-TEST_CASE("output: a bound directory whose descriptor the program closed is opened by name again, only if it is the same directory") {
+TEST_CASE(
+    "output: a bound directory whose descriptor the program closed is opened by name again, only if it is the same directory") {
   const cuprof::trace t = many_spans(10);
   temp_dir dir;
   fs::create_directory(dir.path / "d");
@@ -674,8 +679,8 @@ TEST_CASE("blocks formatted on several threads make the serial writer's document
   // has v1 flows) and its second (v1, ordinal 1 in the id's high half), contexts (two on
   // device 1), GPU annotations, overhead lanes, escapes and U+FFFD.
   for (const char* part : {"\"bind_id\":4294967297,\"flow_out\":true,", "\"bind_id\":4294967297,\"flow_in\":true,",
-                           "\"id\":4294967305,", "\"context\":2", "\"gpu_user_annotation\"", "\"tid\":1,",
-                           "\\u0001", "\xEF\xBF\xBD", "\xf0\x9f\x9a\x80", "quote \\\" back \\\\"})
+                           "\"id\":4294967305,", "\"context\":2", "\"gpu_user_annotation\"", "\"tid\":1,", "\\u0001",
+                           "\xEF\xBF\xBD", "\xf0\x9f\x9a\x80", "quote \\\" back \\\\"})
     CHECK_MESSAGE(expected.find(part) != std::string::npos, std::string(part));
 
   SUBCASE("export_chrome_trace: blocks of the default size, one worker per core") {
@@ -772,7 +777,9 @@ TEST_CASE("context is written for devices with work in several contexts; shared 
   CHECK(kernel_args(t, "gemm")["shared memory"] == 0);  // a resource-light kernel's footprint, as Kineto writes it
 }
 
-TEST_CASE("trace_detail::lean: GPU records lose device, External id and launch configuration, nothing else; the table reads back the same") {
+TEST_CASE(
+    "trace_detail::lean: GPU records lose device, External id and launch configuration, nothing else; the table reads back the "
+    "same") {
   fixture f;
   cuprof::trace t = f.t;
   for (cuprof::gpu_activity& g : t.gpu)
@@ -784,8 +791,8 @@ TEST_CASE("trace_detail::lean: GPU records lose device, External id and launch c
   CHECK(dl["cuprof"]["trace_detail"] == "lean");
   const json &ek = dk["traceEvents"], &el = dl["traceEvents"];
   REQUIRE(ek.size() == el.size());
-  const std::set<std::string> dropped = {"device", "External id", "registers per thread", "shared memory",
-                                         "grid", "block", "est. achieved occupancy %"};
+  const std::set<std::string> dropped = {"device", "External id", "registers per thread",     "shared memory",
+                                         "grid",   "block",       "est. achieved occupancy %"};
   std::size_t lean_records = 0;
   for (std::size_t i = 0; i < ek.size(); ++i) {
     json expected = ek[i];
@@ -832,15 +839,13 @@ TEST_CASE("export failures throw cuprof::error, leave no temporary file and keep
     CHECK(export_must_fail(f.t, target + ".gz", "cannot create") == 0);
     CHECK_FALSE(fs::exists(dir.path / "missing"));
   }
-  SUBCASE("an empty path") {
-    CHECK_THROWS_AS(cuprof::export_chrome_trace(f.t, ""), cuprof::error);
-  }
+  SUBCASE("an empty path") { CHECK_THROWS_AS(cuprof::export_chrome_trace(f.t, ""), cuprof::error); }
   SUBCASE("an unwritable directory (as an unprivileged user)") {
     const fs::path ro = dir.path / "read_only";
     fs::create_directory(ro);
     fs::permissions(dir.path, fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec);
-    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read |
-                            fs::perms::others_exec | fs::perms::group_read | fs::perms::group_exec);
+    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read | fs::perms::others_exec |
+                            fs::perms::group_read | fs::perms::group_exec);
     std::ofstream(ro / "existing.json") << "old";  // root may still write it
     const std::string target = (ro / "existing.json").string();
     const std::string fresh = (ro / "new.json.gz").string();
@@ -910,4 +915,4 @@ TEST_CASE("two threads exporting to the same path at once leave one whole, valid
   CHECK_FALSE(leftover_temp(dir.path));
 }
 
-}  // TEST_SUITE output_files
+}  // TEST_SUITE("output_files")

@@ -45,16 +45,16 @@ const char* const vectorized_kernel =
 // then one cudaDeviceSynchronize. Durations split the torch totals over the 3 steps.
 cuprof::trace matmul_add_4096() {
   builder b;
-  const std::uint64_t step_self[3] = {13760, 13760, 13759};       // 41.279us
-  const std::uint64_t matmul_add_self[3] = {14287, 14287, 14287}; // 42.861us
-  const std::uint64_t matmul_self[3] = {1972, 1972, 1973};        // 5.917us
-  const std::uint64_t mm_self[3] = {24691, 24691, 24690};         // 74.072us
-  const std::uint64_t add_self[3] = {6718, 6718, 6718};           // 20.154us
+  const std::uint64_t step_self[3] = {13760, 13760, 13759};                 // 41.279us
+  const std::uint64_t matmul_add_self[3] = {14287, 14287, 14287};           // 42.861us
+  const std::uint64_t matmul_self[3] = {1972, 1972, 1973};                  // 5.917us
+  const std::uint64_t mm_self[3] = {24691, 24691, 24690};                   // 74.072us
+  const std::uint64_t add_self[3] = {6718, 6718, 6718};                     // 20.154us
   const std::uint64_t memset_call = 5069, launch_ex = 6197, launch = 4962;  // x3: 15.207, 18.591, 14.886us
-  const std::uint64_t memset_gpu[3] = {789, 789, 790};             // 2.368us
-  const std::uint64_t gemm_gpu[3] = {170357, 170357, 170358};      // 511.072us
-  const std::uint64_t add_gpu[3] = {22485, 22485, 22486};          // 67.456us
-  const std::uint64_t gap2[3] = {2811, 2811, 2810};                // annotation gaps: 595.328us in all
+  const std::uint64_t memset_gpu[3] = {789, 789, 790};                      // 2.368us
+  const std::uint64_t gemm_gpu[3] = {170357, 170357, 170358};               // 511.072us
+  const std::uint64_t add_gpu[3] = {22485, 22485, 22486};                   // 67.456us
+  const std::uint64_t gap2[3] = {2811, 2811, 2810};                         // annotation gaps: 595.328us in all
 
   std::uint64_t t = 1000000;
   std::uint32_t corr = 100;
@@ -102,63 +102,112 @@ cuprof::trace matmul_add_4096() {
 // byte-identical to torch's. cuprof adds gpu_user_annotation rows for the
 // aten::* scopes too (they are record_function scopes here).
 const char* const golden_4096_by_cuda_time_total =
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "                                                   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "                                             matmul_add         0.00%       0.000us         0.00%       0.000us       0.000us     595.328us       102.48%     595.328us     198.443us             3  \n"
-    "                                          ProfilerStep*         6.55%      41.279us        36.96%     232.967us      77.656us       0.000us         0.00%     580.896us     193.632us             3  \n"
-    "                                             matmul_add         6.80%      42.861us        30.41%     191.688us      63.896us       0.000us         0.00%     580.896us     193.632us             3  \n"
-    "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
-    "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
-    "                                           aten::matmul         0.94%       5.917us        18.05%     113.787us      37.929us       0.000us         0.00%     513.440us     171.147us             3  \n"
-    "                                               aten::mm        11.75%      74.072us        17.11%     107.870us      35.957us     513.440us        88.39%     513.440us     171.147us             3  \n"
-    "         nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT         0.00%       0.000us         0.00%       0.000us       0.000us     511.072us        87.98%     511.072us     170.357us             3  \n"
-    "                                              aten::add         3.20%      20.154us         5.56%      35.040us      11.680us      67.456us        11.61%      67.456us      22.485us             3  \n"
-    "void at::native::vectorized_elementwise_kernel<8, at...         0.00%       0.000us         0.00%       0.000us       0.000us      67.456us        11.61%      67.456us      22.485us             3  \n"
-    "                                              aten::add         0.00%       0.000us         0.00%       0.000us       0.000us      67.456us        11.61%      67.456us      22.485us             3  \n"
-    "                                        Memset (Device)         0.00%       0.000us         0.00%       0.000us       0.000us       2.368us         0.41%       2.368us       0.789us             3  \n"
-    "                                        cudaMemsetAsync         2.41%      15.207us         2.41%      15.207us       5.069us       0.000us         0.00%       0.000us       0.000us             3  \n"
-    "                                       cuLaunchKernelEx         2.95%      18.591us         2.95%      18.591us       6.197us       0.000us         0.00%       0.000us       0.000us             3  \n"
-    "                                       cudaLaunchKernel         2.36%      14.886us         2.36%      14.886us       4.962us       0.000us         0.00%       0.000us       0.000us             3  \n"
-    "                                  cudaDeviceSynchronize        63.04%     397.362us        63.04%     397.362us     397.362us       0.000us         0.00%       0.000us       0.000us             1  \n"
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "                                                   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time "
+    "avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "                                             matmul_add         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     595.328us       102.48%     595.328us     198.443us             3  \n"
+    "                                          ProfilerStep*         6.55%      41.279us        36.96%     232.967us      "
+    "77.656us       0.000us         0.00%     580.896us     193.632us             3  \n"
+    "                                             matmul_add         6.80%      42.861us        30.41%     191.688us      "
+    "63.896us       0.000us         0.00%     580.896us     193.632us             3  \n"
+    "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
+    "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
+    "                                           aten::matmul         0.94%       5.917us        18.05%     113.787us      "
+    "37.929us       0.000us         0.00%     513.440us     171.147us             3  \n"
+    "                                               aten::mm        11.75%      74.072us        17.11%     107.870us      "
+    "35.957us     513.440us        88.39%     513.440us     171.147us             3  \n"
+    "         nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     511.072us        87.98%     511.072us     170.357us             3  \n"
+    "                                              aten::add         3.20%      20.154us         5.56%      35.040us      "
+    "11.680us      67.456us        11.61%      67.456us      22.485us             3  \n"
+    "void at::native::vectorized_elementwise_kernel<8, at...         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us      67.456us        11.61%      67.456us      22.485us             3  \n"
+    "                                              aten::add         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us      67.456us        11.61%      67.456us      22.485us             3  \n"
+    "                                        Memset (Device)         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us       2.368us         0.41%       2.368us       0.789us             3  \n"
+    "                                        cudaMemsetAsync         2.41%      15.207us         2.41%      15.207us       "
+    "5.069us       0.000us         0.00%       0.000us       0.000us             3  \n"
+    "                                       cuLaunchKernelEx         2.95%      18.591us         2.95%      18.591us       "
+    "6.197us       0.000us         0.00%       0.000us       0.000us             3  \n"
+    "                                       cudaLaunchKernel         2.36%      14.886us         2.36%      14.886us       "
+    "4.962us       0.000us         0.00%       0.000us       0.000us             3  \n"
+    "                                  cudaDeviceSynchronize        63.04%     397.362us        63.04%     397.362us     "
+    "397.362us       0.000us         0.00%       0.000us       0.000us             1  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
     "Self CPU time total: 630.329us\n"
     "Self CUDA time total: 580.896us\n";
 
 const char* const golden_4096_unsorted =
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "                                                   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "                                          ProfilerStep*         6.55%      41.279us        36.96%     232.967us      77.656us       0.000us         0.00%     580.896us     193.632us             3  \n"
-    "                                             matmul_add         6.80%      42.861us        30.41%     191.688us      63.896us       0.000us         0.00%     580.896us     193.632us             3  \n"
-    "                                           aten::matmul         0.94%       5.917us        18.05%     113.787us      37.929us       0.000us         0.00%     513.440us     171.147us             3  \n"
-    "                                               aten::mm        11.75%      74.072us        17.11%     107.870us      35.957us     513.440us        88.39%     513.440us     171.147us             3  \n"
-    "                                        cudaMemsetAsync         2.41%      15.207us         2.41%      15.207us       5.069us       0.000us         0.00%       0.000us       0.000us             3  \n"
-    "                                       cuLaunchKernelEx         2.95%      18.591us         2.95%      18.591us       6.197us       0.000us         0.00%       0.000us       0.000us             3  \n"
-    "                                              aten::add         3.20%      20.154us         5.56%      35.040us      11.680us      67.456us        11.61%      67.456us      22.485us             3  \n"
-    "                                       cudaLaunchKernel         2.36%      14.886us         2.36%      14.886us       4.962us       0.000us         0.00%       0.000us       0.000us             3  \n"
-    "                                        Memset (Device)         0.00%       0.000us         0.00%       0.000us       0.000us       2.368us         0.41%       2.368us       0.789us             3  \n"
-    "                                             matmul_add         0.00%       0.000us         0.00%       0.000us       0.000us     595.328us       102.48%     595.328us     198.443us             3  \n"
-    "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
-    "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
-    "         nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT         0.00%       0.000us         0.00%       0.000us       0.000us     511.072us        87.98%     511.072us     170.357us             3  \n"
-    "void at::native::vectorized_elementwise_kernel<8, at...         0.00%       0.000us         0.00%       0.000us       0.000us      67.456us        11.61%      67.456us      22.485us             3  \n"
-    "                                              aten::add         0.00%       0.000us         0.00%       0.000us       0.000us      67.456us        11.61%      67.456us      22.485us             3  \n"
-    "                                  cudaDeviceSynchronize        63.04%     397.362us        63.04%     397.362us     397.362us       0.000us         0.00%       0.000us       0.000us             1  \n"
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "                                                   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time "
+    "avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "                                          ProfilerStep*         6.55%      41.279us        36.96%     232.967us      "
+    "77.656us       0.000us         0.00%     580.896us     193.632us             3  \n"
+    "                                             matmul_add         6.80%      42.861us        30.41%     191.688us      "
+    "63.896us       0.000us         0.00%     580.896us     193.632us             3  \n"
+    "                                           aten::matmul         0.94%       5.917us        18.05%     113.787us      "
+    "37.929us       0.000us         0.00%     513.440us     171.147us             3  \n"
+    "                                               aten::mm        11.75%      74.072us        17.11%     107.870us      "
+    "35.957us     513.440us        88.39%     513.440us     171.147us             3  \n"
+    "                                        cudaMemsetAsync         2.41%      15.207us         2.41%      15.207us       "
+    "5.069us       0.000us         0.00%       0.000us       0.000us             3  \n"
+    "                                       cuLaunchKernelEx         2.95%      18.591us         2.95%      18.591us       "
+    "6.197us       0.000us         0.00%       0.000us       0.000us             3  \n"
+    "                                              aten::add         3.20%      20.154us         5.56%      35.040us      "
+    "11.680us      67.456us        11.61%      67.456us      22.485us             3  \n"
+    "                                       cudaLaunchKernel         2.36%      14.886us         2.36%      14.886us       "
+    "4.962us       0.000us         0.00%       0.000us       0.000us             3  \n"
+    "                                        Memset (Device)         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us       2.368us         0.41%       2.368us       0.789us             3  \n"
+    "                                             matmul_add         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     595.328us       102.48%     595.328us     198.443us             3  \n"
+    "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
+    "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
+    "         nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     511.072us        87.98%     511.072us     170.357us             3  \n"
+    "void at::native::vectorized_elementwise_kernel<8, at...         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us      67.456us        11.61%      67.456us      22.485us             3  \n"
+    "                                              aten::add         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us      67.456us        11.61%      67.456us      22.485us             3  \n"
+    "                                  cudaDeviceSynchronize        63.04%     397.362us        63.04%     397.362us     "
+    "397.362us       0.000us         0.00%       0.000us       0.000us             1  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
     "Self CPU time total: 630.329us\n"
     "Self CUDA time total: 580.896us\n";
 
 const char* const golden_4096_self_cuda_top5 =
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "                                                   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "                                             matmul_add         0.00%       0.000us         0.00%       0.000us       0.000us     595.328us       102.48%     595.328us     198.443us             3  \n"
-    "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
-    "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
-    "                                               aten::mm        11.75%      74.072us        17.11%     107.870us      35.957us     513.440us        88.39%     513.440us     171.147us             3  \n"
-    "         nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT         0.00%       0.000us         0.00%       0.000us       0.000us     511.072us        87.98%     511.072us     170.357us             3  \n"
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "                                                   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time "
+    "avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "                                             matmul_add         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     595.328us       102.48%     595.328us     198.443us             3  \n"
+    "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
+    "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
+    "                                               aten::mm        11.75%      74.072us        17.11%     107.870us      "
+    "35.957us     513.440us        88.39%     513.440us     171.147us             3  \n"
+    "         nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us     511.072us        87.98%     511.072us     170.357us             3  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  ------------  ------------  ------------  ------------  \n"
     "Self CPU time total: 630.329us\n"
     "Self CUDA time total: 580.896us\n";
 
@@ -197,22 +246,34 @@ const char* const golden_cpu_only_header_top2 =
     "Self CPU time total: 1.503s\n";
 
 const char* const golden_nan =
-    "-----  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    " Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"
-    "-----  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "    k           NaN       0.000us           NaN       0.000us       0.000us       1.500us       100.00%       1.500us       1.500us             1  \n"
-    "-----  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "-----  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  \n"
+    " Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA "
+    "time avg    # of Calls  \n"
+    "-----  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  \n"
+    "    k           NaN       0.000us           NaN       0.000us       0.000us       1.500us       100.00%       1.500us       "
+    "1.500us             1  \n"
+    "-----  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  \n"
     "Self CPU time total: 0.000us\n"
     "Self CUDA time total: 1.500us\n";
 
 const char* const golden_truncation =
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "                                                   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls  \n"
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
-    "    aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa        33.33%       1.000us        33.33%       1.000us       1.000us             1  \n"
-    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb...        33.33%       1.000us        33.33%       1.000us       1.000us             1  \n"
-    "cccccccccccccccccccccccccccccccccccccccccccccccccccc...        33.33%       1.000us        33.33%       1.000us       1.000us             1  \n"
-    "-------------------------------------------------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  \n"
+    "                                                   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time "
+    "avg    # of Calls  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  \n"
+    "    aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa        33.33%       1.000us        33.33%       1.000us       "
+    "1.000us             1  \n"
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb...        33.33%       1.000us        33.33%       1.000us       "
+    "1.000us             1  \n"
+    "cccccccccccccccccccccccccccccccccccccccccccccccccccc...        33.33%       1.000us        33.33%       1.000us       "
+    "1.000us             1  \n"
+    "-------------------------------------------------------  ------------  ------------  ------------  ------------  "
+    "------------  ------------  \n"
     "Self CPU time total: 3.000us\n";
 
 const char* const golden_truncation_width_20 =
@@ -231,8 +292,12 @@ const char* const golden_truncation_width_20 =
 // checks do not hinge on that tie (a test of its own covers it).
 bool matches_golden(const std::string& table, const std::string& golden) {
   if (table == golden) return true;
-  const std::string mt = "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       0.000us     519.440us";
-  const std::string mm = "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       0.000us     519.440us";
+  const std::string mt =
+      "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       "
+      "0.000us     519.440us";
+  const std::string mm =
+      "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       "
+      "0.000us     519.440us";
   const std::size_t a = golden.find(mt), b = golden.find(mm);
   if (a == std::string::npos || b == std::string::npos) return false;
   const std::size_t a_end = golden.find('\n', a) + 1, b_end = golden.find('\n', b) + 1;
@@ -366,8 +431,8 @@ TEST_CASE("sort keys: averages vs totals, counts, stable order of ties") {
   CHECK(row_names(avg.table("self_cpu_time_total")) == names{"three", "one", "tie_a", "tie_b"});
   CHECK(row_names(avg.table("count")) == names{"three", "tie_a", "tie_b", "one"});
   // Every key with nothing to sort on keeps the original order.
-  for (const char* key : {"cuda_time", "device_time", "cuda_time_total", "device_time_total", "self_cuda_time_total",
-                          "self_device_time_total"}) {
+  for (const char* key :
+       {"cuda_time", "device_time", "cuda_time_total", "device_time_total", "self_cuda_time_total", "self_device_time_total"}) {
     CAPTURE(key);
     CHECK(row_names(avg.table(key)) == names{"one", "three", "tie_a", "tie_b"});
   }
@@ -438,8 +503,7 @@ TEST_CASE("an empty trace gives an empty set of rows") {
 TEST_CASE("table: --stats columns give each row's per-call distribution") {
   const cuprof::loaded_trace lt = cuprof::read_trace_file(gpu_trace("matmul_add_4096.json"));
   const cuprof::event_averages avg = cuprof::key_averages(lt.t);
-  const cuprof::event_average* gemm =
-      avg.find("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", cuprof::row_kind::gpu_work);
+  const cuprof::event_average* gemm = avg.find("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", cuprof::row_kind::gpu_work);
   REQUIRE(gemm != nullptr);
   const cuprof::distribution d = gemm->cuda_distribution();
   CHECK(d.count == 3);
@@ -554,8 +618,8 @@ TEST_CASE("utf8_sequence_length: valid lengths and every kind of invalid sequenc
   CHECK(len("\xED\xBF\xBF") == 0);          // U+DFFF
   CHECK(len("\xF4\x90\x80\x80") == 0);      // U+110000
   CHECK(len("\xF5\x80\x80\x80") == 0);
-  CHECK(len("\xE2\x82") == 0);              // truncated at the end
-  CHECK(len("\xE2\x82x") == 0);             // truncated, followed by ASCII
+  CHECK(len("\xE2\x82") == 0);   // truncated at the end
+  CHECK(len("\xE2\x82x") == 0);  // truncated, followed by ASCII
   CHECK(len("\xF0\x9F\x98") == 0);
   CHECK(len("\xC3") == 0);
   // In the middle of a string.
@@ -871,8 +935,8 @@ TEST_CASE("chrome_trace_json: every category the writer emits is one the reader 
   }
   // The fixture has an event of every category the writer knows.
   std::set<std::string> all;
-  for (std::string_view cat : {schema::cat_user_annotation, schema::cat_cuda_runtime, schema::cat_cuda_driver,
-                               schema::cat_kernel, schema::cat_gpu_memcpy, schema::cat_gpu_memset, schema::cat_cuda_sync,
+  for (std::string_view cat : {schema::cat_user_annotation, schema::cat_cuda_runtime, schema::cat_cuda_driver, schema::cat_kernel,
+                               schema::cat_gpu_memcpy, schema::cat_gpu_memset, schema::cat_cuda_sync,
                                schema::cat_gpu_user_annotation, schema::cat_overhead, schema::cat_flow})
     all.insert(std::string(cat));
   CHECK(written == all);
@@ -1029,8 +1093,8 @@ TEST_CASE("traces written on a GPU (tests/data/gpu) satisfy the contract") {
         ++kernels;
         const json& a = e["args"];
         // Recorded by an earlier cuprof, these also carry "blocks per SM", "warps per SM", a "shared memory" of 0.
-        for (const char* key : {"device", "stream", "correlation", "grid", "block", "registers per thread",
-                                "est. achieved occupancy %"})
+        for (const char* key :
+             {"device", "stream", "correlation", "grid", "block", "registers per thread", "est. achieved occupancy %"})
           CHECK_MESSAGE(a.contains(key), key);
         CHECK(e["pid"] == a["device"]);
         CHECK(e["tid"] == a["stream"]);
@@ -1069,4 +1133,4 @@ TEST_CASE("trace_reader reads the writer's output back to the same table (analys
   CHECK(back.t.gpu.size() == f.t.gpu.size());
 }
 
-}  // TEST_SUITE output_writer
+}  // TEST_SUITE("output_writer")

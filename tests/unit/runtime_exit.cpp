@@ -253,7 +253,8 @@ TEST_CASE("[child] exit while threads are inside scopes") {
   std::exit(0);  // the CUPROF_TRACE exit handler runs while the workers still record
 }
 
-TEST_CASE("exit: CUPROF_TRACE writes a valid trace while detached threads are still inside scopes; a forked child does not write it") {
+TEST_CASE(
+    "exit: CUPROF_TRACE writes a valid trace while detached threads are still inside scopes; a forked child does not write it") {
   temp_dir dir;
   const std::string trace = (dir.path / "at_exit.json").string();
   const std::string err = (dir.path / "stderr.txt").string();
@@ -325,10 +326,11 @@ ended_child end_traced_child(const std::string& how) {
   temp_dir dir;
   const std::string trace = (dir.path / "end.json").string();
   const std::string err = (dir.path / "stderr.txt").string();
-  ended_child r{run_child_case("[child] the program ends", {{"CUPROF_TEST_END", how}, {"CUPROF_TRACE", trace},
-                                                            {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}},
-                               err),
-                "", false};
+  ended_child r{
+      run_child_case("[child] the program ends",
+                     {{"CUPROF_TEST_END", how}, {"CUPROF_TRACE", trace}, {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}},
+                     err),
+      "", false};
   r.said = slurp(err);
   std::error_code ec;
   r.trace_written = fs::exists(trace, ec);
@@ -518,23 +520,25 @@ interrupted_run interrupt_once(const std::string& scenario, double delay_s) {
       const json doc = json::parse(slurp(trace));
       r.trace_valid = true;
       for (const json& e : doc["traceEvents"]) r.before_the_signal += e["ph"] == "X" && e["name"] == "before_the_signal";
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
   }
   return r;
 }
 
-TEST_CASE("interrupted: SIGTERM, a closed stderr pipe or a signal during the exit write: the trace is written and the status is the signal's, every time") {
+TEST_CASE(
+    "interrupted: SIGTERM, a closed stderr pipe or a signal during the exit write: the trace is written and the status is the "
+    "signal's, every time") {
   const int runs = stress_runs();
-  const std::vector<std::pair<std::string, int>> scenarios = {
-      {"allocating", SIGTERM},     {"allocating_threads", SIGTERM}, {"stderr_logging", SIGTERM},
-      {"stderr_closed", SIGPIPE},  {"during_exit_write", SIGTERM}};
+  const std::vector<std::pair<std::string, int>> scenarios = {{"allocating", SIGTERM},
+                                                              {"allocating_threads", SIGTERM},
+                                                              {"stderr_logging", SIGTERM},
+                                                              {"stderr_closed", SIGPIPE},
+                                                              {"during_exit_write", SIGTERM}};
   for (const auto& [scenario, sig] : scenarios) {
     int passed = 0;
     for (int i = 0; i < runs; ++i) {
-      const interrupted_run r = interrupt_once(scenario, scenario == "during_exit_write" || scenario == "stderr_closed"
-                                                             ? 0
-                                                             : 0.3 + 0.05 * (i % 10));
+      const interrupted_run r =
+          interrupt_once(scenario, scenario == "during_exit_write" || scenario == "stderr_closed" ? 0 : 0.3 + 0.05 * (i % 10));
       CAPTURE(scenario);
       CAPTURE(i);
       CAPTURE(r.said.substr(r.said.size() > 2000 ? r.said.size() - 2000 : 0));
@@ -567,7 +571,7 @@ TEST_CASE("[child] fork during the duration write") {
   const pid_t child = ::fork();
   if (child == 0) {
     g_forked_child_no_leak_check.store(true);  // the writing thread's allocations did not follow
-    std::exit(0);  // the exit handler must not wait on the parent's write
+    std::exit(0);                              // the exit handler must not wait on the parent's write
   }
   const int rc = wait_or_kill(child, 20);
   std::exit(rc == 0 ? 0 : 70);  // after the duration's write: the exit handler waits for it
@@ -579,8 +583,11 @@ TEST_CASE("fork: a child forked while a CUPROF_DURATION trace is written exits a
     const std::string trace = (dir.path / "d.json").string();
     const std::string err = (dir.path / "stderr.txt").string();
     const int rc = run_child_case("[child] fork during the duration write",
-                                  {{"CUPROF_TEST_FORK_DURING_WRITE", "1"}, {"CUPROF_TRACE", trace},
-                                   {"CUPROF_DURATION", "0.3"}, {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}},
+                                  {{"CUPROF_TEST_FORK_DURING_WRITE", "1"},
+                                   {"CUPROF_TRACE", trace},
+                                   {"CUPROF_DURATION", "0.3"},
+                                   {"CUPROF_ACTIVITIES", "cpu"},
+                                   {"CUPROF_TABLE", "0"}},
                                   err);
     CAPTURE(slurp(err));
     CHECK(rc == 0);  // 70: the forked child hung in exit()
@@ -606,9 +613,10 @@ TEST_CASE("daemon() under CUPROF_TRACE: the daemon writes its own trace, named w
   const std::string trace = (dir.path / "srv.json").string();
   const std::string pid_file = (dir.path / "pid").string();
   const std::string err = (dir.path / "stderr.txt").string();
-  const int rc = run_child_case("[child] daemon", {{"CUPROF_TEST_DAEMON_PID_FILE", pid_file}, {"CUPROF_TRACE", trace},
-                                                   {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}},
-                                err);
+  const int rc = run_child_case(
+      "[child] daemon",
+      {{"CUPROF_TEST_DAEMON_PID_FILE", pid_file}, {"CUPROF_TRACE", trace}, {"CUPROF_ACTIVITIES", "cpu"}, {"CUPROF_TABLE", "0"}},
+      err);
   CHECK(rc == 0);
   // The daemon goes on after its parent returned: wait for its trace.
   std::string daemon_trace;
@@ -663,8 +671,8 @@ TEST_CASE("CUDA activity alone where CUDA cannot be traced: the line says nothin
   temp_dir dir;
   const std::string err = (dir.path / "stderr.txt").string();
   // CUDA cannot be traced with this libcupti, on any machine.
-  const int rc = run_child_case("[child] CUDA activity alone", {{"CUPROF_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13"}},
-                                err, 60);
+  const int rc =
+      run_child_case("[child] CUDA activity alone", {{"CUPROF_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13"}}, err, 60);
   const std::string said = slurp(err);
   CAPTURE(said);
   CHECK(rc == 0);
@@ -776,4 +784,4 @@ TEST_CASE("fork: children forked while a profile records and threads use scopes 
   CHECK(rc == 0);
 }
 
-}  // TEST_SUITE runtime_exit
+}  // TEST_SUITE("runtime_exit")

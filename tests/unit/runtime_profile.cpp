@@ -80,9 +80,7 @@ TEST_CASE("schedule follows torch.profiler.schedule step by step") {
     CHECK(s(4000000001) == cuprof::profiler_action::warmup);  // mod 4 == 1, no overflow
     CHECK(s(4000000003) == cuprof::profiler_action::record_and_save);
   }
-  SUBCASE("repeat=2 stops after two cycles") {
-    CHECK(actions(cuprof::schedule(0, 2, 3, 2), 12) == "W W R R S W W R R S N N");
-  }
+  SUBCASE("repeat=2 stops after two cycles") { CHECK(actions(cuprof::schedule(0, 2, 3, 2), 12) == "W W R R S W W R R S N N"); }
   SUBCASE("skip_first skips steps before the first cycle") {
     CHECK(actions(cuprof::schedule(1, 1, 2, 1, 3), 10) == "N N N N W R S N N N");
   }
@@ -108,9 +106,7 @@ TEST_CASE("schedule follows torch.profiler.schedule step by step") {
     CHECK_FALSE(s.skip_first_wait);
     CHECK(actions(s, 3) == "S S S");
   }
-  SUBCASE("negative steps are NONE") {
-    CHECK(cuprof::schedule(0, 0, 1)(-1) == cuprof::profiler_action::none);
-  }
+  SUBCASE("negative steps are NONE") { CHECK(cuprof::schedule(0, 0, 1)(-1) == cuprof::profiler_action::none); }
 }
 
 TEST_CASE("invalid schedules throw cuprof::error naming the values") {
@@ -473,7 +469,9 @@ TEST_CASE("a profile used as a scope: start_now starts it, leaving the scope sto
   CHECK(next.running());
 }
 
-TEST_CASE("misuse: on_trace_ready throwing what is not a std::exception: stop() passes it on, the profile stops; the destructor says it") {
+TEST_CASE(
+    "misuse: on_trace_ready throwing what is not a std::exception: stop() passes it on, the profile stops; the destructor says "
+    "it") {
   // In a child: std::terminate would end the test process.
   const int rc = in_child([] {
     stderr_capture err;
@@ -570,4 +568,4 @@ TEST_CASE("misuse: step() or stop() from on_trace_ready is refused with one line
   CHECK(lines_containing(said, "stop() called from on_trace_ready; ignored") == 2);
 }
 
-}  // TEST_SUITE runtime_profile
+}  // TEST_SUITE("runtime_profile")
