@@ -3,10 +3,9 @@
 
 Every quoted or <cuprof/...> include in include/cuprof/, src/analysis/ and tools/
 is resolved to a file; the check fails on an include cycle, on an include of a
-higher layer, on an include between two layers of the same rank (cupti/ and
-output/ know nothing of each other), and on an installed header (include/cuprof/)
-that needs a library a program using cuprof does not have: simdjson, nlohmann's
-JSON or doctest belong to the analysis library and the tests. Layers, lowest first:
+higher layer, and on an include between two layers of the same rank (cupti/ and
+output/ know nothing of each other). (That the installed headers need no
+simdjson is the header check's: tests/support/not_installed/.) Layers, lowest first:
 
     base/ < model/ < collect/ < cupti/, output/ < the API headers < runtime/
           < cuprof.hpp < src/analysis/ < tools/
@@ -59,13 +58,8 @@ def resolve(root, rel, quote, target):
     return None
 
 
-# Headers of libraries that only cuprof::analysis and the tests use.
-NOT_INSTALLED = ("simdjson", "nlohmann/", "doctest/")
-
-
-def scan(root, foreign=None):
-    """{file: [included files]} for every C++ file under the layered directories;
-    `foreign` collects (file, header) for third-party headers the installed files include."""
+def scan(root):
+    """{file: [included files]} for every C++ file under the layered directories."""
     graph = {}
     for top in ("include/cuprof", "src/analysis", "tools"):
         for dirpath, _, names in os.walk(os.path.join(root, top)):
@@ -80,8 +74,6 @@ def scan(root, foreign=None):
                     r = resolve(root, rel, quote, target)
                     if r:
                         deps.append(r)
-                    elif foreign is not None and rel.startswith("include/") and target.startswith(NOT_INSTALLED):
-                        foreign.append((rel, target))
                 graph[rel] = deps
     return graph
 
@@ -152,16 +144,6 @@ class SelfTest(unittest.TestCase):
              "include/cuprof/model/event.hpp": [], "include/cuprof/base/text.hpp": []}
         self.assertEqual(problems(g), [])
 
-    def test_foreign_headers_of_installed_files_are_found(self):
-        import tempfile
-        with tempfile.TemporaryDirectory() as root:
-            os.makedirs(os.path.join(root, "include/cuprof/output"))
-            with open(os.path.join(root, "include/cuprof/output/x.hpp"), "w") as f:
-                f.write("#include <simdjson.h>\n#include <zlib.h>\n")
-            foreign = []
-            scan(root, foreign)
-            self.assertEqual(foreign, [("include/cuprof/output/x.hpp", "simdjson.h")])
-
     def test_the_tree_resolves_includes(self):
         g = scan(ROOT)
         self.assertIn("include/cuprof/collect/thread_buffer.hpp", g["include/cuprof/record_function.hpp"])
@@ -170,13 +152,11 @@ class SelfTest(unittest.TestCase):
 def main(argv):
     if "--self-test" in argv:
         return 0 if unittest.main(argv=[argv[0]], exit=False).result.wasSuccessful() else 1
-    foreign = []
-    graph = scan(ROOT, foreign)
+    graph = scan(ROOT)
     if "--graph" in argv:
         for a, b in arrows(graph):
             print(f"{a} -> {b}")
-    found = problems(graph) + [f"{f}: an installed header includes <{h}>, which programs using cuprof need not have"
-                               for f, h in foreign]
+    found = problems(graph)
     for p in found:
         print(p)
     print(f"check_layers: {len(graph)} files, {sum(map(len, graph.values()))} includes, "
