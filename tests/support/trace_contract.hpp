@@ -5,6 +5,8 @@
 
 #include <cuprof/cuprof.hpp>
 
+#include "traces.hpp"
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -26,44 +28,22 @@ constexpr std::uint64_t base = 1700000000000000000ull;   // whole seconds below 
 constexpr std::uint32_t pid = 4242;
 constexpr std::uint32_t tid_main = 4242, tid_worker = 4243, tid_bare = 4244;
 
-struct fixture {
-  cuprof::trace t;
+// The builder's trace, its times from the window's start (epoch), on this
+// fixture's threads, CUDA context 1.
+struct fixture : builder {
   std::uint32_t step, forward, linear, worker;
 
   std::uint32_t span(const std::string& name, std::uint64_t s, std::uint64_t e, std::uint32_t parent,
                      std::uint32_t tid = tid_main, bool is_step = false) {
-    cuprof::cpu_span x;
-    x.start_ns = epoch + s;
-    x.end_ns = epoch + e;
-    x.name = t.names.intern(name);
-    x.tid = tid;
-    x.parent = parent;
-    x.is_step = is_step;
-    x.id = std::uint32_t(t.spans.size() + 1);
-    t.spans.push_back(x);
-    return std::uint32_t(t.spans.size() - 1);
+    return builder::span(name, epoch + s, epoch + e, parent, tid, is_step);
   }
   void call(const std::string& name, std::uint64_t s, std::uint64_t e, std::uint32_t corr, bool flow = true,
             std::uint32_t tid = tid_main, cuprof::api_domain d = cuprof::api_domain::runtime, std::uint32_t cbid = 211) {
-    cuprof::api_call c;
-    c.start_ns = epoch + s;
-    c.end_ns = epoch + e;
-    c.kind = std::uint16_t(t.add_call_kind({t.names.intern(name), std::uint16_t(cbid), d, flow}));
-    c.tid = tid;
-    c.correlation = corr;
-    t.api_calls.push_back(c);
+    builder::call(name, epoch + s, epoch + e, corr, tid, d, flow, cbid);
   }
   cuprof::gpu_activity& gpu(const std::string& name, std::uint64_t s, std::uint64_t e, std::uint32_t corr,
                             cuprof::gpu_kind kind = cuprof::gpu_kind::kernel, std::uint32_t stream = 7) {
-    cuprof::gpu_activity g;
-    g.start_ns = epoch + s;
-    g.end_ns = epoch + e;
-    g.name = t.names.intern(name);
-    g.correlation = corr;
-    g.kind = kind;
-    g.lane = t.add_gpu_lane({0, 1, stream});
-    t.gpu.push_back(g);
-    return t.gpu.back();
+    return t.gpu[builder::gpu(name, epoch + s, epoch + e, corr, kind, 0, stream, 1)];
   }
   void kernel_details(cuprof::gpu_activity& g, std::uint32_t graph_id = 0) {
     cuprof::kernel_details k;

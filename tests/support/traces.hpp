@@ -78,25 +78,27 @@ struct builder {
     return std::uint32_t(t.spans.size() - 1);
   }
   std::uint32_t call(const std::string& name, std::uint64_t start, std::uint64_t end, std::uint32_t correlation,
-                     std::uint32_t tid = 1, cuprof::api_domain domain = cuprof::api_domain::runtime, bool flow = true) {
+                     std::uint32_t tid = 1, cuprof::api_domain domain = cuprof::api_domain::runtime, bool flow = true,
+                     std::uint32_t cbid = 0) {
     cuprof::api_call c;
     c.start_ns = start;
     c.end_ns = end;
-    c.kind = std::uint16_t(t.add_call_kind({t.names.intern(name), 0, domain, flow}));
+    c.kind = std::uint16_t(t.add_call_kind({t.names.intern(name), std::uint16_t(cbid), domain, flow}));
     c.tid = tid;
     c.correlation = correlation;
     t.api_calls.push_back(c);
     return std::uint32_t(t.api_calls.size() - 1);
   }
   std::uint32_t gpu(const std::string& name, std::uint64_t start, std::uint64_t end, std::uint32_t correlation,
-                    cuprof::gpu_kind kind = cuprof::gpu_kind::kernel, std::uint32_t device = 0, std::uint32_t stream = 7) {
+                    cuprof::gpu_kind kind = cuprof::gpu_kind::kernel, std::uint32_t device = 0, std::uint32_t stream = 7,
+                    std::uint32_t context = 0) {
     cuprof::gpu_activity g;
     g.start_ns = start;
     g.end_ns = end;
     g.name = t.names.intern(name);
     g.correlation = correlation;
     g.kind = kind;
-    g.lane = t.add_gpu_lane({device, 0, stream});
+    g.lane = t.add_gpu_lane({device, context, stream});
     t.gpu.push_back(g);
     return std::uint32_t(t.gpu.size() - 1);
   }
