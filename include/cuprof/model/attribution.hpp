@@ -106,6 +106,36 @@ inline std::vector<gpu_annotation> derive_gpu_annotations(const trace& t) {
   return out;
 }
 
+// The innermost span of thread `tid` open at `ts` (starts no later, ends no
+// earlier), or no_index. Spans must be in nesting order with parents linked
+// (link_spans): the last span to start by `ts` is it, or one of its parents.
+inline std::uint32_t innermost_span_at(const trace& t, std::uint32_t tid, std::uint64_t ts) {
+  const auto after = std::upper_bound(t.spans.begin(), t.spans.end(), std::make_pair(tid, ts),
+                                      [](const std::pair<std::uint32_t, std::uint64_t>& key, const cpu_span& s) {
+                                        return key.first != s.tid ? key.first < s.tid : key.second < s.start_ns;
+                                      });
+  if (after == t.spans.begin() || after[-1].tid != tid) return no_index;
+  std::uint32_t s = std::uint32_t(after - t.spans.begin() - 1);
+  while (s != no_index && t.spans[s].end_ns < ts) s = t.spans[s].parent;
+  return s;
+}
+
+// Charges each allocation and free to a scope: the scope of the CUDA call
+// that made it (its correlation id; the call also gives the thread), else the
+// innermost scope open on its thread at its time, as torch charges its
+// [memory] events.
+inline void attribute_memory(trace& t, const detail::correlation_index& call_by_correlation) {
+  for (memory_event& m : t.memory) {
+    const std::uint32_t call = m.correlation ? call_by_correlation.find(m.correlation) : no_index;
+    if (call != no_index) {
+      m.tid = t.api_calls[call].tid;
+      m.span = t.api_calls[call].parent;
+    } else {
+      m.span = innermost_span_at(t, m.tid, m.ts_ns);
+    }
+  }
+}
+
 // Links every API call to its scope, every GPU record to its call (by
 // correlation id), and derives the scopes' extents on the GPU lanes.
 inline void attribute(trace& t) {
@@ -120,6 +150,7 @@ inline void attribute(trace& t) {
     g.api = call_by_correlation.find(g.correlation);
     if (g.api == no_index) ++t.meta.unmatched_gpu_records;
   }
+  attribute_memory(t, call_by_correlation);
   t.gpu_annotations = derive_gpu_annotations(t);
 }
 

@@ -186,6 +186,7 @@ struct trace_metadata {
   std::uint64_t dropped_cpu_events = 0;     // scopes and CUDA calls lost when memory ran out
   std::uint64_t unmatched_gpu_records = 0;  // GPU work whose launch was not found
   std::string cuda_status;                  // why CUDA tracing is off, empty when on
+  bool memory_recorded = false;             // allocations were recorded (torch's profile_memory)
 };
 
 // CUPTI's copy kinds and sync types by their numeric values (a gpu_activity's
@@ -229,6 +230,38 @@ struct gpu_annotation {
   std::uint64_t end_ns = 0;
 };
 
+// memory_event::flags.
+constexpr std::uint8_t memory_from_pool = 1;  // stream-ordered (cudaMallocAsync, a memory pool)
+constexpr std::uint8_t memory_virtual = 2;    // the driver's virtual-memory API (cuMemCreate, cuMemMap)
+
+// CUPTI's memory kinds by their numeric values (memory_event::memory_kind),
+// named as CUPTI's activity records name them; 0 where the kind is unknown
+// (read from a torch trace).
+inline constexpr std::uint8_t memory_kind_pageable = 1;
+inline constexpr std::uint8_t memory_kind_pinned = 2;
+inline constexpr std::uint8_t memory_kind_device = 3;
+inline constexpr std::uint8_t memory_kind_managed = 5;
+
+// Memory the program allocated (bytes > 0) or freed (bytes < 0): torch's
+// [memory] event. `device` -1 is host memory (pinned: torch's "CPU Mem");
+// otherwise the CUDA device whose "CUDA Mem" it counts in. The totals are that
+// device's after the event, counted from what the profile saw allocated.
+struct memory_event {
+  std::uint64_t ts_ns = 0;
+  std::uint64_t address = 0;
+  std::int64_t bytes = 0;
+  std::uint64_t total_allocated = 0;  // bytes in use
+  std::uint64_t total_reserved = 0;   // bytes in use, and what memory pools hold beyond them
+  std::uint32_t tid = 0;
+  std::uint32_t correlation = 0;  // the CUDA call that made it; 0: none known
+  std::uint32_t span = no_index;  // the scope that made it (attribution)
+  std::int32_t device = -1;
+  std::uint8_t memory_kind = 0;
+  std::uint8_t flags = 0;  // memory_from_pool, memory_virtual
+};
+
+inline bool is_host_memory(const memory_event& m) { return m.device < 0; }
+
 // One collected cycle. Spans, calls and GPU work refer to each other by index.
 struct trace {
   string_table names;
@@ -244,6 +277,7 @@ struct trace {
   // as its launcher ("External id"); attribution prefers it to the call's scope.
   std::vector<std::uint32_t> gpu_launch_spans;
   std::vector<overhead_span> overhead;
+  std::vector<memory_event> memory;  // in time order
   trace_metadata meta;
   // Each scope's extent per GPU stream, parents first: derived by attribute()
   // for a recorded trace, as the file has them (torch.profiler's own) for one read back.
