@@ -50,6 +50,24 @@ inline constexpr std::string_view arg_graph_node_id = "graph node id";
 inline constexpr std::string_view arg_timing = "timing";
 inline constexpr std::string_view arg_input_dims = "Input Dims";  // a torch op's input shapes (record_shapes=True)
 
+// An allocation or free (memory_event): torch's instant event of category
+// "cpu_instant_event" named "[memory]" ("ph":"i", "s":"t"), its args as torch
+// names them; the top-level key_profile_memory says memory was recorded.
+inline constexpr std::string_view cat_cpu_instant_event = "cpu_instant_event";
+inline constexpr std::string_view memory_event_name = "[memory]";
+inline constexpr std::string_view arg_memory_bytes = "Bytes";  // negative for a free
+inline constexpr std::string_view arg_memory_addr = "Addr";
+inline constexpr std::string_view arg_memory_total_allocated = "Total Allocated";
+inline constexpr std::string_view arg_memory_total_reserved = "Total Reserved";
+inline constexpr std::string_view arg_memory_device_id = "Device Id";      // -1: host memory
+inline constexpr std::string_view arg_memory_device_type = "Device Type";  // torch's c10::DeviceType: 0 CPU, 1 CUDA
+inline constexpr std::int64_t memory_device_type_cuda = 1;
+// cuprof's, optional: CUPTI's memory kind by name ("Device", "Pinned", ...), and
+// memory_event::flags as 1 where set.
+inline constexpr std::string_view arg_memory_kind = "Memory Kind";
+inline constexpr std::string_view arg_memory_pool = "Pool";
+inline constexpr std::string_view arg_memory_virtual = "Virtual";
+
 // Metadata events ("ph":"M") and the arg holding their value.
 inline constexpr std::string_view meta_process_name = "process_name";
 inline constexpr std::string_view meta_thread_name = "thread_name";
@@ -65,6 +83,7 @@ inline constexpr std::string_view key_host_name = "host_name";
 inline constexpr std::string_view key_distributed_info = "distributedInfo";
 inline constexpr std::string_view key_rank = "rank";
 inline constexpr std::string_view key_world_size = "world_size";
+inline constexpr std::string_view key_profile_memory = "profile_memory";  // 1: allocations were recorded
 
 // deviceProperties: one object per device.
 inline constexpr std::string_view key_device_properties = "deviceProperties";
