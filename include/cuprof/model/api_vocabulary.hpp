@@ -81,6 +81,23 @@ inline bool is_cpu_blocking_synchronization(std::string_view name) {
 // them by an ac2g flow arrow in the trace.
 inline bool draws_flow(std::string_view name) { return enqueues_gpu_work(name) || is_synchronization(name); }
 
+// Allocates or frees memory outside stream order: cudaMalloc (and its pitch,
+// 3D, array and managed forms), cudaFree(Array), cudaMallocHost, cudaHostAlloc,
+// cudaFreeHost, and the driver's cuMemAlloc(Pitch, Managed, Host), cuMemFree(Host),
+// cuMemHostAlloc. Such a call may synchronize the device (cudaFree and
+// cudaFreeHost wait for its work), so inside a loop it stalls the CPU and
+// drains the launch queue. Not the stream-ordered cudaMallocAsync and
+// cudaFreeAsync (cuMemAllocAsync, cuMemFreeAsync, ...FromPoolAsync), which are
+// served from a pool in stream order and cheap.
+inline bool is_synchronous_allocation(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return n == "cudaMalloc" || n == "cudaMallocPitch" || n == "cudaMalloc3D" || n == "cudaMallocArray" ||
+         n == "cudaMalloc3DArray" || n == "cudaMallocMipmappedArray" || n == "cudaMallocManaged" || n == "cudaFree" ||
+         n == "cudaFreeArray" || n == "cudaFreeMipmappedArray" || n == "cudaMallocHost" || n == "cudaHostAlloc" ||
+         n == "cudaFreeHost" || n == "cuMemAlloc" || n == "cuMemAllocPitch" || n == "cuMemAllocManaged" ||
+         n == "cuMemAllocHost" || n == "cuMemHostAlloc" || n == "cuMemFree" || n == "cuMemFreeHost";
+}
+
 // cudaOccupancy*, cuOccupancy*: a launch sizing its grid to the device.
 inline bool is_occupancy_query(std::string_view name) {
   const std::string_view n = api_base_name(name);
