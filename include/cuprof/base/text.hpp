@@ -40,6 +40,13 @@ inline std::string utf8_prefix(std::string_view s, std::size_t characters) {
   return std::string(s.substr(0, i));
 }
 
+// The last `characters` characters.
+inline std::string utf8_suffix(std::string_view s, std::size_t characters) {
+  const std::size_t length = utf8_length(s);
+  if (length <= characters) return std::string(s);
+  return std::string(s.substr(utf8_prefix(s, length - characters).size()));
+}
+
 // At most `characters` characters (at least 4); a cut ends in "...".
 inline std::string shorten(std::string_view s, std::size_t characters) {
   if (utf8_length(s) <= characters) return std::string(s);
