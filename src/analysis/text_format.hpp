@@ -3,6 +3,7 @@
 // are declared in cuprof/analysis.hpp too, for the `cuprof` command.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace cuprof::detail {
@@ -20,5 +21,13 @@ std::string signed_percent_text(double a, double b);
 
 // "1.1 PFLOP/s", "412.3 GB/s": one decimal, SI prefixes up to P.
 std::string format_rate(double v, const char* unit);
+
+// A byte count exactly: "128 KiB" where it is a whole number of KiB, MiB or
+// GiB, else "1000000 bytes" (a copy's size, as the program asked for it).
+std::string bytes_text(std::uint64_t b);
+
+// A byte count to one decimal in binary units: "48.5 MiB", "1 GiB", "512 bytes"
+// (memory in use, where the exact count says nothing more).
+std::string memory_text(std::uint64_t b);
 
 }  // namespace cuprof::detail

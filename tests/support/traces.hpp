@@ -7,9 +7,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,6 +104,39 @@ struct builder {
     t.gpu.push_back(g);
     return std::uint32_t(t.gpu.size() - 1);
   }
+  // A copy's or memset's size and CUPTI kind (1 HtoD, 2 DtoH, 8 DtoD).
+  void transfer(std::uint32_t gpu_index, std::uint64_t bytes, std::uint8_t memcpy_kind = 0) {
+    t.set_bytes(t.gpu[gpu_index], bytes);
+    t.gpu[gpu_index].subkind = memcpy_kind;
+  }
+  // An allocation (bytes > 0) or a free (bytes < 0) on `device` (-1: host
+  // memory), in time order: the device's totals after it are counted from
+  // `in_use` (what was allocated before the window) up, `reserved` at least.
+  std::uint32_t memory(std::uint64_t ts, std::int64_t bytes, std::uint64_t address, std::int32_t device = 0,
+                       std::uint32_t tid = 1, std::uint32_t correlation = 0) {
+    device_memory& d = devices_[device];
+    d.in_use += std::uint64_t(bytes);  // a free's negative count wraps back down
+    cuprof::memory_event m;
+    m.ts_ns = ts;
+    m.bytes = bytes;
+    m.address = address;
+    m.device = device;
+    m.tid = tid;
+    m.correlation = correlation;
+    m.total_allocated = d.in_use;
+    m.total_reserved = std::max(d.reserved, d.in_use);
+    t.memory.push_back(m);
+    t.meta.memory_recorded = true;
+    return std::uint32_t(t.memory.size() - 1);
+  }
+  // What `device` holds before the window's first memory event.
+  void memory_before(std::int32_t device, std::uint64_t in_use, std::uint64_t reserved) { devices_[device] = {in_use, reserved}; }
+
+ private:
+  struct device_memory {
+    std::uint64_t in_use = 0, reserved = 0;
+  };
+  std::map<std::int32_t, device_memory> devices_;
 };
 
 // Row names in table order (the first cell of each row line).

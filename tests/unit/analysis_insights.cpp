@@ -754,6 +754,201 @@ TEST_CASE("insights: only calls that block the CPU thread count as waiting; CUPT
   CHECK(query->headline == "my_kernel: cuOccupancyMaxPotentialBlockSize before 1 of 1 launches");
 }
 
+// ---- memory ----------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uint64_t memory_base = 1700000000000000000ull;
+constexpr std::uint64_t MiB = std::uint64_t(1) << 20;
+
+// Four 1 ms steps. forward allocates 8 MiB at the same address every step and
+// frees it; cache_append keeps 1 MiB a step (and 2 MiB more in the last, at the
+// address of that step's 1 MiB: its free was not recorded); small keeps 4 KiB a
+// step; pin_buffer keeps 2 MiB of host memory in the last step. 2 MiB from
+// before the window is freed in the first step. GPU 0 holds 100 MiB in use and
+// 128 MiB reserved before the window, of its 80 GiB.
+cuprof::trace memory_steps_trace() {
+  builder b;
+  b.memory_before(0, 100 * MiB, 128 * MiB);
+  cuprof::device_info gpu;
+  gpu.total_global_mem = 80ull << 30;
+  b.t.meta.devices.push_back(gpu);
+  for (std::uint32_t k = 0; k < 4; ++k) {
+    const std::uint64_t s = memory_base + k * 1000000;
+    const std::uint32_t step = b.span("ProfilerStep#" + std::to_string(k), s, s + 900000, cuprof::no_index, 1, true);
+    if (k == 0) b.memory(s + 500, -2 * std::int64_t(MiB), 0x6000000000);
+    const std::uint32_t forward = b.span("forward", s + 1000, s + 800000, step);
+    b.memory(s + 1500, 8 * MiB, 0x7000000000);
+    b.span("cache_append", s + 2000, s + 3000, forward);
+    b.memory(s + 2500, MiB, 0x7100000000 + k * MiB);
+    if (k == 3) b.memory(s + 2600, 2 * MiB, 0x7100000000 + k * MiB);
+    b.span("small", s + 4000, s + 5000, forward);
+    b.memory(s + 4500, 4096, 0x7200000000 + k * 4096);
+    if (k == 3) {
+      b.span("pin_buffer", s + 6000, s + 7000, forward);
+      b.memory(s + 6500, 2 * MiB, 0x5000, -1);
+    }
+    b.memory(s + 700000, -8 * std::int64_t(MiB), 0x7000000000);
+  }
+  cuprof::attribute(b.t);
+  return std::move(b.t);
+}
+
+cuprof::insights memory_insights(const cuprof::trace& t, cuprof::insights_options o = {}) {
+  o.base_ns = memory_base;
+  return cuprof::analyze(t, o);
+}
+
+std::vector<const cuprof::finding*> findings_of(const cuprof::insights& in, const std::string& kind) {
+  std::vector<const cuprof::finding*> out;
+  for (const cuprof::finding& f : in.findings)
+    if (f.kind == kind) out.push_back(&f);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("insights: memory still allocated at the end of the window, per scope, above a floor; silent without memory events") {
+  const cuprof::trace t = memory_steps_trace();
+  const cuprof::insights in = memory_insights(t);
+  const std::vector<const cuprof::finding*> kept = findings_of(in, "memory not freed");
+  // forward's activations are freed (matched by address, reused every step); small's 16 KiB is under the floor.
+  REQUIRE(kept.size() == 2);
+  CHECK(kept[0]->headline ==
+        "forward > cache_append: 5 MiB on GPU 0 still allocated at the end of the window, 4 allocations made in it");
+  CHECK(kept[0]->details[0] ==
+        "left by 4 of the 4 steps, median 1 MiB a step: memory growing step by step is what a leak looks like");
+  CHECK(kept[0]->where == "largest: 2 MiB in ProfilerStep#3 > forward > cache_append, thread 1 at ts 3002.600us");
+  CHECK(kept[0]->cause == "memory not freed: forward > cache_append");
+  CHECK(kept[0]->cost_of == cuprof::cost_base::none);
+  CHECK(kept[0]->saving_ns == 0);
+  CHECK(kept[1]->headline ==
+        "forward > pin_buffer: 2 MiB in host memory still allocated at the end of the window, 1 allocation made in it");
+  CHECK(kept[1]->details[0] == "left by 1 of the 4 steps, median 2 MiB a step: in one step only, not growing");
+  // Memory, not time: nothing for the summary, and the report prints no cost line.
+  CHECK(in.summary.empty());
+  const std::string report = cuprof::format_insights(in);
+  CHECK(report.find("[memory not freed] forward > cache_append: 5 MiB on GPU 0") != std::string::npos);
+
+  // The floor: 6 MiB leaves neither.
+  cuprof::insights_options high;
+  high.unfreed_min_bytes = 6 * MiB;
+  CHECK(findings_of(memory_insights(t, high), "memory not freed").empty());
+  // 16 KiB in small is reported once the floor is below it.
+  cuprof::insights_options low;
+  low.unfreed_min_bytes = 16 * 1024;
+  const cuprof::insights with_small = memory_insights(t, low);
+  const std::vector<const cuprof::finding*> all = findings_of(with_small, "memory not freed");
+  REQUIRE(all.size() == 3);
+  CHECK(all[2]->headline ==
+        "forward > small: 16 KiB on GPU 0 still allocated at the end of the window, 4 allocations made in it");
+
+  // The frees that follow in a longer window match them: nothing is left.
+  cuprof::trace freed = t;
+  std::uint64_t at = memory_base + 4000000;
+  for (const cuprof::memory_event& m : t.memory) {
+    if (m.bytes <= 0) continue;
+    cuprof::memory_event f = m;
+    f.ts_ns = at++;
+    f.bytes = -m.bytes;
+    freed.memory.push_back(f);
+  }
+  CHECK(findings_of(memory_insights(freed, low), "memory not freed").empty());
+
+  cuprof::trace none = t;
+  none.memory.clear();
+  none.meta.memory_recorded = false;
+  const cuprof::insights silent = memory_insights(none);
+  CHECK(findings_of(silent, "memory not freed").empty());
+  CHECK(findings_of(silent, "memory peak").empty());
+}
+
+TEST_CASE("insights: each device's memory peak, when, and the allocation and scope that reached it") {
+  const cuprof::insights in = memory_insights(memory_steps_trace());
+  const std::vector<const cuprof::finding*> peaks = findings_of(in, "memory peak");
+  REQUIRE(peaks.size() == 2);  // host memory first (device -1), then GPU 0
+  CHECK(peaks[0]->headline ==
+        "host memory: at most 2 MiB in use, at ts 3006.500us, reached by an allocation of 2 MiB in ProfilerStep#3 > forward > "
+        "pin_buffer");
+  CHECK(peaks[0]->details[0] == "reserved then: 2 MiB");
+  // 100 MiB before the window, -2, then 1 MiB + 4 KiB kept a step, 8 + 1 + 2 MiB + 4 KiB in the last: the 4 KiB reaches it.
+  CHECK(peaks[1]->headline ==
+        "GPU 0: at most 112 MiB in use, at ts 3004.500us, reached by an allocation of 4 KiB in ProfilerStep#3 > forward > small");
+  CHECK(peaks[1]->details[0] ==
+        "reserved then: 128 MiB (16 MiB held by the allocator beyond what is in use); the device has 80 GiB, 0.2% of it taken");
+  CHECK(peaks[1]->where == "ProfilerStep#3 > forward > small, thread 1 at ts 3004.500us");
+  CHECK(peaks[1]->cause == "memory peak: GPU 0");
+  CHECK(peaks[1]->cost_of == cuprof::cost_base::none);
+}
+
+TEST_CASE("insights: cudaMalloc, cudaFree and their kin in steps after the first, not the stream-ordered ones") {
+  builder b;
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    const std::uint64_t s = memory_base + k * 1000000;
+    b.span("ProfilerStep#" + std::to_string(k), s, s + 900000, cuprof::no_index, 1, true);
+    if (k == 0) b.call("cudaMalloc_v3020", s + 10000, s + 110000, 1);  // the first step sets up: not counted
+    if (k == 1) b.call("cuMemAlloc_v2", s + 10000, s + 30000, 2);
+    if (k >= 1) b.call("cudaFree", s + 200000, s + 250000, 3 + k);
+    if (k == 2) b.call("cudaMallocAsync_v11020", s + 300000, s + 302000, 6);
+  }
+  b.call("cudaMallocHost", memory_base + 3000000, memory_base + 3100000, 7);  // after the steps
+  cuprof::attribute(b.t);
+  const cuprof::insights in = memory_insights(b.t);
+  const std::vector<const cuprof::finding*> found = findings_of(in, "allocation in the loop");
+  REQUIRE(found.size() == 2);  // by call name
+  CHECK(found[0]->headline == "cudaFree: 2 calls in 2 of the 2 steps after the first, 100.000us of CPU time");
+  CHECK(found[0]->cost_ns == 100000);
+  CHECK(found[0]->cost_of == cuprof::cost_base::cpu_time);
+  CHECK(found[0]->saving_ns == 100000);
+  CHECK(found[0]->where == "first: ProfilerStep#1, thread 1 at ts 1200.000us");
+  CHECK(found[1]->headline == "cuMemAlloc_v2: 1 call in 1 of the 2 steps after the first, 20.000us of CPU time");
+  CHECK(found[1]->cause == "allocation in the loop: cuMemAlloc_v2");
+
+  // One step: no loop.
+  builder one;
+  one.span("ProfilerStep#0", memory_base, memory_base + 900000, cuprof::no_index, 1, true);
+  one.call("cudaFree", memory_base + 1000, memory_base + 50000, 1);
+  cuprof::attribute(one.t);
+  CHECK(findings_of(memory_insights(one.t), "allocation in the loop").empty());
+}
+
+TEST_CASE("insights: copies with pageable host memory, estimated from the trace's pinned copies of the same direction") {
+  builder b;
+  const std::uint64_t s = memory_base;
+  b.transfer(b.gpu("Memcpy HtoD (Pageable -> Device)", s, s + 640000, 1, cuprof::gpu_kind::memcpy), 8 * MiB, 1);
+  b.transfer(b.gpu("Memcpy HtoD (Pinned -> Device)", s + 700000, s + 1020000, 2, cuprof::gpu_kind::memcpy), 8 * MiB, 1);
+  b.transfer(b.gpu("Memcpy HtoD (Pageable -> Device)", s + 1100000, s + 1740000, 3, cuprof::gpu_kind::memcpy), 8 * MiB, 1);
+  b.transfer(b.gpu("Memcpy DtoH (Device -> Pageable)", s + 1800000, s + 2200000, 4, cuprof::gpu_kind::memcpy), 4 * MiB, 2);
+  b.transfer(b.gpu("Memcpy DtoD (Device -> Device)", s + 2300000, s + 2310000, 5, cuprof::gpu_kind::memcpy), 64 * MiB, 8);
+  cuprof::attribute(b.t);
+  const cuprof::insights in = memory_insights(b.t);
+  const std::vector<const cuprof::finding*> found = findings_of(in, "pageable memcpy");
+  REQUIRE(found.size() == 2);
+  // Ranked by saving: HtoD, whose pinned copy ran twice as fast, first.
+  CHECK(found[0]->headline == "Memcpy HtoD with pageable host memory: 2 copies, 16 MiB in 1.280ms (13.1 GB/s)");
+  CHECK(found[0]->details[0] ==
+        "the trace's 1 pinned HtoD copy (8 MiB) ran at 26.2 GB/s: from pinned memory these would take ~640.000us");
+  CHECK(found[0]->cost_ns == 1280000);
+  CHECK(found[0]->cost_of == cuprof::cost_base::gpu_time);
+  CHECK(found[0]->saving_ns == 640000);
+  CHECK(found[0]->where == "largest: GPU 0 stream 7 at ts 0.000us");
+  // No pinned DtoH copy: the bytes and time, no estimate.
+  CHECK(found[1]->headline == "Memcpy DtoH with pageable host memory: 1 copy, 4 MiB in 400.000us (10.5 GB/s)");
+  CHECK(found[1]->details[0] == "the trace has no pinned DtoH copies to measure what pinned memory would give here");
+  CHECK(found[1]->saving_ns == 0);
+  CHECK(found[1]->estimate.rfind("not estimated", 0) == 0);
+  REQUIRE_FALSE(in.summary.empty());
+  CHECK(in.summary[0].rfind("[pageable memcpy] Memcpy HtoD", 0) == 0);
+
+  // Under the floor: one small copy says nothing.
+  builder tiny;
+  tiny.transfer(tiny.gpu("Memcpy HtoD (Pageable -> Device)", s, s + 5000, 1, cuprof::gpu_kind::memcpy), 4096, 1);
+  CHECK(findings_of(memory_insights(tiny.t), "pageable memcpy").empty());
+  cuprof::insights_options high;
+  high.pageable_copy_min_bytes = 32 * MiB;
+  CHECK(findings_of(memory_insights(b.t, high), "pageable memcpy").empty());
+}
+
 // ---- diff -------------------------------------------------------------------------
 
 TEST_CASE("diff: unfused vs fused MLP keeps the GEMMs and removes the two elementwise kernels") {

@@ -421,6 +421,24 @@ TEST_CASE("api vocabulary: launches, copies, synchronizations and occupancy quer
   }
 }
 
+TEST_CASE("api vocabulary: allocations and frees outside stream order, not the stream-ordered ones") {
+  using namespace cuprof::detail;
+  for (const char* name :
+       {"cudaMalloc", "cudaMalloc_v3020", "cudaMallocPitch", "cudaMallocManaged_v6000", "cudaFree_v3020", "cudaMallocHost_v3020",
+        "cudaHostAlloc_v3020", "cudaFreeHost_v3020", "cudaMallocArray", "cudaFreeArray", "cuMemAlloc_v2", "cuMemFree_v2",
+        "cuMemAllocManaged", "cuMemAllocHost_v2", "cuMemHostAlloc", "cuMemFreeHost"}) {
+    CAPTURE(name);
+    CHECK(is_synchronous_allocation(name));
+    CHECK_FALSE(enqueues_gpu_work(name));
+  }
+  for (const char* name : {"cudaMallocAsync", "cudaMallocAsync_ptsz_v11020", "cudaFreeAsync_v11020", "cudaMallocFromPoolAsync",
+                           "cuMemAllocAsync", "cuMemFreeAsync_ptsz", "cuMemAllocFromPoolAsync", "cudaMemcpy", "cudaMemset",
+                           "cuMemCreate", "cuMemMap", "cudaHostRegister", "cudaMallocX"}) {
+    CAPTURE(name);
+    CHECK_FALSE(is_synchronous_allocation(name));
+  }
+}
+
 TEST_CASE("occupancy estimate: limits by threads, registers, shared memory and grid size") {
   cuprof::device_info d;
   d.num_sms = 100;

@@ -9,6 +9,11 @@
 // - a cold first step or call, where CPU time matters and warmup was not used;
 // - occupancy queries before launches (adaptively sized kernels);
 // - synchronizations that take a large share of CPU time;
+// - cudaMalloc, cudaFree and their kin (not the stream-ordered ones) in steps
+//   after the first: each may synchronize the device;
+// - copies from pageable host memory, against the trace's own pinned copies;
+// - memory still allocated at the end of the window, per scope;
+// - each device's peak of memory in use, and the allocation that reached it;
 // - profiler overhead and dropped records.
 #include "context.hpp"
 
@@ -59,6 +64,10 @@ insights analyze(const trace& t, const insights_options& options) {
   rules::cold_start(c);
   rules::occupancy_queries(c);
   rules::synchronizations(c);
+  rules::allocations_in_loop(c);
+  rules::pageable_copies(c);
+  rules::memory_not_freed(c);
+  rules::memory_peaks(c);
   rules::profiler_overhead(c);
   rules::incomplete_trace(c);
   rank(c.in, options.summary_items);

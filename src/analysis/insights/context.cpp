@@ -87,15 +87,34 @@ void index(context& c) {
 std::uint32_t context::step_of(const gpu_activity& g) const {
   std::uint32_t s = step_of_span(launching_span(t, g));
   if (s != no_index || g.api == no_index) return s;
-  const api_call& a = t.api_calls[g.api];
+  return step_at(t.api_calls[g.api].tid, t.api_calls[g.api].start_ns);
+}
+
+std::uint32_t context::step_of(const api_call& a) const {
+  const std::uint32_t s = step_of_span(a.parent);
+  return s != no_index ? s : step_at(a.tid, a.start_ns);
+}
+
+std::uint32_t context::step_at(std::uint32_t tid, std::uint64_t ts) const {
   for (std::uint32_t st : steps)
-    if (t.spans[st].tid == a.tid && t.spans[st].start_ns <= a.start_ns && a.start_ns < t.spans[st].end_ns) return st;
+    if (t.spans[st].tid == tid && t.spans[st].start_ns <= ts && ts < t.spans[st].end_ns) return st;
   return no_index;
 }
+
+std::string memory_place(std::int32_t device) { return device < 0 ? "host memory" : "GPU " + std::to_string(device); }
 
 std::string context::scope_path(std::uint32_t s) const {
   std::vector<std::string> parts;
   for (; s != no_index && parts.size() < 6; s = t.spans[s].parent) parts.push_back(t.names.str(t.spans[s].name));
+  std::string out;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) out += (out.empty() ? "" : " > ") + *it;
+  return out;
+}
+
+std::string context::scope_path_in_step(std::uint32_t s) const {
+  std::vector<std::string> parts;
+  for (; s != no_index && parts.size() < 6; s = t.spans[s].parent)
+    if (!t.spans[s].is_step) parts.push_back(t.names.str(t.spans[s].name));
   std::string out;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) out += (out.empty() ? "" : " > ") + *it;
   return out;

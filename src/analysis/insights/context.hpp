@@ -41,9 +41,16 @@ struct context {
   }
   // The step a GPU activity belongs to: by its launching scope, else by its call's time.
   std::uint32_t step_of(const gpu_activity& g) const;
+  // The step a call belongs to: by its scope, else by its thread and time.
+  std::uint32_t step_of(const api_call& a) const;
+  // The step open on thread `tid` at `ts`, or no_index.
+  std::uint32_t step_at(std::uint32_t tid, std::uint64_t ts) const;
   std::string step_name(std::uint32_t step) const { return step == no_index ? std::string() : t.names.str(t.spans[step].name); }
   // "ProfilerStep#2 > matmul_add > matmul"
   std::string scope_path(std::uint32_t s) const;
+  // The same without the steps ("matmul_add > matmul"): one path for the
+  // same scope in every step.
+  std::string scope_path_in_step(std::uint32_t s) const;
   // Where a GPU activity or a call is: its scopes, its lane or thread, its ts.
   std::string where_gpu(const gpu_activity& g) const;
   std::string where_call(const api_call& a) const;
@@ -86,6 +93,13 @@ void occupancy_queries(context& c);
 void synchronizations(context& c);
 void profiler_overhead(context& c);
 void incomplete_trace(context& c);
+void allocations_in_loop(context& c);
+void pageable_copies(context& c);
+void memory_not_freed(context& c);
+void memory_peaks(context& c);
+
+// Where memory is: "GPU 0", or "host memory" (memory_event::device -1).
+std::string memory_place(std::int32_t device);
 
 // A finding as one summary line (format.cpp, with the rest of the text).
 std::string summary_line(const finding& f);

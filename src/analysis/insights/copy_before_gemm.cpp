@@ -11,17 +11,6 @@
 
 namespace cuprof::detail::insight_rules {
 
-namespace {
-
-std::string bytes_text(std::uint64_t b) {
-  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return std::to_string(b >> 30) + " GiB";
-  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return std::to_string(b >> 20) + " MiB";
-  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return std::to_string(b >> 10) + " KiB";
-  return std::to_string(b) + (b == 1 ? " byte" : " bytes");
-}
-
-}  // namespace
-
 void copies_before_gemms(context& c) {
   const trace& t = c.t;
   const insights_options& o = c.o;

@@ -289,8 +289,12 @@ struct insights_options {
   double cold_factor = 1.5;        // first step at least this many times the median of the others
   double variation_factor = 1.25;  // a kernel's slowest step at least this many times its median step
   double sync_share = 0.25;        // synchronizations taking at least this share of Self CPU time
-  std::size_t max_items = 8;       // per finding list
-  std::size_t summary_items = 3;   // findings in the summary
+  // Memory allocated in the window and not freed in it, per scope: at least this much.
+  std::uint64_t unfreed_min_bytes = std::uint64_t(1) << 20;
+  // Copies from pageable host memory, per direction: at least this many bytes.
+  std::uint64_t pageable_copy_min_bytes = std::uint64_t(1) << 20;
+  std::size_t max_items = 8;      // per finding list
+  std::size_t summary_items = 3;  // findings in the summary
 };
 
 enum class bound_verdict : std::uint8_t { no_gpu_work, overhead_bound, compute_bound, mixed };
