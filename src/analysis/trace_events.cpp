@@ -147,6 +147,15 @@ std::uint8_t memcpy_kind_of(std::string_view name) {
   return 0;
 }
 
+std::uint8_t memory_kind_of(std::string_view name) {
+  // CUPTI_ACTIVITY_MEMORY_KIND_* by value, spelled as the record store names them.
+  static constexpr std::string_view names[] = {"Unknown", "Pageable", "Pinned",        "Device",
+                                               "Array",   "Managed",  "Device Static", "Managed Static"};
+  for (std::uint8_t k = 1; k < sizeof names / sizeof names[0]; ++k)
+    if (name == names[k]) return k;
+  return 0;
+}
+
 std::uint8_t sync_kind_of(std::string_view name) {
   for (std::uint8_t k = 1; k <= 4; ++k)
     if (name == sync_kind_name(k)) return k;
@@ -213,6 +222,7 @@ void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
   reserve(&raw_trace::calls);
   reserve(&raw_trace::gpu);
   reserve(&raw_trace::annotations);
+  reserve(&raw_trace::memory);
   reserve(&raw_trace::thread_candidates);
   std::vector<name_id> ids;
   for (raw_trace& piece : pieces) {
@@ -232,6 +242,7 @@ void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
     append(into.calls, piece.calls);
     append(into.gpu, piece.gpu);
     append(into.annotations, piece.annotations);
+    append(into.memory, piece.memory);
     append(into.thread_candidates, piece.thread_candidates);
     for (auto& p : piece.process_names) into.process_names.emplace(p.first, std::move(p.second));
     into.events += piece.events;
@@ -308,6 +319,12 @@ void trace_event_reader::top_level(std::string_view key, const json_node& v, con
     std::int64_t x = 0;
     if (const json_node* f = v.find(schema::key_rank); f && to_int(*f, x)) raw_.meta.rank = int(x);
     if (const json_node* f = v.find(schema::key_world_size); f && to_int(*f, x)) raw_.meta.world_size = int(x);
+  } else if (key == schema::key_profile_memory) {
+    // torch adds it (as 1) only when memory was profiled; 0, false or "0" say it was not.
+    std::int64_t x = 0;
+    const bool off = (v.is_number() && to_int(v, x) && x == 0) || (v.type == json_kind::boolean && !v.boolean) ||
+                     v.type == json_kind::null || (v.is_string() && v.text == "0");
+    raw_.meta.memory_recorded = raw_.meta.memory_recorded || !off;
   }
 }
 
@@ -325,6 +342,7 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
   if (!ph) return;
   if (!ph->is_string()) fail(where("\"ph\" is " + std::string(json_type_name(ph->type)) + ", expected a string"));
   if (ph->text == "M") return metadata(e);
+  if (ph->text == "i" || ph->text == "I") return instant(e);
   if (ph->text != "X") return;
   const json_node* cat = e.find("cat");
   if (!cat) return;
@@ -485,6 +503,55 @@ void trace_event_reader::metadata(const json_node& e) {
   if (name->text == schema::meta_process_name && pid >= 0) raw_.process_names.emplace(pid, std::string(value->text));
   if (name->text == schema::meta_thread_name && tid >= 0 && tid <= 0xFFFFFFFFll)
     raw_.thread_candidates.push_back({pid, tid, std::string(value->text)});
+}
+
+void trace_event_reader::instant(const json_node& e) {
+  const json_node* name = e.find("name");
+  if (!name || !name->is_string() || name->text != schema::memory_event_name) return;
+  const json_node* args = e.find("args");
+  const json_node* ts = e.find("ts");
+  if (!args || !args->is_object() || !ts || !ts->is_number()) return;
+  raw_memory m;
+  if (!us_to_ns(ts->text, m.ts)) return;
+  // An integer arg, or `fallback` where it is absent or null; false if it is anything else.
+  const auto arg = [&](std::string_view key, std::int64_t fallback, std::int64_t& out) {
+    const json_node* f = args->find(key);
+    if (!f || f->type == json_kind::null) {
+      out = fallback;
+      return true;
+    }
+    if (f->type == json_kind::boolean) {
+      out = f->boolean;
+      return true;
+    }
+    return to_int(*f, out);
+  };
+  std::int64_t bytes = 0, x = 0;
+  // No allocation is 2^62 bytes (4 EiB); the bound keeps sums and negations in range.
+  constexpr std::int64_t max_bytes = std::int64_t(1) << 62;
+  const json_node* b = args->find(schema::arg_memory_bytes);
+  if (!b || !to_int(*b, bytes) || bytes > max_bytes || bytes < -max_bytes) return;
+  m.bytes = bytes;
+  // Figures that are negative or unreadable count as unknown (0): the event still says what moved.
+  const auto unsigned_arg = [&](std::string_view key, std::uint64_t& field) {
+    if (arg(key, 0, x) && x > 0) field = std::uint64_t(std::min(x, max_bytes));
+  };
+  unsigned_arg(schema::arg_memory_total_allocated, m.total_allocated);
+  unsigned_arg(schema::arg_memory_total_reserved, m.total_reserved);
+  if (arg(schema::arg_memory_addr, 0, x) && x > 0) m.address = std::uint64_t(x);
+  if (const json_node* t = e.find("tid"); t && to_int(*t, x) && x >= 0 && x <= 0xFFFFFFFFll) m.tid = std::uint32_t(x);
+  if (arg(schema::arg_correlation, 0, x) && x > 0 && x <= 0xFFFFFFFFll) m.correlation = std::uint32_t(x);
+  std::int64_t type = 0, device = -1;
+  if (!arg(schema::arg_memory_device_type, 0, type) || !arg(schema::arg_memory_device_id, -1, device)) return;
+  if (type == schema::memory_device_type_cuda) {
+    if (device < 0 || device > 0xFFFF) return;  // CUDA memory on no device: not a figure to charge anywhere
+    m.device = std::int32_t(device);
+  }
+  if (const json_node* k = args->find(schema::arg_memory_kind); k && k->is_string()) m.memory_kind = memory_kind_of(k->text);
+  if (arg(schema::arg_memory_pool, 0, x) && x != 0) m.flags |= memory_from_pool;
+  if (arg(schema::arg_memory_virtual, 0, x) && x != 0) m.flags |= memory_virtual;
+  ++raw_.used;
+  raw_.memory.push_back(m);
 }
 
 void trace_event_reader::fail(const std::string& what) const { doc_->fail_at(at_, what); }

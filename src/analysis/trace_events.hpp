@@ -77,6 +77,23 @@ struct raw_annotation {
   std::int64_t ext = -1;
 };
 
+// An allocation or free ([memory] instant event), its time relative to base_ns.
+struct raw_memory {
+  std::int64_t ts = 0;
+  std::uint64_t address = 0;
+  std::int64_t bytes = 0;
+  std::uint64_t total_allocated = 0, total_reserved = 0;
+  std::uint32_t tid = 0;
+  std::uint32_t correlation = 0;
+  std::int32_t device = -1;
+  std::uint8_t memory_kind = 0;
+  std::uint8_t flags = 0;
+};
+
+// The memory kind (memory_event::memory_kind) a "Memory Kind" arg names, as
+// CUPTI's activity records name them ("Device", "Pinned", ...); 0 if none.
+std::uint8_t memory_kind_of(std::string_view name);
+
 enum class event_category { skip, span, runtime, driver, kernel, memcpy, memset, sync, gpu_annotation, overhead };
 
 // Older torch.profiler traces spell categories capitalised and bare
@@ -106,6 +123,7 @@ struct raw_trace {
   std::vector<raw_call> calls;
   std::vector<raw_gpu> gpu;
   std::vector<raw_annotation> annotations;
+  std::vector<raw_memory> memory;  // in file order
   std::unordered_map<std::int64_t, std::string> process_names;
   struct thread_candidate {
     std::int64_t pid, tid;
@@ -139,6 +157,10 @@ class trace_event_reader {
  private:
   // A metadata ("M") event: a process's or a thread's name.
   void metadata(const json_node& e);
+
+  // An instant ("i") event: an allocation or free when named [memory]. A
+  // damaged one is skipped, not refused: it costs one figure, not the trace.
+  void instant(const json_node& e);
 
   [[noreturn]] void fail(const std::string& what) const;
 

@@ -155,6 +155,32 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   }
   link_parents(t, parents_of::spans_and_calls);
 
+  // Allocations and frees in time order (file order at equal times: an
+  // allocation and its free may share a microsecond), each charged to a scope.
+  // One that lies outside what 64-bit epoch nanoseconds hold is dropped.
+  if (!raw.memory.empty()) t.meta.memory_recorded = true;
+  const auto earlier = [](const raw_memory& a, const raw_memory& b) { return a.ts < b.ts; };
+  if (!std::is_sorted(raw.memory.begin(), raw.memory.end(), earlier))
+    std::stable_sort(raw.memory.begin(), raw.memory.end(), earlier);
+  t.memory.reserve(raw.memory.size());
+  for (const raw_memory& r : raw.memory) {
+    std::int64_t ts = 0;
+    if (__builtin_add_overflow(r.ts, base, &ts) || ts < 0) continue;
+    memory_event m;
+    m.ts_ns = std::uint64_t(ts);
+    m.address = r.address;
+    m.bytes = r.bytes;
+    m.total_allocated = r.total_allocated;
+    m.total_reserved = r.total_reserved;
+    m.tid = r.tid;
+    m.correlation = r.correlation;
+    m.device = r.device;
+    m.memory_kind = r.memory_kind;
+    m.flags = r.flags;
+    t.memory.push_back(m);
+  }
+  attribute_memory(t, call_by_correlation);
+
   // GPU work: the launching call by correlation, the scope by External id.
   const auto starts_before = [](const raw_gpu& a, const raw_gpu& b) { return a.start < b.start; };
   if (!std::is_sorted(raw.gpu.begin(), raw.gpu.end(), starts_before))
@@ -238,6 +264,7 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   for (const cpu_span& s : t.spans) events.add(s.start_ns, s.end_ns);
   for (const api_call& a : t.api_calls) events.add(a.start_ns, a.end_ns);
   for (const gpu_activity& g : t.gpu) events.add(g.start_ns, g.end_ns);
+  for (const memory_event& m : t.memory) events.add(m.ts_ns, m.ts_ns);
   if (raw.window_start > 0 && raw.window_end >= raw.window_start) {
     t.meta.window_start_ns = std::uint64_t(raw.window_start);
     t.meta.window_end_ns = std::uint64_t(raw.window_end);

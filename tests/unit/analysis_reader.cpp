@@ -347,7 +347,8 @@ TEST_CASE("reader: a trace read in pieces on several threads is the trace read s
   std::vector<std::string> files;
   for (const char* name : {"matmul_add_4096.json", "mlp_fused.json", "occupancy.json", "linear_addmm.json"})
     files.push_back(gpu_trace(name));
-  for (const char* name : {"torch_geglu_mlp.json", "torch_geglu_mlp_compiled.json", "torch_matmul_add_64.json"})
+  for (const char* name :
+       {"torch_geglu_mlp.json", "torch_geglu_mlp_compiled.json", "torch_matmul_add_64.json", "torch_memory_synthetic.json"})
     files.push_back(kineto_trace(name));
   for (const std::string& file : files) {
     CAPTURE(file);
@@ -365,6 +366,13 @@ TEST_CASE("reader: a trace read in pieces on several threads is the trace read s
       CHECK(pieces->format == serial.format);
       CHECK(pieces->unmatched_annotations == serial.unmatched_annotations);
       CHECK(pieces->t.names.size() == serial.t.names.size());
+      REQUIRE(pieces->t.memory.size() == serial.t.memory.size());
+      for (std::size_t i = 0; i < serial.t.memory.size(); ++i) {
+        CHECK(pieces->t.memory[i].ts_ns == serial.t.memory[i].ts_ns);
+        CHECK(pieces->t.memory[i].bytes == serial.t.memory[i].bytes);
+        CHECK(pieces->t.memory[i].span == serial.t.memory[i].span);
+      }
+      CHECK(pieces->t.meta.memory_recorded == serial.t.meta.memory_recorded);
     }
   }
   // What looks like a place between events inside a string, or inside an
@@ -781,6 +789,170 @@ const char* const torch_shapes_trace = R"json({
   ]})json";
 
 }  // namespace
+
+TEST_CASE("reader: torch's [memory] events: allocations and frees in time order, charged to the scope open at them") {
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto_trace("torch_memory_synthetic.json"));
+  const cuprof::trace& t = lt.t;
+  CHECK(lt.format == cuprof::trace_format::torch);
+  CHECK(t.meta.memory_recorded);
+  // Three steps: 4 MiB allocated in aten::empty and freed at the step's end, 1 MiB kept by cache_append;
+  // 4 KiB of CPU memory allocated and freed in the second step's aten::empty.
+  REQUIRE(t.memory.size() == 11);
+  CHECK(lt.used == 30 + 11);  // the instants that are not [memory] (Iteration Start) are not used
+  CHECK(std::is_sorted(t.memory.begin(), t.memory.end(),
+                       [](const cuprof::memory_event& a, const cuprof::memory_event& b) { return a.ts_ns < b.ts_ns; }));
+  const auto scope = [&](const cuprof::memory_event& m) {
+    return m.span == cuprof::no_index ? std::string("-") : t.names.str(t.spans[m.span].name);
+  };
+  const std::uint64_t base = 1700000000000000000ull;
+  const cuprof::memory_event& first = t.memory[0];
+  CHECK(first.ts_ns == base + 15000);
+  CHECK(first.bytes == 4194304);
+  CHECK(first.address == 139637976727552ull);
+  CHECK(first.device == 0);
+  CHECK(first.total_allocated == 109051904);
+  CHECK(first.total_reserved == 134217728);
+  CHECK(first.tid == 4242);
+  CHECK(first.correlation == 0);
+  CHECK(first.memory_kind == 0);
+  CHECK(first.flags == 0);
+  CHECK(scope(first) == "aten::empty");
+  std::vector<std::string> scopes;
+  std::vector<std::int64_t> bytes;
+  std::vector<std::int32_t> devices;
+  for (const cuprof::memory_event& m : t.memory) {
+    scopes.push_back(scope(m));
+    bytes.push_back(m.bytes);
+    devices.push_back(m.device);
+  }
+  const std::int64_t MiB = 1 << 20;
+  CHECK(bytes == std::vector<std::int64_t>{4 * MiB, MiB, -4 * MiB, 4 * MiB, 4096, -4096, MiB, -4 * MiB, 4 * MiB, MiB, -4 * MiB});
+  CHECK(devices == std::vector<std::int32_t>{0, 0, 0, 0, -1, -1, 0, 0, 0, 0, 0});
+  CHECK(scopes == std::vector<std::string>{"aten::empty", "cache_append", "ProfilerStep#0", "aten::empty", "aten::empty",
+                                           "aten::empty", "cache_append", "ProfilerStep#1", "aten::empty", "cache_append",
+                                           "ProfilerStep#2"});
+
+  // What `cuprof insights` says of it.
+  cuprof::insights_options o;
+  o.base_ns = lt.base_ns;
+  const cuprof::insights in = cuprof::analyze(t, o);
+  // The headline of the finding about `cause` (its kind, or its kind and what it is about).
+  const auto headline = [&](const std::string& cause) {
+    for (const cuprof::finding& f : in.findings)
+      if (f.kind == cause || f.cause == cause) return f.headline;
+    return std::string("(none)");
+  };
+  CHECK(headline("memory not freed") ==
+        "cache_append: 3 MiB on GPU 0 still allocated at the end of the window, 3 allocations made in it");
+  CHECK(headline("memory peak: GPU 0") ==
+        "GPU 0: at most 107 MiB in use, at ts 2305.000us, reached by an allocation of 1 MiB in ProfilerStep#2 > cache_append");
+  CHECK(headline("memory peak: host memory") ==
+        "host memory: at most 4 KiB in use, at ts 1020.000us, reached by an allocation of 4 KiB in ProfilerStep#1 > aten::empty");
+  // torch reports no reserve for CPU memory: nothing said of it.
+  for (const cuprof::finding& f : in.findings)
+    if (f.cause == "memory peak: host memory") CHECK(f.details.size() == 1);
+  CHECK(headline("allocation in the loop") == "cudaMalloc: 1 call in 1 of the 2 steps after the first, 150.000us of CPU time");
+  CHECK(headline("pageable memcpy") == "Memcpy HtoD with pageable host memory: 2 copies, 16 MiB in 1.280ms (13.1 GB/s)");
+}
+
+TEST_CASE("reader: a recorded torch trace's [memory] events charged as torch charges them (its Self CUDA Mem and Self CPU Mem)") {
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto_trace("torch_memory_step.json"));
+  const cuprof::trace& t = lt.t;
+  CHECK(t.meta.memory_recorded);
+  REQUIRE(t.memory.size() == 199);
+  std::map<std::string, std::int64_t> self_cuda, self_cpu;
+  std::size_t on_gpu = 0, outside = 0;
+  for (const cuprof::memory_event& m : t.memory) {
+    on_gpu += m.device == 0;
+    if (m.span == cuprof::no_index) {
+      ++outside;
+      continue;
+    }
+    (m.device < 0 ? self_cpu : self_cuda)[t.names.str(t.spans[m.span].name)] += m.bytes;
+  }
+  CHECK(on_gpu == 163);  // the rest are CPU memory (Device Type 0, Device Id -1)
+  CHECK(outside == 44);  // on threads or at times with no op open
+  // torch_memory_step.txt: Self CUDA Mem 480.18 MB, 248.00 MB, 60.00 MB, 24.00 MB, 3.00 MB, 72.00 KB; Self CPU Mem 96.04 MB.
+  CHECK(self_cuda["aten::empty_strided"] == 503501824);
+  CHECK(self_cuda["aten::mm"] == 260046848);
+  CHECK(self_cuda["aten::addmm"] == 62914560);
+  CHECK(self_cuda["aten::gelu_backward"] == 25165824);
+  CHECK(self_cuda["aten::empty"] == 3145728);
+  CHECK(self_cuda["aten::sum"] == 73728);
+  CHECK(self_cpu["aten::empty"] == 100700192);
+  CHECK(self_cpu["aten::mm"] == 0);
+}
+
+TEST_CASE("reader: damaged [memory] events are skipped or their figures clamped; the trace is read") {
+  const std::string doc = R"({"profile_memory": 0, "baseTimeNanoseconds": 1000000000000, "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {"External id": 1}},
+    {"ph": "X", "cat": "user_annotation", "name": "other", "pid": 1, "tid": 2, "ts": 0, "dur": 100, "args": {"External id": 2}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaMallocManaged", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {"correlation": 7}},
+    {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 2, "ts": 12,
+     "args": {"Bytes": 512, "Addr": 4096, "Device Id": 1, "Device Type": 1, "Total Allocated": 512, "Total Reserved": 2097152,
+              "Memory Kind": "Managed", "Pool": 1, "Virtual": true, "correlation": 7}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 20, "args": {"Bytes": "lots", "Device Id": 0, "Device Type": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 21, "args": {"Bytes": 1.5, "Device Id": 0, "Device Type": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 22, "args": {"Bytes": 1e30, "Device Id": 0, "Device Type": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 23, "args": {"Bytes": 99999999999999999999999}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 24, "args": {"Bytes": 4611686018427387905}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 25},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 26, "args": {"Addr": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": "27", "args": {"Bytes": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 28, "args": {"Bytes": 1, "Device Id": -1, "Device Type": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 29, "args": {"Bytes": 1, "Device Id": "0", "Device Type": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1e20, "args": {"Bytes": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": -2000000000, "args": {"Bytes": 1}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 30,
+     "args": {"Bytes": -4611686018427387904, "Addr": -5, "Device Id": 0, "Device Type": 0, "Total Allocated": -3,
+              "Total Reserved": 9223372036854775807, "Memory Kind": "Exotic"}},
+    {"ph": "C", "name": "GPU 0 Memory", "pid": 0, "ts": 12, "args": {"Allocated": 512, "Reserved": 2097152}},
+    {"ph": "i", "name": "[memory] ", "pid": 1, "tid": 1, "ts": 31, "args": {"Bytes": 1}},
+    {"ph": "i", "cat": "cpu_instant_event", "name": "Record Window End", "pid": 1, "tid": 1, "ts": 99}
+  ]})";
+  const cuprof::loaded_trace lt = cuprof::parse_trace(doc, "damaged");
+  const cuprof::trace& t = lt.t;
+  // Events say memory was recorded, whatever the key says.
+  CHECK(t.meta.memory_recorded);
+  REQUIRE(t.memory.size() == 2);
+  const cuprof::memory_event& managed = t.memory[0];
+  CHECK(managed.ts_ns == 1000000000000ull + 12000);
+  CHECK(managed.bytes == 512);
+  CHECK(managed.address == 4096);
+  CHECK(managed.device == 1);
+  CHECK(managed.total_allocated == 512);
+  CHECK(managed.total_reserved == 2097152);
+  CHECK(managed.memory_kind == cuprof::memory_kind_managed);
+  CHECK(managed.flags == (cuprof::memory_from_pool | cuprof::memory_virtual));
+  CHECK(managed.correlation == 7);
+  // Charged by its call: the call's thread and scope, not the thread the event names.
+  CHECK(managed.tid == 1);
+  REQUIRE(managed.span != cuprof::no_index);
+  CHECK(t.names.str(t.spans[managed.span].name) == "outer");
+  // A free of 2^62 bytes, the most read; a negative address and total are unknown, a huge total clamped;
+  // Device Type 0 is host memory whatever its Device Id.
+  const cuprof::memory_event& odd = t.memory[1];
+  CHECK(odd.bytes == -(std::int64_t(1) << 62));
+  CHECK(odd.address == 0);
+  CHECK(odd.device == -1);
+  CHECK(odd.total_allocated == 0);
+  CHECK(odd.total_reserved == std::uint64_t(1) << 62);
+  CHECK(odd.memory_kind == 0);
+  CHECK(t.names.str(t.spans[odd.span].name) == "outer");
+  // The insights read it without overflow.
+  (void)cuprof::format_insights(cuprof::analyze(t));
+
+  const auto recorded = [](const std::string& key) {
+    const std::string events =
+        R"("traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]})";
+    return cuprof::parse_trace("{" + key + events, "key").t.meta.memory_recorded;
+  };
+  CHECK(recorded(R"("profile_memory": 1, )"));
+  CHECK(recorded(R"("profile_memory": true, )"));
+  CHECK_FALSE(recorded(R"("profile_memory": 0, )"));
+  CHECK_FALSE(recorded(R"("profile_memory": false, )"));
+  CHECK_FALSE(recorded(""));
+}
 
 TEST_CASE("reader: scope arguments of a cuprof trace, input shapes of a torch trace; group_by::args") {
   const cuprof::loaded_trace lt = cuprof::parse_trace(sized_trace, "sized");
