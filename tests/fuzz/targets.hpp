@@ -57,6 +57,13 @@ inline void trace_reader(const std::uint8_t* data, std::size_t size) {
   } catch (const cuprof::error&) {
     return;  // rejected with a message: the expected outcome for most inputs
   }
+  // Memory events in time order, each charged to a scope of the trace or to none.
+  for (std::size_t i = 0; i < lt.t.memory.size(); ++i) {
+    const cuprof::memory_event& m = lt.t.memory[i];
+    if (i && m.ts_ns < lt.t.memory[i - 1].ts_ns) broken("memory events out of time order");
+    if (m.span != cuprof::no_index && m.span >= lt.t.spans.size()) broken("a memory event charged to no span of the trace");
+  }
+  if (!lt.t.memory.empty() && !lt.t.meta.memory_recorded) broken("memory events read, memory_recorded not set");
   const cuprof::event_averages avg = cuprof::key_averages(lt.t);
   cuprof::table_options o;
   o.sort_by = "cuda_time_total";
