@@ -43,7 +43,7 @@ void allocations_in_loop(context& c) {
                  us_text(n.cpu_ns) + " of CPU time";
     f.details.push_back(
         "allocating or freeing outside stream order may synchronize the device (cudaFree and cudaFreeHost wait for its "
-        "work): the CPU stalls and the GPU's queue drains, in every step");
+        "work): the CPU stalls and the GPU's queue drains each time");
     f.details.push_back(
         "allocate once before the loop and reuse the buffers, or use a caching or stream-ordered allocator "
         "(cudaMallocAsync); torch's caching allocator calls cudaMalloc only when its cache lacks a block (new shapes, "
