@@ -796,7 +796,7 @@ TEST_CASE("reader: torch's [memory] events: allocations and frees in time order,
   CHECK(lt.format == cuprof::trace_format::torch);
   CHECK(t.meta.memory_recorded);
   // Three steps: 4 MiB allocated in aten::empty and freed at the step's end, 1 MiB kept by cache_append;
-  // 4 KiB of CPU memory allocated and freed in the second step's aten::empty.
+  // 4 KiB of CPU memory allocated in the second step's aten::empty and freed after it.
   REQUIRE(t.memory.size() == 11);
   CHECK(lt.used == 30 + 11);  // the instants that are not [memory] (Iteration Start) are not used
   CHECK(std::is_sorted(t.memory.begin(), t.memory.end(),
@@ -829,7 +829,7 @@ TEST_CASE("reader: torch's [memory] events: allocations and frees in time order,
   CHECK(bytes == std::vector<std::int64_t>{4 * MiB, MiB, -4 * MiB, 4 * MiB, 4096, -4096, MiB, -4 * MiB, 4 * MiB, MiB, -4 * MiB});
   CHECK(devices == std::vector<std::int32_t>{0, 0, 0, 0, -1, -1, 0, 0, 0, 0, 0});
   CHECK(scopes == std::vector<std::string>{"aten::empty", "cache_append", "ProfilerStep#0", "aten::empty", "aten::empty",
-                                           "aten::empty", "cache_append", "ProfilerStep#1", "aten::empty", "cache_append",
+                                           "ProfilerStep#1", "cache_append", "ProfilerStep#1", "aten::empty", "cache_append",
                                            "ProfilerStep#2"});
 
   // What `cuprof insights` says of it.
