@@ -57,6 +57,25 @@ ARG_GRAPH_ID = "graph id"
 ARG_GRAPH_NODE_ID = "graph node id"
 ARG_TIMING = "timing"  # on a kernel CUPTI could not time: why its place and 0 ns are not measured
 ARG_INPUT_DIMS = "Input Dims"  # a torch op's input shapes (record_shapes=True)
+ARG_CALL_STACK = "Call stack"  # with_stack: a CUDA call's native frames, innermost first
+
+# An allocation or free: torch's instant event "[memory]" (category cpu_instant_event), its args as
+# torch names them, cuprof's optional ones, and the counter of memory in use after it.
+CAT_CPU_INSTANT_EVENT = "cpu_instant_event"
+MEMORY_EVENT_NAME = "[memory]"
+ARG_MEMORY_BYTES = "Bytes"  # negative for a free
+ARG_MEMORY_ADDR = "Addr"
+ARG_MEMORY_TOTAL_ALLOCATED = "Total Allocated"
+ARG_MEMORY_TOTAL_RESERVED = "Total Reserved"
+ARG_MEMORY_DEVICE_ID = "Device Id"      # -1: host memory
+ARG_MEMORY_DEVICE_TYPE = "Device Type"  # 0 CPU, 1 CUDA
+ARG_MEMORY_KIND = "Memory Kind"
+ARG_MEMORY_POOL = "Pool"
+ARG_MEMORY_VIRTUAL = "Virtual"
+MEMORY_COUNTER_DEVICE = "CUDA memory"
+MEMORY_COUNTER_HOST = "Pinned host memory"
+ARG_COUNTER_ALLOCATED = "Allocated"
+ARG_COUNTER_RESERVED = "Reserved"
 
 # Metadata events ("ph": "M") and the arg holding their value.
 META_PROCESS_NAME = "process_name"
@@ -73,6 +92,7 @@ KEY_HOST_NAME = "host_name"
 KEY_DISTRIBUTED_INFO = "distributedInfo"
 KEY_RANK = "rank"
 KEY_WORLD_SIZE = "world_size"
+KEY_PROFILE_MEMORY = "profile_memory"  # 1: allocations were recorded
 
 # deviceProperties: one object per device.
 KEY_DEVICE_PROPERTIES = "deviceProperties"

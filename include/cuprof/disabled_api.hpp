@@ -111,7 +111,7 @@ struct export_options {
   trace_detail detail = trace_detail::kineto;
 };
 
-inline event_averages key_averages(const trace&, group_by = group_by::name) noexcept { return {}; }
+inline event_averages key_averages(const trace&, group_by = group_by::name, int = 0) noexcept { return {}; }
 template <class Path>
 export_result export_chrome_trace(const trace&, const Path&, const export_options& = {}) noexcept {
   return {};
@@ -126,6 +126,8 @@ class profile;
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
   detail::ignored_value schedule;
+  bool profile_memory = false;
+  bool with_stack = false;
   detail::ignored_handler on_trace_ready;
 };
 
@@ -150,7 +152,9 @@ class profile {
     static const trace empty;
     return empty;
   }
-  event_averages key_averages(group_by = group_by::name) const noexcept { return {}; }
+  event_averages key_averages(group_by = group_by::name, int = 0) const noexcept { return {}; }
+  template <class Path, class... Metric>
+  void export_stacks(const Path&, const Metric&...) const noexcept {}
   template <class Path>
   export_result export_chrome_trace(const Path&, const export_options& = {}) const noexcept {
     return {};

@@ -52,6 +52,14 @@ extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_li
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
   std::optional<cuprof::schedule> schedule;
+  // Records every allocation and free of device, managed and pinned host
+  // memory (torch's profile_memory): [memory] events, a bytes-in-use counter
+  // per device, and the table's memory columns.
+  bool profile_memory = false;
+  // Captures the native call stack of each launch, copy, memset, sync,
+  // allocation and free (torch's with_stack, native frames): on each call's
+  // event in the trace, in export_stacks() and in key_averages(group_by, n).
+  bool with_stack = false;
   // Called when a window's trace is ready; export or summarise it from here.
   std::function<void(profile&)> on_trace_ready;
 };
@@ -99,7 +107,16 @@ class profile {
     return last_ ? *last_ : *empty;
   }
   // group_by::args: a row per scope name and arguments (torch's group_by_input_shape).
-  event_averages key_averages(group_by grouping = group_by::name) const { return cuprof::key_averages(last_trace(), grouping); }
+  // group_by_stack_n > 0: CUDA calls and GPU work have a row per name and
+  // first n frames of their stack (with_stack), as torch's.
+  event_averages key_averages(group_by grouping = group_by::name, int group_by_stack_n = 0) const {
+    return cuprof::key_averages(last_trace(), grouping, group_by_stack_n);
+  }
+  // The last window's stacks in the folded format of flamegraph.pl and
+  // speedscope (torch's export_stacks): metric "self_cuda_time_total" (GPU
+  // time of the work launched from each stack) or "self_cpu_time_total" (the
+  // CUDA calls' own CPU time). Throws cuprof::error.
+  void export_stacks(const std::string& path, const std::string& metric = "self_cuda_time_total") const;
   // A profile that was refused (another one was running) writes nothing: its
   // empty trace would replace a file the user may still want.
   export_result export_chrome_trace(const std::string& path, const export_options& options = {}) const;

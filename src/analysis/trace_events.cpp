@@ -231,7 +231,15 @@ void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
     const std::size_t first_span = into.spans.size();
     for (raw_span& s : piece.spans) s.name = ids[s.name], s.order += first_span;
     for (raw_span& s : piece.overhead) s.name = ids[s.name];
-    for (raw_call& c : piece.calls) c.name = ids[c.name];
+    const std::uint32_t first_stack = std::uint32_t(into.stacks.size());
+    for (raw_call& c : piece.calls) {
+      c.name = ids[c.name];
+      if (c.stack != no_index) c.stack += first_stack;
+    }
+    for (std::vector<name_id>& frames : piece.stacks) {
+      for (name_id& f : frames) f = ids[f];
+      into.stacks.push_back(std::move(frames));
+    }
     for (raw_gpu& g : piece.gpu) g.name = ids[g.name];
     for (raw_annotation& a : piece.annotations) a.name = ids[a.name];
     const auto append = [](auto& to, auto& from) {
@@ -251,6 +259,21 @@ void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
     if (into.cpu_pid < 0) into.cpu_pid = piece.cpu_pid;
     piece = raw_trace();  // freed as it is joined
   }
+}
+
+std::uint32_t trace_event_reader::stack_of(const json_node* args) {
+  const json_node* stack = args ? args->find(schema::arg_call_stack) : nullptr;
+  if (!stack || !stack->is_array() || stack->count == 0) return no_index;
+  std::vector<name_id> frames;
+  frames.reserve(stack->count);
+  const json_node* f = stack->first();
+  for (std::uint32_t i = 0; i < stack->count; ++i, f = f->next()) {
+    if (!f->is_string()) return no_index;
+    frames.push_back(raw_.names.intern(f->text));
+  }
+  const auto [it, added] = stack_index_.try_emplace(std::move(frames), std::uint32_t(raw_.stacks.size()));
+  if (added) raw_.stacks.push_back(it->first);
+  return it->second;
 }
 
 void trace_event_reader::top_level(std::string_view key, const json_node& v, const json_document& doc) {
@@ -419,6 +442,7 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
                     arg_int(schema::arg_correlation, -1),
                     arg_int(schema::arg_cbid, 0),
                     c == event_category::driver ? api_domain::driver : api_domain::runtime};
+      call.stack = stack_of(args);
       raw_.calls.push_back(std::move(call));
       break;
     }

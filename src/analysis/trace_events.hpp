@@ -8,6 +8,7 @@
 #include <cuprof/model/string_table.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -55,6 +56,7 @@ struct raw_call {
   std::uint32_t tid;
   std::int64_t ext = -1, correlation = -1, cbid = 0;
   api_domain domain;
+  std::uint32_t stack = no_index;  // "Call stack": index into raw_trace::stacks
 };
 
 struct raw_gpu {
@@ -121,6 +123,7 @@ struct raw_trace {
   string_table names;  // the events' names, interned as read: the document's text is not kept
   std::vector<raw_span> spans, overhead;
   std::vector<raw_call> calls;
+  std::vector<std::vector<name_id>> stacks;  // the calls' distinct stacks, innermost frame first
   std::vector<raw_gpu> gpu;
   std::vector<raw_annotation> annotations;
   std::vector<raw_memory> memory;  // in file order
@@ -166,9 +169,14 @@ class trace_event_reader {
 
   name_id name_id_of(const json_node& name);
 
+  // A CUDA call's "Call stack" (an array of frames, innermost first) as an
+  // index into raw_trace::stacks; no_index when absent or not an array of strings.
+  std::uint32_t stack_of(const json_node* args);
+
   void note_cpu_pid(std::int64_t pid);
 
   raw_trace raw_;
+  std::map<std::vector<name_id>, std::uint32_t> stack_index_;  // raw_.stacks by their frames
   const json_document* doc_ = nullptr;
   std::size_t at_ = 0;  // where the value being read starts: errors point there
 };

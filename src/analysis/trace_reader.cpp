@@ -2,6 +2,7 @@
 
 #include <cuprof/base/text.hpp>
 #include <cuprof/model/attribution.hpp>
+#include <cuprof/model/call_stacks.hpp>
 #include <cuprof/model/nesting.hpp>
 
 #include <sys/stat.h>
@@ -143,7 +144,13 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
     }
     return it->second;
   };
+  stack_interner stacks;
   for (const raw_call& r : raw.calls) {
+    if (r.stack != no_index) {
+      std::vector<name_id> frames;
+      for (name_id f : raw.stacks[r.stack]) frames.push_back(name(f));
+      stack_interner::set(t, t.api_calls.size(), stacks.add(t, frames));
+    }
     api_call a;
     a.start_ns = std::uint64_t(r.start);
     a.end_ns = std::uint64_t(r.end);
@@ -153,6 +160,7 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
     a.correlation = r.correlation >= 0 ? std::uint32_t(r.correlation) : 0;
     t.api_calls.push_back(a);
   }
+  stack_interner::finish(t);
   link_parents(t, parents_of::spans_and_calls);
 
   // Allocations and frees in time order (file order at equal times: an

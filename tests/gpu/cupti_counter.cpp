@@ -7,6 +7,13 @@
 //   {"kernels": {mangled name: count}, "memcpy": {"HtoD": count, ...},
 //    "memcpy_by_enum": {"1": count, ...}, "memset": N, "dropped": N,
 //    "contexts": N, "flushed_at_exit": true|false, "init_error": null|"what failed"}
+// With CUPTI_COUNTER_MEMORY=1 it also counts the program's allocations and
+// frees, CUPTI's MEMORY2 records by memory kind:
+//   "memory": {"Device": {"alloc": N, "free": N, "alloc_bytes": N}, ...}, "pool_records": N
+// and with CUPTI_COUNTER_CALLS=1 as well, the calls that allocate and free
+// (runtime and driver API records, by name): "allocation_calls": {"cudaMalloc": N, ...}
+// CUPTI_COUNTER_MEMORY_LOG=path writes every MEMORY2 and MEMORY_POOL record
+// there, one JSON object a line (what CUPTI gives for each allocation kind).
 //
 // Exit: CUDA's own atexit teardown can make later CUPTI calls crash, so the
 // final flush runs from an atexit handler registered when the first context
@@ -37,6 +44,15 @@ std::uint64_t dropped = 0;
 std::uint64_t contexts = 0;
 bool flushed_at_exit = false;
 const char* init_error = nullptr;  // the CUPTI call that failed at injection
+struct memory_count {
+  std::uint64_t alloc = 0, release = 0, alloc_bytes = 0;
+};
+std::map<std::string, memory_count> memory;             // memory kind -> counts
+std::map<std::string, std::uint64_t> allocation_calls;  // call name -> count
+std::uint64_t pool_records = 0;
+bool count_memory = false;
+bool count_calls = false;
+std::FILE* memory_log = nullptr;
 std::atomic<bool> written{false};
 std::atomic<bool> atexit_registered{false};
 CUpti_SubscriberHandle subscriber;
@@ -55,6 +71,65 @@ const char* copy_kind_name(unsigned kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
     default: return "Unknown";
   }
+}
+
+const char* memory_kind_name(unsigned kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "Pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "Device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return "Array";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "Managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return "Device Static";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return "Managed Static";
+    default: return "Unknown";
+  }
+}
+
+// The calls that allocate or free memory, by the name CUPTI gives them
+// (version suffixes cut): this counter's own list, not cuprof's.
+bool is_allocation_call(std::string name) {
+  const std::size_t v = name.rfind("_v");
+  if (v != std::string::npos && v + 2 < name.size() && name.find_first_not_of("0123456789", v + 2) == std::string::npos)
+    name.resize(v);
+  static const char* const calls[] = {"cudaMalloc",
+                                      "cudaFree",
+                                      "cudaMallocAsync",
+                                      "cudaFreeAsync",
+                                      "cudaMallocFromPoolAsync",
+                                      "cudaMallocManaged",
+                                      "cudaMallocHost",
+                                      "cudaHostAlloc",
+                                      "cudaFreeHost",
+                                      "cudaMallocPitch",
+                                      "cudaMalloc3D",
+                                      "cuMemAlloc",
+                                      "cuMemFree",
+                                      "cuMemAllocAsync",
+                                      "cuMemFreeAsync",
+                                      "cuMemAllocFromPoolAsync",
+                                      "cuMemAllocManaged",
+                                      "cuMemAllocHost",
+                                      "cuMemHostAlloc",
+                                      "cuMemFreeHost",
+                                      "cuMemAllocPitch",
+                                      "cuMemCreate",
+                                      "cuMemRelease",
+                                      "cuMemMap",
+                                      "cuMemUnmap"};
+  for (const char* c : calls)
+    if (name == c) return true;
+  return false;
+}
+
+void count_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  const char* name = nullptr;
+  if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) return;
+  std::string n = name;
+  if (!is_allocation_call(n)) return;
+  const std::size_t v = n.rfind("_v");
+  if (v != std::string::npos && v + 2 < n.size() && n.find_first_not_of("0123456789", v + 2) == std::string::npos) n.resize(v);
+  ++allocation_calls[n];
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -77,6 +152,43 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
         case CUPTI_ACTIVITY_KIND_MEMCPY: ++memcpys[reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->copyKind]; break;
         case CUPTI_ACTIVITY_KIND_MEMCPY2: ++memcpys[reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record)->copyKind]; break;
         case CUPTI_ACTIVITY_KIND_MEMSET: ++memsets; break;
+        case CUPTI_ACTIVITY_KIND_MEMORY2: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(record);
+          memory_count& c = memory[memory_kind_name(m->memoryKind)];
+          if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) ++c.alloc, c.alloc_bytes += m->bytes;
+          else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) ++c.release;
+          if (memory_log)
+            std::fprintf(memory_log,
+                         "{\"record\":\"memory2\",\"op\":%u,\"kind\":\"%s\",\"correlation\":%u,\"address\":%llu,"
+                         "\"bytes\":%llu,\"timestamp\":%llu,\"device\":%u,\"context\":%u,\"stream\":%u,\"async\":%u,"
+                         "\"pool_type\":%u,\"pool_address\":%llu,\"pool_size\":%llu,\"pool_utilized\":%llu,"
+                         "\"pool_threshold\":%llu}\n",
+                         unsigned(m->memoryOperationType), memory_kind_name(m->memoryKind), m->correlationId,
+                         (unsigned long long)m->address, (unsigned long long)m->bytes, (unsigned long long)m->timestamp,
+                         m->deviceId, m->contextId, m->streamId, m->isAsync, unsigned(m->memoryPoolConfig.memoryPoolType),
+                         (unsigned long long)m->memoryPoolConfig.address, (unsigned long long)m->memoryPoolConfig.pool.size,
+                         (unsigned long long)m->memoryPoolConfig.utilizedSize,
+                         (unsigned long long)m->memoryPoolConfig.releaseThreshold);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMORY_POOL: {
+          const auto* p = reinterpret_cast<const CUpti_ActivityMemoryPool3*>(record);
+          ++pool_records;
+          if (memory_log)
+            std::fprintf(memory_log,
+                         "{\"record\":\"pool\",\"op\":%u,\"type\":%u,\"correlation\":%u,\"device\":%u,\"address\":%llu,"
+                         "\"size\":%llu,\"utilized\":%llu,\"threshold\":%llu,\"timestamp\":%llu,\"managed\":%u}\n",
+                         unsigned(p->memoryPoolOperationType), unsigned(p->memoryPoolType), p->correlationId, p->deviceId,
+                         (unsigned long long)p->address, (unsigned long long)p->size, (unsigned long long)p->utilizedSize,
+                         (unsigned long long)p->releaseThreshold, (unsigned long long)p->timestamp, unsigned(p->isManagedPool));
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+          count_call(CUPTI_CB_DOMAIN_RUNTIME_API, reinterpret_cast<const CUpti_ActivityAPI*>(record)->cbid);
+          break;
+        case CUPTI_ACTIVITY_KIND_DRIVER:
+          count_call(CUPTI_CB_DOMAIN_DRIVER_API, reinterpret_cast<const CUpti_ActivityAPI*>(record)->cbid);
+          break;
         default: break;
       }
     }
@@ -106,6 +218,7 @@ void write_json() {
     return;
   }
   std::lock_guard<std::mutex> lock(mu);
+  if (memory_log) std::fflush(memory_log);
   std::fprintf(f, "{\"kernels\": {");
   bool first = true;
   for (const auto& [name, n] : kernels) {
@@ -129,6 +242,25 @@ void write_json() {
   std::fprintf(f, "},\n \"memset\": %llu, \"dropped\": %llu, \"contexts\": %llu, \"flushed_at_exit\": %s",
                static_cast<unsigned long long>(memsets), static_cast<unsigned long long>(dropped),
                static_cast<unsigned long long>(contexts), flushed_at_exit ? "true" : "false");
+  if (count_memory) {
+    std::fprintf(f, ",\n \"memory\": {");
+    first = true;
+    for (const auto& [kind, c] : memory) {
+      std::fprintf(f, "%s\"%s\": {\"alloc\": %llu, \"free\": %llu, \"alloc_bytes\": %llu}", first ? "" : ", ", kind.c_str(),
+                   (unsigned long long)c.alloc, (unsigned long long)c.release, (unsigned long long)c.alloc_bytes);
+      first = false;
+    }
+    std::fprintf(f, "},\n \"pool_records\": %llu", (unsigned long long)pool_records);
+  }
+  if (count_calls) {
+    std::fprintf(f, ",\n \"allocation_calls\": {");
+    first = true;
+    for (const auto& [name, n] : allocation_calls) {
+      std::fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", name.c_str(), (unsigned long long)n);
+      first = false;
+    }
+    std::fprintf(f, "}");
+  }
   std::fprintf(f, ", \"init_error\": ");
   if (init_error) json_string(f, init_error);
   else std::fprintf(f, "null");
@@ -171,11 +303,20 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   static std::atomic<bool> once{false};
   if (once.exchange(true)) return 1;
   const char* fail = nullptr;
+  const char* memory_env = std::getenv("CUPTI_COUNTER_MEMORY");
+  count_memory = memory_env && *memory_env && *memory_env != '0';
+  const char* calls_env = std::getenv("CUPTI_COUNTER_CALLS");
+  count_calls = count_memory && calls_env && *calls_env && *calls_env != '0';
+  if (const char* log = std::getenv("CUPTI_COUNTER_MEMORY_LOG"); count_memory && log && *log) memory_log = std::fopen(log, "w");
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) fail = "register callbacks";
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) fail = "enable kernels";
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS) fail = "enable memcpy";
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2) != CUPTI_SUCCESS) fail = "enable memcpy2";
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS) fail = "enable memset";
+  else if (count_memory && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) != CUPTI_SUCCESS) fail = "enable memory2";
+  else if (count_memory && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL) != CUPTI_SUCCESS) fail = "enable memory pool";
+  else if (count_calls && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS) fail = "enable runtime";
+  else if (count_calls && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) != CUPTI_SUCCESS) fail = "enable driver";
   else if (cuptiSubscribe(&subscriber, on_resource, nullptr) != CUPTI_SUCCESS) fail = "subscribe";
   else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
     fail = "enable context-created callback";

@@ -44,6 +44,8 @@ from gpu_check_interop import interop_checks  # noqa: E402
 from gpu_check_corpus import corpus_checks, torch_nvtx_checks, print_table, dry_run as corpus_dry_run, \
     run_self_test as corpus_self_test  # noqa: E402
 from gpu_check_exit import exit_checks  # noqa: E402
+from gpu_check_stacks import stack_checks  # noqa: E402
+from gpu_check_memory import memory_checks  # noqa: E402
 
 GPU_CATS = GPU_WORK_CATS
 results = []
@@ -499,6 +501,9 @@ def main():
     parser.add_argument("--reliability-only", metavar="SECTIONS",
                         help="only these sections of the reliability checks, comma-separated by their names "
                         "(e.g. 'stop() between windows,no slowdown after profiling,torch.profiler after cuprof')")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only the memory checks (gpu_check_memory.py; needs --corpus for its CUPTI counter)")
+    parser.add_argument("--stacks-only", action="store_true", help="only the call stack checks (gpu_check_stacks.py)")
     parser.add_argument("--bench", action="store_true",
                         help="also time reading a large trace (bench/run read-speed) and exporting one (export_bench)")
     a = parser.parse_args()
@@ -524,6 +529,12 @@ def main():
     print(f"gpu-check on {summary['device']} at {summary['date']}", flush=True)
     if a.reliability_only:
         reliability_checks(build, out, summary, set(a.reliability_only.split(",")))
+        finish(summary, out)
+    if a.memory_only:
+        memory_checks(build, out, summary, check, run, a.corpus)
+        finish(summary, out)
+    if a.stacks_only:
+        stack_checks(build, out, summary, check, run)
         finish(summary, out)
     if a.corpus_only:  # programs that end in every way, then programs nobody here wrote
         exit_checks(build, out, summary, check, run)
@@ -699,9 +710,11 @@ def main():
     interop_checks(build, out, summary, check, run)
     exit_checks(build, out, summary, check, run)
     reliability_checks(build, out, summary)
+    stack_checks(build, out, summary, check, run)
     if a.bench:
         bench_figures(build, out, summary)
     if a.corpus:
+        memory_checks(build, out, summary, check, run, a.corpus)
         corpus_and_torch(a.corpus, build, out, summary, only, not a.no_torch_nvtx)
     finish(summary, out)
 

@@ -69,9 +69,67 @@ def memcpy_kind_of(name):
     return parts[1] if len(parts) > 1 and parts[0] == "Memcpy" else "Unknown"
 
 
+# CUPTI's static memory (a module's __device__ variables) is no allocation the program made:
+# cuprof leaves it out, the counter counts it.
+STATIC_MEMORY_KINDS = ("Device Static", "Managed Static")
+
+
+def memory_counts(events):
+    """{memory kind: {"alloc": n, "free": n, "alloc_bytes": n}} of a trace's [memory] events
+    (a pool's change of size, 0 bytes, is neither)."""
+    counts = collections.defaultdict(lambda: {"alloc": 0, "free": 0, "alloc_bytes": 0})
+    for e in events:
+        if e.get("name") != "[memory]" or e.get("ph") != "i":
+            continue
+        a = e.get("args", {})
+        c = counts[a.get("Memory Kind", "Unknown")]
+        if a.get("Bytes", 0) > 0:
+            c["alloc"] += 1
+            c["alloc_bytes"] += a["Bytes"]
+        elif a.get("Bytes", 0) < 0:
+            c["free"] += 1
+    return dict(counts)
+
+
+MIB = 1 << 20
+
+
+def memory_findings_problems(events, findings):
+    """Where `cuprof insights` memory findings disagree with the trace: "memory not freed" only
+    where allocations of 1 MiB or more were not freed, "pageable memcpy" where and only where
+    1 MiB or more was copied from or to pageable memory in one direction, "allocation in the
+    loop" only with ProfilerStep#N steps. Computed here from the events, not by cuprof's code."""
+    live = {}
+    for e in sorted((e for e in events if e.get("name") == "[memory]" and e.get("ph") == "i"), key=lambda e: e["ts"]):
+        a = e.get("args", {})
+        key = (a.get("Device Id"), a.get("Addr"))
+        if a.get("Bytes", 0) > 0:
+            live[key] = a["Bytes"]
+        elif a.get("Bytes", 0) < 0:
+            live.pop(key, None)
+    unfreed = sum(live.values())
+    pageable = collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == CAT_GPU_MEMCPY and "Pageable" in e.get("name", ""):
+            pageable[memcpy_kind_of(e["name"])] += e.get("args", {}).get("bytes", 0)
+    steps = any(e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#") for e in events)
+    kinds = collections.Counter(f.get("kind") for f in findings)
+    problems = []
+    if kinds["memory not freed"] and unfreed < MIB:
+        problems.append(f"'memory not freed' with {unfreed} bytes unfreed in the trace")
+    if kinds["pageable memcpy"] != sum(1 for b in pageable.values() if b >= MIB):
+        problems.append(f"{kinds['pageable memcpy']} 'pageable memcpy' findings, pageable bytes by direction {dict(pageable)}")
+    if kinds["allocation in the loop"] and not steps:
+        problems.append("'allocation in the loop' without steps")
+    return problems, {"unfreed_bytes": unfreed, "pageable_bytes": dict(pageable), "memory_findings":
+                      {k: n for k, n in kinds.items() if k in ("memory not freed", "pageable memcpy",
+                                                               "allocation in the loop", "memory peak")}}
+
+
 def trace_counts(events):
-    """GPU record counts of a Chrome trace written by cuprof."""
+    """GPU record and allocation counts of a Chrome trace written by cuprof."""
     kernels, memcpy, memset = collections.Counter(), collections.Counter(), 0
+    memory = memory_counts(events)
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -82,7 +140,7 @@ def trace_counts(events):
             memcpy[memcpy_kind_of(e.get("name", ""))] += 1
         elif cat == CAT_GPU_MEMSET:
             memset += 1
-    return {"kernels": dict(kernels), "memcpy": dict(memcpy), "memset": memset}
+    return {"kernels": dict(kernels), "memcpy": dict(memcpy), "memset": memset, "memory": memory}
 
 
 def compare_counts(trace, counter, demangle=lambda names: {n: n for n in names}):
@@ -105,6 +163,15 @@ def compare_counts(trace, counter, demangle=lambda names: {n: n for n in names})
             problems.append(f"memcpy {kind}: counter {exp_copy[kind]}, trace {got_copy[kind]}")
     if counter.get("memset", 0) != trace.get("memset", 0):
         problems.append(f"memset: counter {counter.get('memset', 0)}, trace {trace.get('memset', 0)}")
+    memory_compared = trace.get("memory_recorded") and "memory" in counter
+    if memory_compared:
+        want = {k: v for k, v in counter["memory"].items() if k not in STATIC_MEMORY_KINDS}
+        have = trace.get("memory", {})
+        for kind in sorted(set(want) | set(have)):
+            w, h = want.get(kind, {}), have.get(kind, {})
+            for field in ("alloc", "free", "alloc_bytes"):
+                if w.get(field, 0) != h.get(field, 0):
+                    problems.append(f"memory {kind} {field}: counter {w.get(field, 0)}, trace {h.get(field, 0)}")
     if counter.get("dropped", 0):
         problems.append(f"the counter lost {counter['dropped']} records")
     if trace.get("dropped", 0):
@@ -112,6 +179,10 @@ def compare_counts(trace, counter, demangle=lambda names: {n: n for n in names})
     stats = {"kernels": sum(got.values()), "kernel_names": len(got), "counter_kernels": sum(expected.values()),
              "memcpy": sum(got_copy.values()), "counter_memcpy": sum(exp_copy.values()),
              "memset": trace.get("memset", 0), "counter_memset": counter.get("memset", 0)}
+    if memory_compared:
+        stats["allocations"] = sum(c["alloc"] for c in trace.get("memory", {}).values())
+        stats["frees"] = sum(c["free"] for c in trace.get("memory", {}).values())
+        stats["allocations_by_kind"] = {k: c["alloc"] for k, c in trace.get("memory", {}).items() if c["alloc"]}
     return problems, stats
 
 
@@ -157,8 +228,9 @@ def cxxfilt_demangle(names):
 
 
 # ------------------------------------------------------------------ running
-CLEAN_ENV = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION",
-             "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "CUPTI_COUNTER_OUT")
+CLEAN_ENV = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION", "CUPROF_MEMORY",
+             "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "CUPTI_COUNTER_OUT", "CUPTI_COUNTER_MEMORY",
+             "CUPTI_COUNTER_CALLS")
 
 
 def run_logged(cmd, out, log_name, env=None, cwd=None, timeout=RUN_TIMEOUT_S, unset=CLEAN_ENV):
@@ -205,17 +277,21 @@ def plan(manifest, corpus, build, out):
             r.append((name, "plain", [b["plain"], *args], {}, cwd, None))
             cnt = os.path.join(pdir, "counter.json")
             r.append((name, "counter", [b["plain"], *args],
-                      {"CUDA_INJECTION64_PATH": counter_lib, "CUPTI_COUNTER_OUT": cnt}, cwd, cnt))
+                      {"CUDA_INJECTION64_PATH": counter_lib, "CUPTI_COUNTER_OUT": cnt, "CUPTI_COUNTER_MEMORY": "1"},
+                      cwd, cnt))
             t = os.path.join(pdir, "run.json")
             r.append((name, "run", [cli, "run", "--output", t, "--no-table", "--", b["plain"], *args], {}, cwd, t))
         if "header" in b:
             t = os.path.join(pdir, "header.json")
-            r.append((name, "header", [b["header"], *args], {"CUPROF_TRACE": t, "CUPROF_TABLE": "0"}, cwd, t))
+            # Allocations recorded too (as in "shared"), compared with the counter's.
+            r.append((name, "header", [b["header"], *args], {"CUPROF_TRACE": t, "CUPROF_TABLE": "0", "CUPROF_MEMORY": "1"},
+                      cwd, t))
         if "plain-shared" in b:
             r.append((name, "shared-plain", [b["plain-shared"], *args], {}, cwd, None))
             t = os.path.join(pdir, "shared_run.json")
-            r.append((name, "shared", [cli, "run", "--output", t, "--no-table", "--", b["plain-shared"], *args],
-                      {}, cwd, t))
+            # This one records allocations too: they are compared with the counter's.
+            r.append((name, "shared", [cli, "run", "--memory", "--output", t, "--no-table", "--", b["plain-shared"],
+                                       *args], {}, cwd, t))
         runs.append((p, r))
     return runs
 
@@ -230,6 +306,7 @@ def trace_verdict(path, counter, demangle):
         return problems or ["not JSON"], ["unreadable"], {}
     counts = trace_counts(obj.get(KEY_TRACE_EVENTS, []))
     counts["dropped"] = obj.get(KEY_CUPROF, {}).get(CUPROF_DROPPED_GPU_RECORDS, 0)
+    counts["memory_recorded"] = obj.get("profile_memory") == 1
     if counter is None:
         return problems, ["no counter JSON to compare with"], {"kernels": sum(counts["kernels"].values())}
     count_problems, stats = compare_counts(counts, counter, demangle)
@@ -303,9 +380,23 @@ def check_program(p, runs, corpus, out, check, timeout, demangle):
         elif count_problems and "counter_kernels" in stats and stats["kernels"] < stats["counter_kernels"]:
             hint = "; the trace has fewer kernels than the counter: records lost (at exit?)"
         check(f"corpus {name}: {what}: GPU records equal the CUPTI counter's (kernels by name, memcpy by kind, "
-              "memsets)", not count_problems,
+              "memsets" + (", allocations and frees by memory kind)" if mode in ("header", "shared") else ")"), not count_problems,
               f"{stats.get('kernels')} kernels, {stats.get('memcpy')} memcpy, {stats.get('memset')} memset"
+              + (f", {stats['allocations']} allocations, {stats['frees']} frees" if "allocations" in stats else "")
               + (f"; {'; '.join(count_problems[:4])}" if count_problems else "") + hint)
+    cli = next((cmd[0] for (_, mode, cmd, _, _, _) in runs if mode == "run"), None)
+    for mode in ("header", "shared"):  # the runs that recorded memory
+        r = res.get(mode)
+        if not cli or not r or not r["path"] or not os.path.exists(r["path"]):
+            continue
+        rc, so, se = run_logged([cli, "insights", r["path"], "--format", "json"], pdir, f"{mode}_insights")
+        findings = json.loads(so).get("findings", []) if rc == 0 else []
+        _, obj = validate_trace.load_trace(r["path"])
+        problems, seen = memory_findings_problems(obj.get(KEY_TRACE_EVENTS, []) if obj else [], findings)
+        row.setdefault("memory_insights", {})[mode] = seen
+        check(f"corpus {name}: {mode}: memory insights agree with its trace (silent where it frees all, copies no "
+              "pageable memory, has no steps)", rc == 0 and not problems,
+              f"{seen}" + (f"; {problems}" if problems else "") + ("" if rc == 0 else f"; insights exit {rc}: {se[-200:]}"))
     return row
 
 
@@ -519,6 +610,36 @@ def run_self_test():
             problems, _ = compare_counts(trace_counts(events), self.counter, self.demangle)
             self.assertEqual(problems, ["memcpy DtoH: counter 1, trace 0", "memset: counter 1, trace 0"])
 
+        def test_memory_counted_by_kind_against_the_counter(self):
+            def mem(kind, nbytes, addr):
+                return {"ph": "i", "name": "[memory]", "ts": addr, "args": {"Bytes": nbytes, "Memory Kind": kind,
+                                                                           "Device Id": 0, "Addr": addr}}
+            events = self.events() + [mem("Device", 4096, 1), mem("Device", -4096, 1), mem("Pinned", 64, 2),
+                                      mem("Device", 0, 3)]  # a pool's change of size: neither
+            counts = trace_counts(events)
+            counts["memory_recorded"] = True
+            counter = dict(self.counter, memory={"Device": {"alloc": 1, "free": 1, "alloc_bytes": 4096},
+                                                 "Pinned": {"alloc": 1, "free": 0, "alloc_bytes": 64},
+                                                 "Device Static": {"alloc": 9, "free": 0, "alloc_bytes": 900}})
+            problems, stats = compare_counts(counts, counter, self.demangle)
+            self.assertEqual(problems, [])
+            self.assertEqual((stats["allocations"], stats["frees"]), (2, 1))
+            counter["memory"]["Pinned"]["free"] = 1
+            problems, _ = compare_counts(counts, counter, self.demangle)
+            self.assertEqual(problems, ["memory Pinned free: counter 1, trace 0"])
+
+        def test_memory_findings_checked_against_the_trace(self):
+            def mem(nbytes, addr):
+                return {"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": nbytes, "Device Id": 0, "Addr": addr}}
+            copy = ev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", bytes=2 * MIB)
+            freed = [mem(2 * MIB, 1), mem(-2 * MIB, 1), copy]
+            self.assertEqual(memory_findings_problems(freed, [{"kind": "pageable memcpy"}])[0], [])
+            problems, seen = memory_findings_problems(freed, [{"kind": "memory not freed"}])
+            self.assertEqual(len(problems), 2)  # nothing unfreed, and the pageable copy not reported
+            self.assertEqual(seen["unfreed_bytes"], 0)
+            self.assertEqual(memory_findings_problems([mem(2 * MIB, 1)], [{"kind": "memory not freed"}])[0], [])
+            self.assertEqual(len(memory_findings_problems([], [{"kind": "allocation in the loop"}])[0]), 1)
+
         def test_dropped_records_reported(self):
             counts = trace_counts(self.events())
             counts["dropped"] = 5
@@ -566,7 +687,8 @@ def run_self_test():
             self.assertEqual([r[1] for r in runs], ["plain", "counter", "run", "header", "shared-plain", "shared"])
             self.assertEqual(runs[2][2][:5], ["/b/tools/cuprof", "run", "--output", "/o/corpus/vectorAdd/run.json", "--no-table"])
             self.assertEqual(runs[1][3]["CUDA_INJECTION64_PATH"], "/c/libcupti_counter.so")
-            self.assertEqual(runs[3][3], {"CUPROF_TRACE": "/o/corpus/vectorAdd/header.json", "CUPROF_TABLE": "0"})
+            self.assertEqual(runs[3][3], {"CUPROF_TRACE": "/o/corpus/vectorAdd/header.json", "CUPROF_TABLE": "0",
+                                          "CUPROF_MEMORY": "1"})
 
     import io
     stream = io.StringIO()

@@ -60,12 +60,23 @@ std::string raw_name(api_domain d, std::uint32_t cbid) {
       {165, "cudaDeviceSynchronize_v3020"},
       {239, "cudaStreamSynchronize_ptsz_v7000"},
       {311, "cudaGraphLaunch_v10000"},
+      {20, "cudaMalloc_v3020"},
+      {22, "cudaFree_v3020"},
+      {23, "cudaMallocHost_v3020"},
+      {25, "cudaFreeHost_v3020"},
+      {272, "cudaMallocManaged_v6000"},
+      {363, "cudaMallocAsync_v11020"},
+      {367, "cudaFreeAsync_v11020"},
+      {132, "cudaStreamSynchronize_v3020"},
   };
   static const std::map<std::uint32_t, std::string> driver = {
       {307, "cuLaunchKernel"},   {652, "cuLaunchKernelEx"},
       {1000, "cuKernelGetName"}, {451, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
       {17, "cuCtxSynchronize"},  {126, "cuStreamSynchronize"},
-      {514, "cuGraphLaunch"},
+      {514, "cuGraphLaunch"},    {289, "cuMemAlloc_v2"},
+      {291, "cuMemFree_v2"},     {590, "cuMemCreate"},
+      {591, "cuMemRelease"},     {592, "cuMemMap"},
+      {593, "cuMemUnmap"},
   };
   const auto& m = d == api_domain::runtime ? runtime : driver;
   const auto it = m.find(cbid);
@@ -274,9 +285,300 @@ struct scenario {
   }
 };
 
+// CUPTI's MEMORY2 record of an allocation (op 1) or a free (op 2), as CUDA
+// 13.0 writes them (tests/gpu/memory_kinds.cu on an H100): a free carries its
+// bytes; a stream-ordered one names its pool and the pool's size.
+void memory_rec(record_store& s, int op, CUpti_ActivityMemoryKind kind, std::uint64_t address, std::uint64_t bytes,
+                std::uint64_t ts, std::uint32_t corr, std::uint64_t pool = 0, std::uint64_t pool_size = 0) {
+  auto m = zeroed<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
+  m.memoryOperationType = CUpti_ActivityMemoryOperationType(op);
+  m.memoryKind = kind;
+  m.address = address;
+  m.bytes = bytes;
+  m.timestamp = ts;
+  m.correlationId = corr;
+  m.deviceId = 0;
+  m.contextId = 1;
+  m.isAsync = pool != 0;
+  if (pool) {
+    m.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+    m.memoryPoolConfig.address = pool;
+    m.memoryPoolConfig.pool.size = pool_size;
+  }
+  feed(s, m);
+}
+void pool_rec(record_store& s, CUpti_ActivityMemoryPoolOperationType op, std::uint64_t pool, std::uint64_t size, std::uint64_t ts,
+              std::uint32_t corr) {
+  auto p = zeroed<CUpti_ActivityMemoryPool3>(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
+  p.memoryPoolOperationType = op;
+  p.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+  p.address = pool;
+  p.size = size;
+  p.timestamp = ts;
+  p.correlationId = corr;
+  feed(s, p);
+}
+
+constexpr std::uint64_t MiB = 1 << 20;
+
+// The window [1000, 100000] of memory_kinds.cu in small: allocations of every
+// kind in scopes, and 8 MiB allocated before the window and freed in it.
+struct memory_scenario {
+  record_store store{raw_name};
+  void records() {
+    runtime(store, 20, 500, 600, 1);  // before the window: 8 MiB
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x8000, 8 * MiB, 550, 1);
+    // device_malloc [2000, 9000]: 1 MiB kept, 3 MiB allocated and freed
+    runtime(store, 20, 2100, 2900, 10);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x1000, 1 * MiB, 2500, 10);
+    runtime(store, 20, 3000, 3900, 11);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x2000, 3 * MiB, 3500, 11);
+    runtime(store, 22, 4000, 4900, 12);
+    memory_rec(store, 2, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x2000, 3 * MiB, 4500, 12);
+    // pool [10000, 19000]: 2 MiB from a 32 MiB pool, freed, the pool trimmed at a sync
+    runtime(store, 363, 10100, 10900, 20);
+    pool_rec(store, CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED, 0x9000, 32 * MiB, 10400, 20);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x9000, 2 * MiB, 10500, 20, 0x9000, 32 * MiB);
+    runtime(store, 367, 11000, 11900, 21);
+    memory_rec(store, 2, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x9000, 2 * MiB, 11500, 21, 0x9000, 32 * MiB);
+    runtime(store, 132, 12000, 12900, 22);
+    pool_rec(store, CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED, 0x9000, 0, 12500, 22);
+    // host [20000, 29000]: 256 KiB of pinned host memory kept; managed 512 KiB
+    runtime(store, 23, 20100, 20900, 30);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 0x3000, 256 * 1024, 20500, 30);
+    runtime(store, 272, 21000, 21900, 31);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_MANAGED, 0x4000, 512 * 1024, 21500, 31);
+    // driver [30000, 39000]: cuMemAlloc inside cudaMalloc (folded), and the virtual-memory API,
+    // whose memory CUPTI reports at cuMemMap and cuMemUnmap
+    runtime(store, 20, 30100, 30900, 40);
+    driver(store, 289, 30200, 30800, 41);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x5000, 64 * 1024, 30500, 41);
+    driver(store, 590, 31000, 31400, 42);
+    driver(store, 592, 31500, 31900, 44);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x6000, 2 * MiB, 31600, 44);
+    driver(store, 593, 32000, 32400, 45);
+    memory_rec(store, 2, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x6000, 2 * MiB, 32200, 45);
+    driver(store, 591, 32500, 32900, 43);
+    // outside every scope: the 8 MiB from before the window freed; static memory of a module (not an allocation)
+    runtime(store, 22, 50000, 50900, 50);
+    memory_rec(store, 2, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x8000, 8 * MiB, 50500, 50);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC, 0x7000, 4096, 51000, 0);
+    // after the window
+    runtime(store, 20, 150000, 150900, 60);
+    memory_rec(store, 1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0xa000, 4 * MiB, 150500, 60);
+  }
+  cuprof::trace take(std::uint64_t start = 1000, std::uint64_t end = 100000) {
+    cuprof::trace t;
+    span(t, "device_malloc", 2000, 9000, no_index);
+    span(t, "pool", 10000, 19000, no_index);
+    span(t, "host", 20000, 29000, no_index);
+    span(t, "driver", 30000, 39000, no_index);
+    t.meta.memory_recorded = true;
+    store.take(t, start, end, cuprof::detail::tick_converter{});
+    cuprof::attribute(t);
+    return t;
+  }
+};
+
+const cuprof::memory_event* memory_at(const cuprof::trace& t, std::uint64_t ts) {
+  for (const auto& m : t.memory)
+    if (m.ts_ns == ts) return &m;
+  return nullptr;
+}
+
 }  // namespace
 
 TEST_SUITE("cupti") {
+
+TEST_CASE("memory records: every allocation kind, with the memory in use after each, charged to its call's scope") {
+  memory_scenario sc;
+  sc.records();
+  const cuprof::trace t = sc.take();
+  const std::uint32_t device_malloc = 0, pool = 1, host = 2, driver_scope = 3;
+  // The 8 MiB allocated before the window count in the totals, not as an event; static memory is none.
+  REQUIRE(t.memory.size() == 13);
+  CHECK(std::is_sorted(t.memory.begin(), t.memory.end(), [](const auto& a, const auto& b) { return a.ts_ns < b.ts_ns; }));
+  const cuprof::memory_event* m = memory_at(t, 2500);
+  REQUIRE(m);
+  CHECK(m->bytes == std::int64_t(MiB));
+  CHECK(m->total_allocated == 9 * MiB);
+  CHECK(m->total_reserved == 9 * MiB);
+  CHECK(m->device == 0);
+  CHECK(m->memory_kind == cuprof::memory_kind_device);
+  CHECK(m->span == device_malloc);
+  CHECK(m->tid == tid);
+  CHECK(m->correlation == 10);
+  m = memory_at(t, 4500);  // the free names the bytes it gives back
+  REQUIRE(m);
+  CHECK(m->bytes == -std::int64_t(3 * MiB));
+  CHECK(m->total_allocated == 9 * MiB);
+
+  // A pool's size is reserved, not allocated, until it is trimmed.
+  m = memory_at(t, 10400);
+  REQUIRE(m);
+  CHECK(m->bytes == 0);
+  CHECK(m->total_reserved == 9 * MiB + 32 * MiB);
+  m = memory_at(t, 10500);
+  REQUIRE(m);
+  CHECK(m->bytes == std::int64_t(2 * MiB));
+  CHECK((m->flags & cuprof::memory_from_pool) != 0);
+  CHECK(m->total_allocated == 11 * MiB);
+  CHECK(m->total_reserved == 9 * MiB + 32 * MiB);
+  CHECK(m->span == pool);
+  m = memory_at(t, 12500);
+  REQUIRE(m);
+  CHECK(m->bytes == 0);
+  CHECK(m->total_allocated == 9 * MiB);
+  CHECK(m->total_reserved == 9 * MiB);
+
+  m = memory_at(t, 20500);  // pinned host memory is the host's, counted apart
+  REQUIRE(m);
+  CHECK(cuprof::is_host_memory(*m));
+  CHECK(m->total_allocated == 256 * 1024);
+  CHECK(m->span == host);
+  m = memory_at(t, 21500);
+  REQUIRE(m);
+  CHECK(m->device == 0);
+  CHECK(m->memory_kind == cuprof::memory_kind_managed);
+  CHECK(m->total_allocated == 9 * MiB + 512 * 1024);
+
+  m = memory_at(t, 30500);  // cuMemAlloc's record belongs to the cudaMalloc it was folded into
+  REQUIRE(m);
+  CHECK(m->correlation == 40);
+  CHECK(m->span == driver_scope);
+  m = memory_at(t, 31600);
+  REQUIRE(m);
+  CHECK((m->flags & cuprof::memory_virtual) != 0);
+  CHECK(m->correlation == 44);
+  CHECK(m->span == driver_scope);
+  m = memory_at(t, 32200);
+  REQUIRE(m);
+  CHECK((m->flags & cuprof::memory_virtual) != 0);
+  CHECK(m->bytes == -std::int64_t(2 * MiB));
+
+  m = memory_at(t, 50500);  // freed outside every scope what was allocated before the window
+  REQUIRE(m);
+  CHECK(m->bytes == -std::int64_t(8 * MiB));
+  CHECK(m->span == no_index);
+  CHECK(m->total_allocated == MiB + 512 * 1024 + 64 * 1024);
+  CHECK(calls_named(t, "cuMemCreate") == 1);  // driver allocation and virtual-memory calls are kept
+  CHECK(calls_named(t, "cuMemMap") == 1);
+}
+
+TEST_CASE("memory records: a later window's totals count what earlier windows and the time between them allocated") {
+  memory_scenario sc;
+  sc.records();
+  sc.take(1000, 40000);
+  cuprof::trace later = sc.take(45000, 200000);
+  REQUIRE(later.memory.size() == 2);
+  CHECK(later.memory[0].bytes == -std::int64_t(8 * MiB));
+  CHECK(later.memory[1].bytes == std::int64_t(4 * MiB));
+  CHECK(later.memory[1].total_allocated == MiB + 512 * 1024 + 64 * 1024 + 4 * MiB);
+  // A free of memory allocated before recording began counts what CUPTI says, never below zero.
+  record_store fresh{raw_name};
+  runtime(fresh, 22, 100, 200, 1);
+  memory_rec(fresh, 2, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x1, 5 * MiB, 150, 1);
+  cuprof::trace t;
+  fresh.take(t, 0, 1000, cuprof::detail::tick_converter{});
+  REQUIRE(t.memory.size() == 1);
+  CHECK(t.memory[0].bytes == -std::int64_t(5 * MiB));
+  CHECK(t.memory[0].total_allocated == 0);
+}
+
+TEST_CASE("memory in the table: torch's CPU Mem and CUDA Mem columns, self and total, and their sort keys") {
+  memory_scenario sc;
+  sc.records();
+  cuprof::trace t = sc.take();
+  // "driver" nests in an outer scope for the totals.
+  const cuprof::event_averages rows = cuprof::key_averages(t);
+  const cuprof::event_average* device_malloc = rows.find("device_malloc", cuprof::row_kind::cpu_scope);
+  REQUIRE(device_malloc);
+  CHECK(device_malloc->self_cuda_memory == std::int64_t(MiB));
+  CHECK(device_malloc->cuda_memory == std::int64_t(MiB));
+  const cuprof::event_average* host = rows.find("host", cuprof::row_kind::cpu_scope);
+  REQUIRE(host);
+  CHECK(host->self_cpu_memory == 256 * 1024);
+  CHECK(host->self_cuda_memory == 512 * 1024);
+  CHECK(rows.find("pool", cuprof::row_kind::cpu_scope)->self_cuda_memory == 0);
+  CHECK(rows.find("driver", cuprof::row_kind::cpu_scope)->self_cuda_memory == 64 * 1024);
+  const std::string table = rows.table("self_cuda_memory_usage");
+  CHECK(table.find("CPU Mem  Self CPU Mem      CUDA Mem  Self CUDA Mem    # of Calls") != std::string::npos);
+  CHECK(table.find("1.00 MB") != std::string::npos);
+  CHECK(table.find("256.00 KB") != std::string::npos);
+  const auto sorted = rows.sorted_rows("self_cuda_memory_usage", 2);
+  REQUIRE(sorted.size() == 2);
+  CHECK(sorted[0]->key == "device_malloc");
+  CHECK(sorted[1]->key == "host");
+
+  // Nested: totals include the children's, self does not.
+  cuprof::trace nested;
+  const std::uint32_t outer = span(nested, "outer", 0, 100, no_index);
+  const std::uint32_t inner = span(nested, "inner", 10, 50, outer);
+  cuprof::memory_event e;
+  e.ts_ns = 20, e.bytes = 4096, e.device = 0, e.span = inner;
+  nested.memory.push_back(e);
+  e.ts_ns = 60, e.bytes = -1024, e.span = outer;
+  nested.memory.push_back(e);
+  const cuprof::event_averages n = cuprof::key_averages(nested);
+  CHECK(n.find("outer", cuprof::row_kind::cpu_scope)->self_cuda_memory == -1024);
+  CHECK(n.find("outer", cuprof::row_kind::cpu_scope)->cuda_memory == 3072);
+  CHECK(n.find("inner", cuprof::row_kind::cpu_scope)->cuda_memory == 4096);
+  CHECK(n.table("cuda_memory_usage").find("-1.00 KB") != std::string::npos);
+
+  // Without memory figures, a memory sort key is refused with how to get them.
+  cuprof::trace none;
+  span(none, "s", 0, 10, no_index);
+  const cuprof::event_averages plain = cuprof::key_averages(none);
+  CHECK(plain.table().find("CUDA Mem") == std::string::npos);
+  CHECK_THROWS_WITH_AS(plain.table("self_cuda_memory_usage"), doctest::Contains("profile_memory"), cuprof::error);
+}
+
+TEST_CASE("memory in the trace: torch's [memory] instant events and a counter per device") {
+  memory_scenario sc;
+  sc.records();
+  cuprof::trace t = sc.take();
+  t.meta.pid = 42;
+  const json doc = json::parse(cuprof::chrome_trace_json(t));
+  CHECK(doc.at("profile_memory") == 1);
+  std::vector<json> instants, counters;
+  for (const json& e : doc.at("traceEvents")) {
+    if (e.value("name", "") == "[memory]") instants.push_back(e);
+    if (e.value("ph", "") == "C") counters.push_back(e);
+  }
+  REQUIRE(instants.size() == t.memory.size());
+  REQUIRE(counters.size() == t.memory.size());
+  const json& first = instants.front();
+  CHECK(first.at("ph") == "i");
+  CHECK(first.at("cat") == "cpu_instant_event");
+  CHECK(first.at("s") == "t");
+  CHECK(first.at("pid") == 42);
+  CHECK(first.at("tid") == tid);
+  const json& a = first.at("args");
+  CHECK(a.at("Bytes") == MiB);
+  CHECK(a.at("Total Allocated") == 9 * MiB);
+  CHECK(a.at("Total Reserved") == 9 * MiB);
+  CHECK(a.at("Device Id") == 0);
+  CHECK(a.at("Device Type") == 1);
+  CHECK(a.at("Addr") == 0x1000);
+  CHECK(a.at("Memory Kind") == "Device");
+  CHECK(a.at("External id") == t.spans[0].id);
+  bool host_seen = false;
+  for (std::size_t i = 0; i < instants.size(); ++i) {
+    const json& args = instants[i].at("args");
+    const bool host = args.at("Device Type") == 0;
+    host_seen = host_seen || host;
+    CHECK(args.at("Device Id") == (host ? -1 : 0));
+    CHECK(counters[i].at("name") == (host ? "Pinned host memory" : "CUDA memory"));
+    CHECK(counters[i].at("pid") == (host ? 42 : 0));
+    CHECK(counters[i].at("args").at("Allocated") == args.at("Total Allocated"));
+    CHECK(counters[i].at("args").at("Reserved") == args.at("Total Reserved"));
+  }
+  CHECK(host_seen);
+  // No memory recorded: no key, no events.
+  cuprof::trace plain;
+  const json none = json::parse(cuprof::chrome_trace_json(plain));
+  CHECK(!none.contains("profile_memory"));
+}
 
 TEST_CASE("api_base_name strips CUPTI's version suffix, _ptsz/_ptds and leading underscores") {
   using cuprof::detail::api_base_name;
@@ -310,6 +612,10 @@ TEST_CASE("classify_api keeps what Kineto keeps, flags launches and syncs") {
   CHECK(kept(api_domain::driver, "cuLaunchKernel"));
   CHECK(kept(api_domain::driver, "cuLaunchKernelEx"));
   CHECK(kept(api_domain::driver, "cuMemCreate"));
+  CHECK(kept(api_domain::driver, "cuMemMap"));
+  CHECK(kept(api_domain::driver, "cuMemAlloc_v2"));
+  CHECK(kept(api_domain::driver, "cuMemFreeAsync"));
+  CHECK_FALSE(kept(api_domain::driver, "cuMemGetInfo"));
   CHECK(kept(api_domain::driver, "cuMemsetD8Async"));
 
   const auto launch = classify_api(api_domain::runtime, "cudaLaunchKernel");
@@ -346,11 +652,11 @@ TEST_CASE("classify_api keeps what Kineto keeps, flags launches and syncs") {
 
 TEST_CASE("record kinds' names: memory kinds, copy kinds, sync types, overhead kinds") {
   using namespace cuprof::detail::cupti;
-  CHECK(std::string(memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE)) == "Pageable");
-  CHECK(std::string(memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_PINNED)) == "Pinned");
-  CHECK(std::string(memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_DEVICE)) == "Device");
-  CHECK(std::string(memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_MANAGED)) == "Managed");
-  CHECK(std::string(memory_kind_name(200)) == "Unknown");
+  CHECK(std::string(cuprof::memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE)) == "Pageable");
+  CHECK(std::string(cuprof::memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_PINNED)) == "Pinned");
+  CHECK(std::string(cuprof::memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_DEVICE)) == "Device");
+  CHECK(std::string(cuprof::memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_MANAGED)) == "Managed");
+  CHECK(std::string(cuprof::memory_kind_name(200)) == "Unknown");
   CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD)) == "HtoD");
   CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH)) == "DtoH");
   CHECK(std::string(cuprof::memcpy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD)) == "DtoD");

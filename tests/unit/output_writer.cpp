@@ -458,7 +458,7 @@ TEST_CASE("unknown sort key throws cuprof::error listing the valid keys") {
                             "self_cuda_time_total", "device_time_total", "self_device_time_total", "count"})
       CHECK(m.find(key) != std::string::npos);
   }
-  // torch's memory keys: traces carry no memory figures, so they are refused, not ignored.
+  // torch's memory keys, on a trace without memory figures: refused, not ignored.
   for (const char* key : {"cpu_memory_usage", "cuda_memory_usage", "device_memory_usage", "self_cpu_memory_usage",
                           "self_cuda_memory_usage", "self_device_memory_usage"}) {
     CAPTURE(key);
@@ -467,10 +467,8 @@ TEST_CASE("unknown sort key throws cuprof::error listing the valid keys") {
       FAIL("no throw");
     } catch (const cuprof::error& e) {
       CHECK(std::string(e.what()) == "cuprof: cannot sort by '" + std::string(key) +
-                                         "': traces carry no memory figures (cuprof records no memory); valid keys: "
-                                         "cpu_time, cuda_time, device_time, cpu_time_total, cuda_time_total, "
-                                         "device_time_total, self_cpu_time_total, self_cuda_time_total, "
-                                         "self_device_time_total, count");
+                                         "': this trace has no memory figures (record them with "
+                                         "profile_options::profile_memory, CUPROF_MEMORY=1 or `cuprof run --memory`)");
     }
   }
 }

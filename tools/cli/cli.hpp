@@ -10,6 +10,7 @@
 #include <cuprof/analysis.hpp>
 #include <cuprof/base/error.hpp>
 #include <cuprof/cuprof.hpp>
+#include <cuprof/output/folded_stacks.hpp>
 
 #include "report.hpp"
 #include "run_command.hpp"
@@ -56,6 +57,8 @@ inline const char* main_help =
     "  insights TRACE      findings ranked by what they could save: the verdict (overhead-\n"
     "                      or compute-bound), fusable elementwise chains, copies before\n"
     "                      GEMMs, step-to-step variation, cold start, launches, syncs\n"
+    "  stacks TRACE [--metric M]\n"
+    "                      the CUDA calls' stacks (with_stack) in flamegraph.pl's folded format\n"
     "  diff A B [--fail-above PCT [--metric gpu|cpu]]\n"
     "                      same/removed/added kernels, per-kernel time change, CPU and sync\n"
     "                      time change; a CI gate on GPU or CPU time per step\n"
@@ -86,6 +89,9 @@ inline const char* table_help =
     "  --group-by G name (default: torch's rows) or args: a row per scope name and arguments\n"
     "               (CUPROF_SCOPE's args; a torch op's input shapes, with record_shapes=True),\n"
     "               shown in an Args column\n"
+    "  --group-by-stack N\n"
+    "               a row per CUDA call or GPU work name and the first N frames of its call\n"
+    "               stack (traces recorded with_stack), shown in a Source Location column\n"
     "  --stats      add per-call CPU and CUDA min, median, p95 and max columns\n"
     "  --kernels    add a column with what each kernel's name says (GEMM tile, dtype, layout...)\n"
     "  --wide       on a terminal, do not narrow the Name column to the window's width\n"
@@ -135,8 +141,21 @@ inline const char* diff_help =
     "                    synchronize calls; names the scopes, ops and calls that grew most)\n"
     "  --format F        text (default), csv (the GPU work list) or json (everything)\n";
 
+inline const char* stacks_help =
+    "usage: cuprof stacks TRACE [--metric M]\n"
+    "\n"
+    "Prints the native call stacks of the trace's CUDA calls (recorded with with_stack,\n"
+    "CUPROF_STACKS=1 or cuprof run --stacks) in the folded format of flamegraph.pl and\n"
+    "speedscope, as torch's export_stacks writes it: a line per stack, frames root first\n"
+    "joined by ';', then a value in microseconds. TRACE - reads standard input.\n"
+    "\n"
+    "  --metric M   self_cuda_time_total (default; self_device_time_total too): the GPU\n"
+    "               time of the work launched from each stack; self_cpu_time_total: the\n"
+    "               CUDA calls' own CPU time\n";
+
 inline const char* help_of(const std::string& command) {
   if (command == "table") return table_help;
+  if (command == "stacks") return stacks_help;
   if (command == "insights") return insights_help;
   if (command == "diff") return diff_help;
   if (command == "run") return run_help;
@@ -282,6 +301,9 @@ inline record_table table_records(const event_averages& avg, const table_options
       t.columns.emplace_back(c);
   const bool has_args = std::any_of(avg.rows().begin(), avg.rows().end(), [](const event_average& r) { return !r.args.empty(); });
   if (has_args) t.columns.insert(t.columns.begin() + 3, "args");
+  if (avg.has_memory())  // torch's memory columns, in bytes
+    for (const char* c : {"cpu_memory_bytes", "self_cpu_memory_bytes", "cuda_memory_bytes", "self_cuda_memory_bytes"})
+      t.columns.emplace_back(c);
   if (o.describe_kernel) t.columns.emplace_back("kernel");
   const double total_cpu = double(avg.self_cpu_time_total_ns()), total_cuda = double(avg.self_cuda_time_total_ns());
   const auto pct = [](double part, double total) { return real(total ? part * 100.0 / total : NAN); };
@@ -306,6 +328,9 @@ inline record_table table_records(const event_averages& avg, const table_options
       add(r->cpu_distribution(), r->cpu_total_ns > 0);
       add(r->cuda_distribution(), r->cuda_total_ns > 0);
     }
+    if (avg.has_memory())
+      for (std::int64_t v : {r->cpu_memory, r->self_cpu_memory, r->cuda_memory, r->self_cuda_memory})
+        row.push_back(signed_num(v));
     if (o.describe_kernel) row.push_back(str(r->kind == row_kind::gpu_work ? o.describe_kernel(r->key) : ""));
     t.rows.push_back(std::move(row));
   }
@@ -313,8 +338,8 @@ inline record_table table_records(const event_averages& avg, const table_options
 }
 
 inline int table_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
-  const parsed p =
-      parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format", "group-by"}, {"stats", "kernels", "wide"}, "table");
+  const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format", "group-by", "group-by-stack"},
+                         {"stats", "kernels", "wide"}, "table");
   if (p.positional.size() != 1)
     throw usage_error(p.positional.empty() ? "missing the TRACE file" : "table takes one TRACE file", "table");
   const output_format format = format_of(p, "table");
@@ -337,11 +362,19 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
     if (*g == "args") grouping = group_by::args;
     else if (*g != "name") throw usage_error("--group-by takes name or args, not '" + *g + "'", "table");
   }
+  int stack_frames = 0;
+  if (const std::string* n = option(p, "group-by-stack")) {
+    if (n->empty() || n->size() > 4 || n->find_first_not_of("0123456789") != std::string::npos)
+      throw usage_error("--group-by-stack wants a number of frames, not '" + *n + "'", "table");
+    stack_frames = std::stoi(*n);
+  }
   o.stats = option(p, "stats") != nullptr;
   if (option(p, "kernels")) o.describe_kernel = compact_kernel_name;
   if (!option(p, "wide")) o.line_width = term.stdout_columns;
   const loaded_trace lt = load(p.positional[0], term, "table");
-  const event_averages avg = key_averages(lt.t, grouping);
+  const event_averages avg = key_averages(lt.t, grouping, stack_frames);
+  if (stack_frames > 0 && lt.t.stacks.empty())
+    err += "cuprof: " + detail::terminal_safe(lt.source) + ": no call stacks in the trace (record it with with_stack)\n";
   if (sort) o.sort_by = *sort == "none" ? std::string() : *sort;
   else o.sort_by = avg.self_cuda_time_total_ns() > 0 ? "cuda_time_total" : "cpu_time_total";
   if (avg.rows().empty())
@@ -359,6 +392,25 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
     j.field("rows", table_records(avg, o));
     out += j.text();
   }
+  return exit_ok;
+}
+
+inline int stacks_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
+  const parsed p = parse(args, 2, {"metric"}, {}, "stacks");
+  if (p.positional.size() != 1)
+    throw usage_error(p.positional.empty() ? "missing the TRACE file" : "stacks takes one TRACE file", "stacks");
+  stack_metric metric = stack_metric::self_cuda_time_total;
+  if (const std::string* m = option(p, "metric")) {
+    try {
+      metric = detail::parse_stack_metric(*m);
+    } catch (const error& e) {
+      throw usage_error(detail::message_of(e), "stacks");
+    }
+  }
+  const loaded_trace lt = load(p.positional[0], term, "stacks");
+  if (lt.t.stacks.empty())
+    err += "cuprof: " + detail::terminal_safe(lt.source) + ": no call stacks in the trace (record it with with_stack)\n";
+  out += folded_stacks(lt.t, metric);
   return exit_ok;
 }
 
@@ -559,7 +611,7 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
 inline int run_command(const std::vector<std::string>& args, std::string& out, launch_plan& plan) {
   std::size_t i = 2;
   std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration, detail_level;
-  bool table = true, nvtx = true, dry_run = false;
+  bool table = true, nvtx = true, dry_run = false, memory = false, stacks = false;
   const auto value = [&](const std::string& name) -> std::string {
     if (i + 1 >= args.size()) throw usage_error("option " + name + " needs a value", "run");
     return args[++i];
@@ -572,6 +624,8 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     else if (a == "--delay") delay = value(a);
     else if (a == "--duration") duration = value(a);
     else if (a == "--detail") detail_level = value(a);
+    else if (a == "--memory") memory = true;
+    else if (a == "--stacks") stacks = true;
     else if (a == "--no-table") table = false;
     else if (a == "--no-nvtx") nvtx = false;
     else if (a == "--dry-run") dry_run = true;
@@ -604,6 +658,8 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!duration.empty()) plan.environment.emplace_back("CUPROF_DURATION", duration);
   if (!detail_level.empty()) plan.environment.emplace_back("CUPROF_TRACE_DETAIL", detail_level);
   if (!table) plan.environment.emplace_back("CUPROF_TABLE", "0");
+  if (memory) plan.environment.emplace_back("CUPROF_MEMORY", "1");
+  if (stacks) plan.environment.emplace_back("CUPROF_STACKS", "1");
   // NVTX reads this once, at the program's first NVTX call: it must be set
   // before the program starts. The injection library hands NVTX to the
   // libcupti cuprof traces with, also when the program brings its own copy
@@ -658,6 +714,7 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
     }
     if (command == "table") return table_command(args, out, err, term);
     if (command == "insights") return insights_command(args, out, term);
+    if (command == "stacks") return stacks_command(args, out, err, term);
     if (command == "diff") return diff_command(args, out, err, term);
     if (command == "run") return run_command(args, out, plan);
     command.clear();

@@ -27,6 +27,7 @@ struct cell {
 
 inline cell str(std::string s) { return {cell::kind::string, std::move(s)}; }
 inline cell num(std::uint64_t n) { return {cell::kind::literal, std::to_string(n)}; }
+inline cell signed_num(std::int64_t n) { return {cell::kind::literal, std::to_string(n)}; }
 inline cell flag(bool b) { return {cell::kind::literal, b ? "true" : "false"}; }
 
 // Nanoseconds as microseconds with three decimals.

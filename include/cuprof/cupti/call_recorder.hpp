@@ -15,11 +15,20 @@
 // activity, which makes CUPTI intercept every runtime call (the getters
 // included) at a few hundred ns each: a synchronization call's record gets a
 // third slot with its context and the stream it waited on.
+//
+// With stacks on (profile_options::with_stack), the calls that matter
+// (launches, copies, memsets, syncs, allocations and frees) capture their
+// native stack at their exit callback (collect/native_stack.hpp), the one the
+// record is written from: a call that is not recorded costs no unwinding, and
+// nothing is carried from entry to exit. The stack is the same at both. A
+// stack new to its thread is published as its own record ahead of the call;
+// the call carries its id in spare bits of its second slot.
 #pragma once
 
 #include "record_store.hpp"
 #include "../collect/clock.hpp"
 #include "../collect/chunk_pool.hpp"
+#include "../collect/native_stack.hpp"
 
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
@@ -28,6 +37,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <new>
+#include <unordered_map>
 #include <vector>
 
 namespace cuprof::detail::cupti {
@@ -40,15 +51,33 @@ class call_recorder {
 
   // Calls entered before this tick are not recorded: a call already running
   // when recording began has no start stamped by cuprof.
-  void start_recording(std::uint64_t ticks) noexcept { recording_since_.store(ticks, std::memory_order_relaxed); }
+  // Each recording numbers its threads' stacks afresh.
+  void start_recording(std::uint64_t ticks) noexcept {
+    stack_epoch_.fetch_add(1, std::memory_order_relaxed);
+    recording_since_.store(ticks, std::memory_order_relaxed);
+  }
 
   // Before the first callback: which callback ids synchronize (kind as
   // synchronization_kind() gives it), and which of them are the per-thread
   // default stream variants (_ptsz), whose null stream is the thread's own.
   void set_synchronization(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, std::uint8_t kind, bool per_thread) noexcept {
-    std::uint8_t* table = domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_sync_ : runtime_sync_;
-    const std::size_t size = domain == CUPTI_CB_DOMAIN_DRIVER_API ? sizeof driver_sync_ : sizeof runtime_sync_;
-    if (cbid < size) table[cbid] = std::uint8_t(kind | (per_thread ? per_thread_flag : 0));
+    if (std::atomic<std::uint8_t>* e = entry_of(domain, cbid))
+      e->store(std::uint8_t((e->load(std::memory_order_relaxed) & ~sync_mask) | kind | (per_thread ? per_thread_flag : 0)),
+               std::memory_order_relaxed);
+  }
+  // Before the first callback: a call whose stack is captured when stacks are on.
+  void set_stack_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
+    if (std::atomic<std::uint8_t>* e = entry_of(domain, cbid)) e->fetch_or(stack_candidate, std::memory_order_relaxed);
+  }
+  // with_stack, while no callback of a shown call is enabled: the stack calls'
+  // flag, the one bit the callback tests, so that stacks off cost nothing.
+  void set_stacks(bool on) {
+    if (on) unwind_ = stack_unwinder();
+    for (auto* table : {runtime_calls_, driver_calls_})
+      for (std::size_t i = 0; i < calls_per_domain; ++i) {
+        const std::uint8_t e = table[i].load(std::memory_order_relaxed);
+        if (e & stack_candidate) table[i].store(std::uint8_t(on ? e | stack_flag : e & ~stack_flag), std::memory_order_relaxed);
+      }
   }
   // cuptiGetStreamIdEx, or a stand-in (tests): a stream handle to the id its records carry.
   using stream_id_lookup = CUptiResult (*)(CUcontext, CUstream, std::uint8_t per_thread, std::uint32_t* id);
@@ -58,9 +87,11 @@ class call_recorder {
   // the entry in CUPTI's per-call slot; at the exit, appends the call.
   void on_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData& call) noexcept {
     const bool driver = domain == CUPTI_CB_DOMAIN_DRIVER_API;
-    const std::uint8_t sync = sync_entry(driver, cbid);
+    const std::uint8_t entry = call_entry(driver, cbid);
+    const std::uint8_t sync = entry & sync_mask;
     if (call.callbackSite == CUPTI_API_ENTER) {
       if (sync && !driver) t_inside_runtime_sync = true;
+      if (CUPROF_UNLIKELY(entry & stack_flag) && !driver) t_inside_runtime_stack_call = true;
       *call.correlationData = now_ticks();
       return;
     }
@@ -74,16 +105,23 @@ class call_recorder {
       sync_record = !driver;
       t_inside_runtime_sync = false;
     }
+    // The driver call a runtime call makes has the runtime call's stack: captured once, by the runtime call.
+    bool stack = false;
+    if (CUPROF_UNLIKELY(entry & stack_flag)) {
+      stack = !driver || !t_inside_runtime_stack_call;
+      if (!driver) t_inside_runtime_stack_call = false;
+    }
     if (start < recording_since_.load(std::memory_order_relaxed) || start > end) return;
     thread_buffer* calls = thread_calls();
     if (!calls) return;
+    const std::uint64_t stack_bits = CUPROF_UNLIKELY(stack) ? publish_stack(*calls) : 0;
     std::int32_t result = 0;  // a cudaError_t or a CUresult: both int-sized enums
     if (call.functionReturnValue) std::memcpy(&result, call.functionReturnValue, sizeof result);
     if (result != 0) sync_record = false;  // a failed synchronization waited for nothing
     slot record[sync_record_slots] = {
         {end, start},
         {std::uint64_t(call.correlationId) | std::uint64_t(std::uint32_t(result)) << 32,
-         std::uint64_t(cbid) | std::uint64_t(driver) << driver_bit | std::uint64_t(sync_record) << sync_bit},
+         std::uint64_t(cbid) | std::uint64_t(driver) << driver_bit | std::uint64_t(sync_record) << sync_bit | stack_bits},
         {}};
     if (sync_record)
       record[2] = {std::uint64_t(call.contextUid) | std::uint64_t(waited_stream(sync, call)) << 32,
@@ -95,11 +133,31 @@ class call_recorder {
   // memory are counted there.
   void drain_into(record_store& store) {
     live_callers_.clear();
+    if (store.stacks().generation() != stacks_generation_) {  // the store forgot its stacks
+      stack_ids_.clear();
+      stacks_generation_ = store.stacks().generation();
+    }
     threads_.for_each([&](thread_buffer& b) {
-      if (!b.exited()) live_callers_.push_back(b.tid());
+      const bool exited = b.exited();
+      if (!exited) live_callers_.push_back(b.tid());
+      std::vector<std::uint32_t>* ids = nullptr;  // the thread's stack ids -> the store's stacks
       b.drain([&](const slot* s, std::size_t n) {
         std::size_t i = 0;
-        while (i + record_slots <= n) {
+        while (i < n) {
+          if (s[i].head & stack_tag) {
+            const std::size_t depth = std::size_t(s[i].head & ~stack_tag);
+            const std::size_t used = 1 + (depth + 1) / 2;
+            if (depth > max_stack_frames || i + used > n) break;  // published whole: cannot happen
+            std::uint64_t frames[max_stack_frames + 1];
+            std::memcpy(frames, s + i + 1, (used - 1) * sizeof(slot));
+            const std::uint64_t id = s[i].payload;
+            if (!ids) ids = &stack_ids_[b.serial()];
+            if (id >= ids->size()) ids->resize(std::size_t(id) + 1, no_index);
+            (*ids)[std::size_t(id)] = store.stacks().add(frames, depth);
+            i += used;
+            continue;
+          }
+          if (i + record_slots > n) break;
           call_record r;
           r.start = s[i].payload;
           r.end = s[i].head;
@@ -108,6 +166,11 @@ class call_recorder {
           r.correlation = std::uint32_t(s[i + 1].head);
           r.return_value = std::int32_t(std::uint32_t(s[i + 1].head >> 32));
           r.domain = (s[i + 1].payload >> driver_bit) & 1 ? api_domain::driver : api_domain::runtime;
+          if ((s[i + 1].payload >> stack_bit) & 1) {
+            const std::uint64_t id = s[i + 1].payload >> stack_id_shift;
+            if (!ids) ids = &stack_ids_[b.serial()];
+            r.stack = id < ids->size() ? (*ids)[std::size_t(id)] : no_index;
+          }
           if ((s[i + 1].payload >> sync_bit) & 1) {
             r.context = std::uint32_t(s[i + 2].head);
             r.stream = std::uint32_t(s[i + 2].head >> 32);
@@ -121,6 +184,7 @@ class call_recorder {
         return i;
       });
       store.add_dropped_calls(b.take_dropped());
+      if (exited) stack_ids_.erase(b.serial());
     });
   }
 
@@ -133,18 +197,68 @@ class call_recorder {
   }
 
  private:
-  // {end, start}, {correlation | result << 32, cbid | driver << 32 | sync << 33},
-  // and for a synchronization {context | stream << 32, kind}.
+  // {end, start}, {correlation | result << 32, cbid | driver << 32 | sync << 33
+  // | has stack << 34 | stack id << 35}, and for a synchronization
+  // {context | stream << 32, kind}. A stack new to its thread goes before the
+  // call: {stack_tag | depth, its id}, then its frames, two a slot. A call's
+  // first slot holds its end in ticks, below 2^63 (a 3 GHz TSC for 97 years):
+  // stack_tag tells the two apart.
   static constexpr std::size_t record_slots = 2;
   static constexpr std::size_t sync_record_slots = 3;
   static constexpr int driver_bit = 32;
   static constexpr int sync_bit = 33;
+  static constexpr int stack_bit = 34;
+  static constexpr int stack_id_shift = 35;
+  static constexpr std::uint64_t stack_tag = std::uint64_t(1) << 63;
+  static constexpr std::uint32_t max_stack_id = (std::uint32_t(1) << 29) - 1;
+  // A callback id's entry: its sync kind and per-thread flag, and its stack bits.
   static constexpr std::uint8_t kind_mask = 0x7;
   static constexpr std::uint8_t per_thread_flag = 0x8;
+  static constexpr std::uint8_t sync_mask = kind_mask | per_thread_flag;
+  static constexpr std::uint8_t stack_flag = 0x10;       // capture its stack now
+  static constexpr std::uint8_t stack_candidate = 0x20;  // capture it when stacks are on
+  static constexpr std::size_t calls_per_domain = std::size_t(CUPTI_RUNTIME_TRACE_CBID_SIZE) >
+                                                          std::size_t(CUPTI_DRIVER_TRACE_CBID_SIZE)
+                                                      ? std::size_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)
+                                                      : std::size_t(CUPTI_DRIVER_TRACE_CBID_SIZE);
 
-  std::uint8_t sync_entry(bool driver, CUpti_CallbackId cbid) const noexcept {
-    if (driver) return cbid < sizeof driver_sync_ ? driver_sync_[cbid] : 0;
-    return cbid < sizeof runtime_sync_ ? runtime_sync_[cbid] : 0;
+  // Relaxed loads of a byte: the same instruction as a plain load.
+  std::uint8_t call_entry(bool driver, CUpti_CallbackId cbid) const noexcept {
+    return cbid < calls_per_domain ? (driver ? driver_calls_ : runtime_calls_)[cbid].load(std::memory_order_relaxed) : 0;
+  }
+  std::atomic<std::uint8_t>* entry_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
+    if (cbid >= calls_per_domain) return nullptr;
+    return (domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_calls_ : runtime_calls_) + cbid;
+  }
+
+  // The calling thread's stack, published when new to the thread; the call's
+  // stack bits, 0 when none could be kept. No lock; memory only for a new stack.
+  CUPROF_NOINLINE std::uint64_t publish_stack(thread_buffer& calls) noexcept {
+    std::uint64_t frames[max_stack_frames];
+    const std::size_t n = capture_stack(unwind_, frames);
+    if (n == 0) return 0;
+    thread_stacks* table = t_stacks;
+    if (!table && !(table = t_stacks = new (std::nothrow) thread_stacks)) return 0;
+    const std::uint32_t epoch = stack_epoch_.load(std::memory_order_relaxed);
+    if (table->epoch != epoch) {
+      table->clear();
+      table->epoch = epoch;
+    }
+    const std::uint64_t hash = stack_hash(frames, n);
+    std::uint32_t id = table->find(hash, frames, n);
+    if (id == thread_stacks::none) {
+      id = table->count();
+      if (id > max_stack_id) return 0;
+      slot record[1 + (max_stack_frames + 1) / 2];
+      const std::size_t used = 1 + (n + 1) / 2;
+      record[0] = {stack_tag | n, id};
+      record[used - 1] = {};
+      std::memcpy(record + 1, frames, n * sizeof *frames);
+      if (!calls.push_record(record, used)) return 0;
+      // Published but not kept (no memory): the id is published again with the next new stack.
+      table->add(hash, frames, n);
+    }
+    return std::uint64_t(1) << stack_bit | std::uint64_t(id) << stack_id_shift;
   }
 
   // The stream a stream sync or a stream's wait names (the first parameter of
@@ -186,16 +300,24 @@ class call_recorder {
       t_calls_given_back = true;
       if (thread_buffer* b = t_calls) b->mark_exited();
       t_calls = nullptr;
+      delete t_stacks;
+      t_stacks = nullptr;
     }
   };
 
   static inline thread_local thread_buffer* t_calls = nullptr;
   static inline thread_local bool t_calls_given_back = false;
   static inline thread_local bool t_inside_runtime_sync = false;
+  static inline thread_local bool t_inside_runtime_stack_call = false;
+  static inline thread_local thread_stacks* t_stacks = nullptr;
 
-  std::uint8_t runtime_sync_[CUPTI_RUNTIME_TRACE_CBID_SIZE] = {};
-  std::uint8_t driver_sync_[CUPTI_DRIVER_TRACE_CBID_SIZE] = {};
+  std::atomic<std::uint8_t> runtime_calls_[calls_per_domain] = {};
+  std::atomic<std::uint8_t> driver_calls_[calls_per_domain] = {};
   stream_id_lookup stream_id_ = nullptr;
+  unwind_function unwind_ = nullptr;
+  std::atomic<std::uint32_t> stack_epoch_{0};
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> stack_ids_;  // by thread buffer serial
+  std::uint64_t stacks_generation_ = 0;                                      // the store's, as of the last drain_into
 
   chunk_pool& pool_;
   thread_registry threads_;

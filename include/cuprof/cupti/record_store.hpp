@@ -7,6 +7,7 @@
 // are moved into the trace and converted to epoch nanoseconds.
 #pragma once
 
+#include "stack_store.hpp"
 #include "../base/chunked_vector.hpp"
 #include "../collect/clock.hpp"
 #include "../model/api_vocabulary.hpp"
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,21 +41,20 @@ struct api_class {
 };
 
 // Mirrors what Kineto keeps: every runtime call but a few getters, and on the
-// driver side only launches, copies, memsets, syncs, occupancy queries and
-// virtual-memory calls (cuBLAS makes many other driver calls per GEMM).
+// driver side only launches, copies, memsets, syncs, occupancy queries,
+// allocations and virtual-memory calls (cuBLAS makes many other driver calls
+// per GEMM).
 inline api_class classify_api(api_domain domain, std::string_view name) {
   api_class c;
   static constexpr const char* runtime_noise[] = {"cudaGetDevice",       "cudaSetDevice",   "cudaGetLastError",
                                                   "cudaPeekAtLastError", "cudaEventCreate", "cudaEventCreateWithFlags",
                                                   "cudaEventDestroy"};
-  static constexpr const char* driver_virtual_memory[] = {
-      "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"};
   bool keep = true;
   if (domain == api_domain::runtime) {
     for (const char* noise : runtime_noise) keep = keep && name != noise;
   } else {
-    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) || is_occupancy_query(name);
-    for (const char* prefix : driver_virtual_memory) keep = keep || starts_with(name, prefix);
+    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) || is_occupancy_query(name) ||
+           allocates_or_frees(name);
   }
   if (!keep) return c;
   c.display_name = "";  // set by the caller, which owns the string
@@ -66,18 +67,11 @@ inline api_class classify_api(api_domain domain, std::string_view name) {
 static_assert(memcpy_device_to_device == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD);
 static_assert(sync_context == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
 
-inline const char* memory_kind_name(std::uint8_t kind) {
-  switch (kind) {
-    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";
-    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "Pinned";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "Device";
-    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return "Array";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "Managed";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return "Device Static";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return "Managed Static";
-    default: return "Unknown";
-  }
-}
+static_assert(memory_kind_pageable == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE &&
+              memory_kind_pinned == CUPTI_ACTIVITY_MEMORY_KIND_PINNED &&
+              memory_kind_device == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE &&
+              memory_kind_managed == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED && CUPTI_ACTIVITY_MEMORY_KIND_ARRAY == 4 &&
+              CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC == 6 && CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC == 7);
 
 inline const char* overhead_kind_name(std::uint32_t kind) {
   switch (kind) {
@@ -112,6 +106,7 @@ struct call_record {
   std::uint8_t sync_kind = 0;
   std::uint32_t context = 0;
   std::uint32_t stream = 0;
+  std::uint32_t stack = no_index;  // with_stack: the call's stack in the store's stacks()
 };
 
 // A staged API call: the fields of an api_call that the call's record gives,
@@ -145,6 +140,97 @@ struct staged_gpu {
 };
 static_assert(sizeof(staged_call) <= 32 && sizeof(staged_gpu) <= 32, "staged records grew: recording holds more per launch");
 
+// A staged allocation, free or change of a memory pool's size (CUPTI's
+// MEMORY2 and MEMORY_POOL records), time in ticks.
+struct staged_memory {
+  enum class op : std::uint8_t { allocate, release, pool_size };
+  std::uint64_t ticks = 0;
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t pool = 0;       // the memory pool it comes from (its address), 0: none
+  std::uint64_t pool_size = 0;  // that pool's size after it
+  std::uint32_t correlation = 0;
+  std::uint32_t device = 0;
+  op what = op::allocate;
+  std::uint8_t memory_kind = 0;  // CUPTI's
+};
+
+// The memory in use, from the allocations and frees seen since recording
+// began: a window's totals count from there, whatever window they fall in.
+class memory_ledger {
+ public:
+  // Applies one record; fills the event's bytes, totals, device, kind and
+  // flags (the rest is the caller's). Returns false for a record that is no
+  // event (a free of nothing, or a pool change that changes nothing).
+  bool apply(const staged_memory& r, memory_event& e) {
+    const bool host = r.memory_kind == memory_kind_pinned || r.memory_kind == memory_kind_pageable;
+    e.device = host ? -1 : std::int32_t(r.device);
+    e.memory_kind = r.memory_kind;
+    e.address = r.address;
+    e.flags = r.pool ? memory_from_pool : 0;
+    bool is_event = true;
+    switch (r.what) {
+      case staged_memory::op::allocate: {
+        auto [it, added] = live_.try_emplace(r.address, live{r.bytes, e.device, r.pool != 0});
+        if (!added) unlink(it->second);  // freed before the profile saw it: replaced
+        it->second = live{r.bytes, e.device, r.pool != 0};
+        totals& t = totals_[e.device];
+        t.allocated += r.bytes;
+        if (!r.pool) t.direct += r.bytes;
+        e.bytes = std::int64_t(r.bytes);
+        break;
+      }
+      case staged_memory::op::release: {
+        auto it = live_.find(r.address);
+        // A free of memory allocated before recording began counts what CUPTI says it freed.
+        const live freed = it != live_.end() ? it->second : live{r.bytes, e.device, r.pool != 0};
+        if (it != live_.end()) live_.erase(it);
+        e.device = freed.device;
+        unlink(freed);
+        e.bytes = -std::int64_t(freed.bytes);
+        break;
+      }
+      case staged_memory::op::pool_size: is_event = false; break;
+    }
+    if (r.pool) is_event = resize_pool(r.pool, e.device, r.pool_size) || is_event;
+    const totals& t = totals_[e.device];
+    e.total_allocated = t.allocated;
+    e.total_reserved = t.direct + t.pools;
+    return is_event;
+  }
+
+ private:
+  struct live {
+    std::uint64_t bytes = 0;
+    std::int32_t device = 0;
+    bool pooled = false;
+  };
+  struct totals {
+    std::uint64_t allocated = 0;  // every live allocation
+    std::uint64_t direct = 0;     // those not from a pool
+    std::uint64_t pools = 0;      // what the device's pools hold
+  };
+  static void take_away(std::uint64_t& total, std::uint64_t bytes) { total = bytes < total ? total - bytes : 0; }
+  void unlink(const live& l) {
+    totals& t = totals_[l.device];
+    take_away(t.allocated, l.bytes);
+    if (!l.pooled) take_away(t.direct, l.bytes);
+  }
+  // Returns whether the pool's size changed.
+  bool resize_pool(std::uint64_t pool, std::int32_t device, std::uint64_t size) {
+    std::uint64_t& held = pool_sizes_[pool];
+    if (held == size) return false;
+    totals& t = totals_[device];
+    take_away(t.pools, held);
+    t.pools += size;
+    held = size;
+    return true;
+  }
+  std::unordered_map<std::uint64_t, live> live_;  // by address: one virtual address space for host and devices
+  std::unordered_map<std::uint64_t, std::uint64_t> pool_sizes_;
+  std::map<std::int32_t, totals> totals_;  // by device, -1 the host
+};
+
 // The int16 of a CUDA call's return value (api_call::return_value).
 inline std::int16_t narrow_return_value(std::int32_t v) {
   return std::int16_t(std::clamp<std::int32_t>(v, INT16_MIN, INT16_MAX));
@@ -172,6 +258,8 @@ class record_store {
       case CUPTI_ACTIVITY_KIND_MEMCPY: add_memcpy(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)); break;
       case CUPTI_ACTIVITY_KIND_MEMSET: add_memset(*reinterpret_cast<const CUpti_ActivityMemset4*>(record)); break;
       case CUPTI_ACTIVITY_KIND_MARKER: add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record)); break;
+      case CUPTI_ACTIVITY_KIND_MEMORY2: add_memory(*reinterpret_cast<const CUpti_ActivityMemory4*>(record)); break;
+      case CUPTI_ACTIVITY_KIND_MEMORY_POOL: add_memory_pool(*reinterpret_cast<const CUpti_ActivityMemoryPool3*>(record)); break;
       case CUPTI_ACTIVITY_KIND_OVERHEAD: {
         const auto& o = *reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
         overhead_.push_back({o.start, o.end, names_.intern(overhead_kind_name(o.overheadKind))});
@@ -188,6 +276,7 @@ class record_store {
     ++api_changes_;
     const std::uint32_t kind = api_kind(r.domain, r.cbid);
     if (kind == no_index) return;
+    if (r.stack != no_index) stacks_.link(r.correlation, r.start, r.stack);
     if (r.sync_kind) add_sync(r);
     staged_call c;
     c.start_ns = r.start;
@@ -292,6 +381,7 @@ class record_store {
       });
       for (auto c = out.api_calls.begin() + first_call; c != out.api_calls.end(); ++c) finish(*c);
     }
+    stacks_.take(out, first_call, w.owner, end, !discarding_);
     // The GPU records need only the index: the list of kept calls (4 bytes
     // a call) goes before they are converted, where take() peaks.
     std::vector<std::uint32_t>().swap(w.kept);
@@ -401,6 +491,8 @@ class record_store {
     }
     overhead_.swap(later_overhead);
 
+    take_memory(out, w, first_call, start, end, clock);
+
     // Ids of calls whose API record has not arrived yet are newer than any taken call.
     const std::uint32_t newest_taken = w.owner.empty() ? 0 : w.owner.highest();
     std::vector<std::pair<std::uint32_t, std::uint32_t>> later_folded;
@@ -420,7 +512,9 @@ class record_store {
   // Everything recorded before `ticks` is discarded (warmup).
   void discard_before(std::uint64_t ticks) {
     trace scratch;
+    discarding_ = true;  // its calls' stacks are not symbolized
     take(scratch, 0, ticks ? ticks - 1 : 0, tick_converter{});
+    discarding_ = false;
   }
 
   void clear() {
@@ -430,12 +524,20 @@ class record_store {
     bytes_.clear();
     std::vector<overhead_span>().swap(overhead_);
     std::vector<cpu_span>().swap(nvtx_ranges_);
+    std::vector<staged_memory>().swap(memory_);
+    ledger_ = memory_ledger();
     open_ranges_.clear();
     std::vector<std::pair<std::uint32_t, std::uint32_t>>().swap(folded_);
+    stacks_.clear();
     dropped_ = lost_timestamps_ = over_cap_ = dropped_calls_ = 0;  // after the last window: not the next one's
   }
 
-  std::size_t staged() const noexcept { return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size(); }
+  // The native call stacks (with_stack) the call recorder publishes.
+  stack_store& stacks() noexcept { return stacks_; }
+
+  std::size_t staged() const noexcept {
+    return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size() + memory_.size();
+  }
 
  private:
   // The API calls a window keeps. A driver call made inside a runtime call on
@@ -447,6 +549,30 @@ class record_store {
     std::uint32_t newest_before = 0;  // highest correlation id called before the window
     bool in_order = true;             // storage order is call order: `kept` needed no sort
   };
+
+  // The window's allocations and frees, in time order, with the memory in
+  // use after each; those before it count towards the totals only.
+  void take_memory(trace& out, const window_calls& w, std::uint32_t first_call, std::uint64_t start, std::uint64_t end,
+                   const tick_converter& clock) {
+    if (memory_.empty()) return;
+    std::stable_sort(memory_.begin(), memory_.end(),
+                     [](const staged_memory& a, const staged_memory& b) { return a.ticks < b.ticks; });
+    std::size_t taken = 0;
+    for (; taken < memory_.size() && memory_[taken].ticks <= end; ++taken) {
+      const staged_memory& r = memory_[taken];
+      memory_event e;
+      if (!ledger_.apply(r, e) || r.ticks < start) continue;
+      e.ts_ns = clock.to_epoch_ns(r.ticks);
+      // A driver call's record belongs to the runtime call it was folded into.
+      const std::uint32_t pos = r.correlation ? w.owner.find(r.correlation) : no_index;
+      e.correlation = pos != no_index ? out.api_calls[first_call + pos].correlation : r.correlation;
+      if (pos != no_index) {
+        if (is_virtual_memory_call(out.names.str(out.name_of(out.api_calls[first_call + pos])))) e.flags |= memory_virtual;
+      }
+      out.memory.push_back(e);
+    }
+    memory_.erase(memory_.begin(), memory_.begin() + std::ptrdiff_t(taken));
+  }
 
   // The order of a window's calls: by thread, then start, the runtime call
   // before the driver call it makes; the correlation id makes it total, so
@@ -748,6 +874,44 @@ class record_store {
     gpu_.push_back(g);
   }
 
+  // Allocations the program made; the static memory of loaded modules
+  // (__device__ variables) is not one.
+  void add_memory(const CUpti_ActivityMemory4& m) {
+    if (m.memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC || m.memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC)
+      return;
+    staged_memory r;
+    if (m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) r.what = staged_memory::op::allocate;
+    else if (m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) r.what = staged_memory::op::release;
+    else return;
+    r.ticks = m.timestamp;
+    r.address = m.address;
+    r.bytes = m.bytes;
+    r.correlation = m.correlationId;
+    r.device = m.deviceId;
+    r.memory_kind = std::uint8_t(m.memoryKind);
+    // A local pool's size is known; an imported one's field holds its owner's process id instead.
+    if (m.isAsync && m.memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
+      r.pool = m.memoryPoolConfig.address;
+      r.pool_size = m.memoryPoolConfig.pool.size;
+    }
+    memory_.push_back(r);
+  }
+
+  // A pool made, trimmed or destroyed: what it holds beyond its allocations
+  // (torch's "Total Reserved") changes.
+  void add_memory_pool(const CUpti_ActivityMemoryPool3& p) {
+    if (p.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) return;
+    staged_memory r;
+    r.what = staged_memory::op::pool_size;
+    r.ticks = p.timestamp;
+    r.correlation = p.correlationId;
+    r.device = p.deviceId;
+    r.memory_kind = memory_kind_device;
+    r.pool = p.address;
+    r.pool_size = p.memoryPoolOperationType == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED ? 0 : p.size;
+    memory_.push_back(r);
+  }
+
   // The record CUPTI's SYNCHRONIZATION activity would write, made from the
   // call: that activity costs every runtime call a few hundred ns, shown or
   // not (docs/performance.md), and its times are the call's anyway.
@@ -821,6 +985,8 @@ class record_store {
   chunked_vector<std::uint64_t> bytes_;  // the staged copies' and memsets' byte counts
   std::vector<overhead_span> overhead_;
   std::vector<cpu_span> nvtx_ranges_;                            // ticks, store name ids
+  std::vector<staged_memory> memory_;                            // allocations, frees, pool changes
+  memory_ledger ledger_;                                         // the memory in use, from all taken so far
   std::unordered_map<std::uint32_t, open_range> open_ranges_;    // NVTX range id -> its start
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;  // (driver call, runtime call it is inside),
                                                                  // those not in the runtime call's folded_offset
@@ -830,6 +996,8 @@ class record_store {
   std::uint64_t lost_timestamps_ = 0;
   std::uint64_t over_cap_ = 0;
   std::uint64_t dropped_calls_ = 0;
+  stack_store stacks_;
+  bool discarding_ = false;  // inside discard_before()
 };
 
 }  // namespace cuprof::detail::cupti

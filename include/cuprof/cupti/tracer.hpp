@@ -80,8 +80,18 @@ class tracer {
     return static_cast<tracer*>(p.tracer.load(std::memory_order_acquire));
   }
 
+  // with_stack, for the windows enabled from now on: launches, copies,
+  // memsets, syncs, allocations and frees capture their native call stack.
+  void set_stacks(bool on) {
+    std::lock_guard<std::mutex> lock(control_);
+    stacks_on_ = on;
+  }
+
   // Empty on success, else why CUPTI could not be attached again.
-  std::string enable() {
+  // `memory`: allocations and frees are recorded too, from now until the
+  // session ends (detach()), between windows as well, so that a window's
+  // totals of memory in use count what was allocated before it.
+  std::string enable(bool memory = false) {
     std::lock_guard<std::mutex> lock(control_);
     if (closed_) return "the process is exiting";
     if (enabled_ || forked_child()) return {};
@@ -90,6 +100,10 @@ class tracer {
       if (!why.empty()) return why;
     }
     for (CUpti_ActivityKind kind : kinds()) cupti_.enable(kind);
+    if (memory && !memory_on_) {
+      for (CUpti_ActivityKind kind : memory_kinds()) cupti_.enable(kind);
+      memory_on_ = true;
+    }
     calls_.start_recording(now_ticks());
     enabled_ = true;
     enabled_flag_.store(true, std::memory_order_relaxed);
@@ -116,6 +130,10 @@ class tracer {
     // Records made after the session's last flush (CUPTI's own overhead
     // record for that flush, at least) would still be in CUPTI's buffers at
     // finalize, where they are dropped or handed to the next session: drain them.
+    if (memory_on_) {
+      for (CUpti_ActivityKind kind : memory_kinds()) cupti_.disable(kind);
+      memory_on_ = false;
+    }
     cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     process_completed();
     const bool finalize = !calls_.other_live_caller(current_tid());
@@ -270,6 +288,10 @@ class tracer {
     static const std::vector<CUpti_ActivityKind> k = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                                       CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_OVERHEAD,
                                                       CUPTI_ACTIVITY_KIND_MARKER};
+    return k;
+  }
+  static const std::vector<CUpti_ActivityKind>& memory_kinds() {
+    static const std::vector<CUpti_ActivityKind> k = {CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL};
     return k;
   }
 
@@ -468,10 +490,12 @@ class tracer {
           shown_calls_.emplace_back(domain, cbid);
           if (const std::uint8_t sync = synchronization_kind(name))
             calls_.set_synchronization(domain, cbid, sync, name.find("_ptsz") != std::string::npos);
+          if (draws_flow(name) || allocates_or_frees(name)) calls_.set_stack_call(domain, cbid);
         }
       }
       calls_.set_stream_id_lookup(cupti_.get_stream_id_ex);
     }
+    if (on) calls_.set_stacks(stacks_on_);  // before their callbacks are on
     for (const auto& [domain, cbid] : shown_calls_)
       if (on || !tears_down_context(domain, cbid)) cupti_.enable_callback(on, subscriber_, domain, cbid);
     shown_calls_on_ = on;
@@ -606,12 +630,14 @@ class tracer {
   CUpti_SubscriberHandle subscriber_ = nullptr;
   bool attached_ = false;
   bool enabled_ = false;
+  bool memory_on_ = false;                 // allocations are recorded (enable(memory))
   std::atomic<bool> exit_started_{false};  // the exit gate ran: no detach, no trimming
   std::atomic<bool> closed_{false};        // no CUPTI or driver call any more
   std::size_t buffers_lost_at_exit_ = 0;
   std::atomic<bool> enabled_flag_{false};  // enabled_, for the worker thread and the callbacks
   std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> shown_calls_;  // found once, at the first enable()
   bool shown_calls_on_ = false;                                                 // their callbacks enabled on this subscriber
+  bool stacks_on_ = false;                                                      // set_stacks()
   bool finalized_ = false;                                                      // how detach() last let CUPTI go
   bool said_not_finalized_ = false;                                             // its line, once per process
   buffer_slot slots_[max_buffers];

@@ -98,6 +98,25 @@ inline bool is_synchronous_allocation(std::string_view name) {
          n == "cuMemAllocHost" || n == "cuMemHostAlloc" || n == "cuMemFree" || n == "cuMemFreeHost";
 }
 
+// The driver's virtual-memory API: physical allocations made and released
+// (cuMemCreate, cuMemRelease), mapped into reserved addresses and unmapped,
+// shared between processes. CUPTI reports the memory when it is mapped and
+// unmapped: its records carry cuMemMap's and cuMemUnmap's correlation ids.
+inline bool is_virtual_memory_call(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return n == "cuMemCreate" || n == "cuMemRelease" || n == "cuMemMap" || n == "cuMemUnmap" ||
+         n == "cuMemExportToShareableHandle" || n == "cuMemImportFromShareableHandle";
+}
+
+// Allocates or frees memory, in or out of stream order, or is a call of the
+// virtual-memory API: the calls whose CUPTI memory records cuprof ties to a
+// scope and a thread.
+inline bool allocates_or_frees(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return is_synchronous_allocation(n) || n == "cudaMallocAsync" || n == "cudaMallocFromPoolAsync" || n == "cudaFreeAsync" ||
+         n == "cuMemAllocAsync" || n == "cuMemAllocFromPoolAsync" || n == "cuMemFreeAsync" || is_virtual_memory_call(n);
+}
+
 // cudaOccupancy*, cuOccupancy*: a launch sizing its grid to the device.
 inline bool is_occupancy_query(std::string_view name) {
   const std::string_view n = api_base_name(name);

@@ -242,6 +242,19 @@ inline constexpr std::uint8_t memory_kind_pinned = 2;
 inline constexpr std::uint8_t memory_kind_device = 3;
 inline constexpr std::uint8_t memory_kind_managed = 5;
 
+inline const char* memory_kind_name(std::uint8_t kind) {
+  switch (kind) {
+    case memory_kind_pageable: return "Pageable";
+    case memory_kind_pinned: return "Pinned";
+    case memory_kind_device: return "Device";
+    case 4: return "Array";
+    case memory_kind_managed: return "Managed";
+    case 6: return "Device Static";
+    case 7: return "Managed Static";
+    default: return "Unknown";
+  }
+}
+
 // Memory the program allocated (bytes > 0) or freed (bytes < 0): torch's
 // [memory] event. `device` -1 is host memory (pinned: torch's "CPU Mem");
 // otherwise the CUDA device whose "CUDA Mem" it counts in. The totals are that
@@ -262,6 +275,13 @@ struct memory_event {
 
 inline bool is_host_memory(const memory_event& m) { return m.device < 0; }
 
+// A native call stack at a CUDA call (profile_options::with_stack): its frames
+// are trace::stack_frames[first_frame, first_frame + frame_count), innermost first.
+struct call_stack {
+  std::uint32_t first_frame = 0;
+  std::uint32_t frame_count = 0;
+};
+
 // One collected cycle. Spans, calls and GPU work refer to each other by index.
 struct trace {
   string_table names;
@@ -278,6 +298,12 @@ struct trace {
   std::vector<std::uint32_t> gpu_launch_spans;
   std::vector<overhead_span> overhead;
   std::vector<memory_event> memory;  // in time order
+  // Native call stacks at CUDA calls (with_stack), each distinct one once, its
+  // frames as text ("fn (file.cpp:42)"). call_stacks is empty when no call has
+  // a stack, else parallel to api_calls: each call's index in `stacks`, or no_index.
+  std::vector<name_id> stack_frames;
+  std::vector<call_stack> stacks;
+  std::vector<std::uint32_t> call_stacks;
   trace_metadata meta;
   // Each scope's extent per GPU stream, parents first: derived by attribute()
   // for a recorded trace, as the file has them (torch.profiler's own) for one read back.
@@ -286,6 +312,7 @@ struct trace {
   const call_kind& kind_of(const api_call& c) const { return call_kinds[c.kind]; }
   name_id name_of(const api_call& c) const { return call_kinds[c.kind].name; }
   const gpu_lane& lane_of(const gpu_activity& g) const { return gpu_lanes[g.lane]; }
+  std::uint32_t stack_of(std::size_t call) const { return call < call_stacks.size() ? call_stacks[call] : no_index; }
   std::uint64_t bytes_of(const gpu_activity& g) const {
     return moves_bytes(g.kind) && g.details != no_index ? transfer_bytes[g.details] : 0;
   }

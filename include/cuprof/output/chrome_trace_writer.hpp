@@ -59,7 +59,7 @@ struct chrome_trace_layout {
     scan_gpu_records();
     base_ns = base_time();
     overhead_lane = overhead_lanes();
-    items = t.spans.size() + t.api_calls.size() + t.gpu_annotations.size() + t.gpu.size() + t.overhead.size();
+    items = t.spans.size() + t.api_calls.size() + t.gpu_annotations.size() + t.gpu.size() + t.overhead.size() + t.memory.size();
   }
   chrome_trace_layout(const chrome_trace_layout&) = delete;
   chrome_trace_layout& operator=(const chrome_trace_layout&) = delete;
@@ -231,6 +231,7 @@ class chrome_trace_writer {
     for (auto [i, e] = part(t_.gpu_annotations.size()); i < e; ++i) annotation_event(t_.gpu_annotations[i]);
     for (auto [i, e] = part(t_.gpu.size()); i < e; ++i) gpu_event(i);
     for (auto [i, e] = part(t_.overhead.size()); i < e; ++i) overhead_event(i);
+    for (auto [i, e] = part(t_.memory.size()); i < e; ++i) memory_events(t_.memory[i]);
     if (k + 1 == l_.block_count()) {
       out_ += "\n  ],\n  \"traceName\":\"";
       append_json_escaped(out_, l_.trace_name);
@@ -428,7 +429,12 @@ class chrome_trace_writer {
       next_key(schema::cuprof_trace_detail);
       out_ += "\"lean\"";
     }
-    out_ += "},\n  \"displayTimeUnit\":\"ms\",\n  ";
+    out_ += "},\n  ";
+    if (m.memory_recorded) {
+      key(schema::key_profile_memory);
+      out_ += "1,\n  ";
+    }
+    out_ += "\"displayTimeUnit\":\"ms\",\n  ";
     key(schema::key_base_time);
     append_int(out_, base_ns_);
     out_ += ",\n  ";
@@ -495,8 +501,25 @@ class chrome_trace_writer {
     }
     key(schema::arg_correlation);
     append_int(out_, a.correlation);
+    call_stack_arg(t_.stack_of(i));
     out_ += "}}";
     for (std::uint32_t k = 1; k < flows; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
+  }
+
+  // with_stack: the call's native stack, innermost frame first. Perfetto
+  // shows an array arg as indexed entries ("Call stack[0]", ...).
+  void call_stack_arg(std::uint32_t stack) {
+    if (stack == no_index) return;
+    const call_stack& s = t_.stacks[stack];
+    next_key(schema::arg_call_stack);
+    out_ += '[';
+    for (std::uint32_t k = 0; k < s.frame_count; ++k) {
+      if (k) out_ += ',';
+      out_ += '"';
+      out_ += escaped_name(t_.stack_frames[s.first_frame + k]);
+      out_ += '"';
+    }
+    out_ += ']';
   }
 
   // The scope's own arguments, after its External id (a key spelled so is
@@ -655,6 +678,72 @@ class chrome_trace_writer {
     complete(schema::cat_overhead, escaped_name(o.name), overhead_pid, l_.overhead_lane[i], std::max(o.start_ns, base_ns_),
              o.end_ns);
     out_ += "}";
+  }
+
+  // An allocation or free as torch writes it (an instant event on its thread,
+  // args as torch names them, then cuprof's), and the memory in use after it.
+  void memory_events(const memory_event& m) {
+    const std::uint32_t pid = t_.meta.pid;
+    begin_event();
+    out_ += "{\"ph\":\"i\",\"cat\":\"";
+    out_ += schema::cat_cpu_instant_event;
+    out_ += "\",\"s\":\"t\",\"name\":\"";
+    out_ += schema::memory_event_name;
+    out_ += "\",\"pid\":";
+    append_int(out_, pid);
+    out_ += ",\"tid\":";
+    append_int(out_, m.tid);
+    out_ += ',';
+    ts(m.ts_ns);
+    out_ += ",\"args\":{";
+    key(schema::arg_memory_total_reserved);
+    append_int(out_, m.total_reserved);
+    next_key(schema::arg_memory_total_allocated);
+    append_int(out_, m.total_allocated);
+    next_key(schema::arg_memory_bytes);
+    append_int(out_, m.bytes);
+    next_key(schema::arg_memory_device_id);
+    append_int(out_, std::int64_t(m.device));
+    next_key(schema::arg_memory_device_type);
+    append_int(out_, is_host_memory(m) ? 0 : schema::memory_device_type_cuda);
+    next_key(schema::arg_memory_addr);
+    append_int(out_, m.address);
+    if (m.correlation) {
+      next_key(schema::arg_correlation);
+      append_int(out_, m.correlation);
+    }
+    if (m.span != no_index) {
+      next_key(schema::arg_external_id);
+      append_int(out_, t_.spans[m.span].id);
+    }
+    if (m.memory_kind) {
+      next_key(schema::arg_memory_kind);
+      out_ += '"';
+      out_ += std::string_view(memory_kind_name(m.memory_kind));
+      out_ += '"';
+    }
+    if (m.flags & memory_from_pool) {
+      next_key(schema::arg_memory_pool);
+      out_ += '1';
+    }
+    if (m.flags & memory_virtual) {
+      next_key(schema::arg_memory_virtual);
+      out_ += '1';
+    }
+    out_ += "}}";
+    begin_event();
+    out_ += "{\"ph\":\"C\",\"name\":\"";
+    out_ += is_host_memory(m) ? schema::memory_counter_host : schema::memory_counter_device;
+    out_ += "\",\"pid\":";
+    append_int(out_, is_host_memory(m) ? pid : std::uint32_t(m.device));
+    out_ += ",\"tid\":0,";
+    ts(m.ts_ns);
+    out_ += ",\"args\":{";
+    key(schema::arg_counter_allocated);
+    append_int(out_, m.total_allocated);
+    next_key(schema::arg_counter_reserved);
+    append_int(out_, m.total_reserved);
+    out_ += "}}";
   }
 
   const std::string& escaped_name(name_id id) const { return l_.escaped_names[id]; }

@@ -36,6 +36,9 @@ enum class group_by : std::uint8_t { name, args };
 struct event_average {
   std::string key;
   std::string args;  // grouped by args: the scopes' arguments as format_span_args() writes them
+  // Grouped by stack: the first frames of the call stack (with_stack) of a CUDA
+  // call, or of the call that launched GPU work, innermost first (torch's Source Location).
+  std::vector<std::string> stack;
   row_kind kind = row_kind::cpu_scope;
   std::uint64_t count = 0;
   std::uint64_t self_cpu_ns = 0;
@@ -43,6 +46,13 @@ struct event_average {
   std::uint64_t self_cuda_ns = 0;
   std::uint64_t cuda_total_ns = 0;
   std::uint64_t first_ns = 0;  // first occurrence: the order rows keep when unsorted or tied
+  // Bytes allocated less bytes freed (torch's memory columns): by the scope
+  // itself, and with its nested scopes; CUDA is device and managed memory,
+  // CPU is pinned host memory.
+  std::int64_t self_cuda_memory = 0;
+  std::int64_t cuda_memory = 0;
+  std::int64_t self_cpu_memory = 0;
+  std::int64_t cpu_memory = 0;
   // Per occurrence: its CPU total and its CUDA total (the distribution columns).
   std::vector<std::uint64_t> cpu_samples_ns;
   std::vector<std::uint64_t> cuda_samples_ns;
@@ -86,7 +96,9 @@ struct table_options {
 class event_averages {
  public:
   event_averages() = default;
-  explicit event_averages(std::vector<event_average> rows) : rows_(std::move(rows)) {}
+  // `memory`: the trace recorded allocations; the memory columns are shown.
+  explicit event_averages(std::vector<event_average> rows, bool memory = false) : rows_(std::move(rows)), memory_(memory) {}
+  bool has_memory() const noexcept { return memory_; }
 
   const std::vector<event_average>& rows() const noexcept { return rows_; }
   const event_average* find(std::string_view key, row_kind kind) const {
@@ -130,6 +142,7 @@ class event_averages {
 
  private:
   std::vector<event_average> rows_;
+  bool memory_ = false;
 };
 
 namespace detail {
@@ -139,6 +152,18 @@ inline std::string format_time_us(double us) {
   if (us >= 1e6) std::snprintf(buf, sizeof buf, "%.3fs", us / 1e6);
   else if (us >= 1e3) std::snprintf(buf, sizeof buf, "%.3fms", us / 1e3);
   else std::snprintf(buf, sizeof buf, "%.3fus", us);
+  return buf;
+}
+
+// torch's: two decimals of GB, MB or KB (powers of 1024), else whole bytes.
+inline std::string format_memory(std::int64_t bytes) {
+  constexpr double kb = 1024, mb = kb * 1024, gb = mb * 1024;
+  const double v = double(bytes), size = v < 0 ? -v : v;
+  char buf[48];
+  if (size >= gb) std::snprintf(buf, sizeof buf, "%.2f GB", v / gb);
+  else if (size >= mb) std::snprintf(buf, sizeof buf, "%.2f MB", v / mb);
+  else if (size >= kb) std::snprintf(buf, sizeof buf, "%.2f KB", v / kb);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
   return buf;
 }
 
@@ -156,11 +181,9 @@ struct sort_key {
   sort_value value;
 };
 
-// torch's keys ("cuda" and "device" spellings alike). torch's memory keys
-// (self_cpu_memory_usage, ...) are refused rather than ignored: traces carry
-// no memory figures, so they could only give an order that looks sorted and
-// is not. A constant array: tables are also printed from exit handlers, after
-// function-local statics with destructors may be gone.
+// torch's keys ("cuda" and "device" spellings alike). A constant array:
+// tables are also printed from exit handlers, after function-local statics
+// with destructors may be gone.
 inline constexpr sort_key sort_keys[] = {
     {"cpu_time", [](const event_average& r) { return r.cpu_time_avg_ns(); }},
     {"cuda_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
@@ -171,6 +194,12 @@ inline constexpr sort_key sort_keys[] = {
     {"self_cpu_time_total", [](const event_average& r) { return double(r.self_cpu_ns); }},
     {"self_cuda_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
     {"self_device_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
+    {"cpu_memory_usage", [](const event_average& r) { return double(r.cpu_memory); }},
+    {"self_cpu_memory_usage", [](const event_average& r) { return double(r.self_cpu_memory); }},
+    {"cuda_memory_usage", [](const event_average& r) { return double(r.cuda_memory); }},
+    {"self_cuda_memory_usage", [](const event_average& r) { return double(r.self_cuda_memory); }},
+    {"device_memory_usage", [](const event_average& r) { return double(r.cuda_memory); }},
+    {"self_device_memory_usage", [](const event_average& r) { return double(r.self_cuda_memory); }},
     {"count", [](const event_average& r) { return double(r.count); }},
 };
 
@@ -179,8 +208,6 @@ inline sort_value find_sort_key(const std::string& key) {
     if (key == k.name) return k.value;
   std::string valid;
   for (const sort_key& k : sort_keys) valid += std::string(valid.empty() ? "" : ", ") + k.name;
-  if (ends_with(key, "_memory_usage"))
-    throw error("cannot sort by '" + key + "': traces carry no memory figures (cuprof records no memory); valid keys: " + valid);
   throw error("unknown sort key '" + key + "'; valid keys: " + valid);
 }
 
@@ -193,6 +220,11 @@ inline std::vector<const event_average*> event_averages::sorted_rows(const std::
                    [](const event_average* a, const event_average* b) { return a->first_ns < b->first_ns; });
   if (!sort_by.empty()) {
     const detail::sort_value value = detail::find_sort_key(sort_by);
+    // Refused rather than ignored: all zeros would give an order that looks sorted and is not.
+    if (!memory_ && detail::ends_with(sort_by, "_memory_usage"))
+      throw error("cannot sort by '" + sort_by +
+                  "': this trace has no memory figures (record them with profile_options::profile_memory, "
+                  "CUPROF_MEMORY=1 or `cuprof run --memory`)");
     std::stable_sort(rows.begin(), rows.end(),
                      [&](const event_average* a, const event_average* b) { return value(*a) > value(*b); });
   }
@@ -209,6 +241,21 @@ inline std::string event_averages::table(const table_options& options) const {
   std::vector<std::string> headers = {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
   if (has_cuda) {
     for (const char* h : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"}) {
+      headers.emplace_back(h);
+      widths.push_back(12);
+    }
+  }
+  // torch's: CPU Mem whenever memory was recorded, CUDA Mem where some scope used device memory.
+  const bool has_cuda_memory =
+      memory_ && std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_memory != 0; });
+  if (memory_) {
+    for (const char* h : {"CPU Mem", "Self CPU Mem"}) {
+      headers.emplace_back(h);
+      widths.push_back(12);
+    }
+  }
+  if (has_cuda_memory) {
+    for (const char* h : {"CUDA Mem", "Self CUDA Mem"}) {
       headers.emplace_back(h);
       widths.push_back(12);
     }
@@ -235,6 +282,18 @@ inline std::string event_averages::table(const table_options& options) const {
         widths.push_back(12);
       }
     }
+  }
+  // Grouped by stack: torch's Source Location, left-aligned, at most 75 wide, a
+  // frame per line, a blank line after each row that has frames.
+  constexpr std::size_t max_source_width = 75;
+  std::size_t source_column = std::size_t(-1);
+  if (std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return !r.stack.empty(); })) {
+    std::size_t longest_frame = 0;
+    for (const auto& r : rows_)
+      for (const std::string& f : r.stack) longest_frame = std::max(longest_frame, detail::utf8_length(detail::terminal_safe(f)));
+    source_column = headers.size();
+    headers.emplace_back("Source Location");
+    widths.push_back(int(std::min(longest_frame + 4, max_source_width)));
   }
   std::vector<std::string> kernel_fields;  // per printed row
   std::size_t kernel_width = 0;
@@ -263,8 +322,9 @@ inline std::string event_averages::table(const table_options& options) const {
   const auto row_line = [&](const std::vector<std::string>& cells, const std::string* kernel) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
       const std::size_t shown = detail::utf8_length(cells[i]);
-      if (int(shown) < widths[i]) out.append(std::size_t(widths[i]) - shown, ' ');
+      if (i != source_column && int(shown) < widths[i]) out.append(std::size_t(widths[i]) - shown, ' ');
       out += cells[i];
+      if (i == source_column && int(shown) < widths[i]) out.append(std::size_t(widths[i]) - shown, ' ');
       out += "  ";
     }
     if (kernel) {
@@ -320,12 +380,28 @@ inline std::string event_averages::table(const table_options& options) const {
       cells.push_back(detail::format_time_us(double(r->cuda_total_ns) / 1000.0));
       cells.push_back(detail::format_time_us(r->cuda_time_avg_ns() / 1000.0));
     }
+    if (memory_) {
+      cells.push_back(detail::format_memory(r->cpu_memory));
+      cells.push_back(detail::format_memory(r->self_cpu_memory));
+    }
+    if (has_cuda_memory) {
+      cells.push_back(detail::format_memory(r->cuda_memory));
+      cells.push_back(detail::format_memory(r->self_cuda_memory));
+    }
     cells.push_back(std::to_string(r->count));
     if (has_args) {
       std::string args = detail::terminal_safe(r->args);
       if (detail::utf8_length(args) > max_args_width) args = detail::utf8_prefix(args, max_args_width - 3) + "...";
       cells.push_back(std::move(args));
     }
+    // torch's trim_path: a frame too long keeps its end, "..." in front.
+    const auto source_cell = [&](const std::string& frame) {
+      const std::string shown = detail::terminal_safe(frame);
+      const std::size_t width = std::size_t(widths[source_column]);
+      if (detail::utf8_length(shown) <= width) return shown;
+      return "..." + detail::utf8_suffix(shown, width - 3);
+    };
+    if (source_column != std::size_t(-1)) cells.push_back(r->stack.empty() ? std::string() : source_cell(r->stack[0]));
     if (options.stats) {
       const auto add_distribution = [&](const distribution& d, bool any) {
         for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns})
@@ -335,6 +411,16 @@ inline std::string event_averages::table(const table_options& options) const {
       if (has_cuda) add_distribution(r->cuda_distribution(), r->cuda_total_ns > 0);
     }
     row_line(cells, options.describe_kernel ? &kernel_fields[row] : nullptr);
+    if (!r->stack.empty()) {
+      std::vector<std::string> more(cells.size());
+      const std::string no_kernel;
+      for (std::size_t k = 1; k < r->stack.size(); ++k) {
+        more[source_column] = source_cell(r->stack[k]);
+        row_line(more, options.describe_kernel ? &no_kernel : nullptr);
+      }
+      more[source_column].clear();
+      row_line(more, options.describe_kernel ? &no_kernel : nullptr);
+    }
   }
   out += separator;
   out += "Self CPU time total: " + detail::format_time_us(total_cpu) + "\n";
@@ -368,7 +454,9 @@ inline std::string format_span_args(const trace& t, const cpu_span& s) {
 // CUDA time is charged to the innermost scope open on the thread that
 // launched the work (see attribute()); scopes add their children's totals.
 // Grouped by args, a scope's rows (CPU and GPU extent) are one per name and arguments.
-inline event_averages key_averages(const trace& t, group_by grouping = group_by::name) {
+// group_by_stack_n > 0: a CUDA call's row, and its GPU work's, are one per name
+// and first group_by_stack_n frames of the call's stack (torch's group_by_stack_n).
+inline event_averages key_averages(const trace& t, group_by grouping = group_by::name, int group_by_stack_n = 0) {
   const std::size_t n = t.spans.size();
   std::vector<std::uint64_t> child_cpu(n, 0), self_cuda(n, 0), cuda_total(n, 0);
   for (const cpu_span& s : t.spans)
@@ -380,10 +468,21 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     const std::uint32_t s = launching_span(t, g);
     if (s != no_index) self_cuda[s] += g.end_ns - g.start_ns;
   }
+  // Memory as torch's columns count it, charged to the scope attribute() found.
+  std::vector<std::int64_t> self_memory[2], memory_total[2];  // [0] CPU (host), [1] CUDA
+  if (!t.memory.empty())
+    for (int space = 0; space < 2; ++space) self_memory[space].assign(n, 0), memory_total[space].assign(n, 0);
+  for (const memory_event& m : t.memory)
+    if (m.span != no_index && m.span < n) self_memory[is_host_memory(m) ? 0 : 1][m.span] += m.bytes;
   // Children follow their parents in `spans`, so a reverse pass sums subtrees.
   for (std::size_t i = n; i-- > 0;) {
     cuda_total[i] += self_cuda[i];
     if (t.spans[i].parent != no_index) cuda_total[t.spans[i].parent] += cuda_total[i];
+    if (t.memory.empty()) continue;
+    for (int space = 0; space < 2; ++space) {
+      memory_total[space][i] += self_memory[space][i];
+      if (t.spans[i].parent != no_index) memory_total[space][t.spans[i].parent] += memory_total[space][i];
+    }
   }
 
   std::vector<event_average> rows;
@@ -436,9 +535,42 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     r.cuda_total_ns += cuda_total[i];
     r.cpu_samples_ns.push_back(dur);
     r.cuda_samples_ns.push_back(cuda_total[i]);
+    if (!t.memory.empty()) {
+      r.self_cpu_memory += self_memory[0][i];
+      r.cpu_memory += memory_total[0][i];
+      r.self_cuda_memory += self_memory[1][i];
+      r.cuda_memory += memory_total[1][i];
+    }
   }
-  for (const api_call& a : t.api_calls) {
-    event_average& r = row(t.name_of(a), row_kind::cuda_api, a.start_ns, no_args);
+  // Rows by name and stack; stacks that share their first frames share a row.
+  std::unordered_map<std::uint64_t, std::size_t> row_of_stack[4];
+  const auto stack_row = [&](name_id name, row_kind kind, std::uint64_t first, std::uint32_t stack) -> event_average& {
+    if (group_by_stack_n <= 0 || stack == no_index || stack >= t.stacks.size()) return row(name, kind, first, no_args);
+    auto [cached, added] = row_of_stack[int(kind)].try_emplace(std::uint64_t(name) << 32 | stack, 0);
+    if (added) {
+      const call_stack& s = t.stacks[stack];
+      std::vector<std::string> frames;
+      std::string key = t.names.str(name);
+      for (std::uint32_t k = 0; k < s.frame_count && k < std::uint32_t(group_by_stack_n); ++k) {
+        frames.push_back(t.names.str(t.stack_frames[s.first_frame + k]));
+        key += '\1' + frames.back();
+      }
+      auto [it, inserted] = index[int(kind)].try_emplace(key + '\2', rows.size());
+      if (inserted) {
+        event_average r;
+        r.key = t.names.str(name);
+        r.kind = kind;
+        r.first_ns = first;
+        r.stack = std::move(frames);
+        rows.push_back(std::move(r));
+      }
+      cached->second = it->second;
+    }
+    return counted(cached->second, first);
+  };
+  for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
+    const api_call& a = t.api_calls[i];
+    event_average& r = stack_row(t.name_of(a), row_kind::cuda_api, a.start_ns, t.stack_of(i));
     r.cpu_total_ns += a.end_ns - a.start_ns;
     r.self_cpu_ns += a.end_ns - a.start_ns;
     r.cpu_samples_ns.push_back(a.end_ns - a.start_ns);
@@ -446,7 +578,7 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
   }
   for (const gpu_activity& g : t.gpu) {
     if (g.kind == gpu_kind::sync) continue;
-    event_average& r = row(g.name, row_kind::gpu_work, g.start_ns, no_args);
+    event_average& r = stack_row(g.name, row_kind::gpu_work, g.start_ns, g.api == no_index ? no_index : t.stack_of(g.api));
     r.self_cuda_ns += g.end_ns - g.start_ns;
     r.cuda_total_ns += g.end_ns - g.start_ns;
     r.cpu_samples_ns.push_back(0);
@@ -460,7 +592,7 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     r.cpu_samples_ns.push_back(0);
     r.cuda_samples_ns.push_back(a.end_ns - a.start_ns);
   }
-  return event_averages(std::move(rows));
+  return event_averages(std::move(rows), t.meta.memory_recorded || !t.memory.empty());
 }
 
 }  // namespace cuprof

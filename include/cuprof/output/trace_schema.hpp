@@ -49,6 +49,8 @@ inline constexpr std::string_view arg_graph_node_id = "graph node id";
 // On a kernel CUPTI could not time (gpu_timing_unknown): why its place and 0 ns are not measured.
 inline constexpr std::string_view arg_timing = "timing";
 inline constexpr std::string_view arg_input_dims = "Input Dims";  // a torch op's input shapes (record_shapes=True)
+// A CUDA call's native stack (with_stack): an array of frames, innermost first, "fn (file.cpp:42)".
+inline constexpr std::string_view arg_call_stack = "Call stack";
 
 // An allocation or free (memory_event): torch's instant event of category
 // "cpu_instant_event" named "[memory]" ("ph":"i", "s":"t"), its args as torch
@@ -67,6 +69,12 @@ inline constexpr std::int64_t memory_device_type_cuda = 1;
 inline constexpr std::string_view arg_memory_kind = "Memory Kind";
 inline constexpr std::string_view arg_memory_pool = "Pool";
 inline constexpr std::string_view arg_memory_virtual = "Virtual";
+// The memory in use after each allocation and free, a counter ("ph":"C") per
+// device on its GPU process, and one for pinned host memory on the CPU process.
+inline constexpr std::string_view memory_counter_device = "CUDA memory";
+inline constexpr std::string_view memory_counter_host = "Pinned host memory";
+inline constexpr std::string_view arg_counter_allocated = "Allocated";
+inline constexpr std::string_view arg_counter_reserved = "Reserved";
 
 // Metadata events ("ph":"M") and the arg holding their value.
 inline constexpr std::string_view meta_process_name = "process_name";

@@ -12,6 +12,7 @@
 //   CUPROF_DELAY=S         start recording S seconds after start-up
 //   CUPROF_DURATION=S      stop after S seconds of recording and write the trace then
 //   CUPROF_TRACE_DETAIL=lean  GPU records without launch configuration (default kineto)
+//   CUPROF_STACKS=1        native call stacks at CUDA calls (profile_options::with_stack)
 #pragma once
 
 #include "abnormal_exit.hpp"
@@ -53,8 +54,10 @@ struct environment_config {
   std::string trace_path;
   activity activities = activity::cpu | activity::cuda;
   bool print_table = true;
-  double delay_s = 0;     // 0: from start-up
-  double duration_s = 0;  // 0: until exit
+  bool with_stack = false;      // CUPROF_STACKS
+  bool profile_memory = false;  // CUPROF_MEMORY: allocations and frees too
+  double delay_s = 0;           // 0: from start-up
+  double duration_s = 0;        // 0: until exit
   export_options export_with;
   std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
 };
@@ -100,6 +103,8 @@ inline environment_config read_environment(const std::function<const char*(const
     return setting.value;
   };
   c.print_table = use(read_switch("CUPROF_TABLE", env("CUPROF_TABLE"), true));
+  c.with_stack = use(read_switch("CUPROF_STACKS", env("CUPROF_STACKS"), false));
+  c.profile_memory = use(read_switch("CUPROF_MEMORY", env("CUPROF_MEMORY"), false));
   if (const char* a = env("CUPROF_ACTIVITIES")) {
     const std::string v = a;
     if (v == "cpu") c.activities = activity::cpu;
@@ -260,6 +265,8 @@ inline bool start_environment_profile(bool injected = false) {
   ::setenv("CUPROF_STARTED_PID", pid.c_str(), 1);  // for good: the injection library's exit check
   profile_options options;
   options.activities = s.config.activities;
+  options.with_stack = s.config.with_stack;
+  options.profile_memory = s.config.profile_memory;
   s.prof = new profile(options);
   s.trace_pending.store(true);
   s.owner_pid = std::uint32_t(::getpid());

@@ -156,7 +156,8 @@ bool profile::refused_in_handler(const char* call) const {
 }
 
 void profile::enable_cuda() {
-  const std::string why = tracer_->enable();
+  tracer_->set_stacks(options_.with_stack);
+  const std::string why = tracer_->enable(options_.profile_memory);
   if (why.empty()) return;
   cuda_status_ = why;
   tracer_ = nullptr;
@@ -219,6 +220,7 @@ void profile::end_window(std::uint64_t now) {
   detail::fill_process_info(t.meta);
   t.meta.cuda_runtime_version = CUDA_VERSION;  // the toolkit cuprof was compiled with
   t.meta.cuda_status = has(options_.activities, activity::cuda) ? cuda_status_ : "not requested";
+  t.meta.memory_recorded = options_.profile_memory && tracer_;
   pending_.push_back(std::move(w));
 }
 

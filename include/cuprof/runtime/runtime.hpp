@@ -6,6 +6,7 @@
 
 #include "chrome_trace_impl.hpp"   // output/chrome_trace.hpp's export functions
 #include "profile_impl.hpp"        // profile.hpp's session
+#include "stacks_impl.hpp"         // profile.hpp's export_stacks
 #include "trace_handler_impl.hpp"  // trace_handler.hpp's handlers
 
 // CUPROF_TRACE's profile starts during static initialisation of this file's

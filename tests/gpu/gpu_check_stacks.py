@@ -1,0 +1,61 @@
+"""gpu_check part: native call stacks (with_stack). tests/gpu/call_stacks.cu launches a kernel
+from a known line and calls cublasSgemm from another; the trace must carry each call's stack,
+innermost frame first, the profiler's own frames (cuprof, CUPTI, libcuda, libcudart) dropped
+from its top, cuBLAS's kept above the program's own call site, and export_stacks' folded text
+must hold both call sites."""
+import json
+import os
+import re
+
+
+def stack_frames_ok(stack, function, line, library=None):
+    """The frames of one "Call stack" arg: the program's frame `function (call_stacks.cu:line)`
+    is there; above it (innermost first) only `library`'s frames, or none but the launch stub and
+    the runtime's public entry; nothing of the profiler's own. Returns (ok, why)."""
+    if not isinstance(stack, list) or not stack or not all(isinstance(f, str) for f in stack):
+        return False, f"not a list of frames: {stack!r}"
+    where = [i for i, f in enumerate(stack) if f.startswith(function) and f"call_stacks.cu:{line})" in f]
+    if not where:
+        return False, f"no frame '{function} (call_stacks.cu:{line})' in {stack[:8]}"
+    above = stack[:where[0]]
+    own = [f for f in above if f.startswith("cuprof::") or re.search(r"libcupti|libcuda\.so|libcudart\.so", f)]
+    if own:
+        return False, f"the profiler's frames above the call site: {own}"
+    if library and not any(library in f.lower() for f in above):
+        return False, f"no {library} frame above the call site: {above}"
+    return True, f"{len(above)} frames above {stack[where[0]]}"
+
+
+def stack_checks(build, out, summary, check, run):
+    exe = os.path.join(build, "tests", "gpu", "call_stacks")
+    if not os.path.exists(exe):
+        check("call stacks: tests/gpu/call_stacks built", False, exe)
+        return
+    trace = os.path.join(out, "call_stacks.json")
+    proc = run([exe, trace], out, "call_stacks")
+    lines = dict(re.findall(r"(\w+_line)=(\d+)", proc.stdout))
+    if proc.returncode != 0 or "launch_line" not in lines:
+        check("call stacks: call_stacks ran", False, f"exit {proc.returncode}")
+        return
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    by_correlation = {e["args"].get("correlation"): e for e in events
+                      if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e}
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    scale = [by_correlation.get(k["args"].get("correlation")) for k in kernels if "scale_kernel" in k["name"]]
+    gemm = [by_correlation.get(k["args"].get("correlation")) for k in kernels if "scale_kernel" not in k["name"]]
+    result = {}
+    for label, calls, function, line, library in (("kernel launch", scale, "launch_scale", lines["launch_line"], None),
+                                                  ("cublasSgemm", gemm, "gemm", lines["gemm_line"], "cublas")):
+        stacks = [c["args"].get("Call stack") for c in calls if c]
+        verdicts = [stack_frames_ok(s, function, line, library) for s in stacks]
+        ok = len(stacks) >= 3 and all(v[0] for v in verdicts)
+        check(f"call stacks: each {label} has its stack, down to call_stacks.cu:{line}", ok,
+              verdicts[0][1] if verdicts else "no launch found")
+        result[label] = {"calls": len(stacks), "first": stacks[0] if stacks else None}
+    folded_path = trace + ".cuda.folded"
+    folded = open(folded_path).read() if os.path.exists(folded_path) else ""
+    check("call stacks: export_stacks' folded lines hold both call sites",
+          f"call_stacks.cu:{lines['launch_line']})" in folded and f"call_stacks.cu:{lines['gemm_line']})" in folded
+          and all(re.fullmatch(r".+ \d+", l) for l in folded.splitlines()), f"{len(folded.splitlines())} lines")
+    summary["call_stacks"] = result
