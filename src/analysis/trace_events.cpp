@@ -148,11 +148,8 @@ std::uint8_t memcpy_kind_of(std::string_view name) {
 }
 
 std::uint8_t memory_kind_of(std::string_view name) {
-  // CUPTI_ACTIVITY_MEMORY_KIND_* by value, spelled as the record store names them.
-  static constexpr std::string_view names[] = {"Unknown", "Pageable", "Pinned",        "Device",
-                                               "Array",   "Managed",  "Device Static", "Managed Static"};
-  for (std::uint8_t k = 1; k < sizeof names / sizeof names[0]; ++k)
-    if (name == names[k]) return k;
+  for (std::uint8_t k = 1; k <= 7; ++k)
+    if (name == memory_kind_name(k)) return k;
   return 0;
 }
 
@@ -565,6 +562,7 @@ void trace_event_reader::instant(const json_node& e) {
   if (arg(schema::arg_memory_addr, 0, x) && x > 0) m.address = std::uint64_t(x);
   if (const json_node* t = e.find("tid"); t && to_int(*t, x) && x >= 0 && x <= 0xFFFFFFFFll) m.tid = std::uint32_t(x);
   if (arg(schema::arg_correlation, 0, x) && x > 0 && x <= 0xFFFFFFFFll) m.correlation = std::uint32_t(x);
+  if (arg(schema::arg_external_id, -1, x)) m.ext = x;
   std::int64_t type = 0, device = -1;
   if (!arg(schema::arg_memory_device_type, 0, type) || !arg(schema::arg_memory_device_id, -1, device)) return;
   if (type == schema::memory_device_type_cuda) {

@@ -87,13 +87,14 @@ struct raw_memory {
   std::uint64_t total_allocated = 0, total_reserved = 0;
   std::uint32_t tid = 0;
   std::uint32_t correlation = 0;
+  std::int64_t ext = -1;  // the scope that made it, where the file names one (cuprof's traces)
   std::int32_t device = -1;
   std::uint8_t memory_kind = 0;
   std::uint8_t flags = 0;
 };
 
-// The memory kind (memory_event::memory_kind) a "Memory Kind" arg names, as
-// CUPTI's activity records name them ("Device", "Pinned", ...); 0 if none.
+// The memory kind (memory_event::memory_kind) a "Memory Kind" arg names
+// (memory_kind_name: "Device", "Pinned", ...); 0 if none.
 std::uint8_t memory_kind_of(std::string_view name);
 
 enum class event_category { skip, span, runtime, driver, kernel, memcpy, memset, sync, gpu_annotation, overhead };

@@ -164,13 +164,16 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   link_parents(t, parents_of::spans_and_calls);
 
   // Allocations and frees in time order (file order at equal times: an
-  // allocation and its free may share a microsecond), each charged to a scope.
-  // One that lies outside what 64-bit epoch nanoseconds hold is dropped.
+  // allocation and its free may share a microsecond), each charged to a scope:
+  // the one the file names (External id), else as attribute_memory() charges
+  // it. One that lies outside what 64-bit epoch nanoseconds hold is dropped.
   if (!raw.memory.empty()) t.meta.memory_recorded = true;
   const auto earlier = [](const raw_memory& a, const raw_memory& b) { return a.ts < b.ts; };
   if (!std::is_sorted(raw.memory.begin(), raw.memory.end(), earlier))
     std::stable_sort(raw.memory.begin(), raw.memory.end(), earlier);
   t.memory.reserve(raw.memory.size());
+  std::vector<std::uint32_t> named_spans;  // per memory event: the scope its External id names, or no_index
+  named_spans.reserve(raw.memory.size());
   for (const raw_memory& r : raw.memory) {
     std::int64_t ts = 0;
     if (__builtin_add_overflow(r.ts, base, &ts) || ts < 0) continue;
@@ -186,8 +189,11 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
     m.memory_kind = r.memory_kind;
     m.flags = r.flags;
     t.memory.push_back(m);
+    named_spans.push_back(span_of(r.ext));
   }
   attribute_memory(t, call_by_correlation);
+  for (std::size_t i = 0; i < t.memory.size(); ++i)
+    if (named_spans[i] != no_index) t.memory[i].span = named_spans[i];
 
   // GPU work: the launching call by correlation, the scope by External id.
   const auto starts_before = [](const raw_gpu& a, const raw_gpu& b) { return a.start < b.start; };

@@ -42,6 +42,7 @@ inline std::uint64_t time_extent_ns(const cuprof::trace& t) {
   for (const auto& x : t.gpu) add(x.start_ns, x.end_ns);
   for (const auto& x : t.overhead) add(x.start_ns, x.end_ns);
   for (const auto& x : t.gpu_annotations) add(x.start_ns, x.end_ns);
+  for (const auto& x : t.memory) add(x.ts_ns, x.ts_ns);
   return e.end_ns >= e.start_ns ? e.end_ns - e.start_ns : 0;
 }
 // 1e15 us less the writer's rounding of its base down to a whole second.
@@ -79,8 +80,9 @@ inline void trace_reader(const std::uint8_t* data, std::size_t size) {
   const std::string written = cuprof::chrome_trace_json(lt.t, "fuzz");
   try {
     const cuprof::loaded_trace back = cuprof::parse_trace(written, "fuzz (written back)");
-    if (back.t.spans.size() != lt.t.spans.size() || back.t.gpu.size() != lt.t.gpu.size())
-      broken("a trace read, written and read again changed its number of spans or GPU records");
+    if (back.t.spans.size() != lt.t.spans.size() || back.t.gpu.size() != lt.t.gpu.size() ||
+        back.t.memory.size() != lt.t.memory.size())
+      broken("a trace read, written and read again changed its number of spans, GPU records or memory events");
   } catch (const cuprof::error& e) {
     // The reader takes "ts" up to 1e15 us (31 years) after the base; a trace
     // whose times span more than that (a damaged baseTimeNanoseconds or

@@ -855,6 +855,29 @@ TEST_CASE("reader: torch's [memory] events: allocations and frees in time order,
   CHECK(headline("pageable memcpy") == "Memcpy HtoD with pageable host memory: 2 copies, 16 MiB in 1.280ms (13.1 GB/s)");
 }
 
+TEST_CASE("reader: memory events written by cuprof's writer read back as they were") {
+  for (const char* file : {"torch_memory_synthetic.json", "torch_memory_step.json"}) {
+    CAPTURE(file);
+    const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto_trace(file));
+    const cuprof::loaded_trace back = cuprof::parse_trace(cuprof::chrome_trace_json(lt.t), "written");
+    CHECK(back.t.meta.memory_recorded);
+    REQUIRE(back.t.memory.size() == lt.t.memory.size());
+    for (std::size_t i = 0; i < lt.t.memory.size(); ++i) {
+      const cuprof::memory_event &a = lt.t.memory[i], &b = back.t.memory[i];
+      CAPTURE(i);
+      CHECK(b.ts_ns == a.ts_ns);
+      CHECK(b.bytes == a.bytes);
+      CHECK(b.address == a.address);
+      CHECK(b.device == a.device);
+      CHECK(b.total_allocated == a.total_allocated);
+      CHECK(b.total_reserved == a.total_reserved);
+      CHECK(b.tid == a.tid);
+      REQUIRE((b.span == cuprof::no_index) == (a.span == cuprof::no_index));
+      if (a.span != cuprof::no_index) CHECK(back.t.spans[b.span].start_ns == lt.t.spans[a.span].start_ns);
+    }
+  }
+}
+
 TEST_CASE("reader: a recorded torch trace's [memory] events charged as torch charges them (its Self CUDA Mem and Self CPU Mem)") {
   const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto_trace("torch_memory_step.json"));
   const cuprof::trace& t = lt.t;
@@ -906,6 +929,8 @@ TEST_CASE("reader: damaged [memory] events are skipped or their figures clamped;
     {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 30,
      "args": {"Bytes": -4611686018427387904, "Addr": -5, "Device Id": 0, "Device Type": 0, "Total Allocated": -3,
               "Total Reserved": 9223372036854775807, "Memory Kind": "Exotic"}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 40, "args": {"Bytes": 64, "External id": 2}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 41, "args": {"Bytes": 64, "External id": 99}},
     {"ph": "C", "name": "GPU 0 Memory", "pid": 0, "ts": 12, "args": {"Allocated": 512, "Reserved": 2097152}},
     {"ph": "i", "name": "[memory] ", "pid": 1, "tid": 1, "ts": 31, "args": {"Bytes": 1}},
     {"ph": "i", "cat": "cpu_instant_event", "name": "Record Window End", "pid": 1, "tid": 1, "ts": 99}
@@ -914,7 +939,7 @@ TEST_CASE("reader: damaged [memory] events are skipped or their figures clamped;
   const cuprof::trace& t = lt.t;
   // Events say memory was recorded, whatever the key says.
   CHECK(t.meta.memory_recorded);
-  REQUIRE(t.memory.size() == 2);
+  REQUIRE(t.memory.size() == 4);
   const cuprof::memory_event& managed = t.memory[0];
   CHECK(managed.ts_ns == 1000000000000ull + 12000);
   CHECK(managed.bytes == 512);
@@ -939,6 +964,9 @@ TEST_CASE("reader: damaged [memory] events are skipped or their figures clamped;
   CHECK(odd.total_reserved == std::uint64_t(1) << 62);
   CHECK(odd.memory_kind == 0);
   CHECK(t.names.str(t.spans[odd.span].name) == "outer");
+  // The scope the file names (cuprof writes its External id), else the one open on the thread at the time.
+  CHECK(t.names.str(t.spans[t.memory[2].span].name) == "other");
+  CHECK(t.names.str(t.spans[t.memory[3].span].name) == "outer");
   // The insights read it without overflow.
   (void)cuprof::format_insights(cuprof::analyze(t));
 
