@@ -47,7 +47,7 @@ RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")  # bench/r
 TRACE = "{trace}"  # replaced by the process's own trace path in argv and env
 # No tracing variable is inherited: each mode sets its own.
 TRACING_VARIABLES = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION",
-                     "CUPROF_MEMORY",
+                     "CUPROF_MEMORY", "CUPROF_STACKS",
                      "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "MINIMAL_CUPTI_ACTIVITY", "MINIMAL_CUPTI_WINDOW",
                      "MINIMAL_CUPTI_ONLY_CALLS", "MINIMAL_CUPTI_CALLBACKS")
 # The minimal tracer's activity sets (bench/minimal_cupti_inject.cpp): the floor for GPU records,
@@ -115,6 +115,8 @@ def make_modes(a):
         Mode("py_cuprof", "py", "cuprof run --no-table", cuprof_run + python),
         Mode("py_cuprof_memory", "py", "cuprof run --memory --no-table (allocations recorded too)",
              cuprof_run[:2] + ["--memory"] + cuprof_run[2:] + python),
+        Mode("py_cuprof_stacks", "py", "cuprof run --stacks --no-table (native call stacks captured)",
+             cuprof_run[:2] + ["--stacks"] + cuprof_run[2:] + python),
         Mode("py_cuprof_nvtx", "py", "cuprof run --no-table, emit_nvtx() in the script", cuprof_run + python + ["--emit-nvtx"]),
         Mode("py_torch_cuda", "py", "torch.profiler CUDA only, timed steps, trace exported",
              python + ["--mode", "torch_cuda", "--trace", TRACE], whole_process=False),
@@ -131,6 +133,8 @@ def make_modes(a):
         Mode("cxx_cuprof", "cxx", "cuprof run --no-table mlp_loop_plain", cuprof_run + cxx),
         Mode("cxx_cuprof_memory", "cxx", "cuprof run --memory --no-table mlp_loop_plain",
              cuprof_run[:2] + ["--memory"] + cuprof_run[2:] + cxx),
+        Mode("cxx_cuprof_stacks", "cxx", "cuprof run --stacks --no-table mlp_loop_plain",
+             cuprof_run[:2] + ["--stacks"] + cuprof_run[2:] + cxx),
         Mode("cxx_cuprof_scopes", "cxx", "mlp_loop with a scope per layer, CUPROF_TRACE", cxx_scoped,
              {"CUPROF_TRACE": TRACE, "CUPROF_TABLE": "0"}),
     ]

@@ -376,7 +376,43 @@ CUPROF_NOINLINE std::uint64_t return_address_in_here() {
   const std::size_t n = cuprof::detail::capture_stack(cuprof::detail::stack_unwinder(), frames);
   return n >= 2 ? frames[1] : 0;  // [0] is capture_stack's own
 }
+volatile int after_call = 0;  // stores after the calls: no tail call takes a frame away
+// A return address inside code inlined into a function: the frame is that
+// function's, at the line where it called the inlined code (a <<<>>> launch
+// inlines the kernel's host stub so).
+CUPROF_NOINLINE std::uint64_t capture_return_address() {
+  std::uint64_t frames[cuprof::detail::max_stack_frames];
+  const std::size_t n = cuprof::detail::capture_stack(cuprof::detail::stack_unwinder(), frames);
+  after_call = after_call + 1;
+  return n >= 3 ? frames[2] : 0;  // [0] capture_stack's, [1] this function's, [2] its caller's
+}
+[[gnu::always_inline]] inline std::uint64_t inlined_helper() {
+  const std::uint64_t address = capture_return_address();
+  after_call = after_call + 1;
+  return address;
+}
+int inlined_call_line = 0;
+CUPROF_NOINLINE std::uint64_t calls_inlined_code() {
+  inlined_call_line = __LINE__ + 1;
+  const std::uint64_t address = inlined_helper();
+  after_call = after_call + 1;
+  return address;
+}
 }  // namespace
+
+TEST_CASE("symbolizer: code inlined into a function resolves to the function, at the line that called it (libdw)") {
+  const std::uint64_t address = calls_inlined_code();
+  REQUIRE(address != 0);
+  cuprof::detail::symbolizer s;
+  if (!s.has_line_info()) {
+    MESSAGE("libdw (libdw1) is not installed: file and line are not checked");
+    return;
+  }
+  const symbolized_frame f = s.resolve(address);
+  CAPTURE(f.text);
+  CHECK(f.text.find("calls_inlined_code") != std::string::npos);
+  CHECK(f.text.find("call_stacks.cpp:" + std::to_string(inlined_call_line) + ")") != std::string::npos);
+}
 
 TEST_CASE("symbolizer: a function of this test binary resolves to its name, file and line (libdw)") {
   const std::uint64_t address = return_address_in_here();

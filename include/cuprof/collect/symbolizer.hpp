@@ -101,6 +101,21 @@ class symbolizer {
   }
 
  private:
+  // libdw.h's Dwarf_Die and Dwarf_Attribute, handed to libdw by address only.
+  struct dwarf_die {
+    void* addr;
+    void* cu;
+    void* abbrev;
+    long padding;
+  };
+  struct dwarf_attribute {
+    unsigned code;
+    unsigned form;
+    unsigned char* valp;
+    void* cu;
+  };
+  static constexpr int dw_tag_inlined_subroutine = 0x1d, dw_tag_subprogram = 0x2e;
+  static constexpr unsigned dw_at_call_file = 0x58, dw_at_call_line = 0x59;
   // The dwfl API's declarations (elfutils' libdwfl.h), for the calls made here.
   struct dwfl_callbacks {
     void* find_elf;
@@ -120,6 +135,14 @@ class symbolizer {
     const char* (*lineinfo)(void*, std::uint64_t*, int*, int*, std::uint64_t*, std::uint64_t*) = nullptr;
     const char* (*module_info)(void*, void***, std::uint64_t*, std::uint64_t*, std::uint64_t*, std::uint64_t*, const char**,
                                const char**) = nullptr;
+    // For code inlined into a function: where the function called it (libdw.h's DIE API).
+    void* (*module_addrdie)(void*, std::uint64_t, std::uint64_t*) = nullptr;
+    int (*getscopes)(void*, std::uint64_t, dwarf_die**) = nullptr;
+    int (*tag)(dwarf_die*) = nullptr;
+    void* (*attr)(dwarf_die*, unsigned, dwarf_attribute*) = nullptr;
+    int (*formudata)(dwarf_attribute*, std::uint64_t*) = nullptr;
+    int (*getsrcfiles)(void*, void**, std::size_t*) = nullptr;
+    const char* (*filesrc)(void*, std::size_t, std::uint64_t*, std::uint64_t*) = nullptr;
   };
 
   bool load_libdw() {
@@ -132,7 +155,45 @@ class symbolizer {
            bind(lib, dw_.linux_proc_report, "dwfl_linux_proc_report") && bind(lib, dw_.report_end, "dwfl_report_end") &&
            bind(lib, dw_.addrmodule, "dwfl_addrmodule") && bind(lib, dw_.module_addrname, "dwfl_module_addrname") &&
            bind(lib, dw_.module_getsrc, "dwfl_module_getsrc") && bind(lib, dw_.lineinfo, "dwfl_lineinfo") &&
-           bind(lib, dw_.module_info, "dwfl_module_info");
+           bind(lib, dw_.module_info, "dwfl_module_info") && (bind_inline_api(lib), true);
+  }
+
+  // Optional: without it a frame in inlined code gets the inlined code's line.
+  void bind_inline_api(void* lib) {
+    inline_api_ = bind(lib, dw_.module_addrdie, "dwfl_module_addrdie") && bind(lib, dw_.getscopes, "dwarf_getscopes") &&
+                  bind(lib, dw_.tag, "dwarf_tag") && bind(lib, dw_.attr, "dwarf_attr") &&
+                  bind(lib, dw_.formudata, "dwarf_formudata") && bind(lib, dw_.getsrcfiles, "dwarf_getsrcfiles") &&
+                  bind(lib, dw_.filesrc, "dwarf_filesrc");
+  }
+
+  // A pc in code inlined into the frame's function (a kernel's launch stub
+  // inlined where <<<>>> is written, a small helper): the line table gives
+  // the inlined code's line, but the frame is the function's, whose line is
+  // where it called the outermost inlined code. Sets `file` and `line` to that.
+  void call_site_of_inlined_code(void* module, std::uint64_t pc, const char*& file, int& line) {
+    std::uint64_t bias = 0;
+    void* cu = dw_.module_addrdie(module, pc, &bias);
+    dwarf_die* scopes = nullptr;
+    const int n = cu ? dw_.getscopes(cu, pc - bias, &scopes) : 0;
+    dwarf_die* outermost_inlined = nullptr;
+    for (int i = 0; i < n; ++i) {
+      const int tag = dw_.tag(&scopes[i]);
+      if (tag == dw_tag_subprogram) break;
+      if (tag == dw_tag_inlined_subroutine) outermost_inlined = &scopes[i];
+    }
+    std::uint64_t call_file = 0, call_line = 0;
+    dwarf_attribute a{};
+    void* files = nullptr;
+    std::size_t file_count = 0;
+    if (outermost_inlined && dw_.attr(outermost_inlined, dw_at_call_line, &a) && dw_.formudata(&a, &call_line) == 0 &&
+        call_line > 0 && dw_.attr(outermost_inlined, dw_at_call_file, &a) && dw_.formudata(&a, &call_file) == 0 &&
+        dw_.getsrcfiles(cu, &files, &file_count) == 0 && call_file < file_count) {
+      if (const char* name = dw_.filesrc(files, std::size_t(call_file), nullptr, nullptr)) {
+        file = name;
+        line = int(call_line);
+      }
+    }
+    std::free(scopes);
   }
 
   void open_session() {
@@ -156,6 +217,7 @@ class symbolizer {
     const char* file = nullptr;
     int line = 0;
     if (void* src = dw_.module_getsrc(module, pc)) file = dw_.lineinfo(src, nullptr, &line, nullptr, nullptr, nullptr);
+    if (inline_api_ && file) call_site_of_inlined_code(module, pc, file, line);
     symbolized_frame f;
     f.text = frame_text(function, file, line, module_path, pc - start);
     f.tool_frame = is_tool_module(module_path) || is_tool_function(function);
@@ -182,6 +244,7 @@ class symbolizer {
   dwfl_callbacks callbacks_{};
   void* session_ = nullptr;
   bool reported_again_ = false;
+  bool inline_api_ = false;  // call_site_of_inlined_code() can run
 };
 
 }  // namespace cuprof::detail
