@@ -21,18 +21,24 @@
 // order: ours first). A context destroyed before exit (cudaDeviceReset) is
 // flushed when its destruction starts. The JSON is written once.
 //
+// A thread flushes every 50 ms from the first context on: records made on a
+// thread that ended before the final flush were lost without it (the frees
+// of simpleCallback's worker threads).
+//
 // Build (scripts/build-corpus does it):
 //   g++ -std=c++17 -O2 -shared -fPIC cupti_counter.cpp -I/usr/local/cuda/include
 //       -L/usr/local/cuda/lib64 -lcupti -Wl,-rpath,/usr/local/cuda/lib64 -o libcupti_counter.so
 #include <cupti.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -55,6 +61,8 @@ bool count_calls = false;
 std::FILE* memory_log = nullptr;
 std::atomic<bool> written{false};
 std::atomic<bool> atexit_registered{false};
+std::atomic<bool> stop_flushing{false};
+std::thread flusher;
 CUpti_SubscriberHandle subscriber;
 
 const char* copy_kind_name(unsigned kind) {
@@ -268,8 +276,17 @@ void write_json() {
   std::fclose(f);
 }
 
+void flush_periodically() {
+  while (!stop_flushing.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!stop_flushing.load()) cuptiActivityFlushAll(0);
+  }
+}
+
 // Registered after CUDA's own handlers: runs before them.
 void at_exit_flush() {
+  stop_flushing.store(true);
+  if (flusher.joinable()) flusher.join();
   if (written.load()) return;
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   {
@@ -290,7 +307,10 @@ void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
       std::lock_guard<std::mutex> lock(mu);
       ++contexts;
     }
-    if (!atexit_registered.exchange(true)) std::atexit(at_exit_flush);
+    if (!atexit_registered.exchange(true)) {
+      std::atexit(at_exit_flush);
+      flusher = std::thread(flush_periodically);
+    }
   } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     // Not once the exit flush ran: CUDA's teardown destroys contexts after it.
     if (!written.load()) cuptiActivityFlushAll(0);

@@ -137,12 +137,21 @@ def memory_kinds_checks(build, out, summary, check, run, counter_lib):
     proc = run([cli, "insights", trace], out, "memory_kinds_insights")
     text = proc.stdout
     summary["memory_kinds"]["insights"] = text[-3000:]
+    found = {kind: re.search(r"\[" + re.escape(kind) + r"\] ([^\n]*)", text) for kind in
+             ("memory not freed", "allocation in the loop", "pageable memcpy", "memory peak")}
+    said = {k: m.group(1)[:160] for k, m in found.items() if m}
     check("memory_kinds: insights names the scope that kept 8 MiB to the end of the window",
-          proc.returncode == 0 and re.search(r"leaky.*8(\.0+)? (MiB|MB)", text) is not None, text[:300])
-    check("memory_kinds: insights finds cudaMalloc/cudaFree inside the steady loop",
-          re.search(r"cudaMalloc|cudaFree", text) is not None and re.search(r"step", text) is not None, "")
-    check("memory_kinds: insights finds the copies from pageable host memory",
-          re.search(r"[Pp]ageable", text) is not None, "")
+          proc.returncode == 0 and re.match(r"leaky: 8 MiB", said.get("memory not freed", "")) is not None,
+          said.get("memory not freed", text[:300]))
+    # cudaMalloc once a step in the loop (steps 1-5); cudaFree there and in the last step's cleanup.
+    loop = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in re.finditer(
+        r"\[allocation in the loop\] (\w+): (\d+) calls? in (\d+) of the \d+ steps", text)}
+    check("memory_kinds: insights finds cudaMalloc and cudaFree in the loop's steps",
+          loop.get("cudaMalloc", (0, 0)) >= (5, 5) and loop.get("cudaFree", (0, 0)) >= (5, 5),
+          f"(calls, steps) by call: {loop}")
+    check("memory_kinds: insights finds the copies from pageable host memory, against the trace's pinned copy",
+          re.match(r"Memcpy HtoD with pageable host memory: 5 copies, 80 MiB", said.get("pageable memcpy", "")) is not None,
+          said.get("pageable memcpy", "no finding"))
 
 
 def torch_step_checks(build, out, summary, check, run, counter_lib):

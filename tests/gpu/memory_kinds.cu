@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
   CHECK(cudaFree(nullptr));  // the context, before the window
   cuprof::profile_options options;
   options.profile_memory = true;
+  // One window over every step (a schedule, so that the steps are ProfilerStep#N
+  // spans), closed by stop(): the loop is steps 1 to 5.
+  options.schedule = cuprof::schedule(0, 0, 1000, 1);
   cuprof::profile prof(options);
   if (trace_path) prof.start();
 
@@ -160,14 +163,16 @@ int main(int argc, char** argv) {
   std::memset(pinned_copy, 2, copy_bytes);
   prof.step();
   for (int step = 0; step < 5; ++step) {
-    CUPROF_SCOPE("train_step");  // 1 MiB allocated and freed per step
-    void* scratch = nullptr;
-    CHECK(cudaMalloc(&scratch, 1 * MiB));
-    CHECK(cudaMemcpy(staging, pageable.data(), copy_bytes, cudaMemcpyHostToDevice));
-    touch<<<(copy_bytes / 4 + 255) / 256, 256>>>(staging, copy_bytes / 4);
-    CHECK(cudaFree(scratch));
-    if (step == 0) CHECK(cudaMemcpy(staging, pinned_copy, copy_bytes, cudaMemcpyHostToDevice));
-    prof.step();
+    {
+      CUPROF_SCOPE("train_step");  // 1 MiB allocated and freed per step
+      void* scratch = nullptr;
+      CHECK(cudaMalloc(&scratch, 1 * MiB));
+      CHECK(cudaMemcpy(staging, pageable.data(), copy_bytes, cudaMemcpyHostToDevice));
+      touch<<<(copy_bytes / 4 + 255) / 256, 256>>>(staging, copy_bytes / 4);
+      CHECK(cudaFree(scratch));
+      if (step == 0) CHECK(cudaMemcpy(staging, pinned_copy, copy_bytes, cudaMemcpyHostToDevice));
+    }
+    prof.step();  // outside the scope: a step's boundary inside a scope would cut across it
   }
   expect("train_step", 0, 0);
   {
