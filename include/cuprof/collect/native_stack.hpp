@@ -39,10 +39,22 @@ inline int glibc_backtrace(void** frames, int size) { return ::backtrace(frames,
 // The unwinder, found once: libunwind (dlopen'ed, so a machine without it
 // still runs), else glibc's. Called once here, off the hot path: backtrace()
 // loads libgcc_s at its first call, and libunwind sets up its caches.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool libunwind_usable = false;  // unw_backtrace segfaults walking past ThreadSanitizer's thread start
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool libunwind_usable = false;
+#else
+inline constexpr bool libunwind_usable = true;
+#endif
+#else
+inline constexpr bool libunwind_usable = true;
+#endif
+
 inline unwind_function stack_unwinder() {
   static const unwind_function chosen = [] {
     unwind_function f = nullptr;
-    if (void* lib = open_first({"libunwind.so.8"})) bind(lib, f, "unw_backtrace");
+    if (void* lib = libunwind_usable ? open_first({"libunwind.so.8"}) : nullptr) bind(lib, f, "unw_backtrace");
     if (!f) f = &glibc_backtrace;
     void* warm[max_stack_frames];
     f(warm, int(max_stack_frames));
