@@ -339,6 +339,11 @@ void trace_event_reader::top_level(std::string_view key, const json_node& v, con
     std::int64_t x = 0;
     if (const json_node* f = v.find(schema::key_rank); f && to_int(*f, x)) raw_.meta.rank = int(x);
     if (const json_node* f = v.find(schema::key_world_size); f && to_int(*f, x)) raw_.meta.world_size = int(x);
+    if (const json_node* f = v.find(schema::key_backend); f && f->is_string())
+      raw_.meta.distributed_backend = std::string(f->text);
+    if (const json_node* f = v.find(schema::key_nccl_version); f && f->is_string()) raw_.meta.nccl_version = std::string(f->text);
+    if (const json_node* f = v.find(schema::key_pg_count); f && to_int(*f, x) && x >= 0 && x <= std::numeric_limits<int>::max())
+      raw_.meta.communicator_count = int(x);
   } else if (key == schema::key_profile_memory) {
     // torch adds it (as 1) only when memory was profiled; 0, false or "0" say it was not.
     std::int64_t x = 0;

@@ -76,9 +76,9 @@ struct clock_sample {
 
 // Bumped whenever process_state, runtime_hooks or the thread buffers change
 // layout: copies of different layouts then never meet (each keeps its own).
-constexpr int process_state_abi = 2;
-#define CUPROF_PROCESS_STATE_VARIABLE "CUPROF_PROCESS_STATE_2"
-#define CUPROF_PROCESS_STATE_MAPPING "cuprof_process_state_2"
+constexpr int process_state_abi = 3;
+#define CUPROF_PROCESS_STATE_VARIABLE "CUPROF_PROCESS_STATE_3"
+#define CUPROF_PROCESS_STATE_MAPPING "cuprof_process_state_3"
 
 // The first 8 bytes of every process state: an address is taken for a state
 // only where they are (an arbitrary 64-bit value, unlikely anywhere else).
@@ -111,6 +111,16 @@ struct process_state {
   // Scope exits dropped because they ran on another thread than their enter
   // (or after that thread had exited): reported with the next window's drops.
   std::atomic<std::uint64_t> dropped_scope_exits{0};
+  // Called at the start of every NVTX range pushed or started in a domain
+  // other than "cuprof" whose message is ASCII or a registered string (the
+  // message, not terminated where registered strings are kept: use `length`),
+  // on the thread that pushes it, from CUPTI's NVTX callback
+  // (cupti/nvtx_recorder.hpp), while CUPTI is attached and NVTX reaches it
+  // (NVTX_INJECTION64_PATH). Null by default; set by the runtime (the start of
+  // a profile at a given step). It runs inside the program's NVTX call: it must
+  // be quick, must not throw, and must not push NVTX ranges itself. Read with
+  // a relaxed load.
+  std::atomic<void (*)(const char* message, std::size_t length)> on_range_start{nullptr};
 };
 static_assert(offsetof(process_state, magic) == 0, "the mark is read at the state's address");
 

@@ -302,6 +302,13 @@ class record_store {
   // Calls the call recorder lost for want of memory (CUPROF_MAX_CPU_EVENTS).
   void add_dropped_calls(std::uint64_t n) { dropped_calls_ += n; }
 
+  // Stages one NCCL call (nvtx_recorder.hpp), its time in ticks; tied to its
+  // NVTX range when its window is taken (attach_collectives).
+  void add_collective(const collective_call& c) {
+    if (at_cap()) return;
+    collectives_.push_back(c);
+  }
+
   // True when every launch, copy and memset called in [start, end] has its
   // GPU record staged: the window can be finalised without a device sync.
   bool window_complete(std::uint64_t start, std::uint64_t end) {
@@ -476,6 +483,17 @@ class record_store {
     }
     nvtx_ranges_.swap(later_ranges);
 
+    std::vector<collective_call> later_collectives;
+    for (const collective_call& c : collectives_) {
+      if (c.ts_ns > end) {
+        later_collectives.push_back(c);
+      } else if (c.ts_ns >= start) {
+        out.collectives.push_back(c);
+        out.collectives.back().ts_ns = clock.to_epoch_ns(c.ts_ns);
+      }
+    }
+    collectives_.swap(later_collectives);
+
     std::vector<overhead_span> later_overhead;
     for (const overhead_span& o : overhead_) {
       if (o.end_ns < start) continue;
@@ -524,6 +542,7 @@ class record_store {
     bytes_.clear();
     std::vector<overhead_span>().swap(overhead_);
     std::vector<cpu_span>().swap(nvtx_ranges_);
+    std::vector<collective_call>().swap(collectives_);
     std::vector<staged_memory>().swap(memory_);
     ledger_ = memory_ledger();
     open_ranges_.clear();
@@ -536,7 +555,7 @@ class record_store {
   stack_store& stacks() noexcept { return stacks_; }
 
   std::size_t staged() const noexcept {
-    return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size() + memory_.size();
+    return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size() + memory_.size() + collectives_.size();
   }
 
  private:
@@ -985,6 +1004,7 @@ class record_store {
   chunked_vector<std::uint64_t> bytes_;  // the staged copies' and memsets' byte counts
   std::vector<overhead_span> overhead_;
   std::vector<cpu_span> nvtx_ranges_;                            // ticks, store name ids
+  std::vector<collective_call> collectives_;                     // NCCL calls, ticks
   std::vector<staged_memory> memory_;                            // allocations, frees, pool changes
   memory_ledger ledger_;                                         // the memory in use, from all taken so far
   std::unordered_map<std::uint32_t, open_range> open_ranges_;    // NVTX range id -> its start

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "call_recorder.hpp"
+#include "nvtx_recorder.hpp"
 #include "libraries.hpp"
 #include "record_store.hpp"
 #include "../base/chunked_vector.hpp"
@@ -105,6 +106,7 @@ class tracer {
       memory_on_ = true;
     }
     calls_.start_recording(now_ticks());
+    nvtx_.start_recording(now_ticks());
     enabled_ = true;
     enabled_flag_.store(true, std::memory_order_relaxed);
     record_shown_calls(true);
@@ -262,7 +264,18 @@ class tracer {
     meta.cupti_version = int(cupti_version_);
     meta.cuda_driver_version = driver_version_;
     meta.devices = devices_;
+    fill_distributed_info(meta, nvtx_.nccl_seen());
+    // distributedInfo as Kineto writes it: the communicators NCCL created
+    // ("pg_count"), and, where no launcher's variable gave them, the rank and
+    // size of the largest (the job's world, as a rule).
+    meta.communicator_count = nvtx_.communicator_count();
+    std::int32_t size = 0, rank = -1;
+    if (meta.world_size <= 1 && nvtx_.largest_communicator(size, rank) && size > 1 && rank >= 0)
+      meta.world_size = size, meta.rank = rank;
   }
+
+  // NCCL calls whose payload cuprof could not read (nvtx_recorder.hpp).
+  std::uint64_t undecoded_nccl_payloads() const noexcept { return nvtx_.undecoded(); }
 
   // "NVIDIA H200 (GPU 0), CUPTI 130001, driver 13000"
   std::string describe() {
@@ -361,6 +374,9 @@ class tracer {
     for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_MODULE_LOADED})
       cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, cbid);
     for (const auto& [domain, cbid] : context_teardown_calls) cupti_.enable_callback(1, subscriber_, domain, cbid);
+    // NVTX: NCCL's domain, strings and communicators are learnt whenever CUPTI
+    // is attached, recording or not; calls are kept while a window records.
+    for (CUpti_CallbackId cbid : nvtx_recorder::callbacks) cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_NVTX, cbid);
     // CUPTI counts a record or so dropped while the previous session released
     // it (cuptiFinalize), and reports it at the next read: that loss belongs
     // to no window (nothing was recording), so the count starts afresh here.
@@ -398,6 +414,8 @@ class tracer {
     tracer* t = self();
     if (!t || t->closed_.load(std::memory_order_relaxed) || forked_child()) return;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) return register_exit_gate();
+    if (domain == CUPTI_CB_DOMAIN_NVTX)
+      return t->nvtx_.on_nvtx(cbid, *static_cast<const CUpti_NvtxData*>(data), t->enabled_flag_.load(std::memory_order_relaxed));
     if (!t->enabled_flag_.load(std::memory_order_relaxed)) return;
     const auto& call = *static_cast<const CUpti_CallbackData*>(data);
     if (CUPROF_UNLIKELY(call.callbackSite == CUPTI_API_ENTER && tears_down_context(domain, cbid))) {
@@ -592,6 +610,7 @@ class tracer {
     }
     std::lock_guard<std::mutex> lock(store_mutex_);
     calls_.drain_into(store_);
+    nvtx_.drain_into(store_);
   }
 
   // Parses completed buffers as they come; while tracing, also asks CUPTI for
@@ -646,6 +665,7 @@ class tracer {
   std::mutex store_mutex_;
   record_store store_;
   call_recorder calls_;
+  nvtx_recorder nvtx_;
 };
 
 }  // namespace cuprof::detail::cupti

@@ -136,6 +136,100 @@ inline void attribute_memory(trace& t, const detail::correlation_index& call_by_
   }
 }
 
+// NCCL calls (trace::collectives) to their NVTX ranges and kernels. A call
+// recorded from NCCL's NVTX payload carries the thread and time of its range's
+// push: its span is that thread's span starting nearest that time, within
+// collective_match_ns, named for an NCCL function (the MARKER record and the
+// NVTX callback stamp the same push a few microseconds apart, in either
+// order). A call whose function was not known when recorded is decided by
+// that span's name. Each kernel gets the call of the innermost NCCL range
+// around its launch (its launching scope and that scope's parents, as
+// attribution charges it); an NCCL kernel launched outside any (a group's
+// kernel, launched at ncclGroupEnd, as torch's ProcessGroupNCCL groups its
+// calls) gets the latest call its thread made before the launch that no
+// earlier kernel took, of the collective its name spells. Each call takes its
+// element type from its kernel's name. Ranges already tied (a trace read back) stay.
+constexpr std::uint64_t collective_match_ns = 50000;
+
+inline void attach_collectives(trace& t) {
+  if (t.collectives.empty()) return;
+  std::vector<std::uint32_t> by_span(t.spans.size(), no_index);
+  for (std::uint32_t i = 0; i < t.collectives.size(); ++i) {
+    collective_call& c = t.collectives[i];
+    if (c.span == no_index && c.ts_ns != 0) {
+      const std::uint64_t from = c.ts_ns > collective_match_ns ? c.ts_ns - collective_match_ns : 0;
+      auto it = std::lower_bound(t.spans.begin(), t.spans.end(), std::make_pair(c.tid, from),
+                                 [](const cpu_span& s, const std::pair<std::uint32_t, std::uint64_t>& key) {
+                                   return s.tid != key.first ? s.tid < key.first : s.start_ns < key.second;
+                                 });
+      std::uint64_t best_distance = ~std::uint64_t(0);
+      for (; it != t.spans.end() && it->tid == c.tid && it->start_ns <= c.ts_ns + collective_match_ns; ++it) {
+        const collective_kind named = detail::collective_kind_of_function(t.names.str(it->name));
+        if (named == collective_kind::unknown || (c.kind != collective_kind::unknown && named != c.kind)) continue;
+        const std::uint32_t s = std::uint32_t(it - t.spans.begin());
+        if (by_span[s] != no_index) continue;
+        const std::uint64_t distance = it->start_ns > c.ts_ns ? it->start_ns - c.ts_ns : c.ts_ns - it->start_ns;
+        if (distance < best_distance) best_distance = distance, c.span = s;
+      }
+      if (c.span != no_index && c.kind == collective_kind::unknown &&
+          !detail::resolve_collective(c, t.names.str(t.spans[c.span].name)))
+        c.span = no_index;  // an NCCL range with a payload cuprof cannot read: no args rather than wrong ones
+    }
+    if (c.span != no_index && c.span < by_span.size()) by_span[c.span] = i;
+  }
+  if (!t.gpu_collectives.empty() || t.gpu.empty()) return;
+  t.gpu_collectives.assign(t.gpu.size(), no_index);
+  std::vector<char> taken(t.collectives.size(), 0);
+  // Calls in (thread, time) order, for the kernels launched outside their range.
+  std::vector<std::uint32_t> order;
+  for (std::uint32_t i = 0; i < t.collectives.size(); ++i)
+    if (t.collectives[i].span != no_index) order.push_back(i);
+  const auto call_before = [&](std::uint32_t a, std::uint32_t b) {
+    const collective_call &x = t.collectives[a], &y = t.collectives[b];
+    return x.tid != y.tid ? x.tid < y.tid : t.spans[x.span].start_ns < t.spans[y.span].start_ns;
+  };
+  std::sort(order.begin(), order.end(), call_before);
+  std::vector<std::uint32_t> outside;  // NCCL kernels launched outside an NCCL range
+  for (std::uint32_t k = 0; k < t.gpu.size(); ++k) {
+    const gpu_activity& g = t.gpu[k];
+    if (g.kind != gpu_kind::kernel) continue;
+    for (std::uint32_t s = launching_span(t, g); s != no_index; s = t.spans[s].parent)
+      if (by_span[s] != no_index) {
+        t.gpu_collectives[k] = by_span[s];
+        taken[by_span[s]] = 1;
+        break;
+      }
+    if (t.gpu_collectives[k] == no_index && g.api != no_index && detail::is_nccl_kernel(t.names.str(g.name)))
+      outside.push_back(k);
+  }
+  std::sort(outside.begin(), outside.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return t.api_calls[t.gpu[a].api].start_ns < t.api_calls[t.gpu[b].api].start_ns;
+  });
+  for (std::uint32_t k : outside) {
+    const api_call& launch = t.api_calls[t.gpu[k].api];
+    const collective_kind spelled = detail::nccl_kernel_collective(t.names.str(t.gpu[k].name));
+    auto it = std::upper_bound(order.begin(), order.end(), launch, [&](const api_call& l, std::uint32_t c) {
+      const collective_call& x = t.collectives[c];
+      return l.tid != x.tid ? l.tid < x.tid : l.start_ns < t.spans[x.span].start_ns;
+    });
+    while (it != order.begin()) {
+      const collective_call& c = t.collectives[*--it];
+      if (c.tid != launch.tid) break;
+      const bool fits = spelled == collective_kind::unknown || spelled == c.kind ||
+                        (spelled == collective_kind::send && c.kind == collective_kind::recv);
+      if (taken[*it] || !fits) continue;
+      taken[*it] = 1;
+      t.gpu_collectives[k] = *it;
+      break;
+    }
+  }
+  for (std::uint32_t k = 0; k < t.gpu.size(); ++k) {
+    const std::uint32_t c = t.gpu_collectives[k];
+    if (c == no_index || t.collectives[c].dtype != collective_dtype::unknown) continue;
+    t.collectives[c].dtype = detail::nccl_kernel_dtype(t.names.str(t.gpu[k].name));
+  }
+}
+
 // Links every API call to its scope, every GPU record to its call (by
 // correlation id), and derives the scopes' extents on the GPU lanes.
 inline void attribute(trace& t) {
@@ -152,6 +246,7 @@ inline void attribute(trace& t) {
   }
   attribute_memory(t, call_by_correlation);
   t.gpu_annotations = derive_gpu_annotations(t);
+  attach_collectives(t);
 }
 
 }  // namespace cuprof

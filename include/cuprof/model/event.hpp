@@ -2,6 +2,7 @@
 // clock (Unix-epoch nanoseconds). Pure data; knows nothing of CUPTI.
 #pragma once
 
+#include "collectives.hpp"
 #include "string_table.hpp"
 
 #include <cstdint>
@@ -187,6 +188,12 @@ struct trace_metadata {
   std::uint64_t unmatched_gpu_records = 0;  // GPU work whose launch was not found
   std::string cuda_status;                  // why CUDA tracing is off, empty when on
   bool memory_recorded = false;             // allocations were recorded (torch's profile_memory)
+  // distributedInfo: the backend the process shows (detail::distributed_backend),
+  // the NCCL library's version ("2.21.5", empty: none read) and the NCCL
+  // communicators seen created (Kineto's "pg_count"; 0: none seen).
+  std::string distributed_backend = "none";
+  std::string nccl_version;
+  int communicator_count = 0;
 };
 
 // CUPTI's copy kinds and sync types by their numeric values (a gpu_activity's
@@ -308,6 +315,10 @@ struct trace {
   // Each scope's extent per GPU stream, parents first: derived by attribute()
   // for a recorded trace, as the file has them (torch.profiler's own) for one read back.
   std::vector<gpu_annotation> gpu_annotations;
+  // NCCL calls (collectives.hpp), each tied to its NVTX range's span; their
+  // kernels are found through attribution (collective_of_kernel, attribution.hpp).
+  std::vector<collective_call> collectives;
+  std::vector<std::uint32_t> gpu_collectives;  // empty, or per GPU record: its call in `collectives`, or no_index
 
   const call_kind& kind_of(const api_call& c) const { return call_kinds[c.kind]; }
   name_id name_of(const api_call& c) const { return call_kinds[c.kind].name; }

@@ -57,6 +57,11 @@ struct chrome_trace_layout {
     escaped_names.reserve(t.names.size());
     for (std::size_t i = 0; i < t.names.size(); ++i) escaped_names.push_back(json_escaped(t.names.str(name_id(i))));
     scan_gpu_records();
+    for (std::uint32_t i = 0; i < t.collectives.size(); ++i)
+      if (t.collectives[i].span < t.spans.size()) {
+        if (span_collective.empty()) span_collective.assign(t.spans.size(), no_index);
+        span_collective[t.collectives[i].span] = i;
+      }
     base_ns = base_time();
     overhead_lane = overhead_lanes();
     items = t.spans.size() + t.api_calls.size() + t.gpu_annotations.size() + t.gpu.size() + t.overhead.size() + t.memory.size();
@@ -125,6 +130,15 @@ struct chrome_trace_layout {
   std::set<std::uint32_t> devices;           // GPU processes, and lanes: {device, tid}
   std::set<std::pair<std::uint32_t, std::uint32_t>> gpu_lanes;
   mutable std::vector<std::atomic<std::uint64_t>> occupancy = std::vector<std::atomic<std::uint64_t>>(t.kernels.size());
+  std::vector<std::uint32_t> span_collective;  // empty, or per span: its NCCL call in t.collectives, or no_index
+  // The NCCL call of a span or of a GPU record, or null.
+  const collective_call* collective_of_span(std::size_t span) const {
+    return span < span_collective.size() && span_collective[span] != no_index ? &t.collectives[span_collective[span]] : nullptr;
+  }
+  const collective_call* collective_of_gpu(std::size_t record) const {
+    return record < t.gpu_collectives.size() && t.gpu_collectives[record] != no_index ? &t.collectives[t.gpu_collectives[record]]
+                                                                                      : nullptr;
+  }
 
  private:
   std::vector<bool> call_has_record;                                      // per API call
@@ -402,12 +416,26 @@ class chrome_trace_writer {
     // and stops reading metadata at traceEvents: keep this before them.
     out_ += "\",\n  ";
     key(schema::key_distributed_info);
-    out_ += "{\"backend\":\"none\",";
+    out_ += '{';
+    key(schema::key_backend);
+    out_ += '"';
+    append_json_escaped(out_, m.distributed_backend.empty() ? std::string_view("none") : m.distributed_backend);
+    out_ += "\",";
     key(schema::key_rank);
     out_ += ' ';
     append_int(out_, m.rank);
     next_key(schema::key_world_size);
     append_int(out_, m.world_size);
+    if (m.communicator_count) {
+      next_key(schema::key_pg_count);
+      append_int(out_, m.communicator_count);
+    }
+    if (!m.nccl_version.empty()) {
+      next_key(schema::key_nccl_version);
+      out_ += '"';
+      append_json_escaped(out_, m.nccl_version);
+      out_ += '"';
+    }
     out_ += "},\n  ";
     key(schema::key_cuprof);
     out_ += "{\"version\":\"" CUPROF_VERSION_STRING "\"";
@@ -482,6 +510,7 @@ class chrome_trace_writer {
     key(schema::arg_external_id);
     append_int(out_, s.id);
     scope_args(s);
+    if (const collective_call* c = l_.collective_of_span(std::size_t(&s - t_.spans.data()))) collective_args(*c);
     out_ += "}}";
   }
 
@@ -541,6 +570,41 @@ class chrome_trace_writer {
           break;
       }
     }
+  }
+
+  // An NCCL call's args (model/collectives.hpp), torch's record_param_comms
+  // names first; a communicator's creation has no "Collective name".
+  void collective_args(const collective_call& c) {
+    const auto text = [&](std::string_view k, std::string_view v) {
+      next_key(k);
+      out_ += '"';
+      append_json_escaped(out_, v);
+      out_ += '"';
+    };
+    const auto number = [&](std::string_view k, std::int64_t v) {
+      next_key(k);
+      append_int(out_, v);
+    };
+    const bool creates = c.kind == collective_kind::comm_init || c.kind == collective_kind::comm_split;
+    if (!creates) {
+      text(schema::arg_collective_name, detail::collective_torch_name(c.kind));
+      if (c.dtype != collective_dtype::unknown) text(schema::arg_collective_dtype, detail::collective_dtype_torch_name(c.dtype));
+      std::uint64_t in = 0, out = 0;
+      if (detail::collective_elements(c, in, out)) {
+        number(schema::arg_in_msg_nelems, std::int64_t(in));
+        number(schema::arg_out_msg_nelems, std::int64_t(out));
+      }
+    }
+    if (c.group_size > 0) number(schema::arg_group_size, c.group_size);
+    if (c.rank >= 0) number(schema::arg_collective_rank, c.rank);
+    if (c.comm) text(schema::arg_process_group_name, detail::communicator_name(c.comm));
+    if (creates) return;
+    number(schema::arg_bytes, std::int64_t(c.bytes));
+    if (c.op >= 0) text(schema::arg_reduction_op, detail::reduction_op_name(c.op));
+    if (c.peer >= 0)
+      number(c.kind == collective_kind::broadcast || c.kind == collective_kind::reduce ? schema::arg_collective_root
+                                                                                       : schema::arg_collective_peer,
+             c.peer);
   }
 
   static std::uint64_t flow_id(std::uint32_t correlation, std::uint32_t ordinal) {
@@ -634,6 +698,7 @@ class chrome_trace_writer {
             append_int(out_, k.graph_node_id);
           }
         }
+        if (const collective_call* c = l_.collective_of_gpu(i)) collective_args(*c);
         out_ += "}}";
         break;
       }

@@ -51,6 +51,23 @@ inline constexpr std::string_view arg_timing = "timing";
 inline constexpr std::string_view arg_input_dims = "Input Dims";  // a torch op's input shapes (record_shapes=True)
 // A CUDA call's native stack (with_stack): an array of frames, innermost first, "fn (file.cpp:42)".
 inline constexpr std::string_view arg_call_stack = "Call stack";
+// A collective kernel's args, as torch names them for record_param_comms (read where present;
+// the bytes are arg_bytes).
+inline constexpr std::string_view arg_collective_name = "Collective name";
+inline constexpr std::string_view arg_collective_dtype = "dtype";
+inline constexpr std::string_view arg_in_msg_nelems = "In msg nelems";
+inline constexpr std::string_view arg_out_msg_nelems = "Out msg nelems";
+inline constexpr std::string_view arg_group_size = "Group size";
+// The rest of an NCCL call's args, on its NVTX range and its kernels (model/collectives.hpp):
+// torch's "Process Group Name" holds NCCL's communicator hash in hex ("0x1f2e..."), torch's
+// names being invisible to cuprof, and its "Rank" this process's rank in the communicator;
+// the message's bytes are arg_bytes, as NCCL counts them; cuprof's own: the reduction op
+// ("sum", "prod", "max", "min", "avg", "premul_sum") and the root or peer rank.
+inline constexpr std::string_view arg_process_group_name = "Process Group Name";
+inline constexpr std::string_view arg_collective_rank = "Rank";
+inline constexpr std::string_view arg_reduction_op = "Reduction op";
+inline constexpr std::string_view arg_collective_root = "Root";
+inline constexpr std::string_view arg_collective_peer = "Peer";
 
 // An allocation or free (memory_event): torch's instant event of category
 // "cpu_instant_event" named "[memory]" ("ph":"i", "s":"t"), its args as torch
@@ -91,6 +108,9 @@ inline constexpr std::string_view key_host_name = "host_name";
 inline constexpr std::string_view key_distributed_info = "distributedInfo";
 inline constexpr std::string_view key_rank = "rank";
 inline constexpr std::string_view key_world_size = "world_size";
+inline constexpr std::string_view key_backend = "backend";                // "nccl", "mpi", "gloo" or "none"
+inline constexpr std::string_view key_nccl_version = "nccl_version";      // "2.21.5", where NCCL is loaded
+inline constexpr std::string_view key_pg_count = "pg_count";              // NCCL communicators seen created
 inline constexpr std::string_view key_profile_memory = "profile_memory";  // 1: allocations were recorded
 
 // deviceProperties: one object per device.

@@ -218,7 +218,8 @@ void profile::end_window(std::uint64_t now) {
   t.meta.window_start_ns = w.clock.to_epoch_ns(w.start_ticks);
   t.meta.window_end_ns = w.clock.to_epoch_ns(w.end_ticks);
   detail::fill_process_info(t.meta);
-  t.meta.cuda_runtime_version = CUDA_VERSION;  // the toolkit cuprof was compiled with
+  detail::cupti::fill_distributed_info(t.meta, false);  // the tracer's metadata adds what NCCL's NVTX showed
+  t.meta.cuda_runtime_version = CUDA_VERSION;           // the toolkit cuprof was compiled with
   t.meta.cuda_status = has(options_.activities, activity::cuda) ? cuda_status_ : "not requested";
   t.meta.memory_recorded = options_.profile_memory && tracer_;
   pending_.push_back(std::move(w));
