@@ -23,6 +23,10 @@ last ProfilerStep's kernels, and cuprof's table counts them). Analyses run with 
   launch stats      per correlation: cpu_duration, gpu_duration, launch_delay == the trace's calls
                     and GPU events; per call name the sum == the table's Self CPU
   queue length      per stream: count, max, mean and final value == a recount from the trace
+  critical path     where Stream Wait Event records carry wait_on_* args: HTA's critical path over
+                    one step finds a path, and its graph has a sync-dependency edge from a kernel on
+                    the waited-on stream to one on the waiting stream (and, where Event Sync records
+                    carry them, from a kernel to a cudaEventSynchronize); skipped otherwise
 
 Prints one PASS/FAIL line per (trace, analysis), details indented below it, and a final
 'hta_check: N passed, M failed' line; exits 1 if any failed.
@@ -40,8 +44,9 @@ import tempfile
 import traceback
 from collections import defaultdict
 
-from trace_schema import (API_CATS, ARG_CORRELATION, ARG_STREAM, CAT_CPU_OP, CAT_CUDA_SYNC, CAT_GPU_MEMCPY, CAT_GPU_MEMSET,
-                          CAT_KERNEL, CAT_TORCH_TRACE, CAT_USER_ANNOTATION, GPU_WORK_CATS, KEY_TRACE_EVENTS, SCOPE_CATS)
+from trace_schema import (API_CATS, ARG_CORRELATION, ARG_STREAM, ARG_WAIT_ON_RECORD_CORRELATION, ARG_WAIT_ON_STREAM, CAT_CPU_OP,
+                          CAT_CUDA_SYNC, CAT_GPU_MEMCPY, CAT_GPU_MEMSET, CAT_KERNEL, CAT_TORCH_TRACE, CAT_USER_ANNOTATION,
+                          GPU_WORK_CATS, KEY_TRACE_EVENTS, SCOPE_CATS)
 
 os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"  # before hta is imported: it reads this at parse time
 
@@ -461,8 +466,54 @@ def check_queue(ta, ref, table, c):
     return "; ".join(parts)
 
 
+def resolved_waits(ref, name):
+    """The trace's cuda_sync records of `name` whose wait_on_* args name a stream and a record call."""
+    return [e for e in ref.x_events
+            if e.get("cat") == CAT_CUDA_SYNC and e["name"] == name and e.get("args", {}).get(ARG_WAIT_ON_STREAM, -1) >= 0
+            and e["args"].get(ARG_WAIT_ON_RECORD_CORRELATION, -1) >= 0]
+
+
+def check_critical_path(ta, ref, table, c):
+    waits = resolved_waits(ref, "Stream Wait Event")
+    if not waits:
+        return "skipped: no Stream Wait Event with wait_on_* args"
+    from hta.analyzers.critical_path_analysis import CPEdgeType
+    steps = [e for e in ref.cpu if re.fullmatch(r"ProfilerStep#\d+", e["name"])]
+    # One step, not the first (HTA's advice: it often misses events); the whole trace without steps.
+    annotation, instance = ("ProfilerStep", 1 if len(steps) > 1 else 0) if steps else ("", None)
+    result = ta.critical_path_analysis(rank=0, annotation=annotation, instance_id=instance)
+    if not c.true("critical_path_analysis returned nothing", result is not None):
+        return ""
+    graph, ok = result
+    c.true("no critical path found", ok and len(graph.critical_path_nodes) >= 2)
+    df = hta_df(ta)
+    if "index" in df.columns:
+        df = df.set_index("index", drop=False)
+    waited = {(e["args"][ARG_WAIT_ON_STREAM], e["args"][ARG_STREAM]) for e in waits}
+    gpu_gpu = gpu_cpu = 0
+    for _, _, data in graph.edges(data=True):
+        e = data["object"]
+        if e.type != CPEdgeType.SYNC_DEPENDENCY:
+            continue
+        src, dst = df.loc[graph.node_list[e.begin].ev_idx], df.loc[graph.node_list[e.end].ev_idx]
+        if src["stream"] != -1 and dst["stream"] != -1 and (src["stream"], dst["stream"]) in waited:
+            gpu_gpu += 1
+        elif src["stream"] != -1 and dst["stream"] == -1 and dst["name_s"] == "cudaEventSynchronize":
+            gpu_cpu += 1
+    c.true(f"no sync-dependency edge from a kernel on a waited-on stream to one on its waiting stream {sorted(waited)}",
+           gpu_gpu > 0)
+    event_syncs = resolved_waits(ref, "Event Sync")
+    if event_syncs:
+        c.true("no sync-dependency edge from a kernel to a cudaEventSynchronize", gpu_cpu > 0)
+    on_path = sum(1 for e in graph.critical_path_edges_set if e.type == CPEdgeType.SYNC_DEPENDENCY)
+    return (f"{annotation or 'whole trace'}[{instance}]: {len(graph.critical_path_nodes)} nodes on the path, "
+            f"{gpu_gpu} GPU->GPU sync edges through {len(waits)} waits, {gpu_cpu} GPU->CPU event-sync edges "
+            f"({len(event_syncs)} Event Syncs), {on_path} sync edges on the path")
+
+
 ANALYSES = [("load", check_load), ("temporal breakdown", check_temporal), ("kernel breakdown", check_kernels),
-            ("idle time", check_idle), ("CUDA kernel launch statistics", check_launch), ("queue length", check_queue)]
+            ("idle time", check_idle), ("CUDA kernel launch statistics", check_launch), ("queue length", check_queue),
+            ("critical path", check_critical_path)]
 
 
 def check_trace(runner, path, cli, want_gpu):

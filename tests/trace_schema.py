@@ -49,6 +49,12 @@ ARG_CONTEXT = "context"  # written on a device with several contexts; absent: 0
 ARG_STREAM = "stream"
 ARG_BYTES = "bytes"
 ARG_SYNC_KIND = "cuda_sync_kind"
+# On an Event Sync and a Stream Wait Event, Kineto's, read by HTA's critical path: the stream the
+# waited-on event was recorded on, the correlation id of the call that recorded it (-1 both where not
+# known), and a number for the event.
+ARG_WAIT_ON_STREAM = "wait_on_stream"
+ARG_WAIT_ON_RECORD_CORRELATION = "wait_on_cuda_event_record_corr_id"
+ARG_WAIT_ON_EVENT = "wait_on_cuda_event_id"
 ARG_REGISTERS_PER_THREAD = "registers per thread"
 ARG_SHARED_MEMORY = "shared memory"  # static and dynamic, per block; absent: 0
 ARG_GRID = "grid"

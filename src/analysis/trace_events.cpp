@@ -479,6 +479,16 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
       if (g.kind == gpu_kind::sync) {
         g.subkind = sync_kind_of(name->text);
         if (args)
+        // What an event sync or a stream's wait waited for (Kineto's wait_on_* args); -1 or out of range: not known.
+        if (args && (args->find(schema::arg_wait_on_stream) || args->find(schema::arg_wait_on_record_correlation) ||
+                     args->find(schema::arg_wait_on_event))) {
+          const auto id = [&](std::string_view key) {
+            const std::int64_t v = arg_int(key, -1);
+            return v >= 0 && v < std::int64_t(no_index) ? std::uint32_t(v) : no_index;
+          };
+          g.has_wait = true;
+          g.wait = {id(schema::arg_wait_on_stream), id(schema::arg_wait_on_record_correlation), id(schema::arg_wait_on_event)};
+        }
           if (const json_node* k = args->find(schema::arg_sync_kind); k && k->is_string()) g.subkind = sync_kind_of(k->text);
       }
       if (g.kind == gpu_kind::kernel && args) {

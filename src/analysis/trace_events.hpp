@@ -70,6 +70,8 @@ struct raw_gpu {
   std::uint64_t bytes = 0;
   bool has_details = false;
   kernel_details details;
+  bool has_wait = false;  // an event sync's or a stream's wait's wait_on_* args
+  event_wait wait;
 };
 
 struct raw_annotation {

@@ -234,6 +234,8 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
     if (moves_bytes(r.kind)) {
       t.set_bytes(g, r.bytes);
     } else if (r.has_details) {
+    } else if (r.has_wait) {
+      t.set_wait(g, r.wait);
       g.details = std::uint32_t(t.kernels.size());
       t.kernels.push_back(r.details);
     }

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>  // and through tracer.hpp's cupti.h, generated_cuda_runtime_api_meta.h (no include guard)
 
 #include "support/child_process.hpp"
+#include "support/files.hpp"
 #include "support/flow_arrows.hpp"
 #include "support/stderr_capture.hpp"
 #include "support/traces.hpp"
@@ -32,6 +33,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -68,15 +70,22 @@ std::string raw_name(api_domain d, std::uint32_t cbid) {
       {363, "cudaMallocAsync_v11020"},
       {367, "cudaFreeAsync_v11020"},
       {132, "cudaStreamSynchronize_v3020"},
+      {135, "cudaEventRecord_v3020"},
+      {137, "cudaEventSynchronize_v3020"},
+      {147, "cudaStreamWaitEvent_v3020"},
+      {242, "cudaEventRecord_ptsz_v7000"},
+      {370, "cudaEventRecordWithFlags_v11010"},
   };
   static const std::map<std::uint32_t, std::string> driver = {
-      {307, "cuLaunchKernel"},   {652, "cuLaunchKernelEx"},
-      {1000, "cuKernelGetName"}, {451, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
-      {17, "cuCtxSynchronize"},  {126, "cuStreamSynchronize"},
-      {514, "cuGraphLaunch"},    {289, "cuMemAlloc_v2"},
-      {291, "cuMemFree_v2"},     {590, "cuMemCreate"},
-      {591, "cuMemRelease"},     {592, "cuMemMap"},
-      {593, "cuMemUnmap"},
+      {307, "cuLaunchKernel"},     {652, "cuLaunchKernelEx"},
+      {1000, "cuKernelGetName"},   {451, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
+      {17, "cuCtxSynchronize"},    {126, "cuStreamSynchronize"},
+      {514, "cuGraphLaunch"},      {289, "cuMemAlloc_v2"},
+      {291, "cuMemFree_v2"},       {590, "cuMemCreate"},
+      {591, "cuMemRelease"},       {592, "cuMemMap"},
+      {593, "cuMemUnmap"},         {121, "cuEventSynchronize"},
+      {119, "cuEventRecord"},      {295, "cuStreamWaitEvent"},
+      {441, "cuEventRecord_ptsz"},
   };
   const auto& m = d == api_domain::runtime ? runtime : driver;
   const auto it = m.find(cbid);
@@ -1562,6 +1571,286 @@ TEST_CASE("call_recorder: synchronizations get their sync records from the calls
   // The other tests share the recorder: as it was.
   for (const auto& [domain, cbid] : {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 131}, std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 239},
                                      std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, 165}, std::pair{CUPTI_CB_DOMAIN_DRIVER_API, 126}})
+    recorder.set_synchronization(domain, CUpti_CallbackId(cbid), 0, false);
+  recorder.set_stream_id_lookup(nullptr);
+}
+
+// cudaEventRecord(event, stream) as the recorder reports it: the event, the stream it records on.
+void event_record(record_store& s, std::uint64_t event, std::uint32_t stream, std::uint64_t start, std::uint32_t corr,
+                  std::int32_t result = 0) {
+  cuprof::detail::cupti::call_record r = call_of(api_domain::runtime, 135, start, start + 10, corr);
+  r.return_value = result;
+  r.event = event;
+  r.records_event = true;
+  r.stream = stream;
+  s.add_call(r);
+}
+// cudaStreamWaitEvent(stream, event) (147), or cudaEventSynchronize(event) (137, stream 0).
+void event_wait(record_store& s, std::uint64_t event, std::uint32_t waiting_stream, std::uint64_t start, std::uint32_t corr,
+                bool cpu_sync = false) {
+  cuprof::detail::cupti::call_record r = call_of(api_domain::runtime, cpu_sync ? 137 : 147, start, start + 10, corr);
+  r.sync_kind = std::uint8_t(cpu_sync ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE
+                                      : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT);
+  r.context = 1;
+  r.stream = waiting_stream;
+  r.event = event;
+  s.add_call(r);
+}
+// The wait (a sync record) of call `corr`, and what it waited for.
+const cuprof::gpu_activity* sync_of(const cuprof::trace& t, std::uint32_t corr) {
+  for (const cuprof::gpu_activity& g : t.gpu)
+    if (g.kind == cuprof::gpu_kind::sync && g.correlation == corr) return &g;
+  return nullptr;
+}
+cuprof::event_wait waited(const cuprof::trace& t, std::uint32_t corr) {
+  const cuprof::gpu_activity* g = sync_of(t, corr);
+  REQUIRE(g);
+  const cuprof::event_wait* w = t.wait_of(*g);
+  REQUIRE(w);
+  return *w;
+}
+
+TEST_CASE("event waits: a stream's wait and an event sync name the stream and the call that recorded the event") {
+  record_store store(raw_name);
+  const std::uint64_t ev = 0x7f0010;
+  event_record(store, ev, 101, 100, 1);            // cudaEventRecord(ev, A)
+  event_wait(store, ev, 102, 200, 2);              // cudaStreamWaitEvent(B, ev)
+  event_wait(store, ev, 0, 300, 3, /*cpu*/ true);  // cudaEventSynchronize(ev)
+  cuprof::trace t;
+  store.take(t, 0, 1000, cuprof::detail::tick_converter{});
+  CHECK(calls_named(t, "cudaEventRecord") == 1);
+  const cuprof::gpu_activity* wait = sync_of(t, 2);
+  REQUIRE(wait);
+  CHECK(t.names.str(wait->name) == "Stream Wait Event");
+  CHECK(t.lane_of(*wait).stream == 102);  // the stream that waits
+  const cuprof::event_wait w = waited(t, 2);
+  CHECK(w.stream == 101);
+  CHECK(w.record_correlation == 1);
+  CHECK(w.event == 1);
+  const cuprof::event_wait e = waited(t, 3);
+  CHECK(t.names.str(sync_of(t, 3)->name) == "Event Sync");
+  CHECK(e.stream == 101);
+  CHECK(e.record_correlation == 1);
+  CHECK(e.event == w.event);
+}
+
+TEST_CASE("event waits: the event's latest record that started before the wait, also once its handle is reused") {
+  record_store store(raw_name);
+  const std::uint64_t ev = 0x7f0010, other = 0x7f0020;
+  event_record(store, ev, 101, 100, 1);
+  event_record(store, ev, 103, 150, 2);  // recorded again: the wait waits for this one
+  event_wait(store, ev, 102, 200, 3);
+  // The event destroyed, a new one created with the same handle, recorded elsewhere.
+  event_record(store, ev, 105, 300, 4);
+  event_record(store, other, 107, 310, 5);
+  event_record(store, ev, 109, 320, 6, /*result*/ 400);  // failed: recorded nothing
+  event_wait(store, ev, 102, 400, 7);
+  event_wait(store, other, 102, 410, 8);
+  event_record(store, ev, 111, 500, 9);  // after the waits: none of theirs
+  cuprof::trace t;
+  store.take(t, 0, 1000, cuprof::detail::tick_converter{});
+  const cuprof::event_wait first = waited(t, 3), second = waited(t, 7), third = waited(t, 8);
+  CHECK(first.stream == 103);
+  CHECK(first.record_correlation == 2);
+  CHECK(second.stream == 105);
+  CHECK(second.record_correlation == 4);
+  CHECK(third.stream == 107);
+  CHECK(third.record_correlation == 5);
+  CHECK(first.event == second.event);  // one number per handle
+  CHECK(third.event != first.event);
+}
+
+TEST_CASE("event waits: an event not recorded in the window is not resolved; a wait taken later keeps its event") {
+  record_store store(raw_name);
+  const std::uint64_t ev = 0x7f0010, never = 0x7f0030, late = 0x7f0040;
+  event_record(store, ev, 101, 500, 1);     // window 1
+  event_wait(store, ev, 102, 1500, 2);      // window 2: its record is in the window before
+  event_wait(store, never, 102, 1600, 3);   // never recorded
+  event_record(store, late, 103, 1700, 4);  // window 2, staged while window 1 is taken
+  event_wait(store, late, 102, 1800, 5);
+  cuprof::trace one;
+  store.take(one, 0, 999, cuprof::detail::tick_converter{});
+  CHECK(calls_named(one, "cudaEventRecord") == 1);
+  CHECK(one.event_waits.empty());
+  cuprof::trace two;
+  store.take(two, 1000, 2000, cuprof::detail::tick_converter{});
+  const cuprof::event_wait before = waited(two, 2), unknown = waited(two, 3), resolved = waited(two, 5);
+  CHECK(before.stream == no_index);  // -1 in the trace, as Kineto writes it
+  CHECK(before.record_correlation == no_index);
+  CHECK(before.event != no_index);
+  CHECK(unknown.stream == no_index);
+  CHECK(unknown.record_correlation == no_index);
+  CHECK(resolved.stream == 103);
+  CHECK(resolved.record_correlation == 4);
+  const json doc = json::parse(cuprof::chrome_trace_json(two));
+  std::size_t unresolved = 0;
+  for (const json& e : doc["traceEvents"])
+    if (e.value("cat", "") == "cuda_sync" && e["args"]["wait_on_stream"] == -1) {
+      CHECK(e["args"]["wait_on_cuda_event_record_corr_id"] == -1);
+      ++unresolved;
+    }
+  CHECK(unresolved == 2);
+}
+
+TEST_CASE("event waits in a whole window: producer, event record, another stream's wait, consumer, the CPU's event sync") {
+  // Three steps as tests/gpu/stream_wait.cu makes them, written as a trace:
+  // kept (synthetic_stream_wait.json) for scripts/test-hta, whose critical
+  // path analysis finds the sync edges through the waits.
+  record_store store(raw_name);
+  cuprof::trace t;
+  const std::uint64_t produced = 0x7f00a0, consumed = 0x7f00b0;
+  constexpr std::uint32_t a = 13, b = 14;
+  constexpr std::uint64_t step_ns = 4000000;
+  std::uint32_t corr = 100;
+  for (std::uint64_t s = 0; s < 3; ++s) {
+    const std::uint64_t t0 = 1000000 + s * step_ns;
+    const std::uint32_t step = span(t, ("ProfilerStep#" + std::to_string(s + 1)).c_str(), t0, t0 + step_ns - 100000, no_index);
+    t.spans[step].is_step = true;
+    span(t, "produce_consume", t0 + 10000, t0 + step_ns - 200000, step);
+    runtime(store, 211, t0 + 20000, t0 + 25000, ++corr);
+    kernel(store, "producer", t0 + 30000, t0 + 1530000, corr, a);
+    event_record(store, produced, a, t0 + 30000, ++corr);
+    event_wait(store, produced, b, t0 + 35000, ++corr);
+    runtime(store, 211, t0 + 40000, t0 + 45000, ++corr);
+    kernel(store, "consumer", t0 + 1535000, t0 + 1600000, corr, b);
+    event_record(store, consumed, b, t0 + 50000, ++corr);
+    cuprof::detail::cupti::call_record sync = call_of(api_domain::runtime, 137, t0 + 55000, t0 + 1605000, ++corr);
+    sync.sync_kind = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE;
+    sync.context = 1;
+    sync.event = consumed;
+    store.add_call(sync);
+  }
+  store.take(t, 0, 20000000, cuprof::detail::tick_converter{});
+  cuprof::attribute(t);
+  t.meta.pid = 4242;
+  t.meta.process_name = "stream_wait";
+  t.meta.devices.push_back({});
+  t.meta.devices[0].name = "synthetic";
+  t.meta.cuda_status.clear();
+  std::size_t waits = 0;
+  for (const cuprof::gpu_activity& g : t.gpu) {
+    const cuprof::event_wait* w = t.wait_of(g);
+    if (!w) continue;
+    ++waits;
+    REQUIRE(g.api != no_index);
+    CHECK(t.api_calls[g.api].correlation == g.correlation);
+    // Each waits for the record made by the call just before it: the producer's stream's, or the consumer's.
+    if (g.subkind == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) {
+      CHECK(w->stream == a);
+      CHECK(w->record_correlation == g.correlation - 1);
+      CHECK(t.lane_of(g).stream == b);
+    } else {
+      CHECK(w->stream == b);
+      CHECK(w->record_correlation == g.correlation - 1);
+    }
+  }
+  CHECK(waits == 6);
+  const std::string text = cuprof::chrome_trace_json(t);
+  keep_trace("synthetic_stream_wait.json", text);
+  const json doc = json::parse(text);
+  std::size_t written = 0;
+  for (const json& e : doc["traceEvents"])
+    if (e.value("cat", "") == "cuda_sync" && e["args"].contains("wait_on_stream")) ++written;
+  CHECK(written == 6);
+}
+
+// The recorder reads the event of these calls, and an event record's stream, from
+// their parameters (the driver's take the same handles in the same places).
+static_assert(offsetof(cudaEventRecord_v3020_params, event) == 0 &&
+                  offsetof(cudaEventRecord_v3020_params, stream) == sizeof(void*) &&
+                  offsetof(cudaEventRecord_ptsz_v7000_params, stream) == sizeof(void*) &&
+                  offsetof(cudaEventRecordWithFlags_v11010_params, stream) == sizeof(void*) &&
+                  offsetof(cudaStreamWaitEvent_v3020_params, event) == sizeof(void*) &&
+                  offsetof(cudaEventSynchronize_v3020_params, event) == 0,
+              "an event call's parameters moved");
+
+TEST_CASE("call_recorder: event records and waits from the callbacks, runtime and driver forms") {
+  cuprof::detail::cupti::call_recorder& recorder = process_recorder();
+  constexpr auto runtime_api = CUPTI_CB_DOMAIN_RUNTIME_API;
+  constexpr auto driver_api = CUPTI_CB_DOMAIN_DRIVER_API;
+  for (const auto& [domain, cbid, ptsz] :
+       {std::tuple{runtime_api, 135, false}, std::tuple{runtime_api, 242, true}, std::tuple{runtime_api, 370, false},
+        std::tuple{driver_api, 119, false}, std::tuple{driver_api, 441, true}})
+    recorder.set_event_record(domain, CUpti_CallbackId(cbid), true, ptsz);
+  recorder.set_synchronization(runtime_api, 147, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, false);
+  recorder.set_synchronization(runtime_api, 137, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, false);
+  recorder.set_synchronization(driver_api, 295, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, false);
+  recorder.set_synchronization(driver_api, 121, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, false);
+  recorder.set_stream_id_lookup(&fake_stream_id);
+  record_store store(raw_name);
+  recorder.start_recording(0);
+  const auto handle = [](std::uintptr_t v) { return reinterpret_cast<void*>(v); };
+  struct two_handles {
+    void* first;
+    void* second;
+    unsigned flags;
+  };
+  const two_handles record_a{handle(0xe1), handle(0x0a), 0}, wait_b{handle(0x0b), handle(0xe1), 0};
+  const two_handles sync_e1{handle(0xe1), nullptr, 0};
+  // cudaEventRecord(e1, A), which makes the driver call cuEventRecord: one record, the runtime call's.
+  traced_call(
+      recorder, runtime_api, 135, 10, 0,
+      [&] {
+        traced_call(
+            recorder, driver_api, 119, 11, 0, [] {}, &record_a);
+      },
+      &record_a);
+  traced_call(
+      recorder, runtime_api, 147, 12, 0, [] {}, &wait_b, 3);  // cudaStreamWaitEvent(B, e1)
+  traced_call(
+      recorder, runtime_api, 137, 13, 0, [] {}, &sync_e1, 3);  // cudaEventSynchronize(e1)
+  // cudaEventRecord_ptsz(e2, 0): the thread's default stream; cudaEventRecordWithFlags(e3, A).
+  const two_handles record_e2{handle(0xe2), nullptr, 0}, wait_e2{handle(0x0b), handle(0xe2), 0};
+  const two_handles record_e3{handle(0xe3), handle(0x0a), 1}, wait_e3{handle(0x0b), handle(0xe3), 0};
+  traced_call(
+      recorder, runtime_api, 242, 14, 0, [] {}, &record_e2);
+  traced_call(
+      recorder, runtime_api, 147, 15, 0, [] {}, &wait_e2, 3);
+  traced_call(
+      recorder, runtime_api, 370, 16, 0, [] {}, &record_e3);
+  traced_call(
+      recorder, runtime_api, 147, 17, 0, [] {}, &wait_e3, 3);
+  // The driver's own: cuEventRecord(e4, C), a failed cuEventRecord_ptsz(e4, A), cuStreamWaitEvent(B, e4), cuEventSynchronize(e4).
+  const two_handles record_e4{handle(0xe4), handle(0x0c), 0}, record_e4_failed{handle(0xe4), handle(0x0a), 0};
+  const two_handles wait_e4{handle(0x0b), handle(0xe4), 0}, sync_e4{handle(0xe4), nullptr, 0};
+  traced_call(
+      recorder, driver_api, 119, 20, 0, [] {}, &record_e4);
+  traced_call(
+      recorder, driver_api, 441, 21, 400, [] {}, &record_e4_failed);
+  traced_call(
+      recorder, driver_api, 295, 22, 0, [] {}, &wait_e4, 3);
+  traced_call(
+      recorder, driver_api, 121, 23, 0, [] {}, &sync_e4, 3);
+  recorder.drain_into(store);
+  cuprof::trace t;
+  store.take(t, 0, whole_time, cuprof::detail::tick_converter{});
+  CHECK(calls_named(t, "cudaEventRecord") == 2);  // the _ptsz one too; the nested cuEventRecord folded
+  CHECK(calls_named(t, "cuEventRecord") == 2);    // cuEventRecord_ptsz too: failed, still shown
+  const cuprof::event_wait w = waited(t, 12);
+  CHECK(t.lane_of(*sync_of(t, 12)).stream == 100 + 0x0b);
+  CHECK(w.stream == 100 + 0x0a);
+  CHECK(w.record_correlation == 10);
+  const cuprof::event_wait s = waited(t, 13);
+  CHECK(s.stream == 100 + 0x0a);
+  CHECK(s.record_correlation == 10);
+  CHECK(s.event == w.event);
+  CHECK(waited(t, 15).stream == 2);  // a null stream in a _ptsz call: the thread's default stream
+  CHECK(waited(t, 15).record_correlation == 14);
+  CHECK(waited(t, 17).stream == 100 + 0x0a);
+  CHECK(waited(t, 17).record_correlation == 16);
+  const cuprof::event_wait dw = waited(t, 22), ds = waited(t, 23);
+  CHECK(t.lane_of(*sync_of(t, 22)).stream == 100 + 0x0b);
+  CHECK(dw.stream == 100 + 0x0c);  // the failed record recorded nothing
+  CHECK(dw.record_correlation == 20);
+  CHECK(ds.stream == 100 + 0x0c);
+  CHECK(ds.record_correlation == 20);
+  CHECK(t.names.str(sync_of(t, 23)->name) == "Event Sync");
+  // The other tests share the recorder: as it was.
+  for (const auto& [domain, cbid] : {std::pair{runtime_api, 135}, std::pair{runtime_api, 242}, std::pair{runtime_api, 370},
+                                     std::pair{driver_api, 119}, std::pair{driver_api, 441}})
+    recorder.set_event_record(domain, CUpti_CallbackId(cbid), false, false);
+  for (const auto& [domain, cbid] :
+       {std::pair{runtime_api, 147}, std::pair{runtime_api, 137}, std::pair{driver_api, 295}, std::pair{driver_api, 121}})
     recorder.set_synchronization(domain, CUpti_CallbackId(cbid), 0, false);
   recorder.set_stream_id_lookup(nullptr);
 }

@@ -995,6 +995,62 @@ TEST_CASE("chrome_trace_json: a scope's arguments in its args; non-finite number
   }
 }
 
+TEST_CASE("chrome_trace_json: an event sync and a stream's wait carry Kineto's wait_on_* args, read back") {
+  cuprof::trace t;
+  const auto sync = [&](const char* name, std::uint8_t kind, std::uint32_t stream, std::uint32_t correlation) {
+    cuprof::gpu_activity g;
+    g.start_ns = 1000000 + correlation * 1000;
+    g.end_ns = g.start_ns + 500;
+    g.name = t.names.intern(name);
+    g.kind = cuprof::gpu_kind::sync;
+    g.subkind = kind;
+    g.correlation = correlation;
+    g.lane = t.add_gpu_lane({0, 1, stream});
+    t.gpu.push_back(g);
+    return &t.gpu.back();
+  };
+  t.gpu.reserve(4);
+  t.set_wait(*sync("Stream Wait Event", 2, 14, 21), {13, 20, 1});  // stream 14 waits for the record on 13
+  t.set_wait(*sync("Event Sync", 1, 0, 22), {13, 20, 1});
+  t.set_wait(*sync("Stream Wait Event", 2, 14, 23), {});  // recorded before the window: not known
+  sync("Stream Sync", 3, 13, 24);
+  const std::string text = cuprof::chrome_trace_json(t);
+  keep_trace("writer_event_waits.json", text);
+  const json doc = check_contract(text);
+  const json& ev = doc["traceEvents"];
+  std::map<int, const json*> by_correlation;
+  for (const json& e : ev)
+    if (e.value("cat", "") == "cuda_sync") by_correlation[e["args"]["correlation"].get<int>()] = &e;
+  REQUIRE(by_correlation.size() == 4);
+  const json& wait = (*by_correlation[21])["args"];
+  CHECK(wait["stream"] == 14);  // the stream that waits, as Kineto writes it
+  CHECK(wait["wait_on_stream"] == 13);
+  CHECK(wait["wait_on_cuda_event_record_corr_id"] == 20);
+  CHECK(wait["wait_on_cuda_event_id"] == 1);
+  CHECK((*by_correlation[22])["args"]["wait_on_stream"] == 13);
+  CHECK((*by_correlation[22])["args"]["wait_on_cuda_event_record_corr_id"] == 20);
+  const json& unknown = (*by_correlation[23])["args"];
+  CHECK(unknown["wait_on_stream"] == -1);
+  CHECK(unknown["wait_on_cuda_event_record_corr_id"] == -1);
+  CHECK(unknown["wait_on_cuda_event_id"] == -1);
+  CHECK_FALSE((*by_correlation[24])["args"].contains("wait_on_stream"));  // no event: none of them
+
+  const cuprof::loaded_trace back = cuprof::parse_trace(text, "event waits");
+  std::map<std::uint32_t, const cuprof::gpu_activity*> read;
+  for (const cuprof::gpu_activity& g : back.t.gpu) read[g.correlation] = &g;
+  REQUIRE(read.size() == 4);
+  const cuprof::event_wait* w = back.t.wait_of(*read[21]);
+  REQUIRE(w);
+  CHECK(w->stream == 13);
+  CHECK(w->record_correlation == 20);
+  CHECK(w->event == 1);
+  REQUIRE(back.t.wait_of(*read[23]));
+  CHECK(back.t.wait_of(*read[23])->stream == cuprof::no_index);
+  CHECK(back.t.wait_of(*read[23])->record_correlation == cuprof::no_index);
+  CHECK_FALSE(back.t.wait_of(*read[24]));
+  CHECK(cuprof::chrome_trace_json(back.t).find("\"wait_on_cuda_event_record_corr_id\":20") != std::string::npos);
+}
+
 TEST_CASE("chrome_trace_json: an empty trace is a valid document") {
   cuprof::trace t;
   const std::string text = cuprof::chrome_trace_json(t);

@@ -16,6 +16,11 @@
 // included) at a few hundred ns each: a synchronization call's record gets a
 // third slot with its context and the stream it waited on.
 //
+// An event record (cudaEventRecord, cuEventRecord) gets a slot with the event's
+// handle and the stream it records on, an event sync or a stream's wait on an
+// event one with the event's handle: the store resolves which record a wait
+// waited for when the window is taken (Kineto's wait_on_* args, for HTA).
+//
 // With stacks on (profile_options::with_stack), the calls that matter
 // (launches, copies, memsets, syncs, allocations and frees) capture their
 // native stack at their exit callback (collect/native_stack.hpp), the one the
@@ -65,6 +70,15 @@ class call_recorder {
       e->store(std::uint8_t((e->load(std::memory_order_relaxed) & ~sync_mask) | kind | (per_thread ? per_thread_flag : 0)),
                std::memory_order_relaxed);
   }
+  // Before the first callback: a call that records an event (records_event():
+  // the event its first parameter, the stream its second), and whether it is
+  // a per-thread default stream variant (_ptsz).
+  void set_event_record(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, bool on, bool per_thread) noexcept {
+    if (std::atomic<std::uint8_t>* e = entry_of(domain, cbid))
+      e->store(std::uint8_t((e->load(std::memory_order_relaxed) & ~event_record_mask) | (on ? event_record_flag : 0) |
+                            (on && per_thread ? event_record_per_thread : 0)),
+               std::memory_order_relaxed);
+  }
   // Before the first callback: a call whose stack is captured when stacks are on.
   void set_stack_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
     if (std::atomic<std::uint8_t>* e = entry_of(domain, cbid)) e->fetch_or(stack_candidate, std::memory_order_relaxed);
@@ -91,6 +105,7 @@ class call_recorder {
     const std::uint8_t sync = entry & sync_mask;
     if (call.callbackSite == CUPTI_API_ENTER) {
       if (sync && !driver) t_inside_runtime_sync = true;
+      if ((entry & event_record_flag) && !driver) t_inside_runtime_event_record = true;
       if (CUPROF_UNLIKELY(entry & stack_flag) && !driver) t_inside_runtime_stack_call = true;
       *call.correlationData = now_ticks();
       return;
@@ -105,6 +120,12 @@ class call_recorder {
       sync_record = !driver;
       t_inside_runtime_sync = false;
     }
+    // Likewise the event record of a runtime call's driver call: kept once, by the runtime call.
+    bool event_record = (entry & event_record_flag) != 0;
+    if (event_record && (!driver || t_inside_runtime_event_record)) {
+      event_record = !driver;
+      t_inside_runtime_event_record = false;
+    }
     // The driver call a runtime call makes has the runtime call's stack: captured once, by the runtime call.
     bool stack = false;
     if (CUPROF_UNLIKELY(entry & stack_flag)) {
@@ -117,16 +138,22 @@ class call_recorder {
     const std::uint64_t stack_bits = CUPROF_UNLIKELY(stack) ? publish_stack(*calls) : 0;
     std::int32_t result = 0;  // a cudaError_t or a CUresult: both int-sized enums
     if (call.functionReturnValue) std::memcpy(&result, call.functionReturnValue, sizeof result);
-    if (result != 0) sync_record = false;  // a failed synchronization waited for nothing
-    slot record[sync_record_slots] = {
+    if (result != 0) sync_record = event_record = false;  // a failed synchronization waited for nothing
+    const std::uint8_t kind = sync & kind_mask;
+    const bool event_slot = event_record || (sync_record && (kind == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE ||
+                                                             kind == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT));
+    slot record[max_record_slots] = {
         {end, start},
         {std::uint64_t(call.correlationId) | std::uint64_t(std::uint32_t(result)) << 32,
-         std::uint64_t(cbid) | std::uint64_t(driver) << driver_bit | std::uint64_t(sync_record) << sync_bit | stack_bits},
+         std::uint64_t(cbid) | std::uint64_t(event_slot) << event_bit | std::uint64_t(driver) << driver_bit |
+             std::uint64_t(sync_record) << sync_bit | stack_bits},
+        {},
         {}};
+    std::size_t used = record_slots;
     if (sync_record)
-      record[2] = {std::uint64_t(call.contextUid) | std::uint64_t(waited_stream(sync, call)) << 32,
-                   std::uint64_t(sync & kind_mask)};
-    calls->push_record(record, sync_record ? sync_record_slots : record_slots);
+      record[used++] = {std::uint64_t(call.contextUid) | std::uint64_t(waited_stream(sync, call)) << 32, std::uint64_t(kind)};
+    if (CUPROF_UNLIKELY(event_slot)) record[used++] = event_record ? recorded_event(entry, call) : waited_event(kind, call);
+    calls->push_record(record, used);
   }
 
   // Moves every call recorded so far into `store`; calls lost for want of
@@ -158,11 +185,14 @@ class call_recorder {
             continue;
           }
           if (i + record_slots > n) break;
+          const bool has_sync = (s[i + 1].payload >> sync_bit) & 1, has_event = (s[i + 1].payload >> event_bit) & 1;
+          const std::size_t used = record_slots + has_sync + has_event;
+          if (i + used > n) break;  // pushed whole: cannot happen
           call_record r;
           r.start = s[i].payload;
           r.end = s[i].head;
           r.tid = b.tid();
-          r.cbid = std::uint32_t(s[i + 1].payload);
+          r.cbid = std::uint32_t(s[i + 1].payload) & cbid_mask;
           r.correlation = std::uint32_t(s[i + 1].head);
           r.return_value = std::int32_t(std::uint32_t(s[i + 1].head >> 32));
           r.domain = (s[i + 1].payload >> driver_bit) & 1 ? api_domain::driver : api_domain::runtime;
@@ -171,14 +201,18 @@ class call_recorder {
             if (!ids) ids = &stack_ids_[b.serial()];
             r.stack = id < ids->size() ? (*ids)[std::size_t(id)] : no_index;
           }
-          if ((s[i + 1].payload >> sync_bit) & 1) {
+          if (has_sync) {
             r.context = std::uint32_t(s[i + 2].head);
             r.stream = std::uint32_t(s[i + 2].head >> 32);
             r.sync_kind = std::uint8_t(s[i + 2].payload);
-            i += sync_record_slots;
-          } else {
-            i += record_slots;
           }
+          if (has_event) {
+            const slot& e = s[i + used - 1];
+            r.event = e.head;
+            r.records_event = !has_sync;
+            if (!has_sync) r.stream = std::uint32_t(e.payload);
+          }
+          i += used;
           store.add_call(r);
         }
         return i;
@@ -197,14 +231,18 @@ class call_recorder {
   }
 
  private:
-  // {end, start}, {correlation | result << 32, cbid | driver << 32 | sync << 33
-  // | has stack << 34 | stack id << 35}, and for a synchronization
-  // {context | stream << 32, kind}. A stack new to its thread goes before the
+  // {end, start}, {correlation | result << 32, cbid | event << 31 | driver << 32
+  // | sync << 33 | has stack << 34 | stack id << 35}, for a synchronization
+  // {context | stream << 32, kind}, and with the event bit, last, {event
+  // handle, stream id} for an event record or {event handle, 0} for an event
+  // sync or a stream's wait on an event. A stack new to its thread goes before the
   // call: {stack_tag | depth, its id}, then its frames, two a slot. A call's
   // first slot holds its end in ticks, below 2^63 (a 3 GHz TSC for 97 years):
   // stack_tag tells the two apart.
   static constexpr std::size_t record_slots = 2;
-  static constexpr std::size_t sync_record_slots = 3;
+  static constexpr std::size_t max_record_slots = 4;
+  static constexpr int event_bit = 31;  // callback ids are below 2^16 (CUPTI's below 2^11)
+  static constexpr std::uint32_t cbid_mask = (std::uint32_t(1) << event_bit) - 1;
   static constexpr int driver_bit = 32;
   static constexpr int sync_bit = 33;
   static constexpr int stack_bit = 34;
@@ -215,8 +253,11 @@ class call_recorder {
   static constexpr std::uint8_t kind_mask = 0x7;
   static constexpr std::uint8_t per_thread_flag = 0x8;
   static constexpr std::uint8_t sync_mask = kind_mask | per_thread_flag;
-  static constexpr std::uint8_t stack_flag = 0x10;       // capture its stack now
-  static constexpr std::uint8_t stack_candidate = 0x20;  // capture it when stacks are on
+  static constexpr std::uint8_t stack_flag = 0x10;               // capture its stack now
+  static constexpr std::uint8_t stack_candidate = 0x20;          // capture it when stacks are on
+  static constexpr std::uint8_t event_record_flag = 0x40;        // records an event (records_event())
+  static constexpr std::uint8_t event_record_per_thread = 0x80;  // ... and is a _ptsz variant
+  static constexpr std::uint8_t event_record_mask = event_record_flag | event_record_per_thread;
   static constexpr std::size_t calls_per_domain = std::size_t(CUPTI_RUNTIME_TRACE_CBID_SIZE) >
                                                           std::size_t(CUPTI_DRIVER_TRACE_CBID_SIZE)
                                                       ? std::size_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)
@@ -269,18 +310,46 @@ class call_recorder {
     const std::uint8_t kind = sync & kind_mask;
     if ((kind != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT &&
          kind != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE) ||
-        !stream_id_ || !call.functionParams)
+        !call.functionParams)
       return 0;
-    CUstream stream = nullptr;
-    std::memcpy(&stream, call.functionParams, sizeof stream);
+    return stream_id(param<CUstream>(call, 0), (sync & per_thread_flag) != 0);
+  }
+
+  // A stream handle as its records number it; 0 when CUPTI cannot tell.
+  std::uint32_t stream_id(CUstream stream, bool per_thread) const noexcept {
+    if (!stream_id_) return 0;
     // The handles CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) name the default streams.
-    bool per_thread = (sync & per_thread_flag) != 0;
     if (stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
       per_thread = stream == CU_STREAM_PER_THREAD;
       stream = nullptr;
     }
     std::uint32_t id = 0;
     return stream_id_(nullptr, stream, per_thread, &id) == CUPTI_SUCCESS ? id : 0;
+  }
+
+  // The call's parameter at index `i`, each pointer-sized (the calls below
+  // take handles first; tests check the runtime params' layout).
+  template <class T>
+  static T param(const CUpti_CallbackData& call, std::size_t i) noexcept {
+    T v{};
+    std::memcpy(&v, static_cast<const char*>(call.functionParams) + i * sizeof(void*), sizeof v);
+    return v;
+  }
+
+  // An event record's slot: the event (first parameter) and the stream it is
+  // recorded on (second), as its records number it.
+  slot recorded_event(std::uint8_t entry, const CUpti_CallbackData& call) const noexcept {
+    if (!call.functionParams) return {};
+    return {std::uint64_t(reinterpret_cast<std::uintptr_t>(param<CUevent>(call, 0))),
+            stream_id(param<CUstream>(call, 1), (entry & event_record_per_thread) != 0)};
+  }
+  // An event sync's or a stream's wait's slot: the event, the first parameter
+  // of cudaEventSynchronize and the second of cudaStreamWaitEvent (and of their
+  // driver forms).
+  static slot waited_event(std::uint8_t kind, const CUpti_CallbackData& call) noexcept {
+    if (!call.functionParams) return {};
+    const std::size_t i = kind == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT ? 1 : 0;
+    return {std::uint64_t(reinterpret_cast<std::uintptr_t>(param<CUevent>(call, i))), 0};
   }
 
   // The calling thread's buffer, registered at its first call. A thread whose
@@ -308,6 +377,7 @@ class call_recorder {
   static inline thread_local thread_buffer* t_calls = nullptr;
   static inline thread_local bool t_calls_given_back = false;
   static inline thread_local bool t_inside_runtime_sync = false;
+  static inline thread_local bool t_inside_runtime_event_record = false;
   static inline thread_local bool t_inside_runtime_stack_call = false;
   static inline thread_local thread_stacks* t_stacks = nullptr;
 

@@ -41,9 +41,9 @@ struct api_class {
 };
 
 // Mirrors what Kineto keeps: every runtime call but a few getters, and on the
-// driver side only launches, copies, memsets, syncs, occupancy queries,
-// allocations and virtual-memory calls (cuBLAS makes many other driver calls
-// per GEMM).
+// driver side only launches, copies, memsets, syncs, event records (what a
+// wait waits for), occupancy queries, allocations and virtual-memory calls
+// (cuBLAS makes many other driver calls per GEMM).
 inline api_class classify_api(api_domain domain, std::string_view name) {
   api_class c;
   static constexpr const char* runtime_noise[] = {"cudaGetDevice",       "cudaSetDevice",   "cudaGetLastError",
@@ -53,8 +53,8 @@ inline api_class classify_api(api_domain domain, std::string_view name) {
   if (domain == api_domain::runtime) {
     for (const char* noise : runtime_noise) keep = keep && name != noise;
   } else {
-    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) || is_occupancy_query(name) ||
-           allocates_or_frees(name);
+    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) || records_event(name) ||
+           is_occupancy_query(name) || allocates_or_frees(name);
   }
   if (!keep) return c;
   c.display_name = "";  // set by the caller, which owns the string
@@ -107,6 +107,19 @@ struct call_record {
   std::uint32_t context = 0;
   std::uint32_t stream = 0;
   std::uint32_t stack = no_index;  // with_stack: the call's stack in the store's stacks()
+  // The CUDA event (its handle; 0: none) an event sync or a stream's wait
+  // waits for, or, with records_event, that the call records on `stream`.
+  std::uint64_t event = 0;
+  bool records_event = false;
+};
+
+// A staged record of a CUDA event (cudaEventRecord): what a later wait on the
+// event resolves to, time in ticks.
+struct staged_event_record {
+  std::uint64_t start = 0;
+  std::uint64_t event = 0;  // its handle
+  std::uint32_t correlation = 0;
+  std::uint32_t stream = 0;
 };
 
 // A staged API call: the fields of an api_call that the call's record gives,
@@ -278,6 +291,7 @@ class record_store {
     if (kind == no_index) return;
     if (r.stack != no_index) stacks_.link(r.correlation, r.start, r.stack);
     if (r.sync_kind) add_sync(r);
+    if (r.records_event && r.event && r.return_value == 0) event_records_.push_back({r.start, r.event, r.correlation, r.stream});
     staged_call c;
     c.start_ns = r.start;
     c.end_ns = r.end;
@@ -419,6 +433,8 @@ class record_store {
     out.gpu.reserve(out.gpu.size() + gpu_.size());
     populating_appender<gpu_activity> gpu_out(out.gpu);
     std::vector<std::uint64_t> lane_busy_until;  // by out lane: the latest end of the work taken on it so far
+    const event_wait_resolver resolve_wait(*this, out, w, first_call, start, end);
+    chunked_vector<std::uint64_t> later_waited;
     gpu_.consume([&](const staged_gpu& staged) {
       const std::uint32_t pos = w.owner.find(staged.correlation);
       if (pos == no_index && !unlinked_in_window(staged)) {
@@ -429,6 +445,9 @@ class record_store {
           if (moves_bytes(staged)) {
             kept.details = std::uint32_t(later_bytes.size());
             later_bytes.push_back(bytes_[staged.details]);
+          } else if (waits_for_event(staged)) {
+            kept.details = std::uint32_t(later_waited.size());
+            later_waited.push_back(waited_events_[staged.details]);
           }
           later.push_back(kept);
         }
@@ -456,6 +475,8 @@ class record_store {
       a.subkind = form.subkind;
       if (moves_bytes(staged)) {
         out.set_bytes(a, bytes_[staged.details]);
+      } else if (form.kind == gpu_kind::sync) {
+        if (staged.details != no_index) out.set_wait(a, resolve_wait(waited_events_[staged.details], staged.start_ns));
       } else if (staged.details != no_index) {
         std::uint32_t& config = configs[staged.details];
         if (config == no_index) {
@@ -468,6 +489,11 @@ class record_store {
     });
     gpu_ = std::move(later);
     bytes_ = std::move(later_bytes);
+    waited_events_ = std::move(later_waited);
+    // A wait in a later window resolves to records in that window only.
+    event_records_.erase(std::remove_if(event_records_.begin(), event_records_.end(),
+                                        [&](const staged_event_record& r) { return r.start <= end; }),
+                         event_records_.end());
 
     std::vector<cpu_span> later_ranges;
     for (const cpu_span& r : nvtx_ranges_) {
@@ -540,6 +566,9 @@ class record_store {
     api_.clear();
     gpu_.clear();
     bytes_.clear();
+    waited_events_.clear();
+    std::vector<staged_event_record>().swap(event_records_);
+    event_ids_.clear();
     std::vector<overhead_span>().swap(overhead_);
     std::vector<cpu_span>().swap(nvtx_ranges_);
     std::vector<collective_call>().swap(collectives_);
@@ -555,7 +584,8 @@ class record_store {
   stack_store& stacks() noexcept { return stacks_; }
 
   std::size_t staged() const noexcept {
-    return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size() + memory_.size() + collectives_.size();
+    return api_.size() + gpu_.size() + overhead_.size() + nvtx_ranges_.size() + memory_.size() + event_records_.size() +
+           collectives_.size();
   }
 
  private:
@@ -568,6 +598,53 @@ class record_store {
     std::uint32_t newest_before = 0;  // highest correlation id called before the window
     bool in_order = true;             // storage order is call order: `kept` needed no sort
   };
+
+  // A wait on a CUDA event -> what it waited for: the event's latest record in
+  // the window that started before the wait (a handle is reused once its event
+  // is destroyed: the latest record is the new event's), its correlation id
+  // the call's that the trace shows (a nested driver call's is its runtime
+  // call's). A record before the window is not resolved: its call is not in
+  // the trace (Kineto writes -1 too). The event's number is one per handle.
+  class event_wait_resolver {
+   public:
+    event_wait_resolver(record_store& store, const trace& out, const window_calls& w, std::uint32_t first_call,
+                        std::uint64_t start, std::uint64_t end)
+        : ids_(store.event_ids_) {
+      if (store.waited_events_.empty()) return;
+      std::vector<staged_event_record>& records = store.event_records_;
+      std::stable_sort(records.begin(), records.end(),
+                       [](const staged_event_record& a, const staged_event_record& b) { return a.start < b.start; });
+      for (const staged_event_record& r : records) {
+        if (r.start < start || r.start > end) continue;
+        const std::uint32_t pos = w.owner.find(r.correlation);
+        const std::uint32_t shown = pos != no_index ? out.api_calls[first_call + pos].correlation : r.correlation;
+        by_event_[r.event].push_back({r.start, shown, r.stream});
+      }
+    }
+    event_wait operator()(std::uint64_t event, std::uint64_t wait_start) const {
+      event_wait e;
+      auto [id, added] = ids_.try_emplace(event, std::uint32_t(ids_.size() + 1));
+      e.event = id->second;
+      const auto it = by_event_.find(event);
+      if (it == by_event_.end()) return e;
+      const std::vector<record>& v = it->second;
+      const auto after = std::partition_point(v.begin(), v.end(), [&](const record& r) { return r.start < wait_start; });
+      if (after == v.begin()) return e;
+      e.stream = std::prev(after)->stream;
+      e.record_correlation = std::prev(after)->correlation;
+      return e;
+    }
+
+   private:
+    struct record {
+      std::uint64_t start;
+      std::uint32_t correlation, stream;
+    };
+    std::unordered_map<std::uint64_t, std::uint32_t>& ids_;
+    std::unordered_map<std::uint64_t, std::vector<record>> by_event_;  // each event's records in the window, by start
+  };
+
+  bool waits_for_event(const staged_gpu& g) const { return forms_[g.form].kind == gpu_kind::sync && g.details != no_index; }
 
   // The window's allocations and frees, in time order, with the memory in
   // use after each; those before it count towards the totals only.
@@ -937,6 +1014,10 @@ class record_store {
   void add_sync(const call_record& r) {
     staged_gpu g = gpu_common(r.start, r.end, unknown_device, r.context, r.stream, r.correlation);
     g.form = form_index(names_.intern(sync_kind_name(r.sync_kind)), gpu_kind::sync, r.sync_kind);
+    if (r.event) {  // an event sync or a stream's wait: resolved when taken
+      g.details = std::uint32_t(waited_events_.size());
+      waited_events_.push_back(r.event);
+    }
     gpu_.push_back(g);
   }
 
@@ -1001,7 +1082,10 @@ class record_store {
   std::pair<std::uint32_t, std::uint32_t> last_context_{no_index, 0};  // the last pair written there
   chunked_vector<staged_call> api_;
   chunked_vector<staged_gpu> gpu_;
-  chunked_vector<std::uint64_t> bytes_;  // the staged copies' and memsets' byte counts
+  chunked_vector<std::uint64_t> bytes_;                         // the staged copies' and memsets' byte counts
+  chunked_vector<std::uint64_t> waited_events_;                 // the staged event syncs' and waits' event handles
+  std::vector<staged_event_record> event_records_;              // cudaEventRecord and the like, not yet taken
+  std::unordered_map<std::uint64_t, std::uint32_t> event_ids_;  // event handle -> its number (event_wait::event)
   std::vector<overhead_span> overhead_;
   std::vector<cpu_span> nvtx_ranges_;                            // ticks, store name ids
   std::vector<collective_call> collectives_;                     // NCCL calls, ticks

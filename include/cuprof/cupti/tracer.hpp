@@ -508,6 +508,7 @@ class tracer {
           shown_calls_.emplace_back(domain, cbid);
           if (const std::uint8_t sync = synchronization_kind(name))
             calls_.set_synchronization(domain, cbid, sync, name.find("_ptsz") != std::string::npos);
+          if (records_event(name)) calls_.set_event_record(domain, cbid, true, name.find("_ptsz") != std::string::npos);
           if (draws_flow(name) || allocates_or_frees(name)) calls_.set_stack_call(domain, cbid);
         }
       }

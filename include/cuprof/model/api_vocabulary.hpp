@@ -68,6 +68,13 @@ inline std::uint8_t synchronization_kind(std::string_view name) {
 
 inline bool is_synchronization(std::string_view name) { return synchronization_kind(name) != 0; }
 
+// Records a CUDA event on a stream: cudaEventRecord(WithFlags), cuEventRecord(WithFlags).
+// An event sync or a stream's wait on an event waits for the event's latest record.
+inline bool records_event(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return n == "cudaEventRecord" || n == "cudaEventRecordWithFlags" || n == "cuEventRecord" || n == "cuEventRecordWithFlags";
+}
+
 // The calling CPU thread blocks until GPU work is done: every synchronization
 // but a stream's wait on an event, which makes the stream wait on the GPU while
 // the CPU thread returns at once. This is the CPU time insights calls waiting.

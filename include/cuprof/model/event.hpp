@@ -133,7 +133,7 @@ struct gpu_activity {
   std::uint32_t correlation = 0;
   std::uint32_t api = no_index;      // launching api_call (attribution)
   std::uint32_t details = no_index;  // kernels: index into trace::kernels; copies and memsets: into
-                                     // trace::transfer_bytes
+                                     // trace::transfer_bytes; event syncs and waits: into trace::event_waits
   std::uint32_t lane = 0;            // index into trace::gpu_lanes
   gpu_kind kind = gpu_kind::kernel;
   std::uint8_t subkind = 0;  // memcpy kind, or sync type
@@ -141,6 +141,17 @@ struct gpu_activity {
 };
 static_assert(sizeof(api_call) <= 32 && sizeof(gpu_activity) <= 40,
               "a launch's trace records grew: docs/performance.md counts their bytes");
+
+// What an event sync or a stream's wait on an event waited for (Kineto's
+// wait_on_* args, HTA's cross-stream edges): the stream the CUDA event was
+// recorded on and the correlation id of the call that recorded it, no_index
+// where not known (recorded before the window); a number for the event, one
+// per event handle.
+struct event_wait {
+  std::uint32_t stream = no_index;
+  std::uint32_t record_correlation = no_index;
+  std::uint32_t event = no_index;
+};
 
 // CUPTI's own work, shown rather than hidden.
 struct overhead_span {
@@ -300,6 +311,7 @@ struct trace {
   std::vector<gpu_lane> gpu_lanes;            // what gpu refers to by `lane`
   std::vector<kernel_details> kernels;        // what kernels refer to by `details`
   std::vector<std::uint64_t> transfer_bytes;  // what copies and memsets refer to by `details`
+  std::vector<event_wait> event_waits;        // what event syncs and waits refer to by `details`
   // Read from a file only, one per GPU record or none: the scope the file names
   // as its launcher ("External id"); attribution prefers it to the call's scope.
   std::vector<std::uint32_t> gpu_launch_spans;
@@ -348,6 +360,14 @@ struct trace {
   void set_bytes(gpu_activity& g, std::uint64_t bytes) {
     g.details = std::uint32_t(transfer_bytes.size());
     transfer_bytes.push_back(bytes);
+  }
+  // A sync's wait on an event, or null.
+  const event_wait* wait_of(const gpu_activity& g) const {
+    return g.kind == gpu_kind::sync && g.details != no_index ? &event_waits[g.details] : nullptr;
+  }
+  void set_wait(gpu_activity& g, const event_wait& w) {
+    g.details = std::uint32_t(event_waits.size());
+    event_waits.push_back(w);
   }
 };
 

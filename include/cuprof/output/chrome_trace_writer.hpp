@@ -739,6 +739,16 @@ class chrome_trace_writer {
   }
 
   void overhead_event(std::size_t i) {
+        if (const event_wait* w = t_.wait_of(g)) {  // what an event sync or a stream's wait waited for, as Kineto writes it
+          const auto id = [&](std::string_view k, std::uint32_t v) {
+            next_key(k);
+            if (v == no_index) out_ += "-1";
+            else append_int(out_, v);
+          };
+          id(schema::arg_wait_on_stream, w->stream);
+          id(schema::arg_wait_on_record_correlation, w->record_correlation);
+          id(schema::arg_wait_on_event, w->event);
+        }
     const overhead_span& o = t_.overhead[i];
     complete(schema::cat_overhead, escaped_name(o.name), overhead_pid, l_.overhead_lane[i], std::max(o.start_ns, base_ns_),
              o.end_ns);

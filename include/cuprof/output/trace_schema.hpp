@@ -40,6 +40,12 @@ inline constexpr std::string_view arg_context = "context";  // written on a devi
 inline constexpr std::string_view arg_stream = "stream";
 inline constexpr std::string_view arg_bytes = "bytes";
 inline constexpr std::string_view arg_sync_kind = "cuda_sync_kind";  // sync_kind_name()
+// On an Event Sync and a Stream Wait Event (event_wait), Kineto's, read by HTA's critical path:
+// the stream the waited-on event was recorded on, the correlation id of the call that recorded it
+// (-1 both where not known), and a number for the event.
+inline constexpr std::string_view arg_wait_on_stream = "wait_on_stream";
+inline constexpr std::string_view arg_wait_on_record_correlation = "wait_on_cuda_event_record_corr_id";
+inline constexpr std::string_view arg_wait_on_event = "wait_on_cuda_event_id";
 inline constexpr std::string_view arg_registers_per_thread = "registers per thread";
 inline constexpr std::string_view arg_shared_memory = "shared memory";  // static and dynamic, per block; absent: 0
 inline constexpr std::string_view arg_grid = "grid";
