@@ -191,11 +191,6 @@ bool event_member_used(int depth, std::string_view object, std::string_view key)
                                                                "memory bandwidth (GB/s)",
                                                                "Kernel Backend",
                                                                "kernel_backend",
-                                                               "Collective name",
-                                                               "dtype",
-                                                               "In msg nelems",
-                                                               "Out msg nelems",
-                                                               "Group size",
                                                                "Process Group Name",
                                                                "Process Group Ranks"};
   const auto listed = [&](const auto& keys) {
@@ -333,12 +328,16 @@ void trace_event_reader::top_level(std::string_view key, const json_node& v, con
        : key == schema::key_cuda_driver_version ? m.cuda_driver_version
                                                 : m.cupti_version) = int(x);
     }
-  } else if (key == schema::key_host_name && v.is_string()) {
+  } else if ((key == schema::key_host_name || key == "hostName") && v.is_string()) {
     raw_.meta.host_name = std::string(v.text);
   } else if (key == schema::key_distributed_info && v.is_object()) {
     std::int64_t x = 0;
-    if (const json_node* f = v.find(schema::key_rank); f && to_int(*f, x)) raw_.meta.rank = int(x);
-    if (const json_node* f = v.find(schema::key_world_size); f && to_int(*f, x)) raw_.meta.world_size = int(x);
+    if (const json_node* f = v.find(schema::key_rank); f && to_int(*f, x)) {
+      raw_.rank = x;  // any integer: several ranks' traces are told apart by it, never indexed by it
+      if (x >= 0 && x <= std::numeric_limits<int>::max()) raw_.meta.rank = int(x);
+    }
+    if (const json_node* f = v.find(schema::key_world_size); f && to_int(*f, x) && x >= 1 && x <= std::numeric_limits<int>::max())
+      raw_.meta.world_size = int(x);
     if (const json_node* f = v.find(schema::key_backend); f && f->is_string())
       raw_.meta.distributed_backend = std::string(f->text);
     if (const json_node* f = v.find(schema::key_nccl_version); f && f->is_string()) raw_.meta.nccl_version = std::string(f->text);
@@ -479,6 +478,7 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
       if (g.kind == gpu_kind::sync) {
         g.subkind = sync_kind_of(name->text);
         if (args)
+          if (const json_node* k = args->find(schema::arg_sync_kind); k && k->is_string()) g.subkind = sync_kind_of(k->text);
         // What an event sync or a stream's wait waited for (Kineto's wait_on_* args); -1 or out of range: not known.
         if (args && (args->find(schema::arg_wait_on_stream) || args->find(schema::arg_wait_on_record_correlation) ||
                      args->find(schema::arg_wait_on_event))) {
@@ -489,7 +489,6 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
           g.has_wait = true;
           g.wait = {id(schema::arg_wait_on_stream), id(schema::arg_wait_on_record_correlation), id(schema::arg_wait_on_event)};
         }
-          if (const json_node* k = args->find(schema::arg_sync_kind); k && k->is_string()) g.subkind = sync_kind_of(k->text);
       }
       if (g.kind == gpu_kind::kernel && args) {
         const auto dims3 = [&](std::string_view key, std::uint32_t(&d)[3]) {
@@ -513,6 +512,18 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
         if (smem >= 0) g.details.dynamic_shared_memory = std::uint32_t(smem), g.has_details = true;
         const std::int64_t graph = arg_int(schema::arg_graph_id, 0), node = arg_int(schema::arg_graph_node_id, 0);
         if (graph > 0) g.details.graph_id = std::uint32_t(graph), g.details.graph_node_id = std::uint64_t(node);
+        // A collective's args, as torch writes them for record_param_comms; wrong types are ignored.
+        if (const json_node* f = args->find(schema::arg_collective_name); f && f->is_string()) {
+          g.collective = std::make_unique<collective_args>();
+          collective_args& ca = *g.collective;
+          ca.name = std::string(f->text);
+          if (const json_node* d = args->find(schema::arg_collective_dtype); d && d->is_string()) ca.dtype = std::string(d->text);
+          std::int64_t x = 0;
+          if (const json_node* n = args->find(schema::arg_in_msg_nelems); n && to_int(*n, x) && x >= 0) ca.in_nelems = x;
+          if (const json_node* n = args->find(schema::arg_out_msg_nelems); n && to_int(*n, x) && x >= 0) ca.out_nelems = x;
+          if (const json_node* n = args->find(schema::arg_group_size); n && to_int(*n, x) && x >= 0) ca.group_size = x;
+          ca.bytes = g.bytes;
+        }
       }
       raw_.gpu.push_back(std::move(g));
       break;

@@ -4,11 +4,13 @@
 #pragma once
 
 #include "json_reader.hpp"
+#include <cuprof/analysis.hpp>
 #include <cuprof/model/event.hpp>
 #include <cuprof/model/string_table.hpp>
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -72,6 +74,8 @@ struct raw_gpu {
   kernel_details details;
   bool has_wait = false;  // an event sync's or a stream's wait's wait_on_* args
   event_wait wait;
+  // A collective kernel's args (torch's record_param_comms names), where the file gives them.
+  std::unique_ptr<collective_args> collective;
 };
 
 struct raw_annotation {
@@ -139,6 +143,7 @@ struct raw_trace {
   std::int64_t cpu_pid = -1;
   std::int64_t window_start = 0, window_end = 0;
   bool is_cuprof = false, is_torch = false;
+  std::int64_t rank = -1;  // distributedInfo's rank as written; -1 without one
 };
 
 // Appends the events of `pieces`, read in turn from the items that follow

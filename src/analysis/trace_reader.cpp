@@ -29,6 +29,7 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   out.base_ns = raw.base_ns;
   out.events = raw.events;
   out.used = raw.used;
+  out.rank = raw.rank;
   trace& t = out.t;
   t.meta = std::move(raw.meta);
   std::map<std::uint32_t, std::string> thread_names;
@@ -233,12 +234,13 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
     }
     if (moves_bytes(r.kind)) {
       t.set_bytes(g, r.bytes);
-    } else if (r.has_details) {
     } else if (r.has_wait) {
       t.set_wait(g, r.wait);
+    } else if (r.has_details) {
       g.details = std::uint32_t(t.kernels.size());
       t.kernels.push_back(r.details);
     }
+    if (r.collective) out.collectives.emplace_back(std::uint32_t(t.gpu.size()), *r.collective);
     t.gpu.push_back(g);
   }
   if (any_launch_span) t.gpu_launch_spans = std::move(launch_spans);

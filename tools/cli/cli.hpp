@@ -12,6 +12,7 @@
 #include <cuprof/cuprof.hpp>
 #include <cuprof/output/folded_stacks.hpp>
 
+#include "ranks.hpp"
 #include "report.hpp"
 #include "run_command.hpp"
 #include "terminal.hpp"
@@ -54,10 +55,12 @@ inline const char* main_help =
     "commands:\n"
     "  table TRACE [--sort KEY] [--rows N] [--group-by args] [--stats] [--kernels] [--wide]\n"
     "                      the key_averages().table() of the trace, in torch's layout\n"
-    "  insights TRACE      findings ranked by what they could save: the verdict (overhead-\n"
+    "  insights TRACE|DIR  findings ranked by what they could save: the verdict (overhead-\n"
     "                      or compute-bound), fusable elementwise chains, copies before\n"
     "                      GEMMs, step-to-step variation, cold start, launches, syncs,\n"
     "                      allocations in the loop, pageable copies, memory not freed\n"
+    "                      (DIR, or several traces: one per rank; the straggler, exposed\n"
+    "                      communication, clock offsets between hosts)\n"
     "  stacks TRACE [--metric M]\n"
     "                      the CUDA calls' stacks (with_stack) in flamegraph.pl's folded format\n"
     "  diff A B [--fail-above PCT [--metric gpu|cpu]]\n"
@@ -80,6 +83,10 @@ inline const char* table_help =
     "scopes and ops, CUDA runtime/driver calls, kernels/memcpys/memsets, and each\n"
     "scope's extent on the GPU, with Self/total CPU and CUDA time and # of Calls.\n"
     "TRACE - reads standard input.\n"
+    "\n"
+    "A directory (or several traces) of one trace per rank: a row per rank instead, with its\n"
+    "GPU time, compute, time in NCCL collectives, the part no compute hides (exposed), HTA's\n"
+    "comm/comp overlap, the time it waited for the last rank, and its collectives by kind.\n"
     "\n"
     "  --sort KEY   cpu_time, cuda_time, cpu_time_total, cuda_time_total,\n"
     "               self_cpu_time_total, self_cuda_time_total (device_ spellings too),\n"
@@ -116,6 +123,13 @@ inline const char* insights_help =
     "  - the GPU kernels by time, with what their names say\n"
     "Each finding gives its numbers and where it is (step, scope, lane, ts in the file's us).\n"
     "TRACE - reads standard input.\n"
+    "\n"
+    "DIR (or several traces): one trace per rank of a multi-GPU job (distributedInfo's rank;\n"
+    "files that are no trace skipped, a line each). Per rank: time in NCCL collectives by kind,\n"
+    "the communication no compute kernel hides (exposed) and HTA's comm/comp overlap; the\n"
+    "straggler: the rank that reaches the matched collectives last (the k-th of a kind on each\n"
+    "rank is one collective), its lateness per step and the others' waiting; each host's clock\n"
+    "offset from the collectives' end times, with its precision, subtracted before matching.\n"
     "\n"
     "  --kernels N  list at most N kernel names (default 15)\n"
     "  --format F   text (default), csv (the verdict, then the findings) or json (verdict,\n"
@@ -258,6 +272,36 @@ inline loaded_trace load(const std::string& path, const terminal& term, const st
   return standard_input ? read_trace_stream(stdin, "<stdin>", hook) : read_trace_file(path, hook);
 }
 
+// The traces named on the command line, directories replaced by their traces
+// (expand_inputs). A file found in a directory that is no trace is skipped
+// with a line on `err`; a directory without a trace is an error.
+inline std::vector<loaded_trace> load_traces(const std::vector<std::string>& positional, const terminal& term, std::string& err,
+                                             const std::string& command) {
+  if (std::count(positional.begin(), positional.end(), "-") > 1)
+    throw usage_error("standard input (-) can be given once", command);
+  const trace_inputs in = expand_inputs(positional, err);
+  std::vector<loaded_trace> traces;
+  for (std::size_t i = 0; i < in.paths.size(); ++i) {
+    if (!in.from_directory[i]) {
+      traces.push_back(load(in.paths[i], term, command));
+      continue;
+    }
+    try {
+      traces.push_back(load(in.paths[i], term, command));
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {  // cuprof::error's message names the file
+      err += "cuprof: skipped: " + detail::terminal_safe(detail::message_of(e)) + "\n";
+    }
+  }
+  if (traces.empty()) {
+    std::string dirs;
+    for (const std::string& p : positional) dirs += (dirs.empty() ? "" : ", ") + p;
+    throw error(dirs + ": no trace in the directory (a .json or .json.gz Chrome trace, one per rank)");
+  }
+  return traces;
+}
+
 inline std::string describe(const loaded_trace& lt) {
   const std::size_t steps = detail::steps_in(lt.t);
   std::string s = detail::terminal_safe(lt.source) + " (" + trace_format_name(lt.format) + ", " +
@@ -343,8 +387,7 @@ inline record_table table_records(const event_averages& avg, const table_options
 inline int table_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
   const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format", "group-by", "group-by-stack"},
                          {"stats", "kernels", "wide"}, "table");
-  if (p.positional.size() != 1)
-    throw usage_error(p.positional.empty() ? "missing the TRACE file" : "table takes one TRACE file", "table");
+  if (p.positional.empty()) throw usage_error("missing the TRACE file (or a directory of rank traces)", "table");
   const output_format format = format_of(p, "table");
   table_options o;
   o.row_limit = 100;
@@ -374,7 +417,12 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
   o.stats = option(p, "stats") != nullptr;
   if (option(p, "kernels")) o.describe_kernel = compact_kernel_name;
   if (!option(p, "wide")) o.line_width = term.stdout_columns;
-  const loaded_trace lt = load(p.positional[0], term, "table");
+  std::vector<loaded_trace> traces = load_traces(p.positional, term, err, "table");
+  if (traces.size() > 1) {
+    rank_table_output(traces, analyze_ranks(traces), format, out);
+    return exit_ok;
+  }
+  const loaded_trace lt = std::move(traces.front());
   const event_averages avg = key_averages(lt.t, grouping, stack_frames);
   if (stack_frames > 0 && lt.t.stacks.empty())
     err += "cuprof: " + detail::terminal_safe(lt.source) + ": no call stacks in the trace (record it with with_stack)\n";
@@ -423,17 +471,21 @@ inline std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-inline int insights_command(const std::vector<std::string>& args, std::string& out, const terminal& term) {
+inline int insights_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
   const parsed p = parse(args, 2, {"kernels", "format"}, {}, "insights");
-  if (p.positional.size() != 1)
-    throw usage_error(p.positional.empty() ? "missing the TRACE file" : "insights takes one TRACE file", "insights");
+  if (p.positional.empty()) throw usage_error("missing the TRACE file (or a directory of rank traces)", "insights");
   const output_format format = format_of(p, "insights");
   std::size_t kernel_rows = 15;
   if (const std::string* k = option(p, "kernels")) {
     const long v = rows_value(*k, "insights");
     kernel_rows = v < 0 ? std::size_t(-1) : std::size_t(v);
   }
-  const loaded_trace lt = load(p.positional[0], term, "insights");
+  std::vector<loaded_trace> traces = load_traces(p.positional, term, err, "insights");
+  if (traces.size() > 1) {
+    rank_insights_output(traces, analyze_ranks(traces), format, out);
+    return exit_ok;
+  }
+  const loaded_trace lt = std::move(traces.front());
   insights_options o;
   o.base_ns = lt.base_ns;
   const insights in = analyze(lt.t, o);
@@ -716,7 +768,7 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
       return exit_ok;
     }
     if (command == "table") return table_command(args, out, err, term);
-    if (command == "insights") return insights_command(args, out, term);
+    if (command == "insights") return insights_command(args, out, err, term);
     if (command == "stacks") return stacks_command(args, out, err, term);
     if (command == "diff") return diff_command(args, out, err, term);
     if (command == "run") return run_command(args, out, plan);

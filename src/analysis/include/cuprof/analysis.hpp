@@ -24,6 +24,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 // --- Kernel names -------------------------------------------------------------
@@ -422,6 +423,16 @@ enum class trace_format : std::uint8_t {
 // "cuprof trace", "torch.profiler trace", "Chrome trace".
 const char* trace_format_name(trace_format f);
 
+// What a collective kernel's args say, where the trace has them (torch's
+// record_param_comms names: "Collective name", "dtype", "In msg nelems",
+// "Out msg nelems", "Group size", and "bytes"); -1 and 0: not given.
+struct collective_args {
+  std::string name;  // "allreduce", "_allgather_base", ...
+  std::string dtype;
+  std::int64_t in_nelems = -1, out_nelems = -1, group_size = -1;
+  std::uint64_t bytes = 0;
+};
+
 struct loaded_trace {
   trace t;
   trace_format format = trace_format::chrome;
@@ -430,6 +441,9 @@ struct loaded_trace {
   std::size_t events = 0;                 // entries of traceEvents
   std::size_t used = 0;                   // of them, turned into spans, calls, GPU work, annotations, overhead
   std::size_t unmatched_annotations = 0;  // gpu_user_annotation events naming no known scope
+  std::int64_t rank = -1;                 // distributedInfo's rank as written; -1 without distributedInfo
+  // The kernels whose args name a collective: (index into t.gpu, the args), by index.
+  std::vector<std::pair<std::uint32_t, collective_args>> collectives;
 
   // A time of the model as the file writes it: microseconds after base_ns.
   double file_us(std::uint64_t ns) const { return ns >= base_ns ? double(ns - base_ns) / 1000.0 : 0.0; }
@@ -450,5 +464,136 @@ loaded_trace read_trace_file(const std::string& path, const read_progress& progr
 // Reads a trace from an open stream (standard input, a pipe): JSON, or gzip
 // recognised by its magic bytes, as a file. `source` names it in messages.
 loaded_trace read_trace_stream(std::FILE* f, const std::string& source, const read_progress& progress = {});
+
+}  // namespace cuprof
+
+// --- Several ranks ------------------------------------------------------------
+// A multi-GPU job's traces, one per rank (torchrun with NCCL): how much GPU
+// time each rank spends in collectives, how much of it no compute hides, which
+// rank reaches the collectives last, and how far the hosts' clocks are apart.
+//
+//   Collectives are kernels whose name contains "nccl" (HTA's rule); their
+//     kind from the args ("Collective name") where given, else from the name.
+//   Exposed communication: the union of a device's collective kernels minus
+//     the union of its other kernels (HTA's comm/comp overlap, per device).
+//   Matching: the k-th collective of a kind on each rank is the same
+//     collective (NCCL ranks issue collectives in one order); a rank's traces
+//     of one rank (repeat windows) are matched window by window, in time order.
+//   Clocks: a collective ends at nearly the same moment on every rank. Per
+//     host, offset = median(end - end of the reference rank), precision = the
+//     median absolute deviation of those differences; subtracted from that
+//     host's times before matching. Ranks of one host share a clock: their
+//     spread is measured, no offset applied.
+//   Straggler: the rank whose collective kernel starts last makes the others
+//     wait; its lateness is its start minus the next-to-last start, each other
+//     rank's wait its start to the last one's.
+
+namespace cuprof {
+
+// A kernel that does NCCL's communication: its name contains "nccl", any case.
+bool is_collective_kernel(std::string_view kernel_name);
+
+// "all-reduce", "all-gather", "reduce-scatter", "broadcast", "reduce",
+// "all-to-all", "send/recv", "barrier", from the args' name when given, else
+// from the kernel's name (ncclDevKernel_AllReduce_Sum_f32_RING_LL, older
+// ncclKernel_AllReduce_RING_LL_Sum_float); "collective" when neither says.
+std::string collective_kind(std::string_view kernel_name, const collective_args* args = nullptr);
+
+struct rank_options {
+  std::size_t max_items = 8;  // per finding list
+  // A rank is the straggler when it is last in at least this share of the matched collectives.
+  double straggler_share = 0.5;
+};
+
+struct collective_total {
+  std::string kind;
+  std::uint64_t count = 0, total_ns = 0, bytes = 0;  // bytes: where the args give them
+};
+
+// One rank, its windows (traces) together.
+struct rank_summary {
+  std::int64_t rank = 0;
+  std::string host;
+  std::vector<std::string> sources;  // its traces, in time order: window 0, 1, ...
+  std::uint64_t gpu_ns = 0;          // GPU work, each record's time (Self CUDA)
+  std::uint64_t compute_ns = 0;      // union of its non-collective kernels, per device
+  std::uint64_t collective_ns = 0;   // each collective kernel's time
+  std::uint64_t comm_ns = 0;         // union of its collective kernels, per device
+  std::uint64_t exposed_ns = 0;      // of comm_ns, with no compute kernel on the device
+  std::vector<collective_total> kinds;
+  std::size_t steps = 0;
+  std::uint64_t step_ns = 0;         // its steps' time (ProfilerStep#N spans)
+  std::uint64_t span_ns = 0;         // first to last GPU work: the window without steps
+  std::int64_t clock_offset_ns = 0;  // subtracted from its times before matching
+  // Matched collectives: those it reached last, its lateness in them, and the time it waited for the last rank.
+  std::size_t matched = 0, last = 0;
+  std::uint64_t late_ns = 0, wait_ns = 0;
+
+  // HTA's comm/comp overlap: the share of communication time that compute hides, in percent.
+  double overlap_pct() const { return comm_ns ? 100.0 * double(comm_ns - exposed_ns) / double(comm_ns) : 0.0; }
+  // Steps' time, or the window without steps: what waiting is a share of.
+  std::uint64_t basis_ns() const { return steps ? step_ns : span_ns; }
+};
+
+// A host's clock against the reference host's (the lowest rank's), or, for
+// the reference host, how closely its ranks' collective ends agree.
+struct clock_alignment {
+  std::string host;
+  std::vector<std::int64_t> ranks;
+  bool reference = false;       // the reference rank's host: one clock, no offset applied
+  std::int64_t offset_ns = 0;   // median(end - reference end); positive: ahead
+  std::uint64_t spread_ns = 0;  // median absolute deviation of the differences
+  std::size_t samples = 0;      // matched collective ends compared
+  bool applied = false;         // offset_ns was subtracted from its ranks' times
+};
+
+// Per step (ProfilerStep#N, window by window), or per collective kind without steps.
+struct straggler_group {
+  std::string name;  // "ProfilerStep#3", or the kind ("all-reduce")
+  std::size_t window = 0;
+  std::size_t collectives = 0;  // matched collectives in it
+  std::int64_t slowest = -1;    // the rank with the most lateness; -1: none was late
+  std::size_t last = 0;         // collectives the slowest reached last
+  std::uint64_t late_ns = 0;    // its lateness, summed
+  struct rank_part {
+    std::int64_t rank = 0;
+    std::size_t last = 0;        // collectives it reached last
+    std::uint64_t late_ns = 0;   // its lateness in them
+    std::uint64_t wait_ns = 0;   // the time it waited for the last rank
+    std::uint64_t basis_ns = 0;  // its step's time (per step), else its window's
+  };
+  std::vector<rank_part> ranks;  // every rank of the window, by rank
+};
+
+struct rank_report {
+  std::vector<rank_summary> ranks;  // by rank
+  std::size_t traces = 0, hosts = 1;
+  std::vector<clock_alignment> clocks;  // the reference host first
+  bool by_step = false;                 // groups are steps, else kinds
+  std::vector<straggler_group> groups;
+  std::size_t matched = 0;         // collectives matched across ranks
+  std::string matched_kinds;       // "all-reduces", or "collectives" when of several kinds
+  std::int64_t straggler = -1;     // the rank reported as the straggler; -1: none
+  std::vector<std::string> notes;  // what the matching could not do, windows grouped
+  std::vector<finding> findings;   // ranked by estimated saving
+  std::vector<std::string> summary;
+
+  const rank_summary* rank(std::int64_t r) const {
+    for (const rank_summary& s : ranks)
+      if (s.rank == r) return &s;
+    return nullptr;
+  }
+};
+
+// The traces of one job, one or more per rank (by distributedInfo's rank;
+// a trace without one is rank 0). Times are the traces' own (absolute: each
+// file's baseTimeNanoseconds added), corrected by the hosts' offsets.
+rank_report analyze_ranks(const std::vector<loaded_trace>& traces, const rank_options& options = {});
+
+// `cuprof insights DIR`: the ranks, clocks, stragglers per step, findings.
+std::string format_rank_insights(const rank_report& r);
+
+// `cuprof table DIR`: a row per rank (GPU, compute, collectives, exposed, overlap, waiting), then each rank's collectives by kind.
+std::string format_rank_table(const rank_report& r);
 
 }  // namespace cuprof
