@@ -43,7 +43,8 @@ void exposed_communication(rank_report& r, const rank_options& o) {
   f.cost_ns = exposed;
   f.cost_of = cost_base::gpu_time;
   f.saving_ns = exposed;
-  f.estimate = "at most the exposed time, if the collectives ran under compute, as DDP's bucketed all-reduce does during backward";
+  f.estimate =
+      "at most the exposed time, if the collectives ran under compute, as DDP's bucketed all-reduce does during backward";
   add_rank_finding(r, std::move(f), gpu);
 }
 
