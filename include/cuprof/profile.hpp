@@ -44,6 +44,7 @@ namespace detail::cupti {
 class tracer;
 }
 namespace detail {
+struct step_window;
 // Defined where the runtime is compiled (base/config.hpp). A program that makes a
 // profile without it fails to link, and the linker names this symbol.
 extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
@@ -122,6 +123,14 @@ class profile {
   export_result export_chrome_trace(const std::string& path, const export_options& options = {}) const;
 
  private:
+  // The environment's window opened at a step (CUPROF_START_STEP, runtime/autostart.hpp).
+  friend struct detail::step_window;
+  // Moves the running window's start (no schedule) to `ticks`, a clock reading
+  // already past: what was recorded before it is thrown away.
+  void restart_window_at(std::uint64_t ticks);
+  // stop(), the window ending at `end_ticks` (0: now), a clock reading already past.
+  void stop_at(std::uint64_t end_ticks);
+
   struct pending_window {
     std::unique_ptr<trace> collected;
     std::uint64_t start_ticks = 0;

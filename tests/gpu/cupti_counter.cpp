@@ -3,10 +3,11 @@
 // purpose: only CUPTI's activity API, as small as it can be.
 //
 // Loaded by CUDA itself through CUDA_INJECTION64_PATH=libcupti_counter.so; it
-// writes, at exit, to $CUPTI_COUNTER_OUT:
+// writes, at exit, to $CUPTI_COUNTER_OUT (a "%p" in it becomes the process id):
 //   {"kernels": {mangled name: count}, "memcpy": {"HtoD": count, ...},
 //    "memcpy_by_enum": {"1": count, ...}, "memset": N, "dropped": N,
-//    "contexts": N, "flushed_at_exit": true|false, "init_error": null|"what failed"}
+//    "contexts": N, "flushed_at_exit": true|false, "pid": N, "rank": $RANK or -1,
+//    "init_error": null|"what failed"}
 // With CUPTI_COUNTER_MEMORY=1 it also counts the program's allocations and
 // frees, CUPTI's MEMORY2 records by memory kind:
 //   "memory": {"Device": {"alloc": N, "free": N, "alloc_bytes": N}, ...}, "pool_records": N
@@ -39,6 +40,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <unistd.h>
 
 namespace {
 
@@ -218,11 +221,14 @@ void json_string(std::FILE* f, const std::string& s) {
 
 void write_json() {
   if (written.exchange(true)) return;
-  const char* path = std::getenv("CUPTI_COUNTER_OUT");
-  if (!path || !*path) return;
-  std::FILE* f = std::fopen(path, "w");
+  const char* out = std::getenv("CUPTI_COUNTER_OUT");
+  if (!out || !*out) return;
+  // "%p" is the process id: every process of a multi-process run (torchrun's ranks) writes its own.
+  std::string path = out;
+  if (const std::size_t at = path.find("%p"); at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
+  std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) {
-    std::fprintf(stderr, "cupti_counter: cannot write %s\n", path);
+    std::fprintf(stderr, "cupti_counter: cannot write %s\n", path.c_str());
     return;
   }
   std::lock_guard<std::mutex> lock(mu);
@@ -269,6 +275,9 @@ void write_json() {
     }
     std::fprintf(f, "}");
   }
+  // The rank a launcher (torchrun, MPI, Slurm) gave the process, -1 for none.
+  const char* rank = std::getenv("RANK");
+  std::fprintf(f, ", \"pid\": %d, \"rank\": %d", int(getpid()), rank && *rank ? std::atoi(rank) : -1);
   std::fprintf(f, ", \"init_error\": ");
   if (init_error) json_string(f, init_error);
   else std::fprintf(f, "null");

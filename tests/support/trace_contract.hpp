@@ -23,8 +23,11 @@ namespace cuprof_test {
 
 using json = nlohmann::json;
 
-constexpr std::uint64_t epoch = 1700000000500000000ull;  // window start, Unix-epoch ns
-constexpr std::uint64_t base = 1700000000000000000ull;   // whole seconds below it
+// The window starts half a second into a UTC day, so that the writer's base
+// (whole seconds below the first event; whole days for a rank of a
+// multi-process job, as this fixture's rank 3 of 4 is) is the same either way.
+constexpr std::uint64_t epoch = 1699920000500000000ull;  // window start, Unix-epoch ns
+constexpr std::uint64_t base = 1699920000000000000ull;   // whole days (and seconds) below it
 constexpr std::uint32_t pid = 4242;
 constexpr std::uint32_t tid_main = 4242, tid_worker = 4243, tid_bare = 4244;
 

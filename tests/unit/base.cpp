@@ -191,6 +191,37 @@ TEST_CASE(
   const environment_config fat = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TRACE_DETAIL", "full"}});
   CHECK(fat.export_with.detail == cuprof::trace_detail::kineto);
   CHECK(fat.problems == std::vector<std::string>{"CUPROF_TRACE_DETAIL=full is not kineto or lean; using kineto"});
+  // CUPROF_START_STEP, CUPROF_STEPS, CUPROF_STEP_RANGE.
+  const environment_config steps =
+      config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_START_STEP", "4"}, {"CUPROF_STEPS", "3"}, {"CUPROF_STEP_RANGE", "iter"}});
+  CHECK(steps.start_step == 4);
+  CHECK(steps.steps == 3);
+  CHECK(steps.step_range == "iter");
+  CHECK(steps.problems.empty());
+  CHECK(config({{"CUPROF_TRACE", "t.json"}}).start_step == -1);
+  const environment_config bad_steps =
+      config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_START_STEP", "-2"}, {"CUPROF_STEPS", "3"}, {"CUPROF_DELAY", "1"}});
+  CHECK(bad_steps.start_step == -1);
+  CHECK(bad_steps.steps == 0);
+  CHECK(bad_steps.delay_s == 1);
+  CHECK(bad_steps.problems ==
+        std::vector<std::string>{"CUPROF_START_STEP=-2 is not a whole number from 0 to 2^30; using none",
+                                 "CUPROF_STEPS needs CUPROF_START_STEP (the step the window opens at); ignored"});
+  const environment_config both = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_START_STEP", "0"}, {"CUPROF_DELAY", "1"}});
+  CHECK(both.start_step == 0);
+  CHECK(both.delay_s == 0);
+  CHECK(both.problems == std::vector<std::string>{"CUPROF_DELAY and CUPROF_START_STEP both given: the window opens at the step"});
+  // Which NVTX ranges are steps.
+  for (const char* yes : {"step", "step 3", "Step#3", "STEP_12", "step:4", "ProfilerStep#7", "step3"})
+    CHECK_MESSAGE(is_step_range(yes, ""), yes);
+  for (const char* no : {"steps", "stepper", "forward", "my step", "", "ste", "ProfilerStep"})
+    CHECK_FALSE_MESSAGE(is_step_range(no, ""), no);
+  CHECK(is_step_range("iter 5", "iter"));
+  CHECK(is_step_range("iter", "iter"));
+  CHECK_FALSE(is_step_range("Iter 5", "iter"));  // a given name is matched as written
+  CHECK_FALSE(is_step_range("iteration 5", "iter"));
+  CHECK_FALSE(is_step_range("step 5", "iter"));
+
   for (const char* seconds : {"inf", "1e999", "-1", " 1", "1 ", "0x10", "1e8", "5s", "infinity"})
     CHECK_MESSAGE(parse_seconds(seconds) == std::nullopt, seconds);
   CHECK(parse_seconds(".5") == 0.5);

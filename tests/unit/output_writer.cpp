@@ -1063,6 +1063,38 @@ TEST_CASE("chrome_trace_json: an empty trace is a valid document") {
   for (const json& e : doc["traceEvents"]) CHECK(e["ph"] == "M");
 }
 
+TEST_CASE("chrome_trace_json: the ranks of a job share one base; a lone process keeps whole seconds") {
+  constexpr std::uint64_t day = 86400ull * 1000000000ull;
+  // Two ranks whose windows start 1.2 s apart, across a second boundary.
+  const std::uint64_t start0 = 20000 * day + 3600ull * 1000000000ull + 900000000ull;
+  const std::uint64_t start1 = start0 + 1200000000ull;
+  auto written = [](std::uint64_t start, int rank, int world) {
+    cuprof::trace t;
+    t.meta.window_start_ns = start;
+    t.meta.rank = rank;
+    t.meta.world_size = world;
+    cuprof::cpu_span s;
+    s.start_ns = start + 1000;
+    s.end_ns = start + 5000;
+    s.name = t.names.intern("step");
+    t.spans.push_back(s);
+    return json::parse(cuprof::chrome_trace_json(t));
+  };
+  const json r0 = written(start0, 0, 2), r1 = written(start1, 1, 2);
+  CHECK(r0["baseTimeNanoseconds"].get<std::uint64_t>() == 20000 * day);
+  CHECK(r1["baseTimeNanoseconds"] == r0["baseTimeNanoseconds"]);
+  // So the gap between the ranks' first events is the gap between their ts.
+  const auto first_ts = [](const json& doc) {
+    for (const json& e : doc["traceEvents"])
+      if (e["ph"] == "X") return e["ts"].get<double>();
+    return -1.0;
+  };
+  CHECK(first_ts(r1) - first_ts(r0) == doctest::Approx(1200000.0));
+  // One process alone: the whole second below its first event, as Kineto rounds.
+  const json alone = written(start0, 0, 1);
+  CHECK(alone["baseTimeNanoseconds"].get<std::uint64_t>() == start0 - 900000000ull);
+}
+
 TEST_CASE("names with quotes, backslashes, control characters, invalid UTF-8 and 64 KiB") {
   struct named {
     std::string raw, expected;

@@ -214,6 +214,58 @@ TEST_CASE("CUPROF_TRACE autostart: start_environment_profile / finish_environmen
   CHECK(std::regex_search(said, std::regex(R"(test cases: +1 \| +1 passed)")));  // it ran
 }
 
+// CUPROF_START_STEP / CUPROF_STEPS: the window is steps 2 and 3 of six. Steps are
+// the NVTX ranges CUPTI would hand to cuprof's hook; here the hook is called as
+// CUPTI's NVTX callback calls it.
+TEST_CASE("[child] CUPROF_START_STEP") {
+  if (!cuprof_test::is_child_run()) return;
+  using namespace cuprof::detail;
+  temp_dir dir;
+  const std::string path = (dir.path / "steps.json").string();
+  const scoped_env activities("CUPROF_ACTIVITIES", "cpu");
+  const scoped_env trace("CUPROF_TRACE", path.c_str());
+  const scoped_env table("CUPROF_TABLE", "0");
+  const scoped_env first("CUPROF_START_STEP", "2");
+  const scoped_env count("CUPROF_STEPS", "2");
+  REQUIRE(start_environment_profile());
+  void (*hook)(const char*, std::size_t) = process().on_range_start.load();
+  const bool hooked = hook != nullptr;
+  REQUIRE(hooked);
+  for (int i = 0; i < 6; ++i) {
+    const std::string step = "step " + std::to_string(i);
+    hook("unrelated", 9);  // not a step
+    hook(step.c_str(), step.size());
+    const std::string work = "work " + std::to_string(i);
+    cuprof::record_function scope{std::string_view(work)};
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the window's thread wakes between steps
+  }
+  // Written by the window's thread when step 4 started: the hook is gone, the file there.
+  for (int i = 0; i < 200 && process().on_range_start.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool unhooked = process().on_range_start.load() == nullptr;
+  CHECK(unhooked);
+  json doc;
+  REQUIRE_NOTHROW(doc = json::parse(slurp(path)));
+  std::set<std::string> names;
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
+  std::string listed;
+  for (const std::string& n : names) listed += n + "; ";
+  CAPTURE(listed);
+  CHECK(names == std::set<std::string>{"work 2", "work 3"});
+  return;
+}
+
+TEST_CASE("CUPROF_START_STEP: the window is the steps asked for, opened and written by the step ranges") {
+  temp_dir dir;
+  const std::string output = (dir.path / "child.txt").string();
+  const int rc = cuprof_test::run_child_case("[child] CUPROF_START_STEP", {}, output);
+  const std::string said = slurp(output);
+  CAPTURE(said);
+  CHECK(rc == 0);
+  CHECK(said.find("Status: SUCCESS!") != std::string::npos);
+  CHECK(std::regex_search(said, std::regex(R"(test cases: +1 \| +1 passed)")));
+}
+
 // --- Exit and fork ----------------------------------------------------------------
 
 // The child half of the next test: does nothing unless started by it.

@@ -665,8 +665,9 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
 
 inline int run_command(const std::vector<std::string>& args, std::string& out, launch_plan& plan) {
   std::size_t i = 2;
-  std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration, detail_level;
-  bool table = true, nvtx = true, dry_run = false, memory = false, stacks = false;
+  std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration, detail_level, start_step, steps,
+              step_range;
+  bool table = true, nvtx = true, dry_run = false, memory = false, stacks = false, trace_launcher = false;
   const auto value = [&](const std::string& name) -> std::string {
     if (i + 1 >= args.size()) throw usage_error("option " + name + " needs a value", "run");
     return args[++i];
@@ -679,8 +680,12 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     else if (a == "--delay") delay = value(a);
     else if (a == "--duration") duration = value(a);
     else if (a == "--detail") detail_level = value(a);
+    else if (a == "--start-step") start_step = value(a);
+    else if (a == "--steps") steps = value(a);
+    else if (a == "--step-range") step_range = value(a);
     else if (a == "--memory") memory = true;
     else if (a == "--stacks") stacks = true;
+    else if (a == "--trace-launcher") trace_launcher = true;
     else if (a == "--no-table") table = false;
     else if (a == "--no-nvtx") nvtx = false;
     else if (a == "--dry-run") dry_run = true;
@@ -693,6 +698,15 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     if (!seconds->empty() && !detail::parse_seconds(seconds->c_str()))
       throw usage_error(
           std::string(name) + " takes a number of seconds from 0 to 1e7, not '" + detail::terminal_safe(*seconds) + "'", "run");
+  for (const auto& [name, number] :
+       {std::pair<const char*, const std::string*>{"--start-step", &start_step}, {"--steps", &steps}})
+    if (!number->empty() && !detail::parse_env_int(number->c_str()))
+      throw usage_error(std::string(name) + " takes a whole number from 0 to 2^30, not '" + detail::terminal_safe(*number) + "'",
+                        "run");
+  if (!steps.empty() && start_step.empty()) throw usage_error("--steps needs --start-step (the step the window opens at)", "run");
+  if (!start_step.empty() && !delay.empty())
+    throw usage_error("--start-step and --delay both choose when the window opens", "run");
+  if (!step_range.empty() && start_step.empty()) throw usage_error("--step-range needs --start-step", "run");
   if (!detail_level.empty() && !detail::parse_lean_trace(detail_level.c_str()))
     throw usage_error("--detail takes kineto or lean, not '" + detail::terminal_safe(detail_level) + "'", "run");
   const std::string library = find_injection_library(inject);
@@ -711,10 +725,14 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!activities.empty()) plan.environment.emplace_back("CUPROF_ACTIVITIES", activities);
   if (!delay.empty()) plan.environment.emplace_back("CUPROF_DELAY", delay);
   if (!duration.empty()) plan.environment.emplace_back("CUPROF_DURATION", duration);
+  if (!start_step.empty()) plan.environment.emplace_back("CUPROF_START_STEP", start_step);
+  if (!steps.empty()) plan.environment.emplace_back("CUPROF_STEPS", steps);
+  if (!step_range.empty()) plan.environment.emplace_back("CUPROF_STEP_RANGE", step_range);
   if (!detail_level.empty()) plan.environment.emplace_back("CUPROF_TRACE_DETAIL", detail_level);
   if (!table) plan.environment.emplace_back("CUPROF_TABLE", "0");
   if (memory) plan.environment.emplace_back("CUPROF_MEMORY", "1");
   if (stacks) plan.environment.emplace_back("CUPROF_STACKS", "1");
+  if (trace_launcher) plan.environment.emplace_back("CUPROF_TRACE_LAUNCHER", "1");
   // NVTX reads this once, at the program's first NVTX call: it must be set
   // before the program starts. The injection library hands NVTX to the
   // libcupti cuprof traces with, also when the program brings its own copy

@@ -17,7 +17,11 @@
 #include <cuprof/cupti/libraries.hpp>
 #include <cuprof/runtime/autostart.hpp>
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -28,9 +32,14 @@
 
 extern "C" __attribute__((visibility("hidden"))) const bool cuprof_started_by_injection = true;
 
+namespace {
+void mark_traced_in_run();
+}
+
 CUPROF_EXPORT int InitializeInjection(void) {
   static std::once_flag once;
   std::call_once(once, [] {
+    mark_traced_in_run();
     auto& inside = cuprof::detail::process().inside_cuda_init;
     inside.store(true);
     cuprof::detail::start_environment_profile(/*injected=*/true);
@@ -55,6 +64,75 @@ CUPROF_EXPORT int InitializeInjectionNvtx2(nvtx_get_export_table get_export_tabl
 
 namespace {
 
+// A launcher (torchrun, mpirun, a shell script) that `cuprof run` started
+// uses no GPU itself; the processes it starts do. Each of them is traced and
+// writes its own trace; the launcher's CPU-only trace would only add a file
+// named like a rank and a table printed among the ranks' output. So the
+// process `cuprof run` started makes a private directory (CUPROF_RUN_DIR,
+// inherited by everything it starts), every process of the run that
+// initialises CUDA leaves its pid there, and the first process, if it never
+// initialised CUDA, writes nothing when it finds one (CUPROF_TRACE_LAUNCHER=1,
+// `cuprof run --trace-launcher`, keeps its trace).
+std::string& run_directory() {
+  static std::string* dir = new std::string;  // read by an exit handler
+  return *dir;
+}
+
+// The run's directory if it is one this user made for itself (a directory,
+// not a link, owned by this user, closed to others): the variable is inherited
+// and could name anything.
+const char* own_run_directory() {
+  const char* dir = std::getenv("CUPROF_RUN_DIR");
+  struct stat st {};
+  if (!dir || *dir != '/' || ::lstat(dir, &st) != 0) return nullptr;
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) return nullptr;
+  return dir;
+}
+
+void mark_traced_in_run() {
+  const char* dir = own_run_directory();
+  if (!dir) return;
+  const std::string mark = std::string(dir) + "/" + std::to_string(::getpid());
+  const int fd = ::open(mark.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+}
+
+// Removes the run's directory and says how many other processes of the run
+// initialised CUDA. Only pid-named entries are counted and removed.
+int close_run_directory() {
+  std::string& dir = run_directory();
+  if (dir.empty()) return 0;
+  int traced = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    const std::string self = std::to_string(::getpid());
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      traced += name != self;
+      ::unlinkat(::dirfd(d), name.c_str(), 0);
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+  dir.clear();
+  return traced;
+}
+
+// Named after the process, so that a program the first process exec's (a
+// shell script's last command) keeps the directory rather than leaving it behind.
+void open_run_directory() {
+  const std::string prefix = "/cuprof-run." + std::to_string(::getpid()) + ".";
+  if (const char* dir = own_run_directory(); dir && std::string(dir).find(prefix) != std::string::npos) {
+    run_directory() = dir;
+    return;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + prefix + "XXXXXX";
+  if (!::mkdtemp(path.data())) return;  // no directory: the launcher's trace is written as before
+  run_directory() = path;
+  ::setenv("CUPROF_RUN_DIR", path.c_str(), 1);
+}
+
 // Whether any copy of cuprof started the environment's profile in this
 // process (the program may include cuprof too); set by start_environment_profile.
 bool traced_here() {
@@ -71,7 +149,16 @@ bool started_by_cuprof_run() {
 // At exit of that process, when CUDA was never traced: the CPU-only trace
 // and one line saying why.
 void trace_untraced_program() {
+  const int traced_children = close_run_directory();
   if (!started_by_cuprof_run() || traced_here()) return;
+  const char* keep = std::getenv("CUPROF_TRACE_LAUNCHER");
+  if (traced_children > 0 && !(keep && std::string(keep) == "1")) {
+    cuprof::detail::log_line("this process (" + cuprof::detail::terminal_safe(cuprof::detail::process_name()) + ", pid " +
+                             std::to_string(::getpid()) + ") used no GPU and started " + std::to_string(traced_children) +
+                             " traced process" + (traced_children == 1 ? "" : "es") +
+                             ": no trace of its own (--trace-launcher keeps one)");
+    return;
+  }
   const bool driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) || ::dlopen("libcuda.so.1", RTLD_LAZY);
   cuprof::detail::log_line(std::string("CUDA tracing is off: ") +
                            (driver ? "the program never initialised CUDA" : "no CUDA driver (libcuda.so.1 not found)") +
@@ -84,7 +171,9 @@ void trace_untraced_program() {
 // it runs after every other exit handler, CUDA's teardown included. Processes
 // the program starts inherit LD_PRELOAD; they are not its business.
 __attribute__((constructor)) void when_preloaded() {
-  if (started_by_cuprof_run()) std::atexit(&trace_untraced_program);
+  if (!started_by_cuprof_run()) return;
+  open_run_directory();
+  std::atexit(&trace_untraced_program);
 }
 
 }  // namespace

@@ -115,6 +115,12 @@ inline env_setting<double> read_seconds(const char* name, const char* text) {
   return read_setting(name, text, parse_seconds(text), 0.0, "a number of seconds from 0 to 1e7", "0");
 }
 
+// CUPROF_START_STEP and CUPROF_STEPS: a step's number or a count of steps.
+inline env_setting<int> read_step_number(const char* name, const char* text, int fallback) {
+  return read_setting(name, text, parse_env_int(text), fallback, "a whole number from 0 to 2^30",
+                      fallback < 0 ? std::string("none") : std::to_string(fallback));
+}
+
 inline env_setting<bool> read_lean_trace(const char* text) {
   return read_setting("CUPROF_TRACE_DETAIL", text, parse_lean_trace(text), false, "kineto or lean", "kineto");
 }

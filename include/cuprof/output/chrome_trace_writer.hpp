@@ -194,8 +194,16 @@ struct chrome_trace_layout {
       for (const overhead_span& o : t.overhead) lo = std::min(lo, o.start_ns);
     if (lo == UINT64_MAX) return 0;  // nothing timed
     if (lo > 0) lo -= 1;             // room for the 1 ns lead of GPU annotations
-    return lo - lo % 1000000000ull;  // whole seconds, as Kineto rounds its base
+    return lo - lo % base_rounding_ns(t.meta.world_size);
   }
+
+  // Whole seconds, as Kineto rounds its base. A rank of a multi-process job
+  // rounds down to the UTC day instead, so that every rank of the job writes
+  // the same base: HTA aligns ranks by their smallest "ts" and ignores the
+  // base, and rank windows starting a second apart would otherwise be shifted
+  // by a second against each other. "ts" then stays below 8.64e10 us, which a
+  // double holds to a few picoseconds.
+  static std::uint64_t base_rounding_ns(int world_size) { return world_size > 1 ? 86400ull * 1000000000ull : 1000000000ull; }
 
   // CUPTI's overhead records from several threads overlap: each goes on the
   // first lane of the overhead process that is free at its start.
@@ -731,14 +739,6 @@ class chrome_trace_writer {
         else append_int(out_, where.stream);
         next_key(schema::arg_correlation);
         append_int(out_, g.correlation);
-        out_ += "}}";
-        break;
-      }
-    }
-    if (linked && !v2) flow('f', flow_id(g.correlation, l_.flow_ordinal(i)), where.device, tid, g.start_ns);
-  }
-
-  void overhead_event(std::size_t i) {
         if (const event_wait* w = t_.wait_of(g)) {  // what an event sync or a stream's wait waited for, as Kineto writes it
           const auto id = [&](std::string_view k, std::uint32_t v) {
             next_key(k);
@@ -749,6 +749,14 @@ class chrome_trace_writer {
           id(schema::arg_wait_on_record_correlation, w->record_correlation);
           id(schema::arg_wait_on_event, w->event);
         }
+        out_ += "}}";
+        break;
+      }
+    }
+    if (linked && !v2) flow('f', flow_id(g.correlation, l_.flow_ordinal(i)), where.device, tid, g.start_ns);
+  }
+
+  void overhead_event(std::size_t i) {
     const overhead_span& o = t_.overhead[i];
     complete(schema::cat_overhead, escaped_name(o.name), overhead_pid, l_.overhead_lane[i], std::max(o.start_ns, base_ns_),
              o.end_ns);

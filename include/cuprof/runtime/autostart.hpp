@@ -11,6 +11,10 @@
 //   CUPROF_ACTIVITIES=cpu  CPU only (default cpu,cuda)
 //   CUPROF_DELAY=S         start recording S seconds after start-up
 //   CUPROF_DURATION=S      stop after S seconds of recording and write the trace then
+//   CUPROF_START_STEP=N    open the window when the program's step N starts (steps counted from 0
+//                          as NVTX ranges named "step ..." or "ProfilerStep#...", or CUPROF_STEP_RANGE)
+//   CUPROF_STEPS=K         with CUPROF_START_STEP: write the trace when step N+K starts
+//   CUPROF_STEP_RANGE=NAME the NVTX range that marks a step: NAME, alone or followed by a non-letter
 //   CUPROF_TRACE_DETAIL=lean  GPU records without launch configuration (default kineto)
 //   CUPROF_STACKS=1        native call stacks at CUDA calls (profile_options::with_stack)
 #pragma once
@@ -25,8 +29,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +64,9 @@ struct environment_config {
   bool profile_memory = false;  // CUPROF_MEMORY: allocations and frees too
   double delay_s = 0;           // 0: from start-up
   double duration_s = 0;        // 0: until exit
+  int start_step = -1;          // CUPROF_START_STEP; -1: the window does not wait for a step
+  int steps = 0;                // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
+  std::string step_range;       // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
   export_options export_with;
   std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
 };
@@ -115,7 +124,36 @@ inline environment_config read_environment(const std::function<const char*(const
   c.delay_s = use(read_seconds("CUPROF_DELAY", env("CUPROF_DELAY")));
   c.duration_s = use(read_seconds("CUPROF_DURATION", env("CUPROF_DURATION")));
   if (use(read_lean_trace(env("CUPROF_TRACE_DETAIL")))) c.export_with.detail = trace_detail::lean;
+  c.start_step = use(read_step_number("CUPROF_START_STEP", env("CUPROF_START_STEP"), -1));
+  c.steps = use(read_step_number("CUPROF_STEPS", env("CUPROF_STEPS"), 0));
+  if (const char* r = env("CUPROF_STEP_RANGE")) c.step_range = r;
+  if (c.start_step >= 0 && c.delay_s > 0) {
+    c.problems.push_back("CUPROF_DELAY and CUPROF_START_STEP both given: the window opens at the step");
+    c.delay_s = 0;
+  }
+  if (c.start_step < 0 && c.steps > 0) {
+    c.problems.push_back("CUPROF_STEPS needs CUPROF_START_STEP (the step the window opens at); ignored");
+    c.steps = 0;
+  }
   return c;
+}
+
+// Whether an NVTX range's message marks a program step: `name` alone or
+// followed by something other than a letter ("step 3", "step#3", "step_3"),
+// or, with no name given, "step" in any case so followed, or "ProfilerStep#".
+inline bool is_step_range(std::string_view message, std::string_view name) {
+  const auto starts_word = [&message](std::string_view word, bool any_case) {
+    if (message.size() < word.size()) return false;
+    for (std::size_t i = 0; i < word.size(); ++i) {
+      const char a = message[i], b = word[i];
+      if (a != b && !(any_case && (a | 0x20) == b)) return false;
+    }
+    if (message.size() == word.size()) return true;
+    const char next = char(message[word.size()] | 0x20);
+    return next < 'a' || next > 'z';
+  };
+  if (!name.empty()) return starts_word(name, false);
+  return starts_word("step", true) || message.substr(0, 13) == "ProfilerStep#";
 }
 
 // The process-wide profile the environment asked for, and its settings.
@@ -127,6 +165,14 @@ struct environment_session {
   std::unique_ptr<trace_directory> directory;  // the trace's, held from start; null: it was not there then
   std::uint32_t owner_pid = 0;
   pid_t owner_session = 0;  // a child in another session has left its parent: daemon()
+  // CUPROF_START_STEP: the steps' ranges seen, and the start of the latest up
+  // to step N (clock ticks), published by the NVTX hook to the window's thread.
+  std::atomic<int> steps_seen{0};
+  std::atomic<std::uint64_t> latest_step_ticks{0};
+  std::atomic<std::uint64_t> end_step_ticks{0};  // the start of step N+K (CUPROF_STEPS), where the window ends
+  std::atomic<bool> window_open{false};
+  std::mutex step_mutex;  // for step_signal only: the hook never takes it
+  std::condition_variable step_signal;
 };
 
 // The trace path as the process will write it. Made absolute at start, so a
@@ -154,6 +200,41 @@ inline environment_session& environment() {
 
 inline profile* environment_profile() { return environment().prof; }
 
+// CUPROF_START_STEP: the window opens where step N's NVTX range starts. The
+// profile records from start-up (CUPTI must be attached for NVTX's callbacks
+// to reach cuprof); the hook, on the program's thread inside its NVTX call,
+// only counts the step and publishes when it started; this thread then moves
+// the window's start there, throwing away what came before (after every step
+// before N as well, so that what waits for the window stays one step's worth).
+// The trace is written when step N+K starts (CUPROF_STEPS), after
+// CUPROF_DURATION, or at exit.
+struct step_window {
+  // The range's own start is stamped by CUPTI just before the hook runs: the
+  // window opens this many ticks earlier (about 10 us on the TSC, 20 on
+  // nanosecond ticks) so that the step's range is in it.
+  static constexpr std::uint64_t lead_ticks = 20000;
+
+  static void on_range(const char* message, std::size_t length) noexcept {
+    environment_session& s = environment();
+    if (!is_step_range(std::string_view(message, length), s.config.step_range)) return;
+    const std::uint64_t now = now_ticks();
+    // Steps after N leave the start alone: the thread may wake after several.
+    const int step = s.steps_seen.load(std::memory_order_relaxed);
+    if (step <= s.config.start_step)
+      s.latest_step_ticks.store(now > lead_ticks ? now - lead_ticks : 0, std::memory_order_relaxed);
+    else if (s.config.steps > 0 && step == s.config.start_step + s.config.steps)
+      s.end_step_ticks.store(now, std::memory_order_relaxed);  // no lead: the previous step's range ended before
+    s.steps_seen.fetch_add(1, std::memory_order_release);
+    s.step_signal.notify_one();
+  }
+
+  // The trace's window ends where step N+K started, when it did.
+  static void stop(profile& p, environment_session& s) { p.stop_at(s.end_step_ticks.load(std::memory_order_relaxed)); }
+
+  // The window's thread. A plain function, as every thread cuprof starts (see run_environment_window).
+  static void run(profile* p);
+};
+
 // Stops recording and writes the trace and table, once, in the process that
 // started it (a forked child inherits the exit handler but must not write).
 // The profile is left allocated: other exit handlers may still run scopes.
@@ -165,13 +246,23 @@ inline void write_environment_trace(environment_session& s) {
   process().environment_profile_claimed.store(false);
   const char* root = std::getenv("CUPROF_ROOT_PID");
   if (root && std::to_string(s.owner_pid) == root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
+  if (s.config.start_step >= 0) process().on_range_start.store(nullptr, std::memory_order_relaxed);
   if (!p->running()) {
     log_line("recording never started (CUPROF_DELAY=" + std::to_string(s.config.delay_s) +
              " s is longer than the run): no trace written, '" + terminal_safe(s.config.trace_path) + "' left as it was");
     return;
   }
-  try {
+  if (s.config.start_step >= 0 && !s.window_open.load()) {
     p->stop();
+    const int seen = s.steps_seen.load();
+    log_line("the window never opened: CUPROF_START_STEP=" + std::to_string(s.config.start_step) + " but the program ran " +
+             std::to_string(seen) + " step" + (seen == 1 ? "" : "s") +
+             " (NVTX ranges named as CUPROF_STEP_RANGE says); no trace written, '" + terminal_safe(s.config.trace_path) +
+             "' left as it was");
+    return;
+  }
+  try {
+    step_window::stop(*p, s);
     if (s.directory) cuprof::export_chrome_trace(p->last_trace(), *s.directory, s.config.trace_path, s.config.export_with);
     else p->export_chrome_trace(s.config.trace_path, s.config.export_with);
     if (s.config.print_table) write_stderr(p->key_averages().table("self_cuda_time_total", 30));
@@ -235,6 +326,40 @@ inline void run_environment_window(profile* p, double delay, double duration) {
   }
 }
 
+inline void step_window::run(profile* p) {
+  environment_session& e = environment();
+  const environment_config& c = e.config;
+  int handled = 0;
+  std::chrono::steady_clock::time_point opened{};
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> wait(e.step_mutex);
+      e.step_signal.wait_for(wait, std::chrono::milliseconds(20),
+                             [&] { return e.steps_seen.load(std::memory_order_acquire) != handled; });
+    }
+    const int seen = e.steps_seen.load(std::memory_order_acquire);
+    const bool timed_out = e.window_open.load() && c.duration_s > 0 &&
+                           std::chrono::steady_clock::now() - opened >= std::chrono::duration<double>(c.duration_s);
+    if (seen == handled && !timed_out) continue;
+    handled = seen;
+    std::lock_guard<std::mutex> l(e.mutex);
+    if (e.prof != p) return;    // written meanwhile (exit, a signal)
+    const int step = seen - 1;  // the latest step that started, counted from 0
+    if (timed_out || (e.window_open.load() && c.steps > 0 && step >= c.start_step + c.steps)) {
+      write_environment_trace(e);
+      break;
+    }
+    if (!e.window_open.load()) {
+      p->restart_window_at(e.latest_step_ticks.load(std::memory_order_relaxed));
+      if (step >= c.start_step) {
+        e.window_open.store(true);
+        opened = std::chrono::steady_clock::now();
+      }
+    }
+  }
+  raise_remembered_signal();
+}
+
 // Starts the environment's profile if it asks for one. `injected`: called by
 // the injection library from inside cuInit.
 inline bool start_environment_profile(bool injected = false) {
@@ -279,7 +404,10 @@ inline bool start_environment_profile(bool injected = false) {
   if (!process().abnormal_exits_handled.exchange(true))
     handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending);
   if (s.config.delay_s == 0) s.prof->start();
-  if (s.config.delay_s > 0 || s.config.duration_s > 0) {
+  if (s.config.start_step >= 0) {
+    process().on_range_start.store(&step_window::on_range, std::memory_order_relaxed);
+    std::thread(&step_window::run, s.prof).detach();
+  } else if (s.config.delay_s > 0 || s.config.duration_s > 0) {
     std::thread(&run_environment_window, s.prof, s.config.delay_s, s.config.duration_s).detach();
   }
   return true;

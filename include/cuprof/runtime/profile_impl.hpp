@@ -72,10 +72,13 @@ void profile::start() {
   open_step_scope();
 }
 
-void profile::stop() {
+void profile::stop() { stop_at(0); }
+
+void profile::stop_at(std::uint64_t end_ticks) {
   if (!running_ || refused_in_handler("stop()")) return;
   close_step_scope();
-  transition(action_, profiler_action::none, detail::now_ticks());
+  const std::uint64_t now = detail::now_ticks();
+  transition(action_, profiler_action::none, end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now);
   if (tracer_) {
     tracer_->sync_devices();
     tracer_->flush(true);
@@ -204,6 +207,17 @@ void profile::transition(profiler_action from, profiler_action to, std::uint64_t
     window_start_ = now;
   }
   if (!detail::records(to) && pending_.empty() && tracer_) tracer_->disable();
+}
+
+void profile::restart_window_at(std::uint64_t ticks) {
+  if (!running_ || options_.schedule || !detail::is_active(action_) || ticks <= window_start_) return;
+  detail::discard_cpu_spans(ticks);
+  if (tracer_)
+    tracer_->with_store([&](detail::cupti::record_store& s) {
+      s.discard_before(ticks);
+      return 0;
+    });
+  window_start_ = ticks;
 }
 
 void profile::end_window(std::uint64_t now) {
