@@ -55,6 +55,17 @@ ARG_SYNC_KIND = "cuda_sync_kind"
 ARG_WAIT_ON_STREAM = "wait_on_stream"
 ARG_WAIT_ON_RECORD_CORRELATION = "wait_on_cuda_event_record_corr_id"
 ARG_WAIT_ON_EVENT = "wait_on_cuda_event_id"
+# An NCCL call's args, on its NVTX range and its kernels (torch's record_param_comms names first).
+ARG_COLLECTIVE_NAME = "Collective name"
+ARG_COLLECTIVE_DTYPE = "dtype"
+ARG_IN_MSG_NELEMS = "In msg nelems"
+ARG_OUT_MSG_NELEMS = "Out msg nelems"
+ARG_GROUP_SIZE = "Group size"
+ARG_PROCESS_GROUP_NAME = "Process Group Name"
+ARG_COLLECTIVE_RANK = "Rank"
+ARG_REDUCTION_OP = "Reduction op"
+ARG_COLLECTIVE_ROOT = "Root"
+ARG_COLLECTIVE_PEER = "Peer"
 ARG_REGISTERS_PER_THREAD = "registers per thread"
 ARG_SHARED_MEMORY = "shared memory"  # static and dynamic, per block; absent: 0
 ARG_GRID = "grid"
@@ -98,6 +109,9 @@ KEY_HOST_NAME = "host_name"
 KEY_DISTRIBUTED_INFO = "distributedInfo"
 KEY_RANK = "rank"
 KEY_WORLD_SIZE = "world_size"
+KEY_BACKEND = "backend"
+KEY_NCCL_VERSION = "nccl_version"
+KEY_PG_COUNT = "pg_count"
 KEY_PROFILE_MEMORY = "profile_memory"  # 1: allocations were recorded
 
 # deviceProperties: one object per device.

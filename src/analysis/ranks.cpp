@@ -117,7 +117,8 @@ std::uint32_t step_of_span(const trace& t, std::uint32_t s) {
 
 // The ProfilerStep a GPU record belongs to: its launching scope's, else the
 // step open on its launching call's thread, else the step whose GPU extent
-// (the file's gpu_user_annotation) holds it.
+// (the file's gpu_user_annotation) holds it, else the step running on any
+// thread when its call started.
 std::uint32_t step_of(const window& w, const gpu_activity& g) {
   const trace& t = w.lt->t;
   std::uint32_t s = step_of_span(t, launching_span(t, g));
@@ -132,6 +133,11 @@ std::uint32_t step_of(const window& w, const gpu_activity& g) {
     if (a.span != no_index && t.spans[a.span].is_step && a.device == lane.device && a.start_ns <= g.start_ns &&
         g.start_ns < a.end_ns)
       return a.span;
+  // Launched from a thread the steps are not on (DDP's all-reduces come from autograd's thread): the
+  // step that was running when its call started.
+  const std::uint64_t at = g.api != no_index ? t.api_calls[g.api].start_ns : g.start_ns;
+  for (std::uint32_t st : w.steps)
+    if (t.spans[st].start_ns <= at && at < t.spans[st].end_ns) return st;
   return no_index;
 }
 

@@ -78,19 +78,8 @@ std::string& run_directory() {
   return *dir;
 }
 
-// The run's directory if it is one this user made for itself (a directory,
-// not a link, owned by this user, closed to others): the variable is inherited
-// and could name anything.
-const char* own_run_directory() {
-  const char* dir = std::getenv("CUPROF_RUN_DIR");
-  struct stat st {};
-  if (!dir || *dir != '/' || ::lstat(dir, &st) != 0) return nullptr;
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) return nullptr;
-  return dir;
-}
-
 void mark_traced_in_run() {
-  const char* dir = own_run_directory();
+  const char* dir = cuprof::detail::run_directory();
   if (!dir) return;
   const std::string mark = std::string(dir) + "/" + std::to_string(::getpid());
   const int fd = ::open(mark.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -122,7 +111,7 @@ int close_run_directory() {
 // shell script's last command) keeps the directory rather than leaving it behind.
 void open_run_directory() {
   const std::string prefix = "/cuprof-run." + std::to_string(::getpid()) + ".";
-  if (const char* dir = own_run_directory(); dir && std::string(dir).find(prefix) != std::string::npos) {
+  if (const char* dir = cuprof::detail::run_directory(); dir && std::string(dir).find(prefix) != std::string::npos) {
     run_directory() = dir;
     return;
   }
@@ -154,8 +143,8 @@ void trace_untraced_program() {
   const char* keep = std::getenv("CUPROF_TRACE_LAUNCHER");
   if (traced_children > 0 && !(keep && std::string(keep) == "1")) {
     cuprof::detail::log_line("this process (" + cuprof::detail::terminal_safe(cuprof::detail::process_name()) + ", pid " +
-                             std::to_string(::getpid()) + ") used no GPU and started " + std::to_string(traced_children) +
-                             " traced process" + (traced_children == 1 ? "" : "es") +
+                             std::to_string(::getpid()) + ") put no work on a GPU and started " +
+                             std::to_string(traced_children) + " traced process" + (traced_children == 1 ? "" : "es") +
                              ": no trace of its own (--trace-launcher keeps one)");
     return;
   }

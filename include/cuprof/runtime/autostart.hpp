@@ -27,8 +27,11 @@
 #include "../output/file_sink.hpp"
 #include "../profile.hpp"
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -193,6 +196,45 @@ inline std::string resolve_trace_path(std::string path, std::uint32_t pid, const
   return path;
 }
 
+// `cuprof run`'s directory for the processes of one run (CUPROF_RUN_DIR, made
+// by the first process, tools/inject/inject.cpp): each process of the run that
+// initialises CUDA leaves a file named by its pid there. Null unless it is a
+// directory (not a link) this user made for itself, closed to others: the
+// variable is inherited and could name anything.
+inline const char* run_directory() {
+  const char* dir = std::getenv("CUPROF_RUN_DIR");
+  struct stat st {};
+  if (!dir || *dir != '/' || ::lstat(dir, &st) != 0) return nullptr;
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) return nullptr;
+  return dir;
+}
+
+// How many other processes of this run initialised CUDA.
+inline int other_traced_processes() {
+  const char* dir = run_directory();
+  DIR* d = dir ? ::opendir(dir) : nullptr;
+  if (!d) return 0;
+  int n = 0;
+  const std::string self = std::to_string(::getpid());
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    n += !name.empty() && name.find_first_not_of("0123456789") == std::string::npos && name != self;
+  }
+  ::closedir(d);
+  return n;
+}
+
+// A launcher (torchrun, mpirun, a script) that `cuprof run` started: it
+// initialised CUDA perhaps (torchrun asks how many GPUs there are) but put no
+// work on a GPU, and processes it started were traced. Its CPU-only trace
+// would only add a file named like a rank and a table among the ranks'
+// output: it writes nothing, unless CUPROF_TRACE_LAUNCHER=1 (--trace-launcher).
+inline bool is_untraced_launcher(const trace& t, bool run_root) {
+  if (!run_root || !t.gpu.empty() || !t.memory.empty()) return false;
+  const char* keep = std::getenv("CUPROF_TRACE_LAUNCHER");
+  return !(keep && std::string(keep) == "1") && other_traced_processes() > 0;
+}
+
 inline environment_session& environment() {
   static environment_session* s = new environment_session;  // outlives exit handlers
   return *s;
@@ -228,6 +270,27 @@ struct step_window {
     s.step_signal.notify_one();
   }
 
+  // The program's steps in the window as torch.profiler's ProfilerStep#N spans
+  // (numbered from the step the window opened at), beside the NVTX ranges
+  // that mark them: HTA and cuprof's own step analyses find iterations by them.
+  static void add_profiler_steps(trace& t, int first_step, const std::string& range_name) {
+    std::vector<std::size_t> ranges;
+    for (std::size_t i = 0; i < t.spans.size(); ++i)
+      if (!t.spans[i].is_step && is_step_range(t.names.str(t.spans[i].name), range_name)) ranges.push_back(i);
+    std::sort(ranges.begin(), ranges.end(),
+              [&t](std::size_t a, std::size_t b) { return t.spans[a].start_ns < t.spans[b].start_ns; });
+    for (std::size_t k = 0; k < ranges.size(); ++k) {
+      cpu_span step = t.spans[ranges[k]];
+      step.name = t.names.intern(std::string(step_name_prefix) + std::to_string(first_step + int(k)));
+      step.is_step = true;
+      step.parent = no_index;
+      step.first_arg = 0;
+      step.arg_count = 0;
+      step.id = std::uint32_t(t.spans.size() + 1);
+      t.spans.push_back(step);
+    }
+  }
+
   // The trace's window ends where step N+K started, when it did.
   static void stop(profile& p, environment_session& s) { p.stop_at(s.end_step_ticks.load(std::memory_order_relaxed)); }
 
@@ -245,26 +308,40 @@ inline void write_environment_trace(environment_session& s) {
   s.trace_pending.store(false);
   process().environment_profile_claimed.store(false);
   const char* root = std::getenv("CUPROF_ROOT_PID");
-  if (root && std::to_string(s.owner_pid) == root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
+  const bool run_root = root && std::to_string(s.owner_pid) == root;
+  if (run_root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
   if (s.config.start_step >= 0) process().on_range_start.store(nullptr, std::memory_order_relaxed);
   if (!p->running()) {
     log_line("recording never started (CUPROF_DELAY=" + std::to_string(s.config.delay_s) +
              " s is longer than the run): no trace written, '" + terminal_safe(s.config.trace_path) + "' left as it was");
     return;
   }
-  if (s.config.start_step >= 0 && !s.window_open.load()) {
-    p->stop();
-    const int seen = s.steps_seen.load();
-    log_line("the window never opened: CUPROF_START_STEP=" + std::to_string(s.config.start_step) + " but the program ran " +
-             std::to_string(seen) + " step" + (seen == 1 ? "" : "s") +
-             " (NVTX ranges named as CUPROF_STEP_RANGE says); no trace written, '" + terminal_safe(s.config.trace_path) +
-             "' left as it was");
-    return;
-  }
   try {
     step_window::stop(*p, s);
-    if (s.directory) cuprof::export_chrome_trace(p->last_trace(), *s.directory, s.config.trace_path, s.config.export_with);
-    else p->export_chrome_trace(s.config.trace_path, s.config.export_with);
+    const trace* written = &p->last_trace();
+    if (is_untraced_launcher(*written, run_root)) {
+      const int others = other_traced_processes();
+      log_line("this process (" + terminal_safe(process_name()) + ", pid " + std::to_string(s.owner_pid) +
+               ") put no work on a GPU and started " + std::to_string(others) + " traced process" + (others == 1 ? "" : "es") +
+               ": no trace of its own (--trace-launcher keeps one)");
+      return;
+    }
+    if (s.config.start_step >= 0 && !s.window_open.load()) {
+      const int seen = s.steps_seen.load();
+      log_line("the window never opened: CUPROF_START_STEP=" + std::to_string(s.config.start_step) + " but the program ran " +
+               std::to_string(seen) + " step" + (seen == 1 ? "" : "s") +
+               " (NVTX ranges named as CUPROF_STEP_RANGE says); no trace written, '" + terminal_safe(s.config.trace_path) +
+               "' left as it was");
+      return;
+    }
+    trace with_steps;
+    if (s.config.start_step >= 0) {
+      with_steps = *written;
+      step_window::add_profiler_steps(with_steps, s.config.start_step, s.config.step_range);
+      written = &with_steps;
+    }
+    if (s.directory) cuprof::export_chrome_trace(*written, *s.directory, s.config.trace_path, s.config.export_with);
+    else cuprof::export_chrome_trace(*written, s.config.trace_path, s.config.export_with);
     if (s.config.print_table) write_stderr(p->key_averages().table("self_cuda_time_total", 30));
   } catch (const std::exception& e) {
     log_line("could not write the trace: " + message_of(e));
@@ -375,8 +452,10 @@ inline bool start_environment_profile(bool injected = false) {
   const std::string pid = std::to_string(::getpid());
   for (const std::string& problem : s.config.problems) log_line(problem);
   const char* pattern = std::getenv("CUPROF_TRACE");
-  s.config.trace_path = resolve_trace_path(s.config.trace_path, std::uint32_t(::getpid()), std::getenv("CUPROF_ROOT_PID"),
-                                           pattern && std::strstr(pattern, "%p"));
+  // A path with the pid, or with the rank in a process a launcher gave one, is its own.
+  const bool own_path = pattern && (std::strstr(pattern, "%p") || (std::strstr(pattern, "%r") && launched_with_rank()));
+  s.config.trace_path =
+      resolve_trace_path(s.config.trace_path, std::uint32_t(::getpid()), std::getenv("CUPROF_ROOT_PID"), own_path);
   // Held from now: the directory's name looked up again at exit could lead elsewhere (a symlink put in its place).
   try {
     s.directory = std::make_unique<trace_directory>(s.config.trace_path);

@@ -41,6 +41,13 @@ inline int env_int(std::initializer_list<const char*> names, int fallback) {
   return fallback;
 }
 
+// Whether a launcher gave this process a rank (torchrun, MPI, Slurm).
+inline bool launched_with_rank() {
+  for (const char* n : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (parse_env_int(std::getenv(n))) return true;
+  return false;
+}
+
 inline int process_rank() { return env_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, 0); }
 inline int process_world_size() { return env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1); }
 
