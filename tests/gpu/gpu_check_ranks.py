@@ -46,10 +46,10 @@ def kernels_by_name(events):
 
 
 def step_ranges(events):
-    """The NVTX "step N" ranges of a trace: {N: event}."""
+    """The steps of a trace, as the ProfilerStep#N spans cuprof writes for the program's steps: {N: event}."""
     out = {}
     for e in events:
-        m = re.fullmatch(r"step (\d+)", e.get("name", ""))
+        m = re.fullmatch(r"ProfilerStep#(\d+)", e.get("name", ""))
         if m and e.get("ph") == "X":
             out[int(m.group(1))] = e
     return out

@@ -222,24 +222,23 @@ TEST_CASE(
   CHECK_FALSE(is_step_range("iteration 5", "iter"));
   CHECK_FALSE(is_step_range("step 5", "iter"));
 
-  // The steps of a CUPROF_START_STEP window become ProfilerStep#N spans, numbered from the first.
+  // The steps of a CUPROF_START_STEP window become ProfilerStep#N spans, numbered from the first,
+  // each to the next step's start or the window's end, whatever NVTX ranges the trace holds.
   cuprof::trace t;
-  for (const char* n : {"step 5", "forward", "step 4"}) {
-    cuprof::cpu_span sp;
-    sp.name = t.names.intern(n);
-    sp.start_ns = n[5] == '5' ? 200 : n[0] == 'f' ? 20 : 10;
-    sp.end_ns = sp.start_ns + 100;
-    sp.tid = 7;
-    t.spans.push_back(sp);
-  }
-  step_window::add_profiler_steps(t, 10, "");
-  REQUIRE(t.spans.size() == 5);
-  CHECK(t.names.str(t.spans[3].name) == "ProfilerStep#10");
-  CHECK(t.spans[3].start_ns == 10);
-  CHECK(t.spans[3].is_step);
-  CHECK(t.names.str(t.spans[4].name) == "ProfilerStep#11");
-  CHECK(t.spans[4].start_ns == 200);
-  CHECK(t.spans[4].tid == 7);
+  t.meta.window_end_ns = 1000;
+  step_window::add_profiler_steps(t, 10, {100, 400, 700}, 7);
+  REQUIRE(t.spans.size() == 3);
+  CHECK(t.names.str(t.spans[0].name) == "ProfilerStep#10");
+  CHECK(t.spans[0].start_ns == 100);
+  CHECK(t.spans[0].end_ns == 400);
+  CHECK(t.spans[0].is_step);
+  CHECK(t.spans[0].tid == 7);
+  CHECK(t.names.str(t.spans[2].name) == "ProfilerStep#12");
+  CHECK(t.spans[2].end_ns == 1000);
+  cuprof::trace late;
+  late.meta.window_end_ns = 500;
+  step_window::add_profiler_steps(late, 0, {100, 600}, 7);  // a step starting after the window: none
+  CHECK(late.spans.size() == 1);
 
   for (const char* seconds : {"inf", "1e999", "-1", " 1", "1 ", "0x10", "1e8", "5s", "infinity"})
     CHECK_MESSAGE(parse_seconds(seconds) == std::nullopt, seconds);

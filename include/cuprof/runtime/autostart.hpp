@@ -29,9 +29,11 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -173,6 +175,11 @@ struct environment_session {
   std::atomic<int> steps_seen{0};
   std::atomic<std::uint64_t> latest_step_ticks{0};
   std::atomic<std::uint64_t> end_step_ticks{0};  // the start of step N+K (CUPROF_STEPS), where the window ends
+  // When each of the window's steps started (ticks), from step N on, and the thread that marks them:
+  // the trace's ProfilerStep#N spans. Steps past the last mark get none.
+  static constexpr std::size_t step_marks = 4096;
+  std::array<std::atomic<std::uint64_t>, step_marks> step_start_ticks{};
+  std::atomic<std::uint32_t> step_tid{0};
   std::atomic<bool> window_open{false};
   std::mutex step_mutex;  // for step_signal only: the hook never takes it
   std::condition_variable step_signal;
@@ -266,29 +273,44 @@ struct step_window {
       s.latest_step_ticks.store(now > lead_ticks ? now - lead_ticks : 0, std::memory_order_relaxed);
     else if (s.config.steps > 0 && step == s.config.start_step + s.config.steps)
       s.end_step_ticks.store(now, std::memory_order_relaxed);  // no lead: the previous step's range ended before
+    if (step >= s.config.start_step && std::size_t(step - s.config.start_step) < environment_session::step_marks) {
+      if (step == s.config.start_step) s.step_tid.store(std::uint32_t(::syscall(SYS_gettid)), std::memory_order_relaxed);
+      s.step_start_ticks[std::size_t(step - s.config.start_step)].store(now, std::memory_order_relaxed);
+    }
     s.steps_seen.fetch_add(1, std::memory_order_release);
     s.step_signal.notify_one();
   }
 
-  // The program's steps in the window as torch.profiler's ProfilerStep#N spans
-  // (numbered from the step the window opened at), beside the NVTX ranges
-  // that mark them: HTA and cuprof's own step analyses find iterations by them.
-  static void add_profiler_steps(trace& t, int first_step, const std::string& range_name) {
-    std::vector<std::size_t> ranges;
-    for (std::size_t i = 0; i < t.spans.size(); ++i)
-      if (!t.spans[i].is_step && is_step_range(t.names.str(t.spans[i].name), range_name)) ranges.push_back(i);
-    std::sort(ranges.begin(), ranges.end(),
-              [&t](std::size_t a, std::size_t b) { return t.spans[a].start_ns < t.spans[b].start_ns; });
-    for (std::size_t k = 0; k < ranges.size(); ++k) {
-      cpu_span step = t.spans[ranges[k]];
+  // The program's steps in the window as torch.profiler's ProfilerStep#N spans,
+  // from where each step started (epoch ns, the hook's own reading, from step
+  // `first_step` on) to where the next did or the window ended, on the thread
+  // that marks them: HTA and cuprof's own step analyses find iterations by them.
+  static void add_profiler_steps(trace& t, int first_step, const std::vector<std::uint64_t>& starts_ns, std::uint32_t tid) {
+    for (std::size_t k = 0; k < starts_ns.size(); ++k) {
+      const std::uint64_t end = k + 1 < starts_ns.size() ? starts_ns[k + 1] : t.meta.window_end_ns;
+      if (starts_ns[k] == 0 || end <= starts_ns[k] || starts_ns[k] >= t.meta.window_end_ns) break;
+      cpu_span step;
+      step.start_ns = starts_ns[k];
+      step.end_ns = end;
+      step.tid = tid;
       step.name = t.names.intern(std::string(step_name_prefix) + std::to_string(first_step + int(k)));
       step.is_step = true;
-      step.parent = no_index;
-      step.first_arg = 0;
-      step.arg_count = 0;
       step.id = std::uint32_t(t.spans.size() + 1);
       t.spans.push_back(step);
     }
+  }
+
+  // The marked steps' starts in epoch ns, up to the window's end.
+  static std::vector<std::uint64_t> step_starts(environment_session& s) {
+    const tick_converter clock(clock_anchor(), sample_clocks());
+    std::vector<std::uint64_t> out;
+    for (const std::atomic<std::uint64_t>& mark : s.step_start_ticks) {
+      const std::uint64_t ticks = mark.load(std::memory_order_relaxed);
+      // Step N+K's mark is where the window ends: no step of its own.
+      if (ticks == 0 || (s.config.steps > 0 && out.size() == std::size_t(s.config.steps))) break;
+      out.push_back(clock.to_epoch_ns(ticks));
+    }
+    return out;
   }
 
   // The trace's window ends where step N+K started, when it did.
@@ -337,7 +359,8 @@ inline void write_environment_trace(environment_session& s) {
     trace with_steps;
     if (s.config.start_step >= 0) {
       with_steps = *written;
-      step_window::add_profiler_steps(with_steps, s.config.start_step, s.config.step_range);
+      step_window::add_profiler_steps(with_steps, s.config.start_step, step_window::step_starts(s),
+                                      s.step_tid.load(std::memory_order_relaxed));
       written = &with_steps;
     }
     if (s.directory) cuprof::export_chrome_trace(*written, *s.directory, s.config.trace_path, s.config.export_with);
@@ -419,10 +442,11 @@ inline void step_window::run(profile* p) {
                            std::chrono::steady_clock::now() - opened >= std::chrono::duration<double>(c.duration_s);
     if (seen == handled && !timed_out) continue;
     handled = seen;
-    std::lock_guard<std::mutex> l(e.mutex);
-    if (e.prof != p) return;    // written meanwhile (exit, a signal)
     const int step = seen - 1;  // the latest step that started, counted from 0
-    if (timed_out || (e.window_open.load() && c.steps > 0 && step >= c.start_step + c.steps)) {
+    const bool ends = timed_out || (e.window_open.load() && c.steps > 0 && step >= c.start_step + c.steps);
+    std::lock_guard<std::mutex> l(e.mutex);
+    if (e.prof != p) return;  // written meanwhile (exit, a signal)
+    if (ends) {
       write_environment_trace(e);
       break;
     }
