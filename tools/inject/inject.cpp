@@ -65,15 +65,13 @@ CUPROF_EXPORT int InitializeInjectionNvtx2(nvtx_get_export_table get_export_tabl
 namespace {
 
 // A launcher (torchrun, mpirun, a shell script) that `cuprof run` started
-// uses no GPU itself; the processes it starts do. Each of them is traced and
-// writes its own trace; the launcher's CPU-only trace would only add a file
-// named like a rank and a table printed among the ranks' output. So the
-// process `cuprof run` started makes a private directory (CUPROF_RUN_DIR,
-// inherited by everything it starts), every process of the run that
-// initialises CUDA leaves its pid there, and the first process, if it never
-// initialised CUDA, writes nothing when it finds one (CUPROF_TRACE_LAUNCHER=1,
-// `cuprof run --trace-launcher`, keeps its trace).
-std::string& run_directory() {
+// puts no work on a GPU; the processes it starts do, and write their own
+// traces. So the process `cuprof run` started makes a private directory
+// (CUPROF_RUN_DIR, inherited by everything it starts), every process of the
+// run that initialises CUDA leaves its pid there, and the first process asks
+// leave_out_launcher (runtime/autostart.hpp) before writing its own trace.
+// The directory this process made, removed at its exit.
+std::string& made_run_directory() {
   static std::string* dir = new std::string;  // read by an exit handler
   return *dir;
 }
@@ -86,25 +84,19 @@ void mark_traced_in_run() {
   if (fd >= 0) ::close(fd);
 }
 
-// Removes the run's directory and says how many other processes of the run
-// initialised CUDA. Only pid-named entries are counted and removed.
-int close_run_directory() {
-  std::string& dir = run_directory();
-  if (dir.empty()) return 0;
-  int traced = 0;
+// Removes the run's directory: its pid-named entries, then itself.
+void close_run_directory() {
+  std::string& dir = made_run_directory();
+  if (dir.empty()) return;
   if (DIR* d = ::opendir(dir.c_str())) {
-    const std::string self = std::to_string(::getpid());
     while (const dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;
-      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-      traced += name != self;
-      ::unlinkat(::dirfd(d), name.c_str(), 0);
+      if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) ::unlinkat(::dirfd(d), name.c_str(), 0);
     }
     ::closedir(d);
   }
   ::rmdir(dir.c_str());
   dir.clear();
-  return traced;
 }
 
 // Named after the process, so that a program the first process exec's (a
@@ -112,13 +104,13 @@ int close_run_directory() {
 void open_run_directory() {
   const std::string prefix = "/cuprof-run." + std::to_string(::getpid()) + ".";
   if (const char* dir = cuprof::detail::run_directory(); dir && std::string(dir).find(prefix) != std::string::npos) {
-    run_directory() = dir;
+    made_run_directory() = dir;
     return;
   }
   const char* tmp = std::getenv("TMPDIR");
   std::string path = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + prefix + "XXXXXX";
   if (!::mkdtemp(path.data())) return;  // no directory: the launcher's trace is written as before
-  run_directory() = path;
+  made_run_directory() = path;
   ::setenv("CUPROF_RUN_DIR", path.c_str(), 1);
 }
 
@@ -138,16 +130,11 @@ bool started_by_cuprof_run() {
 // At exit of that process, when CUDA was never traced: the CPU-only trace
 // and one line saying why.
 void trace_untraced_program() {
-  const int traced_children = close_run_directory();
+  struct removed_at_end {
+    ~removed_at_end() { close_run_directory(); }
+  } run_directory_removed;
   if (!started_by_cuprof_run() || traced_here()) return;
-  const char* keep = std::getenv("CUPROF_TRACE_LAUNCHER");
-  if (traced_children > 0 && !(keep && std::string(keep) == "1")) {
-    cuprof::detail::log_line("this process (" + cuprof::detail::terminal_safe(cuprof::detail::process_name()) + ", pid " +
-                             std::to_string(::getpid()) + ") put no work on a GPU and started " +
-                             std::to_string(traced_children) + " traced process" + (traced_children == 1 ? "" : "es") +
-                             ": no trace of its own (--trace-launcher keeps one)");
-    return;
-  }
+  if (cuprof::detail::leave_out_launcher(/*run_root=*/true, /*put_gpu_work=*/false)) return;
   const bool driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) || ::dlopen("libcuda.so.1", RTLD_LAZY);
   cuprof::detail::log_line(std::string("CUDA tracing is off: ") +
                            (driver ? "the program never initialised CUDA" : "no CUDA driver (libcuda.so.1 not found)") +

@@ -235,11 +235,19 @@ inline int other_traced_processes() {
 // initialised CUDA perhaps (torchrun asks how many GPUs there are) but put no
 // work on a GPU, and processes it started were traced. Its CPU-only trace
 // would only add a file named like a rank and a table among the ranks'
-// output: it writes nothing, unless CUPROF_TRACE_LAUNCHER=1 (--trace-launcher).
-inline bool is_untraced_launcher(const trace& t, bool run_root) {
-  if (!run_root || !t.gpu.empty() || !t.memory.empty()) return false;
+// output: it writes nothing and says so here, unless CUPROF_TRACE_LAUNCHER=1
+// (--trace-launcher). Both ways a launcher ends (its environment profile's
+// write, the injection library's exit check when it never initialised CUDA)
+// ask this.
+inline bool leave_out_launcher(bool run_root, bool put_gpu_work) {
+  if (!run_root || put_gpu_work) return false;
   const char* keep = std::getenv("CUPROF_TRACE_LAUNCHER");
-  return !(keep && std::string(keep) == "1") && other_traced_processes() > 0;
+  const int others = keep && std::string(keep) == "1" ? 0 : other_traced_processes();
+  if (others == 0) return false;
+  log_line("this process (" + terminal_safe(process_name()) + ", pid " + std::to_string(::getpid()) +
+           ") put no work on a GPU and started " + std::to_string(others) + " traced process" + (others == 1 ? "" : "es") +
+           ": no trace of its own (--trace-launcher keeps one)");
+  return true;
 }
 
 inline environment_session& environment() {
@@ -341,13 +349,7 @@ inline void write_environment_trace(environment_session& s) {
   try {
     step_window::stop(*p, s);
     const trace* written = &p->last_trace();
-    if (is_untraced_launcher(*written, run_root)) {
-      const int others = other_traced_processes();
-      log_line("this process (" + terminal_safe(process_name()) + ", pid " + std::to_string(s.owner_pid) +
-               ") put no work on a GPU and started " + std::to_string(others) + " traced process" + (others == 1 ? "" : "es") +
-               ": no trace of its own (--trace-launcher keeps one)");
-      return;
-    }
+    if (leave_out_launcher(run_root, !written->gpu.empty() || !written->memory.empty())) return;
     if (s.config.start_step >= 0 && !s.window_open.load()) {
       const int seen = s.steps_seen.load();
       log_line("the window never opened: CUPROF_START_STEP=" + std::to_string(s.config.start_step) + " but the program ran " +
