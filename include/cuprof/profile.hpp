@@ -45,6 +45,7 @@ class tracer;
 }
 namespace detail {
 struct step_window;
+struct window_control;
 // Defined where the runtime is compiled (base/config.hpp). A program that makes a
 // profile without it fails to link, and the linker names this symbol.
 extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
@@ -130,6 +131,17 @@ class profile {
   void restart_window_at(std::uint64_t ticks);
   // stop(), the window ending at `end_ticks` (0: now), a clock reading already past.
   void stop_at(std::uint64_t end_ticks);
+  // Windows the program's calls or a trigger choose (runtime/autostart.hpp):
+  // start_waiting() starts with no window open, CUPTI attached but recording
+  // nothing; open_window() opens one now; close_window() ends it at
+  // `end_ticks` (0: now) and hands its trace to on_trace_ready, then waits
+  // for the next. None of them with a schedule.
+  friend struct detail::window_control;
+  void start_waiting();
+  void open_window();
+  void close_window(std::uint64_t end_ticks);
+  // start()'s first part: this profile becomes the process's running one. False when refused.
+  bool begin_session();
 
   struct pending_window {
     std::unique_ptr<trace> collected;

@@ -157,12 +157,21 @@ const json* event_named(const json& doc, const std::string& cat, const std::stri
   return nullptr;
 }
 
-void hook(const char* message, std::size_t length);
+// What the hook saw, one line per event: its kind, then the message, domain and id where it has them.
 std::vector<std::string>& hooked() {
   static std::vector<std::string> seen;
   return seen;
 }
-void hook(const char* message, std::size_t length) { hooked().emplace_back(message, length); }
+void hook(const cuprof::detail::nvtx_range_event& e) {
+  using ev = cuprof::detail::nvtx_range_event;
+  static const char* const kinds[] = {"push", "start", "pop", "end", "domain"};
+  std::string line = kinds[e.kind];
+  if (e.message) line += " " + std::string(e.message, e.length);
+  if (e.domain) line += " @" + std::to_string(e.domain);
+  if (e.id) line += " #" + std::to_string(e.id);
+  if (e.kind == ev::pop || e.kind == ev::end) CHECK(e.message == nullptr);
+  hooked().push_back(line);
+}
 
 }  // namespace
 
@@ -306,14 +315,33 @@ TEST_CASE("the range hook sees other domains' ranges by ASCII or registered mess
   const auto step = nvtx.register_string(app, "ProfilerStep#3", 0x7200);
   hooked().clear();
   nvtx.push_ascii(app, "no hook yet");
-  cuprof::detail::process().on_range_start.store(&hook, std::memory_order_relaxed);
+  cuprof::detail::process().on_nvtx_range.store(&hook, std::memory_order_relaxed);
   nvtx.push_ascii(cuprof_domain, "a cuprof scope");
+  nvtxDomainRangePop_params cuprof_pop{cuprof_domain};
+  nvtx.call(CUPTI_CBID_NVTX_nvtxDomainRangePop, &cuprof_pop, nullptr);
   nvtx.push_ascii(app, "ProfilerStep#2");
   nvtx.push(app, step, all_gather_payload{0, 0}, schema_base);  // registered message (an EXT payload outside NCCL's domain)
   nvtxRangePushA_params plain{"plain push"};
   nvtx.call(CUPTI_CBID_NVTX_nvtxRangePushA, &plain, nullptr);
-  cuprof::detail::process().on_range_start.store(nullptr, std::memory_order_relaxed);
-  CHECK(hooked() == std::vector<std::string>{"ProfilerStep#2", "ProfilerStep#3", "plain push"});
+  nvtx.call(CUPTI_CBID_NVTX_nvtxRangePop, nullptr, nullptr);  // a pop takes no argument, with or without params
+  int no_params = 0;
+  nvtx.call(CUPTI_CBID_NVTX_nvtxRangePop, &no_params, nullptr);
+  nvtxDomainRangePop_params app_pop{app};
+  nvtx.call(CUPTI_CBID_NVTX_nvtxDomainRangePop, &app_pop, nullptr);
+  // A started range hands over the id NVTX returned, and its end names it.
+  nvtxRangeStartA_params started{"started"};
+  nvtxRangeId_t id = 77;
+  nvtx.call(CUPTI_CBID_NVTX_nvtxRangeStartA, &started, &id);
+  nvtxRangeEnd_params ended{77};
+  nvtx.call(CUPTI_CBID_NVTX_nvtxRangeEnd, &ended, nullptr);
+  nvtxDomainRangeEnd_params domain_end{app, {78}};
+  nvtx.call(CUPTI_CBID_NVTX_nvtxDomainRangeEnd, &domain_end, nullptr);
+  nvtx.create_domain("capture", 0x7300);
+  cuprof::detail::process().on_nvtx_range.store(nullptr, std::memory_order_relaxed);
+  const std::string at_app = " @" + std::to_string(0x7100);
+  CHECK(hooked() == std::vector<std::string>{"push ProfilerStep#2" + at_app, "push ProfilerStep#3" + at_app, "push plain push",
+                                             "pop", "pop", "pop" + at_app, "start started #77", "end #77",
+                                             "end" + at_app + " #78", "domain capture @" + std::to_string(0x7300)});
 }
 
 TEST_CASE("NCCL kernel names: element type and collective, new and old spellings") {

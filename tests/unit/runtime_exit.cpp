@@ -228,20 +228,26 @@ TEST_CASE("[child] CUPROF_START_STEP") {
   const scoped_env first("CUPROF_START_STEP", "2");
   const scoped_env count("CUPROF_STEPS", "2");
   REQUIRE(start_environment_profile());
-  void (*hook)(const char*, std::size_t) = process().on_range_start.load();
+  void (*hook)(const nvtx_range_event&) = process().on_nvtx_range.load();
   const bool hooked = hook != nullptr;
   REQUIRE(hooked);
+  const auto range = [hook](const std::string& message) {
+    nvtx_range_event e;
+    e.message = message.c_str();
+    e.length = message.size();
+    hook(e);
+    hook(nvtx_range_event{nvtx_range_event::pop});  // a pop starts no step
+  };
   for (int i = 0; i < 6; ++i) {
-    const std::string step = "step " + std::to_string(i);
-    hook("unrelated", 9);  // not a step
-    hook(step.c_str(), step.size());
+    range("unrelated");  // not a step
+    range("step " + std::to_string(i));
     const std::string work = "work " + std::to_string(i);
     cuprof::record_function scope{std::string_view(work)};
     std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the window's thread wakes between steps
   }
   // Written by the window's thread when step 4 started: the hook is gone, the file there.
-  for (int i = 0; i < 200 && process().on_range_start.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  const bool unhooked = process().on_range_start.load() == nullptr;
+  for (int i = 0; i < 200 && process().on_nvtx_range.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool unhooked = process().on_nvtx_range.load() == nullptr;
   CHECK(unhooked);
   json doc;
   REQUIRE_NOTHROW(doc = json::parse(slurp(path)));

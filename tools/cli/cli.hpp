@@ -666,7 +666,7 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
 inline int run_command(const std::vector<std::string>& args, std::string& out, launch_plan& plan) {
   std::size_t i = 2;
   std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration, detail_level, start_step, steps,
-              step_range;
+              step_range, capture_range, capture_end;
   bool table = true, nvtx = true, dry_run = false, memory = false, stacks = false, trace_launcher = false;
   const auto value = [&](const std::string& name) -> std::string {
     if (i + 1 >= args.size()) throw usage_error("option " + name + " needs a value", "run");
@@ -683,6 +683,8 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     else if (a == "--start-step") start_step = value(a);
     else if (a == "--steps") steps = value(a);
     else if (a == "--step-range") step_range = value(a);
+    else if (a == "--capture-range") capture_range = value(a);
+    else if (a == "--capture-range-end") capture_end = value(a);
     else if (a == "--memory") memory = true;
     else if (a == "--stacks") stacks = true;
     else if (a == "--trace-launcher") trace_launcher = true;
@@ -707,6 +709,20 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!start_step.empty() && !delay.empty())
     throw usage_error("--start-step and --delay both choose when the window opens", "run");
   if (!step_range.empty() && start_step.empty()) throw usage_error("--step-range needs --start-step", "run");
+  if (!capture_range.empty() || !capture_end.empty()) {
+    std::string problem;
+    detail::read_capture_range(capture_range.c_str(), capture_end.c_str(), problem);
+    if (!problem.empty()) {
+      // The environment's words, in the options' names.
+      for (const auto& [from, to] : {std::pair<std::string, std::string>{"CUPROF_CAPTURE_RANGE_END", "--capture-range-end"},
+                                     {"CUPROF_CAPTURE_RANGE", "--capture-range"}})
+        for (std::size_t at = problem.find(from); at != std::string::npos; at = problem.find(from, at + to.size()))
+          problem.replace(at, from.size(), to);
+      throw usage_error(problem.substr(0, problem.find(';')), "run");
+    }
+    if (!delay.empty() || !duration.empty() || !start_step.empty())
+      throw usage_error("--capture-range chooses the windows: it does not go with --delay, --duration or --start-step", "run");
+  }
   if (!detail_level.empty() && !detail::parse_lean_trace(detail_level.c_str()))
     throw usage_error("--detail takes kineto or lean, not '" + detail::terminal_safe(detail_level) + "'", "run");
   const std::string library = find_injection_library(inject);
@@ -728,6 +744,8 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!start_step.empty()) plan.environment.emplace_back("CUPROF_START_STEP", start_step);
   if (!steps.empty()) plan.environment.emplace_back("CUPROF_STEPS", steps);
   if (!step_range.empty()) plan.environment.emplace_back("CUPROF_STEP_RANGE", step_range);
+  if (!capture_range.empty()) plan.environment.emplace_back("CUPROF_CAPTURE_RANGE", capture_range);
+  if (!capture_end.empty()) plan.environment.emplace_back("CUPROF_CAPTURE_RANGE_END", capture_end);
   if (!detail_level.empty()) plan.environment.emplace_back("CUPROF_TRACE_DETAIL", detail_level);
   if (!table) plan.environment.emplace_back("CUPROF_TABLE", "0");
   if (memory) plan.environment.emplace_back("CUPROF_MEMORY", "1");

@@ -146,4 +146,54 @@ inline std::vector<std::string> cupti_library_candidates(const char* forced, con
   return candidates;
 }
 
+// The windows the program itself marks (CUPROF_CAPTURE_RANGE): between its
+// cudaProfilerStart and cudaProfilerStop calls, or inside an NVTX range of
+// a given message. Outside them nothing records.
+struct capture_range {
+  enum kind_t { none, cuda, nvtx } kind = none;
+  std::string message;  // nvtx: the range's message, matched whole
+  std::string domain;   // nvtx: its domain's name; empty: any domain
+  int ranges = 1;       // how many ranges are captured, each a trace; 0: every one
+};
+
+// "cuda", "nvtx:MSG" or "nvtx:MSG@DOMAIN", and "stop", "repeat" or "repeat:N".
+// `problem` says what was wrong; the capture is then none.
+inline capture_range read_capture_range(const char* range, const char* end, std::string& problem) {
+  capture_range c;
+  const std::string r = range ? range : "";
+  const std::string e = end ? end : "";
+  if (r.empty()) {
+    if (!e.empty()) problem = "CUPROF_CAPTURE_RANGE_END needs CUPROF_CAPTURE_RANGE; ignored";
+    return c;
+  }
+  if (r == "cuda" || r == "cudaProfilerApi") {
+    c.kind = capture_range::cuda;
+  } else if (r.compare(0, 5, "nvtx:") == 0 && r.size() > 5) {
+    c.kind = capture_range::nvtx;
+    const std::size_t at = r.rfind('@');
+    c.message = r.substr(5, at == std::string::npos || at < 5 ? std::string::npos : at - 5);
+    if (at != std::string::npos && at >= 5) c.domain = r.substr(at + 1);
+    if (c.message.empty() || (at != std::string::npos && c.domain.empty())) {
+      problem = "CUPROF_CAPTURE_RANGE=" + terminal_safe(r) + " names no range message or an empty domain; nothing is captured";
+      return capture_range{};
+    }
+  } else {
+    problem =
+        "CUPROF_CAPTURE_RANGE=" + terminal_safe(r) + " is not cuda, nvtx:MESSAGE or nvtx:MESSAGE@DOMAIN; nothing is captured";
+    return c;
+  }
+  if (e.empty() || e == "stop") return c;
+  if (e == "repeat") {
+    c.ranges = 0;
+    return c;
+  }
+  const std::optional<int> n = e.compare(0, 7, "repeat:") == 0 ? parse_env_int(e.c_str() + 7) : std::nullopt;
+  if (!n || *n < 1) {
+    problem = "CUPROF_CAPTURE_RANGE_END=" + terminal_safe(e) + " is not stop, repeat or repeat:N (N at least 1); using stop";
+    return c;
+  }
+  c.ranges = *n;
+  return c;
+}
+
 }  // namespace cuprof::detail

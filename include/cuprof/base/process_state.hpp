@@ -67,6 +67,20 @@ struct runtime_hooks {
   thread_buffer* (*registered_thread)() noexcept;
 };
 
+// What process_state::on_nvtx_range hands over. `message` is not terminated
+// where NVTX's registered strings are kept: use `length`; null for a pop, an
+// end, or a range whose message is neither ASCII nor a registered string.
+// `domain`: the handle, 0 for NVTX's default domain; for domain_created, the
+// new domain's, with its name as the message. `id`: a started range's id, or
+// the id an end names (0 for pushes and pops).
+struct nvtx_range_event {
+  enum kind_t : std::uint8_t { push, start, pop, end, domain_created } kind = push;
+  const char* message = nullptr;
+  std::size_t length = 0;
+  std::uintptr_t domain = 0;
+  std::uint64_t id = 0;
+};
+
 // A (ticks, monotonic ns, realtime ns) sample taken as close together as we can.
 struct clock_sample {
   std::uint64_t ticks = 0;
@@ -76,9 +90,9 @@ struct clock_sample {
 
 // Bumped whenever process_state, runtime_hooks or the thread buffers change
 // layout: copies of different layouts then never meet (each keeps its own).
-constexpr int process_state_abi = 3;
-#define CUPROF_PROCESS_STATE_VARIABLE "CUPROF_PROCESS_STATE_3"
-#define CUPROF_PROCESS_STATE_MAPPING "cuprof_process_state_3"
+constexpr int process_state_abi = 4;
+#define CUPROF_PROCESS_STATE_VARIABLE "CUPROF_PROCESS_STATE_4"
+#define CUPROF_PROCESS_STATE_MAPPING "cuprof_process_state_4"
 
 // The first 8 bytes of every process state: an address is taken for a state
 // only where they are (an arbitrary 64-bit value, unlikely anywhere else).
@@ -111,16 +125,19 @@ struct process_state {
   // Scope exits dropped because they ran on another thread than their enter
   // (or after that thread had exited): reported with the next window's drops.
   std::atomic<std::uint64_t> dropped_scope_exits{0};
-  // Called at the start of every NVTX range pushed or started in a domain
-  // other than "cuprof" whose message is ASCII or a registered string (the
-  // message, not terminated where registered strings are kept: use `length`),
-  // on the thread that pushes it, from CUPTI's NVTX callback
-  // (cupti/nvtx_recorder.hpp), while CUPTI is attached and NVTX reaches it
-  // (NVTX_INJECTION64_PATH). Null by default; set by the runtime (the start of
-  // a profile at a given step). It runs inside the program's NVTX call: it must
-  // be quick, must not throw, and must not push NVTX ranges itself. Read with
-  // a relaxed load.
-  std::atomic<void (*)(const char* message, std::size_t length)> on_range_start{nullptr};
+  // Called for every NVTX range pushed, started, popped or ended in a domain
+  // other than "cuprof", and for every domain created, on the thread that
+  // makes the call, from CUPTI's NVTX callback (cupti/nvtx_recorder.hpp),
+  // while CUPTI is attached and NVTX reaches it (NVTX_INJECTION64_PATH). Null
+  // by default; set by the runtime (a window at a program step, a capture
+  // range). It runs inside the program's NVTX call: it must be quick, must not
+  // throw, and must not push NVTX ranges itself. Read with a relaxed load.
+  std::atomic<void (*)(const nvtx_range_event& event)> on_nvtx_range{nullptr};
+  // Called at the entry of cudaProfilerStart/Stop and cuProfilerStart/Stop
+  // (`start`: which), on the calling thread, from CUPTI's callback, while
+  // CUPTI is attached, recording or not: a capture range the program defines.
+  // The same rules as on_nvtx_range.
+  std::atomic<void (*)(bool start)> on_profiler_api{nullptr};
 };
 static_assert(offsetof(process_state, magic) == 0, "the mark is read at the state's address");
 

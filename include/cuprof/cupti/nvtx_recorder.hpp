@@ -68,10 +68,10 @@ class nvtx_recorder {
 
   // The NVTX callbacks the tracer enables while CUPTI is attached.
   static constexpr CUpti_CallbackId callbacks[] = {
-      CUPTI_CBID_NVTX_nvtxDomainCreateA,     CUPTI_CBID_NVTX_nvtxDomainRegisterStringA,
-      CUPTI_CBID_NVTX_nvtxDomainRangePushEx, CUPTI_CBID_NVTX_nvtxDomainRangeStartEx,
-      CUPTI_CBID_NVTX_nvtxRangePushEx,       CUPTI_CBID_NVTX_nvtxRangeStartEx,
-      CUPTI_CBID_NVTX_nvtxRangePushA,        CUPTI_CBID_NVTX_nvtxRangeStartA};
+      CUPTI_CBID_NVTX_nvtxDomainCreateA,      CUPTI_CBID_NVTX_nvtxDomainRegisterStringA, CUPTI_CBID_NVTX_nvtxDomainRangePushEx,
+      CUPTI_CBID_NVTX_nvtxDomainRangeStartEx, CUPTI_CBID_NVTX_nvtxRangePushEx,           CUPTI_CBID_NVTX_nvtxRangeStartEx,
+      CUPTI_CBID_NVTX_nvtxRangePushA,         CUPTI_CBID_NVTX_nvtxRangeStartA,           CUPTI_CBID_NVTX_nvtxRangePop,
+      CUPTI_CBID_NVTX_nvtxRangeEnd,           CUPTI_CBID_NVTX_nvtxDomainRangePop,        CUPTI_CBID_NVTX_nvtxDomainRangeEnd};
 
   // Calls that start before this tick are not recorded (communicators are,
   // whenever CUPTI is attached: they are made before most windows).
@@ -79,6 +79,9 @@ class nvtx_recorder {
 
   // CUPTI's NVTX callback. `recording`: a window records (calls are kept).
   void on_nvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& data, bool recording) noexcept {
+    using event = nvtx_range_event;
+    // nvtxRangePop takes no argument: CUPTI may hand over no params for it.
+    if (cbid == CUPTI_CBID_NVTX_nvtxRangePop) return tell(event{event::pop});
     const void* params = data.functionParams;
     if (!params) return;
     switch (cbid) {
@@ -86,22 +89,54 @@ class nvtx_recorder {
       case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx: {
         // Both params structs are {domain, {eventAttrib}}.
         const auto& p = *static_cast<const nvtxDomainRangePushEx_params*>(params);
-        return on_range(p.domain, p.core.eventAttrib, recording);
+        const bool push = cbid == CUPTI_CBID_NVTX_nvtxDomainRangePushEx;
+        return on_range(p.domain, p.core.eventAttrib, recording, push ? event::push : event::start, push ? 0 : range_id(data));
       }
       case CUPTI_CBID_NVTX_nvtxRangePushEx:
-      case CUPTI_CBID_NVTX_nvtxRangeStartEx:
-        return on_range(nullptr, static_cast<const nvtxRangePushEx_params*>(params)->eventAttrib, recording);
+      case CUPTI_CBID_NVTX_nvtxRangeStartEx: {
+        const bool push = cbid == CUPTI_CBID_NVTX_nvtxRangePushEx;
+        return on_range(nullptr, static_cast<const nvtxRangePushEx_params*>(params)->eventAttrib, recording,
+                        push ? event::push : event::start, push ? 0 : range_id(data));
+      }
       case CUPTI_CBID_NVTX_nvtxRangePushA:
       case CUPTI_CBID_NVTX_nvtxRangeStartA: {
         const char* message = static_cast<const nvtxRangePushA_params*>(params)->message;
-        if (void (*hook)(const char*, std::size_t) = process().on_range_start.load(std::memory_order_relaxed))
-          if (message) hook(message, std::strlen(message));
-        return;
+        event e;
+        e.kind = cbid == CUPTI_CBID_NVTX_nvtxRangePushA ? event::push : event::start;
+        e.message = message;
+        e.length = message ? std::strlen(message) : 0;
+        e.id = e.kind == event::start ? range_id(data) : 0;
+        return tell(e);
+      }
+      case CUPTI_CBID_NVTX_nvtxRangeEnd: {
+        event e{event::end};
+        e.id = static_cast<const nvtxRangeEnd_params*>(params)->id;
+        return tell(e);
+      }
+      case CUPTI_CBID_NVTX_nvtxDomainRangePop: {
+        event e{event::pop};
+        e.domain = reinterpret_cast<std::uintptr_t>(static_cast<const nvtxDomainRangePop_params*>(params)->domain);
+        if (e.domain && e.domain == cuprof_domain_.load(std::memory_order_relaxed)) return;
+        return tell(e);
+      }
+      case CUPTI_CBID_NVTX_nvtxDomainRangeEnd: {
+        const auto& p = *static_cast<const nvtxDomainRangeEnd_params*>(params);
+        event e{event::end};
+        e.domain = reinterpret_cast<std::uintptr_t>(p.domain);
+        e.id = p.core.id;
+        if (e.domain && e.domain == cuprof_domain_.load(std::memory_order_relaxed)) return;
+        return tell(e);
       }
       case CUPTI_CBID_NVTX_nvtxDomainCreateA: {
         const char* name = static_cast<const nvtxDomainCreateA_params*>(params)->name;
-        if (name && data.functionReturnValue) add_domain(*static_cast<const nvtxDomainHandle_t*>(data.functionReturnValue), name);
-        return;
+        if (!name || !data.functionReturnValue) return;
+        const nvtxDomainHandle_t handle = *static_cast<const nvtxDomainHandle_t*>(data.functionReturnValue);
+        add_domain(handle, name);
+        event e{event::domain_created};
+        e.message = name;
+        e.length = std::strlen(name);
+        e.domain = reinterpret_cast<std::uintptr_t>(handle);
+        return tell(e);
       }
       case CUPTI_CBID_NVTX_nvtxDomainRegisterStringA: {
         const auto& p = *static_cast<const nvtxDomainRegisterStringA_params*>(params);
@@ -203,19 +238,37 @@ class nvtx_recorder {
     std::atomic<std::uint64_t> value{0};  // nranks << 32 | rank
   };
 
-  void on_range(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr, bool recording) noexcept {
-    if (!attr || attr->size < offsetof(nvtxEventAttributes_t, message) + sizeof attr->message) return;
+  // The runtime's hook, when one is set (process_state::on_nvtx_range).
+  static void tell(const nvtx_range_event& e) noexcept {
+    if (void (*hook)(const nvtx_range_event&) = process().on_nvtx_range.load(std::memory_order_relaxed)) hook(e);
+  }
+
+  // The id a range start returned; CUPTI hands the call's return value to its callback.
+  static std::uint64_t range_id(const CUpti_NvtxData& data) noexcept {
+    return data.functionReturnValue ? *static_cast<const nvtxRangeId_t*>(data.functionReturnValue) : 0;
+  }
+
+  void on_range(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr, bool recording, nvtx_range_event::kind_t kind,
+                std::uint64_t id) noexcept {
     const auto d = reinterpret_cast<std::uintptr_t>(domain);
     if (d && d == cuprof_domain_.load(std::memory_order_relaxed)) return;  // cuprof's own scopes (CUPROF_NVTX)
-    if (CUPROF_UNLIKELY(attr->payloadType == NVTX_PAYLOAD_TYPE_EXT) && d) on_payload(d, *attr, recording);
-    if (void (*hook)(const char*, std::size_t) = process().on_range_start.load(std::memory_order_relaxed)) {
+    nvtx_range_event e;
+    e.kind = kind;
+    e.domain = d;
+    e.id = id;
+    if (attr && attr->size >= offsetof(nvtxEventAttributes_t, message) + sizeof attr->message) {
+      if (CUPROF_UNLIKELY(attr->payloadType == NVTX_PAYLOAD_TYPE_EXT) && d) on_payload(d, *attr, recording);
       if (attr->messageType == NVTX_MESSAGE_TYPE_ASCII && attr->message.ascii) {
-        hook(attr->message.ascii, std::strlen(attr->message.ascii));
+        e.message = attr->message.ascii;
+        e.length = std::strlen(attr->message.ascii);
       } else if (attr->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
-        if (const string_entry* s = find_string(reinterpret_cast<std::uintptr_t>(attr->message.registered)))
-          hook(s->text, s->length);
+        if (const string_entry* s = find_string(reinterpret_cast<std::uintptr_t>(attr->message.registered))) {
+          e.message = s->text;
+          e.length = s->length;
+        }
       }
     }
+    tell(e);
   }
 
   CUPROF_NOINLINE void on_payload(std::uintptr_t domain, const nvtxEventAttributes_t& attr, bool recording) noexcept {

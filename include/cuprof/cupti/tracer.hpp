@@ -113,6 +113,16 @@ class tracer {
     return {};
   }
 
+  // Attaches CUPTI without recording anything: a session that waits for a
+  // window of the program's choosing (a capture range, a trigger) hears the
+  // calls that open one. Empty on success, else why CUPTI could not attach.
+  std::string arm() {
+    std::lock_guard<std::mutex> lock(control_);
+    if (closed_) return "the process is exiting";
+    if (attached_ || forked_child()) return {};
+    return attach();
+  }
+
   // Releases CUPTI once a session is over: with activities merely disabled,
   // CUPTI stays hooked into every CUDA call and slows the program down after
   // profiling. The next enable() attaches again. Skipped during process exit,
@@ -374,6 +384,7 @@ class tracer {
     for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_MODULE_LOADED})
       cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, cbid);
     for (const auto& [domain, cbid] : context_teardown_calls) cupti_.enable_callback(1, subscriber_, domain, cbid);
+    for (const auto& [domain, cbid] : profiler_api_calls) cupti_.enable_callback(1, subscriber_, domain, cbid);
     // NVTX: NCCL's domain, strings and communicators are learnt whenever CUPTI
     // is attached, recording or not; calls are kept while a window records.
     for (CUpti_CallbackId cbid : nvtx_recorder::callbacks) cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_NVTX, cbid);
@@ -407,6 +418,25 @@ class tracer {
     return false;
   }
 
+  // Their callbacks stay on while CUPTI is attached: the program's own capture
+  // ranges (process_state::on_profiler_api). cudaProfilerStart calls
+  // cuProfilerStart; a window already open or closed ignores the second.
+  static constexpr std::pair<CUpti_CallbackDomain, CUpti_CallbackId> profiler_api_calls[] = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop}};
+  // 1 a start, 0 a stop, -1 neither.
+  static int profiler_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+      return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000  ? 1
+             : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000 ? 0
+                                                                       : -1;
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+      return cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart ? 1 : cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop ? 0 : -1;
+    return -1;
+  }
+
   // Shown calls are recorded while a window is open (call_recorder.hpp);
   // context and module events re-register the exit gate; the calls that
   // destroy a context get its records out first (CUPTI would drop them).
@@ -416,8 +446,12 @@ class tracer {
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) return register_exit_gate();
     if (domain == CUPTI_CB_DOMAIN_NVTX)
       return t->nvtx_.on_nvtx(cbid, *static_cast<const CUpti_NvtxData*>(data), t->enabled_flag_.load(std::memory_order_relaxed));
-    if (!t->enabled_flag_.load(std::memory_order_relaxed)) return;
     const auto& call = *static_cast<const CUpti_CallbackData*>(data);
+    if (CUPROF_UNLIKELY(call.callbackSite == CUPTI_API_ENTER)) {
+      const int start = profiler_api(domain, cbid);
+      if (void (*hook)(bool) = start < 0 ? nullptr : process().on_profiler_api.load(std::memory_order_relaxed)) hook(start == 1);
+    }
+    if (!t->enabled_flag_.load(std::memory_order_relaxed)) return;
     if (CUPROF_UNLIKELY(call.callbackSite == CUPTI_API_ENTER && tears_down_context(domain, cbid))) {
       t->driver_.ctx_synchronize();  // the context the call destroys is current
       t->cupti_.flush_all(0);
@@ -516,7 +550,8 @@ class tracer {
     }
     if (on) calls_.set_stacks(stacks_on_);  // before their callbacks are on
     for (const auto& [domain, cbid] : shown_calls_)
-      if (on || !tears_down_context(domain, cbid)) cupti_.enable_callback(on, subscriber_, domain, cbid);
+      if (on || (!tears_down_context(domain, cbid) && profiler_api(domain, cbid) < 0))
+        cupti_.enable_callback(on, subscriber_, domain, cbid);
     shown_calls_on_ = on;
   }
 

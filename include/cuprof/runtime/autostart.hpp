@@ -15,6 +15,12 @@
 //                          as NVTX ranges named "step ..." or "ProfilerStep#...", or CUPROF_STEP_RANGE)
 //   CUPROF_STEPS=K         with CUPROF_START_STEP: write the trace when step N+K starts
 //   CUPROF_STEP_RANGE=NAME the NVTX range that marks a step: NAME, alone or followed by a non-letter
+//   CUPROF_CAPTURE_RANGE=cuda          record only between the program's cudaProfilerStart and
+//                                      cudaProfilerStop (cuProfilerStart/Stop, torch.cuda.profiler)
+//   CUPROF_CAPTURE_RANGE=nvtx:MSG[@DOM] record only inside the NVTX range MSG (of domain DOM; any
+//                                      domain when none is named)
+//   CUPROF_CAPTURE_RANGE_END=stop|repeat|repeat:N  after the first range (default), every range,
+//                                      or N ranges: each its own trace, %n in the path its number
 //   CUPROF_TRACE_DETAIL=lean  GPU records without launch configuration (default kineto)
 //   CUPROF_STACKS=1        native call stacks at CUDA calls (profile_options::with_stack)
 #pragma once
@@ -72,6 +78,7 @@ struct environment_config {
   int start_step = -1;          // CUPROF_START_STEP; -1: the window does not wait for a step
   int steps = 0;                // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
   std::string step_range;       // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
+  capture_range capture;        // CUPROF_CAPTURE_RANGE, CUPROF_CAPTURE_RANGE_END
   export_options export_with;
   std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
 };
@@ -136,6 +143,15 @@ inline environment_config read_environment(const std::function<const char*(const
     c.problems.push_back("CUPROF_DELAY and CUPROF_START_STEP both given: the window opens at the step");
     c.delay_s = 0;
   }
+  std::string capture_problem;
+  c.capture = read_capture_range(env("CUPROF_CAPTURE_RANGE"), env("CUPROF_CAPTURE_RANGE_END"), capture_problem);
+  if (!capture_problem.empty()) c.problems.push_back(capture_problem);
+  if (c.capture.kind != capture_range::none && (c.start_step >= 0 || c.delay_s > 0 || c.duration_s > 0)) {
+    c.problems.push_back(
+        "CUPROF_CAPTURE_RANGE chooses the windows: CUPROF_DELAY, CUPROF_DURATION and CUPROF_START_STEP are ignored");
+    c.start_step = -1;
+    c.delay_s = c.duration_s = 0;
+  }
   if (c.start_step < 0 && c.steps > 0) {
     c.problems.push_back("CUPROF_STEPS needs CUPROF_START_STEP (the step the window opens at); ignored");
     c.steps = 0;
@@ -183,6 +199,22 @@ struct environment_session {
   std::atomic<bool> window_open{false};
   std::mutex step_mutex;  // for step_signal only: the hook never takes it
   std::condition_variable step_signal;
+  // CUPROF_CAPTURE_RANGE: what the hooks ask of the window's thread. A range
+  // is `in_range` from the call that opens it to the one that closes it.
+  std::atomic<bool> in_range{false};
+  std::atomic<bool> open_asked{false};
+  std::atomic<std::uint64_t> close_asked_ticks{0};  // where the range ended; 0: not asked
+  std::atomic<std::uint32_t> range_tid{0};          // nvtx: the thread that opened the range
+  std::atomic<std::uintptr_t> range_domain{0};      // nvtx: its domain
+  std::atomic<std::uint64_t> range_id{0};           // nvtx: a started range's id; 0 a pushed range
+  std::atomic<int> range_level{0};                  // pushed range: its thread's pushes in its domain, its own counted
+  std::atomic<std::uintptr_t> named_domain{0};      // the handle of the domain CUPROF_CAPTURE_RANGE names, once created
+  std::atomic<int> windows_written{0};
+  // The program's thread waits here, inside its start call, until the
+  // window is open (at most open_wait), so its first kernels are in it.
+  std::mutex capture_mutex;
+  std::condition_variable capture_signal;  // to the window's thread
+  std::condition_variable capture_opened;  // to the program's thread
 };
 
 // The trace path as the process will write it. Made absolute at start, so a
@@ -289,6 +321,11 @@ struct step_window {
     s.step_signal.notify_one();
   }
 
+  // The NVTX hook (process_state::on_nvtx_range): a step is a range's start.
+  static void on_nvtx(const nvtx_range_event& e) noexcept {
+    if ((e.kind == nvtx_range_event::push || e.kind == nvtx_range_event::start) && e.message) on_range(e.message, e.length);
+  }
+
   // The program's steps in the window as torch.profiler's ProfilerStep#N spans,
   // from where each step started (epoch ns, the hook's own reading, from step
   // `first_step` on) to where the next did or the window ended, on the thread
@@ -328,6 +365,146 @@ struct step_window {
   static void run(profile* p);
 };
 
+// CUPROF_CAPTURE_RANGE: windows the program marks itself. The profile waits
+// with CUPTI attached and nothing recording (an idle profiler's cost); the
+// hooks, on the program's thread inside its call, only match the call and
+// ask; the window's thread opens and closes the window and writes each trace.
+struct window_control {
+  static constexpr std::chrono::milliseconds open_wait{1000};
+
+  static void on_profiler_api(bool start) noexcept {
+    environment_session& s = environment();
+    if (s.config.capture.kind != capture_range::cuda) return;
+    bool expected = !start;
+    if (!s.in_range.compare_exchange_strong(expected, start)) return;  // the runtime's call and the driver's: one range
+    if (start) ask_open(s);
+    else ask_close(s);
+  }
+
+  static void on_nvtx(const nvtx_range_event& e) noexcept {
+    environment_session& s = environment();
+    const capture_range& c = s.config.capture;
+    const auto is = [&e](const std::string& text) {
+      return e.message && e.length == text.size() && std::memcmp(e.message, text.data(), e.length) == 0;
+    };
+    switch (e.kind) {
+      case nvtx_range_event::domain_created:
+        if (!c.domain.empty() && is(c.domain)) s.named_domain.store(e.domain, std::memory_order_relaxed);
+        return;
+      case nvtx_range_event::push:
+      case nvtx_range_event::start: {
+        if (s.in_range.load(std::memory_order_relaxed)) {
+          if (e.kind == nvtx_range_event::push && same_thread_and_domain(s, e))
+            s.range_level.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        if (!is(c.message) || (!c.domain.empty() && (!e.domain || e.domain != s.named_domain.load(std::memory_order_relaxed))))
+          return;
+        if (std::uint32_t(::getpid()) != s.owner_pid) return;  // a forked child: no window's thread there
+        bool expected = false;
+        if (!s.in_range.compare_exchange_strong(expected, true)) return;
+        s.range_tid.store(std::uint32_t(::syscall(SYS_gettid)), std::memory_order_relaxed);
+        s.range_domain.store(e.domain, std::memory_order_relaxed);
+        s.range_id.store(e.kind == nvtx_range_event::start ? e.id : 0, std::memory_order_relaxed);
+        s.range_level.store(1, std::memory_order_relaxed);
+        return ask_open(s);
+      }
+      case nvtx_range_event::pop:
+        if (!s.in_range.load(std::memory_order_relaxed) || s.range_id.load(std::memory_order_relaxed) != 0 ||
+            !same_thread_and_domain(s, e) || s.range_level.fetch_sub(1, std::memory_order_relaxed) != 1)
+          return;
+        break;
+      case nvtx_range_event::end:
+        if (!s.in_range.load(std::memory_order_relaxed) || e.id == 0 || e.id != s.range_id.load(std::memory_order_relaxed))
+          return;
+        break;
+    }
+    bool expected = true;
+    if (s.in_range.compare_exchange_strong(expected, false)) ask_close(s);
+  }
+
+  // Each window's trace (on_trace_ready): the trace path with %n its number,
+  // or ".<n>" before the extension when several ranges are captured and the
+  // path has no %n.
+  static void write_window(profile& p) {
+    environment_session& s = environment();
+    const int n = s.windows_written.fetch_add(1) + 1;
+    const std::string path = numbered_path(s.config.trace_path, n, s.config.capture.ranges != 1);
+    if (s.directory) cuprof::export_chrome_trace(p.last_trace(), *s.directory, path, s.config.export_with);
+    else cuprof::export_chrome_trace(p.last_trace(), path, s.config.export_with);
+    if (s.config.print_table) write_stderr(p.key_averages().table("self_cuda_time_total", 30));
+  }
+
+  static std::string numbered_path(std::string path, int n, bool numbered) {
+    const std::size_t mark = path.find("%n");
+    if (mark != std::string::npos) return path.replace(mark, 2, std::to_string(n));
+    if (!numbered) return path;
+    const std::size_t slash = path.rfind('/');
+    const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+    return path.insert(dot == std::string::npos ? path.size() : dot, "." + std::to_string(n));
+  }
+
+  static void hook(bool on) {
+    process().on_nvtx_range.store(on ? &on_nvtx : nullptr, std::memory_order_relaxed);
+    process().on_profiler_api.store(on ? &on_profiler_api : nullptr, std::memory_order_relaxed);
+  }
+
+  // At exit (write_environment_trace, under the session's lock): a window
+  // still open is ended and written; no range at all is said.
+  static void finish(profile& p, environment_session& s) {
+    hook(false);
+    release_waiting(s);
+    if (p.running()) p.stop();
+    if (s.windows_written.load() == 0)
+      log_line(std::string("no capture range started (") +
+               (s.config.capture.kind == capture_range::cuda
+                    ? "cudaProfilerStart was never called"
+                    : "no NVTX range '" + terminal_safe(s.config.capture.message) + "' in the domain asked for") +
+               "): no trace written, '" + terminal_safe(s.config.trace_path) + "' left as it was");
+  }
+
+  // The profile waits for the first range, with the hooks set and the window's thread started.
+  static void begin(profile* p) {
+    p->start_waiting();
+    hook(true);
+    std::thread(&run, p).detach();
+  }
+
+  // The window's thread. A plain function, as every thread cuprof starts (see run_environment_window).
+  static void run(profile* p);
+
+ private:
+  static bool same_thread_and_domain(environment_session& s, const nvtx_range_event& e) noexcept {
+    return e.domain == s.range_domain.load(std::memory_order_relaxed) &&
+           std::uint32_t(::syscall(SYS_gettid)) == s.range_tid.load(std::memory_order_relaxed);
+  }
+
+  static void ask_open(environment_session& s) noexcept {
+    try {
+      std::unique_lock<std::mutex> lock(s.capture_mutex);
+      s.open_asked.store(true);
+      s.capture_signal.notify_one();
+      s.capture_opened.wait_for(lock, open_wait, [&s] { return !s.open_asked.load(); });
+    } catch (...) {
+      // The window opens when the thread gets to it.
+    }
+  }
+
+  static void ask_close(environment_session& s) noexcept {
+    s.close_asked_ticks.store(now_ticks());
+    try {
+      std::lock_guard<std::mutex> lock(s.capture_mutex);
+      s.capture_signal.notify_one();
+    } catch (...) {}
+  }
+
+  static void release_waiting(environment_session& s) {
+    std::lock_guard<std::mutex> lock(s.capture_mutex);
+    s.open_asked.store(false);
+    s.capture_opened.notify_all();
+  }
+};
+
 // Stops recording and writes the trace and table, once, in the process that
 // started it (a forked child inherits the exit handler but must not write).
 // The profile is left allocated: other exit handlers may still run scopes.
@@ -340,7 +517,15 @@ inline void write_environment_trace(environment_session& s) {
   const char* root = std::getenv("CUPROF_ROOT_PID");
   const bool run_root = root && std::to_string(s.owner_pid) == root;
   if (run_root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
-  if (s.config.start_step >= 0) process().on_range_start.store(nullptr, std::memory_order_relaxed);
+  if (s.config.start_step >= 0) process().on_nvtx_range.store(nullptr, std::memory_order_relaxed);
+  if (s.config.capture.kind != capture_range::none) {
+    try {
+      window_control::finish(*p, s);
+    } catch (const std::exception& e) {
+      log_line("could not write the trace: " + message_of(e));
+    }
+    return;
+  }
   if (!p->running()) {
     log_line("recording never started (CUPROF_DELAY=" + std::to_string(s.config.delay_s) +
              " s is longer than the run): no trace written, '" + terminal_safe(s.config.trace_path) + "' left as it was");
@@ -428,6 +613,38 @@ inline void run_environment_window(profile* p, double delay, double duration) {
   }
 }
 
+inline void window_control::run(profile* p) {
+  environment_session& e = environment();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> wait(e.capture_mutex);
+      e.capture_signal.wait_for(wait, std::chrono::milliseconds(20),
+                                [&e] { return e.open_asked.load() || e.close_asked_ticks.load() != 0; });
+    }
+    if (!e.open_asked.load() && e.close_asked_ticks.load() == 0) continue;
+    std::lock_guard<std::mutex> l(e.mutex);
+    if (e.prof != p) return;  // written meanwhile (exit, a signal)
+    if (e.open_asked.load()) {
+      p->open_window();
+      release_waiting(e);
+    }
+    const std::uint64_t end = e.close_asked_ticks.exchange(0);
+    if (end == 0) continue;
+    try {
+      p->close_window(end);
+    } catch (const std::exception& x) {
+      log_line("could not write the trace: " + message_of(x));
+    }
+    const int ranges = e.config.capture.ranges;
+    if (ranges > 0 && e.windows_written.load() >= ranges) {
+      // Nothing more to capture: CUPTI goes, and the program runs as if untraced.
+      hook(false);
+      p->stop();
+      return;
+    }
+  }
+}
+
 inline void step_window::run(profile* p) {
   environment_session& e = environment();
   const environment_config& c = e.config;
@@ -497,6 +714,7 @@ inline bool start_environment_profile(bool injected = false) {
   options.activities = s.config.activities;
   options.with_stack = s.config.with_stack;
   options.profile_memory = s.config.profile_memory;
+  if (s.config.capture.kind != capture_range::none) options.on_trace_ready = &window_control::write_window;
   s.prof = new profile(options);
   s.trace_pending.store(true);
   s.owner_pid = std::uint32_t(::getpid());
@@ -508,9 +726,13 @@ inline bool start_environment_profile(bool injected = false) {
   process().before_exit.store(&finish_environment_profile);
   if (!process().abnormal_exits_handled.exchange(true))
     handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending);
+  if (s.config.capture.kind != capture_range::none) {
+    window_control::begin(s.prof);
+    return true;
+  }
   if (s.config.delay_s == 0) s.prof->start();
   if (s.config.start_step >= 0) {
-    process().on_range_start.store(&step_window::on_range, std::memory_order_relaxed);
+    process().on_nvtx_range.store(&step_window::on_nvtx, std::memory_order_relaxed);
     std::thread(&step_window::run, s.prof).detach();
   } else if (s.config.delay_s > 0 || s.config.duration_s > 0) {
     std::thread(&run_environment_window, s.prof, s.config.delay_s, s.config.duration_s).detach();

@@ -50,15 +50,19 @@ profile::~profile() {
   }
 }
 
-void profile::start() {
-  if (running_) return detail::log_line("start() called on a running profiler; ignored");
+bool profile::begin_session() {
+  if (running_) {
+    detail::log_line("start() called on a running profiler; ignored");
+    return false;
+  }
   const void* expected = nullptr;
   if (!detail::process().running_profile.compare_exchange_strong(expected, this)) {
     refused_ = true;
     // Once: a program's own profile is usually started in a loop (a window per epoch).
-    return detail::log_line_once(
+    detail::log_line_once(
         "another cuprof profiler is already running (CUPROF_TRACE and `cuprof run` trace the whole process): "
         "this profile records nothing and will not write over its output files");
+    return false;
   }
   detail::clock_anchor();
   refused_ = false;
@@ -67,9 +71,43 @@ void profile::start() {
   step_num_ = 0;
   cuda_status_.clear();
   if (has(options_.activities, activity::cuda)) open_cuda();
+  return true;
+}
+
+void profile::start() {
+  if (!begin_session()) return;
   action_ = options_.schedule ? (*options_.schedule)(0) : profiler_action::record;
   transition(profiler_action::none, action_, detail::now_ticks());
   open_step_scope();
+}
+
+void profile::start_waiting() {
+  if (options_.schedule || !begin_session()) return;
+  action_ = profiler_action::none;
+  if (!tracer_) return;
+  const std::string why = tracer_->arm();
+  if (why.empty()) return;
+  cuda_status_ = why;
+  tracer_ = nullptr;
+  detail::log_line("CUDA tracing is off: " + why + "; " + what_is_recorded_without_cuda());
+}
+
+void profile::open_window() {
+  if (!running_ || options_.schedule || action_ != profiler_action::none) return;
+  action_ = profiler_action::record;
+  transition(profiler_action::none, action_, detail::now_ticks());
+}
+
+void profile::close_window(std::uint64_t end_ticks) {
+  if (!running_ || options_.schedule || action_ != profiler_action::record || refused_in_handler("close_window()")) return;
+  const std::uint64_t now = detail::now_ticks();
+  action_ = profiler_action::none;
+  transition(profiler_action::record, action_, end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now);
+  if (tracer_) {
+    tracer_->sync_devices();
+    tracer_->flush(true);
+  }
+  finalize_ready(true);
 }
 
 void profile::stop() { stop_at(0); }

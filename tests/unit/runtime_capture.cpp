@@ -1,0 +1,291 @@
+// Capture ranges (CUPROF_CAPTURE_RANGE, runtime/autostart.hpp): windows the
+// program marks with cudaProfilerStart/Stop or an NVTX range. CUPTI's calls are
+// synthetic here: the cases call the hooks CUPTI's callbacks call
+// (process_state::on_profiler_api, on_nvtx_range), in a child process each,
+// where the environment's profile starts afresh.
+
+#include <cuprof/cuprof.hpp>
+#include <cuprof/runtime/autostart.hpp>
+
+#include "support/child_process.hpp"
+#include "support/files.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace cuprof_test;
+using cuprof::detail::capture_range;
+using cuprof::detail::nvtx_range_event;
+using cuprof::detail::process;
+
+namespace {
+
+// The scopes a trace holds, by name.
+std::set<std::string> scopes_in(const std::string& path) {
+  std::set<std::string> names;
+  const json doc = json::parse(slurp(path));
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
+  return names;
+}
+
+void scope(const char* name) {
+  cuprof::record_function s{std::string_view(name)};
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+void profiler_api(bool start) {
+  void (*hook)(bool) = process().on_profiler_api.load();
+  const bool hooked = hook != nullptr;
+  REQUIRE(hooked);
+  hook(start);
+}
+
+void nvtx(nvtx_range_event::kind_t kind, const char* message, std::uintptr_t domain = 0, std::uint64_t id = 0) {
+  void (*hook)(const nvtx_range_event&) = process().on_nvtx_range.load();
+  const bool hooked = hook != nullptr;
+  REQUIRE(hooked);
+  nvtx_range_event e;
+  e.kind = kind;
+  e.message = message;
+  e.length = message ? std::strlen(message) : 0;
+  e.domain = domain;
+  e.id = id;
+  hook(e);
+}
+
+// The window's thread writes each trace after its range closed.
+bool wait_for_file(const std::string& path) {
+  for (int i = 0; i < 300 && !fs::exists(path); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // written atomically: present means complete
+  return fs::exists(path);
+}
+
+bool wait_unhooked() {
+  for (int i = 0; i < 300 && process().on_profiler_api.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return process().on_profiler_api.load() == nullptr && process().on_nvtx_range.load() == nullptr;
+}
+
+void run_case(const char* name, const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  temp_dir dir;
+  const std::string output = (dir.path / "child.txt").string();
+  const int rc = run_child_case(name, env, output);
+  const std::string said = slurp(output);
+  CAPTURE(said);
+  CHECK(rc == 0);
+  CHECK(said.find("Status: SUCCESS!") != std::string::npos);
+  CHECK(std::regex_search(said, std::regex(R"(test cases: +1 \| +1 passed)")));
+}
+
+struct capture_env {
+  temp_dir dir;
+  scoped_env activities{"CUPROF_ACTIVITIES", "cpu"};
+  scoped_env table{"CUPROF_TABLE", "0"};
+  scoped_env trace;
+  scoped_env range;
+  scoped_env end;
+  capture_env(const char* file, const char* range_value, const char* end_value)
+      : trace("CUPROF_TRACE", (dir.path / file).string().c_str()),
+        range("CUPROF_CAPTURE_RANGE", range_value),
+        end("CUPROF_CAPTURE_RANGE_END", end_value) {}
+  std::string path(const std::string& file) const { return (dir.path / file).string(); }
+};
+
+}  // namespace
+
+TEST_SUITE("runtime") {
+TEST_CASE("CUPROF_CAPTURE_RANGE and CUPROF_CAPTURE_RANGE_END are read strictly") {
+  std::string problem;
+  capture_range c = cuprof::detail::read_capture_range("cuda", nullptr, problem);
+  CHECK(c.kind == capture_range::cuda);
+  CHECK(c.ranges == 1);
+  CHECK(problem.empty());
+
+  c = cuprof::detail::read_capture_range("nvtx:train step", "repeat:3", problem);
+  CHECK(c.kind == capture_range::nvtx);
+  CHECK(c.message == "train step");
+  CHECK(c.domain.empty());
+  CHECK(c.ranges == 3);
+
+  c = cuprof::detail::read_capture_range("nvtx:a@b@app", "repeat", problem);
+  CHECK(c.message == "a@b");  // the last '@' names the domain
+  CHECK(c.domain == "app");
+  CHECK(c.ranges == 0);
+  CHECK(problem.empty());
+
+  for (const char* bad : {"nvtx:", "nvtx:@app", "nvtx:x@", "cudaa", "NVTX:x", "hotkey"}) {
+    problem.clear();
+    c = cuprof::detail::read_capture_range(bad, nullptr, problem);
+    CHECK_MESSAGE(c.kind == capture_range::none, bad);
+    CHECK_MESSAGE(!problem.empty(), bad);
+  }
+  for (const char* bad : {"repeat:0", "repeat:-1", "repeat:x", "again", "repeat:1e3"}) {
+    problem.clear();
+    c = cuprof::detail::read_capture_range("cuda", bad, problem);
+    CHECK_MESSAGE(c.ranges == 1, bad);
+    CHECK_MESSAGE(problem.find("using stop") != std::string::npos, bad);
+  }
+  problem.clear();
+  c = cuprof::detail::read_capture_range(nullptr, "repeat", problem);
+  CHECK(c.kind == capture_range::none);
+  CHECK(problem.find("needs CUPROF_CAPTURE_RANGE") != std::string::npos);
+  // Hostile text is cut for the terminal in the problem line.
+  problem.clear();
+  cuprof::detail::read_capture_range("\x1b[2Jevil", nullptr, problem);
+  CHECK(problem.find('\x1b') == std::string::npos);
+}
+
+TEST_CASE("a capture range with a time window: the range wins, said once") {
+  const auto env = [](const char* name) -> const char* {
+    if (std::string(name) == "CUPROF_TRACE") return "t.json";
+    if (std::string(name) == "CUPROF_CAPTURE_RANGE") return "cuda";
+    if (std::string(name) == "CUPROF_DELAY") return "2";
+    return nullptr;
+  };
+  const cuprof::detail::environment_config c = cuprof::detail::read_environment(env, false, 1, "h", 0, 1);
+  CHECK(c.capture.kind == capture_range::cuda);
+  CHECK(c.delay_s == 0);
+  REQUIRE(c.problems.size() == 1);
+  CHECK(c.problems[0].find("CUPROF_CAPTURE_RANGE chooses the windows") != std::string::npos);
+}
+
+TEST_CASE("[child] capture range cuda stop") {
+  if (!is_child_run()) return;
+  capture_env env("cuda.json", "cuda", nullptr);
+  REQUIRE(cuprof::detail::start_environment_profile());
+  scope("before");
+  void (*api)(bool) = process().on_profiler_api.load();  // as CUPTI's callback loads it, once per call
+  const bool hooked = api != nullptr;
+  REQUIRE(hooked);
+  api(true);
+  api(true);        // cudaProfilerStart calls cuProfilerStart: both reach the hook, one range
+  scope("inside");  // the start call returned once the window was open
+  api(false);
+  api(false);
+  scope("after");
+  REQUIRE(wait_for_file(env.path("cuda.json")));
+  CHECK(wait_unhooked());  // one range asked for: nothing more is watched
+  CHECK(scopes_in(env.path("cuda.json")) == std::set<std::string>{"inside"});
+  cuprof::detail::finish_environment_profile();
+  CHECK(std::distance(fs::directory_iterator(env.dir.path), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("capture range cuda: only the scopes between cudaProfilerStart and cudaProfilerStop, once") {
+  run_case("[child] capture range cuda stop");
+}
+
+TEST_CASE("[child] capture range cuda repeat:2") {
+  if (!is_child_run()) return;
+  capture_env env("run_%n.json", "cuda", "repeat:2");
+  REQUIRE(cuprof::detail::start_environment_profile());
+  for (const char* name : {"first", "second"}) {
+    profiler_api(true);
+    scope(name);
+    profiler_api(false);
+    scope("between");
+    REQUIRE(wait_for_file(env.path(std::string("run_") + (name[0] == 'f' ? "1" : "2") + ".json")));
+  }
+  CHECK(wait_unhooked());  // two ranges asked for: a third start call reaches nothing
+  scope("third");
+  cuprof::detail::finish_environment_profile();
+  CHECK(scopes_in(env.path("run_1.json")) == std::set<std::string>{"first"});
+  CHECK(scopes_in(env.path("run_2.json")) == std::set<std::string>{"second"});
+  CHECK_FALSE(fs::exists(env.path("run_3.json")));
+}
+
+TEST_CASE("capture range cuda, repeat:2: two ranges, each its own trace named by %n") {
+  run_case("[child] capture range cuda repeat:2");
+}
+
+TEST_CASE("[child] capture range nvtx by message and domain") {
+  if (!is_child_run()) return;
+  capture_env env("nvtx.json", "nvtx:train@app", "repeat");
+  REQUIRE(cuprof::detail::start_environment_profile());
+  using ev = nvtx_range_event;
+  nvtx(ev::push, "train", 0x20);  // before its domain is known: not the one asked for
+  scope("unknown domain");
+  nvtx(ev::pop, nullptr, 0x20);
+  nvtx(ev::domain_created, "other", 0x20);
+  nvtx(ev::domain_created, "app", 0x10);
+  nvtx(ev::push, "train", 0x20);  // the right message in another domain
+  scope("other domain");
+  nvtx(ev::pop, nullptr, 0x20);
+  nvtx(ev::push, "training", 0x10);  // the message is matched whole
+  nvtx(ev::pop, nullptr, 0x10);
+
+  // A pushed range: nested pushes of its domain and pops of others leave it open.
+  nvtx(ev::push, "train", 0x10);
+  nvtx(ev::push, "forward", 0x10);
+  scope("pushed");
+  nvtx(ev::pop, nullptr, 0x20);
+  nvtx(ev::pop, nullptr, 0x10);  // ends "forward"
+  scope("pushed, after forward");
+  std::thread other([] { nvtx(nvtx_range_event::pop, nullptr, 0x10); });  // another thread's pop is its own
+  other.join();
+  scope("still pushed");
+  nvtx(ev::pop, nullptr, 0x10);  // ends "train"
+  REQUIRE(wait_for_file(env.path("nvtx.1.json")));
+  scope("outside");
+
+  // A started range ends where its id does, on any thread.
+  nvtx(ev::start, "train", 0x10, 41);
+  scope("started");
+  nvtx(ev::end, nullptr, 0x10, 40);  // another range's end
+  std::thread ender([] { nvtx(nvtx_range_event::end, nullptr, 0x10, 41); });
+  ender.join();
+  REQUIRE(wait_for_file(env.path("nvtx.2.json")));
+  scope("outside again");
+  cuprof::detail::finish_environment_profile();
+
+  CHECK(scopes_in(env.path("nvtx.1.json")) == std::set<std::string>{"pushed", "pushed, after forward", "still pushed"});
+  CHECK(scopes_in(env.path("nvtx.2.json")) == std::set<std::string>{"started"});
+  CHECK_FALSE(fs::exists(env.path("nvtx.3.json")));
+}
+
+TEST_CASE("capture range nvtx:MESSAGE@DOMAIN: pushed and started ranges, nesting, other domains and threads") {
+  run_case("[child] capture range nvtx by message and domain");
+}
+
+TEST_CASE("[child] capture range open at exit") {
+  if (!is_child_run()) return;
+  capture_env env("exit.json", "nvtx:phase", nullptr);
+  REQUIRE(cuprof::detail::start_environment_profile());
+  nvtx(nvtx_range_event::push, "phase", 0x30);  // any domain: none named
+  scope("open at exit");
+  cuprof::detail::finish_environment_profile();  // what exit does
+  const bool unhooked = process().on_nvtx_range.load() == nullptr;
+  CHECK(unhooked);
+  CHECK(scopes_in(env.path("exit.json")) == std::set<std::string>{"open at exit"});
+}
+
+TEST_CASE("capture range: a range still open at exit is written then") { run_case("[child] capture range open at exit"); }
+
+TEST_CASE("[child] capture range never started") {
+  if (!is_child_run()) return;
+  capture_env env("never.json", "cuda", nullptr);
+  REQUIRE(cuprof::detail::start_environment_profile());
+  scope("no range");
+  cuprof::detail::finish_environment_profile();
+  CHECK_FALSE(fs::exists(env.path("never.json")));
+}
+
+TEST_CASE("capture range: no range, no trace, and a line that says so") {
+  temp_dir dir;
+  const std::string output = (dir.path / "child.txt").string();
+  const int rc = run_child_case("[child] capture range never started", {}, output);
+  const std::string said = slurp(output);
+  CAPTURE(said);
+  CHECK(rc == 0);
+  CHECK(said.find("no capture range started (cudaProfilerStart was never called): no trace written") != std::string::npos);
+}
+}  // TEST_SUITE("runtime")
