@@ -95,8 +95,10 @@ struct trigger_reply {
 };
 
 // Called on the endpoint's thread for each window request from this user
-// while no other triggered window is open. After accepting, the caller owes
-// the endpoint exactly one finish(). Plain function pointers, not
+// while no other triggered window is open. It opens the window and returns
+// (the thread serves no one meanwhile: it must not wait for the window to
+// end). After accepting, the caller owes the endpoint exactly one finish(),
+// from any thread, before close(). Plain function pointers, not
 // std::function: several copies of cuprof can live in one process, and a
 // lambda's std::function code is shared between them (docs/architecture.md).
 using trigger_handler = trigger_reply (*)(const trigger_request&);
@@ -334,7 +336,7 @@ class control_endpoint {
       return false;
     }
     if (answers(path_)) {
-      why = "another live process serves it";
+      why = "a live endpoint answers there already";
       return false;
     }
     listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
