@@ -120,6 +120,8 @@ TEST_CASE("cli: --help on every command, usage errors exit 2") {
       {"insights", "a.json", "--kernels", "x"},
       {"diff", "a.json"},
       {"diff", "a.json", "b.json", "c.json"},
+      {"trigger"},
+      {"trigger", "1", "--duration", "2", "--steps", "3"},
       {"help", "frobnicate"},
   };
   for (const auto& args : usage) {
@@ -381,7 +383,7 @@ TEST_CASE("cli: help, help COMMAND, help --help, and --help anywhere among a com
     CHECK(r.out == main_help);
     CHECK(r.err.empty());
   }
-  for (const char* cmd : {"table", "insights", "diff", "run"}) {
+  for (const char* cmd : {"table", "insights", "diff", "run", "trigger"}) {
     CAPTURE(cmd);
     const cli_run help = cli({"help", cmd});
     CHECK(help.rc == 0);

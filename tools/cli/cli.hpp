@@ -16,6 +16,7 @@
 #include "report.hpp"
 #include "run_command.hpp"
 #include "terminal.hpp"
+#include "trigger_command.hpp"
 
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <optional>
@@ -44,6 +46,7 @@ constexpr int exit_grew = 3;
 struct terminal {
   std::size_t stdout_columns = 0;  // stdout's width when it is a terminal: tables fit it (0: torch's width)
   int progress_fd = -1;            // stderr when it is a terminal: the progress of reads over a second
+  int live_fd = -1;                // stdout, for a command that waits (trigger): its lines as they come; -1: into out
 };
 
 inline const char* main_help =
@@ -68,6 +71,9 @@ inline const char* main_help =
     "                      time change; a CI gate on GPU or CPU time per step\n"
     "  run [OPTIONS] -- PROGRAM [ARGS...]\n"
     "                      trace an unmodified CUDA program (trace and table at its exit)\n"
+    "  trigger PID [--duration S | --steps N] [--output PATH]\n"
+    "                      a trace window now from a process running under cuprof run or\n"
+    "                      CUPROF_TRACE; trigger --list: the processes that accept one\n"
     "  help [COMMAND]      this text, or a command's\n"
     "\n"
     "options: --help on every command; --format text|csv|json for table, insights, diff;\n"
@@ -176,6 +182,7 @@ inline const char* help_of(const std::string& command) {
   if (command == "insights") return insights_help;
   if (command == "diff") return diff_help;
   if (command == "run") return run_help;
+  if (command == "trigger") return trigger_help;
   return nullptr;
 }
 
@@ -765,6 +772,53 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   return exit_ok;
 }
 
+inline int trigger_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
+  const parsed p = parse(args, 2, {"duration", "steps", "output", "timeout"}, {"list"}, "trigger");
+  const std::string *duration = option(p, "duration"), *steps = option(p, "steps"), *output = option(p, "output"),
+                    *timeout = option(p, "timeout");
+  if (option(p, "list")) {
+    if (!p.positional.empty() || p.options.size() > 1) throw usage_error("--list takes nothing else", "trigger");
+    return list_endpoints(out, err);
+  }
+  if (p.positional.size() != 1)
+    throw usage_error(p.positional.empty() ? "missing the PID to trigger (or --list)" : "trigger takes one PID", "trigger");
+  const std::string& pid_text = p.positional[0];
+  const std::optional<int> pid = detail::parse_env_int(pid_text.c_str());
+  if (!pid || *pid == 0 || pid_text.find_first_not_of("0123456789") != std::string::npos)
+    throw usage_error("the PID is a process id, not '" + pid_text + "'", "trigger");
+  if (duration && steps) throw usage_error("--duration and --steps both say how long the window lasts: give one", "trigger");
+  detail::trigger_request request;
+  request.duration_s = detail::trigger_default_seconds;
+  if (duration) {
+    const std::optional<double> s = option_seconds(*duration);
+    if (!s) throw usage_error("--duration takes a number of seconds above 0 up to 1e7, not '" + *duration + "'", "trigger");
+    request.duration_s = *s;
+  }
+  if (steps) {
+    const std::optional<int> n = detail::parse_env_int(steps->c_str());
+    if (!n || *n == 0) throw usage_error("--steps takes a whole number from 1 to 2^30, not '" + *steps + "'", "trigger");
+    request.duration_s = 0;
+    request.steps = *n;
+  }
+  std::optional<double> wait_s;
+  if (timeout && !(wait_s = option_seconds(*timeout)))
+    throw usage_error("--timeout takes a number of seconds above 0 up to 1e7, not '" + *timeout + "'", "trigger");
+  if (output) {
+    if (output->empty() || detail::has_control_character(*output))
+      throw usage_error("--output takes a path without control characters", "trigger");
+    request.output = *output;
+    if (request.output[0] != '/') {  // the process has its own working directory
+      char cwd[4096];
+      if (!::getcwd(cwd, sizeof cwd)) throw error(std::string("cannot resolve the relative --output: ") + std::strerror(errno));
+      request.output = std::string(cwd) + "/" + request.output;
+    }
+    if (request.output.size() + 100 > detail::trigger_line_max)
+      throw usage_error("--output is too long for a request line (" + std::to_string(detail::trigger_line_max) + " bytes)",
+                        "trigger");
+  }
+  return trigger_window(*pid, request, wait_s, out, err, term.live_fd);
+}
+
 // Runs the command line `args` (args[0] is the program name). Appends what it
 // prints to `out` (stdout) and `err` (stderr); returns the exit status. Never
 // throws. `cuprof run` fills `plan` for the caller to exec.
@@ -808,6 +862,7 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
     if (command == "stacks") return stacks_command(args, out, err, term);
     if (command == "diff") return diff_command(args, out, err, term);
     if (command == "run") return run_command(args, out, plan);
+    if (command == "trigger") return trigger_command(args, out, err, term);
     command.clear();
     throw usage_error("unknown command '" + args[1] + "'", "");
   } catch (const usage_error& e) {

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   cuprof::cli::terminal term;
   term.stdout_columns = cuprof::cli::terminal_columns(STDOUT_FILENO);
   if (::isatty(STDERR_FILENO)) term.progress_fd = STDERR_FILENO;
+  term.live_fd = STDOUT_FILENO;
   const int rc = cuprof::cli::run(args, out, err, plan, term);
   if (!out.empty() && (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)) {
     std::fputs("cuprof: cannot write the output\n", stderr);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "chrome_trace_impl.hpp"   // output/chrome_trace.hpp's export functions
+#include "control_endpoint.hpp"    // `cuprof trigger`'s endpoint in a running process
 #include "profile_impl.hpp"        // profile.hpp's session
 #include "stacks_impl.hpp"         // profile.hpp's export_stacks
 #include "trace_handler_impl.hpp"  // trace_handler.hpp's handlers

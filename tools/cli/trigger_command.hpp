@@ -1,0 +1,337 @@
+// `cuprof trigger PID`: asks a running process (started under `cuprof run`,
+// or with CUPROF_TRACE) for a trace window now, through its control endpoint
+// (include/cuprof/runtime/control_endpoint.hpp: the protocol, where the
+// endpoints live, who may use them); `cuprof trigger --list`: the processes
+// that accept one.
+#pragma once
+
+#include <cuprof/base/env.hpp>
+#include <cuprof/base/text.hpp>
+#include <cuprof/runtime/control_endpoint.hpp>
+
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cuprof::cli {
+
+inline const char* trigger_help =
+    "usage: cuprof trigger PID [--duration S | --steps N] [--output PATH] [--timeout S]\n"
+    "       cuprof trigger --list\n"
+    "\n"
+    "Asks a running process of yours, started under `cuprof run` or with CUPROF_TRACE, for a\n"
+    "trace window now, and waits until its trace is written. One window at a time: a trigger\n"
+    "that comes while another's window is open is refused (busy).\n"
+    "\n"
+    "  --duration S        the window's length in seconds (default 2; \"2s\" is read as 2)\n"
+    "  --steps N           N program steps instead (NVTX ranges named \"step ...\")\n"
+    "  --output PATH       where the process writes this window's trace (default: its own\n"
+    "                      trace path); a relative PATH is taken from this directory\n"
+    "  --timeout S         how long to wait for the trace (default: the duration and 60 s more;\n"
+    "                      with --steps, until the process writes it or ends)\n"
+    "  --list              the processes that accept a trigger, and whether a window is open;\n"
+    "                      removes endpoints left by processes that are gone\n"
+    "\n"
+    "Endpoints: $XDG_RUNTIME_DIR/cuprof/PID.sock (else /tmp/cuprof-UID/), for their user only.\n"
+    "exit status: 0 the trace was written, 1 refused, failed or no answer, 2 bad usage\n";
+
+// Where the command's lines go: `live_fd` as they come (a command that waits
+// shows the window opening before it ends), or `out` when -1 (tests).
+struct trigger_output {
+  std::string& out;
+  int live_fd;
+  void say(const std::string& line) {
+    if (live_fd < 0) {
+      out += line;
+      return;
+    }
+    for (std::size_t done = 0; done < line.size();) {
+      const ssize_t n = ::write(live_fd, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      done += std::size_t(n);
+    }
+  }
+};
+
+class endpoint_client {
+ public:
+  endpoint_client() = default;
+  endpoint_client(const endpoint_client&) = delete;
+  endpoint_client& operator=(const endpoint_client&) = delete;
+  ~endpoint_client() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Connects to the endpoint at `path`; false with errno set when it cannot,
+  // or with errno EPERM when another user serves it (a socket this user's
+  // private directory should not hold).
+  bool connect(const std::string& path) {
+    sockaddr_un address;
+    if (!detail::unix_address(path, address)) {
+      errno = ENAMETOOLONG;
+      return false;
+    }
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return false;
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    if (::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::geteuid()) {
+      errno = EPERM;
+      return false;
+    }
+    return true;
+  }
+
+  bool send(const std::string& line) {
+    for (std::size_t done = 0; done < line.size();) {
+      const ssize_t n = ::send(fd_, line.data() + done, line.size() - done, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += std::size_t(n);
+    }
+    return true;
+  }
+
+  enum class got { line, end, timeout };
+  // The next line (without '\n'), waiting at most `seconds` (negative: no limit).
+  got next_line(double seconds, std::string& line) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(seconds, 0.0));
+    for (;;) {
+      if (const std::size_t newline = pending_.find('\n'); newline != std::string::npos) {
+        line = pending_.substr(0, newline);
+        pending_.erase(0, newline + 1);
+        return got::line;
+      }
+      if (pending_.size() > detail::trigger_line_max) return got::end;  // no line of this protocol is that long
+      int wait_ms = -1;
+      if (seconds >= 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return got::timeout;
+        wait_ms = int(std::min<long long>(left.count(), 1 << 30));
+      }
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, wait_ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return got::end;
+      if (r == 0) continue;
+      char buffer[1024];
+      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return got::end;
+      pending_.append(buffer, std::size_t(n));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::string pending_;
+};
+
+inline bool process_exists(long pid) { return ::kill(pid_t(pid), 0) == 0 || errno == EPERM; }
+
+// The endpoints' directory as the client trusts it (control_directory,
+// without creating it); empty when there is none (`missing`) or when it is
+// not private (`why` says so).
+inline std::string trusted_control_directory(bool& missing, std::string& why) {
+  const std::string dir = detail::control_directory(false, why);
+  struct stat st {};
+  missing = dir.empty() && ::lstat(detail::control_directory_path().c_str(), &st) != 0 && errno == ENOENT;
+  return dir;
+}
+
+// A number of seconds as --duration and --timeout take it: parse_seconds'
+// number, above 0, an "s" after it allowed.
+inline std::optional<double> option_seconds(std::string text) {
+  if (detail::ends_with(text, "s")) text.pop_back();
+  const std::optional<double> s = detail::parse_seconds(text.c_str());
+  if (!s || *s <= 0) return std::nullopt;
+  return s;
+}
+
+inline std::string seconds_text(double seconds) {
+  std::string s = std::to_string(seconds);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (s.back() == '.') s.pop_back();
+  return s + " s";
+}
+
+inline std::string describe_window(const detail::trigger_request& r) {
+  return r.steps > 0 ? std::to_string(r.steps) + " step" + (r.steps == 1 ? "" : "s") : seconds_text(r.duration_s);
+}
+
+struct endpoint_status {
+  long pid = 0;
+  std::string window = "?", name = "(no answer)";
+};
+
+// `cuprof trigger --list`.
+inline int list_endpoints(std::string& out, std::string& err) {
+  bool missing = false;
+  std::string why;
+  const std::string dir = trusted_control_directory(missing, why);
+  if (missing) {
+    out +=
+        "no process of this user accepts cuprof trigger (no " + detail::terminal_safe(detail::control_directory_path()) + ")\n";
+    return 0;
+  }
+  if (dir.empty()) {
+    err += "cuprof: will not use the endpoints' directory " + why + "\n";
+    return 1;
+  }
+  std::vector<long> pids;
+  std::vector<std::string> leftovers;  // temporary names of processes that ended while making their endpoint
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      const std::size_t dot = name.find('.');
+      const std::string number = name.substr(0, dot);
+      const std::optional<int> pid = detail::parse_env_int(number.c_str());
+      if (dot == std::string::npos || number.find_first_not_of("0123456789") != std::string::npos || !pid) continue;
+      if (name.substr(dot) == ".sock") pids.push_back(*pid);
+      else if (name.substr(dot) == ".sock.new" && !process_exists(*pid)) leftovers.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::sort(pids.begin(), pids.end());
+  for (const std::string& name : leftovers) ::unlink((dir + "/" + name).c_str());
+  std::vector<endpoint_status> live;
+  std::string notes;
+  for (const long pid : pids) {
+    const std::string path = detail::endpoint_path(dir, pid);
+    endpoint_client client;
+    if (!client.connect(path)) {
+      // Nothing listens (an endpoint is renamed into place only once it listens): its process ended
+      // without removing it, and the process with that pid now, if any, made none.
+      if (errno == ECONNREFUSED && ::unlink(path.c_str()) == 0)
+        notes += "removed a stale endpoint: pid " + std::to_string(pid) +
+                 (process_exists(pid) ? " is another process now" : " is not running") + "\n";
+      else if (errno != ENOENT)
+        notes += "pid " + std::to_string(pid) + ": cannot connect to its endpoint: " + std::strerror(errno) + "\n";
+      continue;
+    }
+    std::string line;
+    endpoint_status s;
+    s.pid = pid;
+    if (client.send(detail::format_status_request()) && client.next_line(5, line) == endpoint_client::got::line) {
+      const std::string prefix = "status pid=" + std::to_string(pid) + " window=";
+      const std::size_t name_at = line.find(" name=");
+      if (detail::starts_with(line, prefix) && name_at != std::string::npos && name_at > prefix.size()) {
+        s.window = line.substr(prefix.size(), name_at - prefix.size());
+        s.name = line.substr(name_at + 6);
+      }
+    }
+    live.push_back(s);
+  }
+  if (live.empty()) out += "no process of this user accepts cuprof trigger (" + detail::terminal_safe(dir) + ")\n";
+  else out += "PID      WINDOW  PROGRAM\n";
+  for (const endpoint_status& s : live) {
+    std::string pid = std::to_string(s.pid), window = detail::terminal_safe(s.window);
+    pid.resize(std::max<std::size_t>(pid.size() + 1, 9), ' ');
+    window.resize(std::max<std::size_t>(window.size() + 1, 8), ' ');
+    out += pid + window + detail::terminal_safe(s.name) + "\n";
+  }
+  out += notes;
+  return 0;
+}
+
+// Why `pid` has no endpoint to talk to (connecting to `path` failed with `error`).
+inline std::string no_endpoint(long pid, const std::string& path, int error) {
+  const std::string who = "pid " + std::to_string(pid);
+  if (!process_exists(pid))
+    return who + " is not running" +
+           (error == ECONNREFUSED ? " (its stale endpoint is left: cuprof trigger --list removes it)" : "");
+  if (error == ENOENT)
+    return who + " accepts no trigger (no " + detail::terminal_safe(path) + "): start it under cuprof run or with CUPROF_TRACE";
+  if (error == ECONNREFUSED)
+    return who +
+           "'s endpoint is stale: the process that made it ended and the pid is another process's now (cuprof "
+           "trigger --list removes it)";
+  if (error == EPERM) return detail::terminal_safe(path) + " is served by another user: not asking it";
+  return "cannot connect to " + detail::terminal_safe(path) + ": " + std::strerror(error);
+}
+
+// Asks `pid` for the window `request` and waits for its trace: 0 once
+// written; 1, with a line on `err`, when there is no endpoint, the window is
+// refused or the trace not written, the process ends, or nothing comes within
+// `wait_s` (none: 60 s for the window to open, then its duration and 60 s
+// more, or without limit for steps).
+inline int trigger_window(long pid, const detail::trigger_request& request, std::optional<double> wait_s, std::string& out,
+                          std::string& err, int live_fd) {
+  const std::string who = "pid " + std::to_string(pid);
+  bool missing = false;
+  std::string why;
+  const std::string dir = trusted_control_directory(missing, why);
+  if (dir.empty()) {
+    err += "cuprof: " +
+           (missing ? no_endpoint(pid, detail::endpoint_path(detail::control_directory_path(), pid), ENOENT)
+                    : "will not use the endpoints' directory " + why) +
+           "\n";
+    return 1;
+  }
+  const std::string path = detail::endpoint_path(dir, pid);
+  endpoint_client client;
+  if (!client.connect(path)) {
+    err += "cuprof: " + no_endpoint(pid, path, errno) + "\n";
+    return 1;
+  }
+  const auto unknown = [&](const std::string& line) {
+    err += "cuprof: " + who + " gave an answer this cuprof does not know: '" + detail::terminal_safe(detail::shorten(line, 200)) +
+           "'\n";
+    return 1;
+  };
+  const auto started = std::chrono::steady_clock::now();
+  std::string line;
+  // The first answer comes once the window is open: starting a profile can take a while.
+  const endpoint_client::got first = client.send(detail::format_trigger_request(request))
+                                         ? client.next_line(wait_s.value_or(60), line)
+                                         : endpoint_client::got::end;
+  if (first != endpoint_client::got::line) {
+    err += "cuprof: " + who +
+           (first == endpoint_client::got::timeout ? " did not answer in time" : " closed the connection without an answer") +
+           "\n";
+    return 1;
+  }
+  if (detail::starts_with(line, "refused ")) {
+    err += "cuprof: " + who + " refused the window: " + detail::terminal_safe(line.substr(8)) + "\n";
+    return 1;
+  }
+  if (!detail::starts_with(line, "ok ")) return unknown(line);
+  trigger_output live{out, live_fd};
+  live.say(who + ": window open for " + describe_window(request) + ", trace to " + detail::terminal_safe(line.substr(3)) + "\n");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double limit = wait_s ? std::max(*wait_s - waited, 0.0) : request.steps > 0 ? -1 : request.duration_s + 60;
+  const endpoint_client::got last = client.next_line(limit, line);
+  if (last == endpoint_client::got::timeout) {
+    err += "cuprof: " + who + ": no word of the trace within " + seconds_text(wait_s ? *wait_s : limit) +
+           " (the process may still write it)\n";
+    return 1;
+  }
+  if (last == endpoint_client::got::end) {
+    err += "cuprof: " + who + ": the process ended during the window (its exit writes what was recorded)\n";
+    return 1;
+  }
+  if (detail::starts_with(line, "written ")) {
+    live.say(who + ": trace written: " + detail::terminal_safe(line.substr(8)) + "\n");
+    return 0;
+  }
+  if (detail::starts_with(line, "failed ")) {
+    err += "cuprof: " + who + ": the trace was not written: " + detail::terminal_safe(line.substr(7)) + "\n";
+    return 1;
+  }
+  return unknown(line);
+}
+
+}  // namespace cuprof::cli
