@@ -16,6 +16,10 @@
 // each active window hands its trace to on_trace_ready. step() never
 // synchronizes the device: a window whose GPU work is still running is
 // finalised at a later step() once its records arrived, or at stop().
+//
+// With slow_steps instead of a schedule, every step is recorded into a ring
+// of the latest steps and only the slow ones are kept, each with the steps
+// around it, as windows handed to on_trace_ready (schedule.hpp says how).
 #pragma once
 
 #ifdef CUPROF_DISABLE
@@ -26,6 +30,7 @@
 #include "collect/clock.hpp"
 #include "base/error.hpp"
 #include "model/event.hpp"
+#include "model/slow_steps.hpp"
 #include "output/chrome_trace.hpp"
 #include "output/table.hpp"
 #include "schedule.hpp"
@@ -53,6 +58,8 @@ extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_li
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
   std::optional<cuprof::schedule> schedule;
+  // Keeps the slow steps and the steps around them (schedule.hpp); not with a schedule.
+  std::optional<cuprof::slow_steps> slow_steps;
   // Records every allocation and free of device, managed and pinned host
   // memory (torch's profile_memory): [memory] events, a bytes-in-use counter
   // per device, and the table's memory columns.
@@ -77,6 +84,9 @@ class profile {
     static_cast<void>(*static_cast<const volatile bool*>(
         &detail::runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime));
     if (options_.schedule) options_.schedule->validate();
+    if (options_.slow_steps) options_.slow_steps->validate();
+    if (options_.schedule && options_.slow_steps)
+      throw error("profile_options: schedule and slow_steps both choose the windows; give one of them");
   }
   //   { cuprof::profile prof(opts, cuprof::start_now); work(); }   // stopped here
   profile(profile_options options, start_now_t) : profile(std::move(options)) { start(); }
@@ -93,7 +103,7 @@ class profile {
   // An exception from on_trace_ready propagates, after the profiler stopped.
   void stop();
 
-  // Marks a step boundary; drives the schedule. Without a schedule it only counts.
+  // Marks a step boundary; drives the schedule or slow_steps. Without either it only counts.
   void step();
 
   bool running() const noexcept { return running_; }
@@ -157,6 +167,9 @@ class profile {
 
   std::string what_is_recorded_without_cuda() const;
 
+  // A schedule or slow_steps wraps each step in a ProfilerStep#N scope.
+  bool marks_steps() const noexcept { return options_.schedule || options_.slow_steps; }
+
   void open_step_scope();
 
   std::uint64_t close_step_scope();
@@ -167,6 +180,13 @@ class profile {
   void transition(profiler_action from, profiler_action to, std::uint64_t now);
 
   void end_window(std::uint64_t now);
+
+  // slow_steps: the step running ended at `now`; moves the ring's start, or
+  // cuts a kept window out of it.
+  void keep_slow_steps(std::uint64_t now);
+
+  // What the ring's window holds, about: CPU scope chunks in use and the CUDA records staged.
+  std::size_t held_bytes();
 
   // Finalises pending windows in order while their GPU records are all in
   // (always at stop, after the device sync and forced flush).
@@ -191,6 +211,7 @@ class profile {
   detail::cupti::tracer* tracer_ = nullptr;
   std::deque<pending_window> pending_;
   std::unique_ptr<trace> last_;
+  std::optional<detail::slow_step_ring> slow_;  // slow_steps' ring, from start()
 };
 
 }  // namespace cuprof
