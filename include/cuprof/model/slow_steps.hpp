@@ -164,7 +164,7 @@ class slow_step_ring {
     if (std::int64_t(listed_) < slow_) s += " and " + std::to_string(slow_ - std::int64_t(listed_)) + " more";
     s += "; " + (kept_ ? std::to_string(kept_) : std::string("no")) + " trace" + (kept_ == 1 ? "" : "s") + " kept";
     if (!dropped_steps.empty()) s += "; not kept (at most " + std::to_string(rule_.max_kept) + " traces): steps " + dropped_steps;
-    s += "; ring of " + std::to_string(limit_) + " steps";
+    s += "; ring of " + std::to_string(limit_) + (limit_ == 1 ? " step" : " steps");
     if (limit_ < rule_.ring_steps) s += " (of " + std::to_string(rule_.ring_steps) + ", shrunk to its byte cap)";
     if (rule_.ring_bytes > 0) s += ", at most " + number(double(rule_.ring_bytes) / double(1 << 20)) + " MiB";
     return s;
