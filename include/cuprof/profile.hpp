@@ -50,6 +50,7 @@ class tracer;
 }
 namespace detail {
 struct step_window;
+struct slow_step_marks;
 // Defined where the runtime is compiled (base/config.hpp). A program that makes a
 // profile without it fails to link, and the linker names this symbol.
 extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
@@ -135,11 +136,17 @@ class profile {
  private:
   // The environment's window opened at a step (CUPROF_START_STEP, runtime/autostart.hpp).
   friend struct detail::step_window;
+  // The environment's slow steps (CUPROF_SLOW_STEPS), from the same marks.
+  friend struct detail::slow_step_marks;
   // Moves the running window's start (no schedule) to `ticks`, a clock reading
   // already past: what was recorded before it is thrown away.
   void restart_window_at(std::uint64_t ticks);
   // stop(), the window ending at `end_ticks` (0: now), a clock reading already past.
   void stop_at(std::uint64_t end_ticks);
+  // slow_steps driven by another thread, without ProfilerStep scopes: a step
+  // boundary at `ticks`, a clock reading already past. The first is where
+  // step 0 starts: what was recorded before it is thrown away.
+  void slow_step_at(std::uint64_t ticks, bool first);
 
   struct pending_window {
     std::unique_ptr<trace> collected;
@@ -184,6 +191,11 @@ class profile {
   // slow_steps: the step running ended at `now`; moves the ring's start, or
   // cuts a kept window out of it.
   void keep_slow_steps(std::uint64_t now);
+
+  detail::slow_step_rule slow_rule() const;
+
+  // Hands over the windows whose records are in, without waiting for them.
+  void finalize_pending();
 
   // What the ring's window holds, about: CPU scope chunks in use and the CUDA records staged.
   std::size_t held_bytes();

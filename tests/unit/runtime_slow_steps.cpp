@@ -1,23 +1,31 @@
 // profile_options::slow_steps on the CPU (profile.hpp, schedule.hpp,
 // runtime/profile_impl.hpp): the kept windows handed to on_trace_ready, their
-// ProfilerStep#N spans, the summary line, the byte cap, and misuse. Slow steps
+// ProfilerStep#N spans, the summary line, the byte cap, and misuse; and
+// CUPROF_SLOW_STEPS (base/env.hpp, runtime/autostart.hpp). Slow steps
 // last 15 times a normal one, so that a busy machine does not change verdicts.
 
 #include <cuprof/cuprof.hpp>
+#include <cuprof/runtime/autostart.hpp>
 
+#include "support/child_process.hpp"
+#include "support/files.hpp"
 #include "support/stderr_capture.hpp"
 #include "support/traces.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 using namespace cuprof_test;
+using json = nlohmann::json;
 
 namespace {
 
@@ -180,6 +188,123 @@ TEST_CASE("slow_steps: invalid settings and a schedule beside it throw cuprof::e
   o.slow_steps->max_traces = 1;
   o.slow_steps->ring_bytes = 0;
   CHECK(message(o).find("ring_bytes must be more than 0") != std::string::npos);
+}
+
+TEST_CASE("CUPROF_SLOW_STEPS: a factor or a time, then before, after, keep, ring and ring_mb") {
+  const auto parse = [](const char* text) {
+    std::string why;
+    const std::optional<cuprof::slow_steps> o = cuprof::detail::parse_slow_steps<cuprof::slow_steps>(text, why);
+    CHECK(o.has_value() == why.empty());
+    return o;
+  };
+  std::optional<cuprof::slow_steps> o = parse("2x");
+  REQUIRE(o);
+  CHECK(o->factor == 2);
+  CHECK(o->threshold_ms == 0);
+  o = parse("50ms");
+  REQUIRE(o);
+  CHECK(o->threshold_ms == 50);
+  CHECK(parse("1.5s")->threshold_ms == 1500);
+  CHECK(parse("250us")->threshold_ms == doctest::Approx(0.25));
+  CHECK(parse("2000000ns")->threshold_ms == doctest::Approx(2));
+  o = parse("3.5x,before=2,after=3,keep=4,ring=16,ring_mb=64");
+  REQUIRE(o);
+  CHECK(o->factor == 3.5);
+  CHECK(o->before == 2);
+  CHECK(o->after == 3);
+  CHECK(o->max_traces == 4);
+  CHECK(o->ring_steps == 16);
+  CHECK(o->ring_bytes == std::size_t(64) << 20);
+  for (const char* bad : {"x", "2", "abc", "-2x", "0ms", "2x,", "2x,before=-1", "2x,before=", "2x,foo=1", "1x", "2x,before=40",
+                          "2x,keep=0", "2x,ring_mb=0", "50 ms", "2x ,after=1"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse(bad));
+  }
+  std::string why;
+  cuprof::detail::parse_slow_steps<cuprof::slow_steps>("2x,before=40", why);
+  CHECK(why.find("ring_steps must be from before + 1 + after") != std::string::npos);
+  const auto problem = cuprof::detail::read_slow_steps<cuprof::slow_steps>("fast").problem;
+  CHECK(problem.find("CUPROF_SLOW_STEPS=fast is not a slow-step rule (the rule comes first") == 0);
+  CHECK(problem.find("; slow steps are not kept") != std::string::npos);
+  CHECK(cuprof::detail::read_slow_steps<cuprof::slow_steps>(nullptr).problem.empty());
+}
+
+TEST_CASE("CUPROF_SLOW_STEPS with CUPROF_START_STEP or CUPROF_DELAY: the slow steps are kept, and that is said") {
+  for (const char* other : {"CUPROF_START_STEP", "CUPROF_DELAY"}) {
+    CAPTURE(other);
+    const std::map<std::string, std::string> vars = {{"CUPROF_TRACE", "t.json"}, {"CUPROF_SLOW_STEPS", "2x"}, {other, "3"}};
+    const auto env = [&vars](const char* name) -> const char* {
+      const auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+    const cuprof::detail::environment_config c = cuprof::detail::read_environment(env, false, 1, "host", 0, 1);
+    CHECK(c.slow.has_value());
+    CHECK(c.start_step == -1);
+    CHECK(c.delay_s == 0);
+    REQUIRE(c.problems.size() == 1);
+    CHECK(c.problems[0] ==
+          std::string("CUPROF_SLOW_STEPS and ") + other + " both choose the windows: keeping the slow steps of the whole run");
+  }
+}
+
+TEST_CASE("a kept window's trace path: %n is its number, else .slow<n> before the extension") {
+  using cuprof::detail::slow_step_marks;
+  CHECK(slow_step_marks::kept_trace_path("/t/run_%n.json", 2) == "/t/run_2.json");
+  CHECK(slow_step_marks::kept_trace_path("/t.d/run.pt.trace.json.gz", 1) == "/t.d/run.slow1.pt.trace.json.gz");
+  CHECK(slow_step_marks::kept_trace_path("/t/run", 3) == "/t/run.slow3");
+}
+
+// Steps are the NVTX ranges CUPTI would hand to cuprof's hook; here the hook
+// is called as CUPTI's NVTX callback calls it.
+TEST_CASE("[child] CUPROF_SLOW_STEPS") {
+  if (!cuprof_test::is_child_run()) return;
+  using namespace cuprof::detail;
+  const char* dir = std::getenv("SLOW_STEPS_DIR");
+  REQUIRE(dir);
+  const std::string path = std::string(dir) + "/slow_%n.json";
+  const scoped_env activities("CUPROF_ACTIVITIES", "cpu");
+  const scoped_env trace("CUPROF_TRACE", path.c_str());
+  const scoped_env slow("CUPROF_SLOW_STEPS", "5x");
+  REQUIRE(start_environment_profile());
+  void (*hook)(const char*, std::size_t) = process().on_range_start.load();
+  const bool hooked = hook != nullptr;
+  REQUIRE(hooked);
+  for (int i = 0; i < 40; ++i) {
+    const std::string step = "step " + std::to_string(i);
+    hook("unrelated", 9);  // not a step
+    hook(step.c_str(), step.size());
+    const std::string work = "work " + std::to_string(i);
+    cuprof::record_function scope{std::string_view(work)};
+    std::this_thread::sleep_for(std::chrono::milliseconds(i == 10 || i == 25 ? 30 : 2));
+  }
+  finish_environment_profile();
+  return;
+}
+
+TEST_CASE("CUPROF_SLOW_STEPS: each slow step's window in a file of its own, with its ProfilerStep#N spans") {
+  temp_dir dir;
+  const std::string output = (dir.path / "child.txt").string();
+  const int rc = cuprof_test::run_child_case("[child] CUPROF_SLOW_STEPS", {{"SLOW_STEPS_DIR", dir.path.string()}}, output);
+  const std::string said = slurp(output);
+  CAPTURE(said);
+  CHECK(rc == 0);
+  CHECK(said.find("Status: SUCCESS!") != std::string::npos);
+  CHECK(said.find("cuprof: slow steps: 2 of 39 steps slower than 5.0x the median") != std::string::npos);
+  CHECK(said.find("2 traces kept") != std::string::npos);
+  const auto names_in = [](const fs::path& file) {
+    std::set<std::string> names;
+    const json doc = json::parse(slurp(file));
+    for (const json& e : doc["traceEvents"])
+      if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
+    return names;
+  };
+  REQUIRE(fs::exists(dir.path / "slow_1.json"));
+  REQUIRE(fs::exists(dir.path / "slow_2.json"));
+  CHECK_FALSE(fs::exists(dir.path / "slow_3.json"));
+  CHECK(names_in(dir.path / "slow_1.json") ==
+        std::set<std::string>{"ProfilerStep#9", "ProfilerStep#10", "ProfilerStep#11", "work 9", "work 10", "work 11"});
+  CHECK(names_in(dir.path / "slow_2.json") ==
+        std::set<std::string>{"ProfilerStep#24", "ProfilerStep#25", "ProfilerStep#26", "work 24", "work 25", "work 26"});
 }
 
 }  // TEST_SUITE("runtime_slow_steps")

@@ -15,6 +15,10 @@
 //                          as NVTX ranges named "step ..." or "ProfilerStep#...", or CUPROF_STEP_RANGE)
 //   CUPROF_STEPS=K         with CUPROF_START_STEP: write the trace when step N+K starts
 //   CUPROF_STEP_RANGE=NAME the NVTX range that marks a step: NAME, alone or followed by a non-letter
+//   CUPROF_SLOW_STEPS=SPEC keep only the slow steps, each with the steps around it, in a trace of
+//                          its own (%n in CUPROF_TRACE its number, else ".slow<n>" before the
+//                          extension): "2x" (the median) or "50ms", then ",before=1,after=1,
+//                          keep=5,ring=32,ring_mb=256" as wanted (base/env.hpp, schedule.hpp)
 //   CUPROF_TRACE_DETAIL=lean  GPU records without launch configuration (default kineto)
 //   CUPROF_STACKS=1        native call stacks at CUDA calls (profile_options::with_stack)
 #pragma once
@@ -44,6 +48,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,13 +70,14 @@ struct environment_config {
   std::string trace_path;
   activity activities = activity::cpu | activity::cuda;
   bool print_table = true;
-  bool with_stack = false;      // CUPROF_STACKS
-  bool profile_memory = false;  // CUPROF_MEMORY: allocations and frees too
-  double delay_s = 0;           // 0: from start-up
-  double duration_s = 0;        // 0: until exit
-  int start_step = -1;          // CUPROF_START_STEP; -1: the window does not wait for a step
-  int steps = 0;                // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
-  std::string step_range;       // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
+  bool with_stack = false;         // CUPROF_STACKS
+  bool profile_memory = false;     // CUPROF_MEMORY: allocations and frees too
+  double delay_s = 0;              // 0: from start-up
+  double duration_s = 0;           // 0: until exit
+  int start_step = -1;             // CUPROF_START_STEP; -1: the window does not wait for a step
+  int steps = 0;                   // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
+  std::string step_range;          // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
+  std::optional<slow_steps> slow;  // CUPROF_SLOW_STEPS
   export_options export_with;
   std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
 };
@@ -136,6 +142,14 @@ inline environment_config read_environment(const std::function<const char*(const
     c.problems.push_back("CUPROF_DELAY and CUPROF_START_STEP both given: the window opens at the step");
     c.delay_s = 0;
   }
+  c.slow = use(read_slow_steps<slow_steps>(env("CUPROF_SLOW_STEPS")));
+  if (c.slow && (c.start_step >= 0 || c.delay_s > 0)) {
+    c.problems.push_back(std::string("CUPROF_SLOW_STEPS and ") + (c.start_step >= 0 ? "CUPROF_START_STEP" : "CUPROF_DELAY") +
+                         " both choose the windows: keeping the slow steps of the whole run");
+    c.start_step = -1;
+    c.steps = 0;
+    c.delay_s = 0;
+  }
   if (c.start_step < 0 && c.steps > 0) {
     c.problems.push_back("CUPROF_STEPS needs CUPROF_START_STEP (the step the window opens at); ignored");
     c.steps = 0;
@@ -183,6 +197,8 @@ struct environment_session {
   std::atomic<bool> window_open{false};
   std::mutex step_mutex;  // for step_signal only: the hook never takes it
   std::condition_variable step_signal;
+  int slow_traces_written = 0;  // CUPROF_SLOW_STEPS: the kept windows' files, numbered from 1
+  int slow_marks_handled = 0;   // and the marks handed to the profile, under `mutex`
 };
 
 // The trace path as the process will write it. Made absolute at start, so a
@@ -328,6 +344,104 @@ struct step_window {
   static void run(profile* p);
 };
 
+// ---- CUPROF_SLOW_STEPS ---------------------------------------------------------------------------
+// The profile records from start-up into slow_steps' ring. The hook marks
+// every step's start, as step_window's does (each step k at
+// step_start_ticks[k % step_marks]); this thread hands each mark to the
+// profile as a step boundary, which moves the ring's start or cuts a kept
+// window, and each kept window is written to a file of its own from
+// on_trace_ready. At exit stop() hands over a window still waiting for its
+// `after` steps and says the summary; nothing else is written.
+struct slow_step_marks {
+  static void on_range(const char* message, std::size_t length) noexcept {
+    environment_session& s = environment();
+    if (!is_step_range(std::string_view(message, length), s.config.step_range)) return;
+    const std::uint64_t now = now_ticks();
+    const int step = s.steps_seen.load(std::memory_order_relaxed);
+    if (step == 0) s.step_tid.store(std::uint32_t(::syscall(SYS_gettid)), std::memory_order_relaxed);
+    s.step_start_ticks[std::size_t(step) % environment_session::step_marks].store(
+        now > step_window::lead_ticks ? now - step_window::lead_ticks : 0, std::memory_order_relaxed);
+    s.steps_seen.fetch_add(1, std::memory_order_release);
+    s.step_signal.notify_one();
+  }
+
+  // The trace path of the n-th kept window: %n is n; without it, ".slow<n>"
+  // goes before the file name's extension.
+  static std::string kept_trace_path(const std::string& path, int n) {
+    std::string out = path;
+    bool numbered = false;
+    for (std::size_t at = out.find("%n"); at != std::string::npos; at = out.find("%n", at)) {
+      out.replace(at, 2, std::to_string(n));
+      numbered = true;
+    }
+    if (!numbered) {
+      const std::size_t slash = out.rfind('/');
+      const std::size_t dot = out.find('.', slash == std::string::npos ? 0 : slash + 1);
+      out.insert(dot == std::string::npos ? out.size() : dot, ".slow" + std::to_string(n));
+    }
+    return out;
+  }
+
+  // on_trace_ready: the kept window with its steps as ProfilerStep#N spans
+  // (from the marks in it), to its own file.
+  static void write_kept(profile& p) {
+    environment_session& s = environment();
+    trace t = p.last_trace();
+    const tick_converter clock(clock_anchor(), sample_clocks());
+    const int seen = s.steps_seen.load(std::memory_order_acquire);
+    // A mark and the window's edge are the same tick, each converted by its own fit: a microsecond apart at most.
+    constexpr std::uint64_t slack_ns = 1000;
+    int first = -1;
+    std::vector<std::uint64_t> starts;
+    for (int k = std::max(0, seen - int(environment_session::step_marks)); k < seen; ++k) {
+      const std::uint64_t ns =
+          clock.to_epoch_ns(s.step_start_ticks[std::size_t(k) % environment_session::step_marks].load(std::memory_order_relaxed));
+      if (ns + slack_ns < t.meta.window_start_ns || ns + slack_ns >= t.meta.window_end_ns) continue;
+      if (first < 0) first = k;
+      starts.push_back(ns);
+    }
+    if (first >= 0) step_window::add_profiler_steps(t, first, starts, s.step_tid.load(std::memory_order_relaxed));
+    const std::string path = kept_trace_path(s.config.trace_path, ++s.slow_traces_written);
+    try {
+      if (s.directory) cuprof::export_chrome_trace(t, *s.directory, path, s.config.export_with);
+      else cuprof::export_chrome_trace(t, path, s.config.export_with);
+    } catch (const std::exception& e) {
+      log_line("could not write a slow step's trace: " + message_of(e));
+    }
+  }
+
+  // Hands the marks not handed yet to the profile, with the session's mutex held.
+  static void catch_up(environment_session& e, profile& p) {
+    const int seen = e.steps_seen.load(std::memory_order_acquire);
+    // Marks older than the array holds were written over: the steps they ended are skipped.
+    int& handled = e.slow_marks_handled;
+    handled = std::max(handled, seen - int(environment_session::step_marks) + 1);
+    for (; handled < seen; ++handled)
+      p.slow_step_at(e.step_start_ticks[std::size_t(handled) % environment_session::step_marks].load(std::memory_order_relaxed),
+                     handled == 0);
+  }
+
+  // The marks' thread. A plain function, as every thread cuprof starts (see run_environment_window).
+  static void run(profile* p) {
+    environment_session& e = environment();
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> wait(e.step_mutex);
+        e.step_signal.wait_for(wait, std::chrono::milliseconds(20),
+                               [&] { return e.steps_seen.load(std::memory_order_acquire) != e.slow_marks_handled; });
+      }
+      {
+        std::lock_guard<std::mutex> l(e.mutex);
+        if (e.prof != p) break;  // written meanwhile (exit, a signal)
+        catch_up(e, *p);
+      }
+      raise_remembered_signal();  // a signal that came while a kept window was written
+    }
+    raise_remembered_signal();
+  }
+};
+// ---- end of CUPROF_SLOW_STEPS --------------------------------------------------------------------
+
 // Stops recording and writes the trace and table, once, in the process that
 // started it (a forked child inherits the exit handler but must not write).
 // The profile is left allocated: other exit handlers may still run scopes.
@@ -340,13 +454,17 @@ inline void write_environment_trace(environment_session& s) {
   const char* root = std::getenv("CUPROF_ROOT_PID");
   const bool run_root = root && std::to_string(s.owner_pid) == root;
   if (run_root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
-  if (s.config.start_step >= 0) process().on_range_start.store(nullptr, std::memory_order_relaxed);
+  if (s.config.start_step >= 0 || s.config.slow) process().on_range_start.store(nullptr, std::memory_order_relaxed);
   if (!p->running()) {
     log_line("recording never started (CUPROF_DELAY=" + std::to_string(s.config.delay_s) +
              " s is longer than the run): no trace written, '" + terminal_safe(s.config.trace_path) + "' left as it was");
     return;
   }
   try {
+    if (s.config.slow) {  // the steps not handed over yet, the last kept window and the summary
+      slow_step_marks::catch_up(s, *p);
+      return p->stop();
+    }
     step_window::stop(*p, s);
     const trace* written = &p->last_trace();
     if (leave_out_launcher(run_root, !written->gpu.empty() || !written->memory.empty())) return;
@@ -497,6 +615,8 @@ inline bool start_environment_profile(bool injected = false) {
   options.activities = s.config.activities;
   options.with_stack = s.config.with_stack;
   options.profile_memory = s.config.profile_memory;
+  options.slow_steps = s.config.slow;
+  if (s.config.slow) options.on_trace_ready = &slow_step_marks::write_kept;
   s.prof = new profile(options);
   s.trace_pending.store(true);
   s.owner_pid = std::uint32_t(::getpid());
@@ -509,7 +629,10 @@ inline bool start_environment_profile(bool injected = false) {
   if (!process().abnormal_exits_handled.exchange(true))
     handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending);
   if (s.config.delay_s == 0) s.prof->start();
-  if (s.config.start_step >= 0) {
+  if (s.config.slow) {
+    process().on_range_start.store(&slow_step_marks::on_range, std::memory_order_relaxed);
+    std::thread(&slow_step_marks::run, s.prof).detach();
+  } else if (s.config.start_step >= 0) {
     process().on_range_start.store(&step_window::on_range, std::memory_order_relaxed);
     std::thread(&step_window::run, s.prof).detach();
   } else if (s.config.delay_s > 0 || s.config.duration_s > 0) {

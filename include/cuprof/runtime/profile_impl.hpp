@@ -71,17 +71,7 @@ void profile::start() {
   const std::uint64_t now = detail::now_ticks();
   transition(profiler_action::none, action_, now);
   slow_.reset();
-  if (const std::optional<cuprof::slow_steps>& o = options_.slow_steps) {
-    detail::slow_step_rule rule;
-    rule.threshold_ns = std::uint64_t(o->threshold_ms * 1e6);
-    rule.factor = o->factor;
-    rule.before = o->before;
-    rule.after = o->after;
-    rule.ring_steps = o->ring_steps;
-    rule.max_kept = o->max_traces;
-    rule.ring_bytes = o->ring_bytes;
-    slow_.emplace(rule, now);
-  }
+  if (options_.slow_steps) slow_.emplace(slow_rule(), now);
   open_step_scope();
 }
 
@@ -136,10 +126,13 @@ void profile::step() {
     transition(previous, action_, now);
   }
   open_step_scope();
-  if (!pending_.empty()) {
-    if (tracer_) tracer_->flush(false);
-    finalize_ready(false);
-  }
+  finalize_pending();
+}
+
+void profile::finalize_pending() {
+  if (pending_.empty()) return;
+  if (tracer_) tracer_->flush(false);
+  finalize_ready(false);
 }
 
 export_result profile::export_chrome_trace(const std::string& path, const export_options& options) const {
@@ -263,6 +256,30 @@ void profile::keep_slow_steps(std::uint64_t now) {
   } else if (a.ring_start) {
     restart_window_at(a.ring_start);
   }
+}
+
+void profile::slow_step_at(std::uint64_t ticks, bool first) {
+  if (!running_ || !slow_) return;
+  if (first) {
+    restart_window_at(ticks);
+    slow_.emplace(slow_rule(), ticks);
+    return;
+  }
+  keep_slow_steps(ticks);
+  finalize_pending();
+}
+
+detail::slow_step_rule profile::slow_rule() const {
+  const cuprof::slow_steps& o = *options_.slow_steps;
+  detail::slow_step_rule rule;
+  rule.threshold_ns = std::uint64_t(o.threshold_ms * 1e6);
+  rule.factor = o.factor;
+  rule.before = o.before;
+  rule.after = o.after;
+  rule.ring_steps = o.ring_steps;
+  rule.max_kept = o.max_traces;
+  rule.ring_bytes = o.ring_bytes;
+  return rule;
 }
 
 std::size_t profile::held_bytes() {
