@@ -258,6 +258,8 @@ TEST_CASE("past its byte cap the ring holds a step fewer, says so the first time
   CHECK(ring.step_limit() == 3);  // and shrank again at the next step, unsaid
   CHECK(ring.held_steps() <= 3);
   CHECK(ring.summary().find("ring of 3 steps (of 8, shrunk to its byte cap), at most 1.0 MiB") != std::string::npos);
+  CHECK(ring.shrunk_line(4) ==
+        "slow steps: the ring's window held more than its 1.0 MiB (ring_bytes): it holds at most 4 steps from now on");
 }
 
 TEST_CASE("the summary with no slow step") {

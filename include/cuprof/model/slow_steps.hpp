@@ -166,8 +166,14 @@ class slow_step_ring {
     if (!dropped_steps.empty()) s += "; not kept (at most " + std::to_string(rule_.max_kept) + " traces): steps " + dropped_steps;
     s += "; ring of " + std::to_string(limit_) + (limit_ == 1 ? " step" : " steps");
     if (limit_ < rule_.ring_steps) s += " (of " + std::to_string(rule_.ring_steps) + ", shrunk to its byte cap)";
-    if (rule_.ring_bytes > 0) s += ", at most " + number(double(rule_.ring_bytes) / double(1 << 20)) + " MiB";
+    if (rule_.ring_bytes > 0) s += ", at most " + mebibytes(rule_.ring_bytes);
     return s;
+  }
+
+  // The line that says the byte cap shrank the ring (slow_step_action::shrunk_to).
+  std::string shrunk_line(int steps) const {
+    return "slow steps: the ring's window held more than its " + mebibytes(rule_.ring_bytes) +
+           " (ring_bytes): it holds at most " + std::to_string(steps) + (steps == 1 ? " step" : " steps") + " from now on";
   }
 
  private:
@@ -191,6 +197,7 @@ class slow_step_ring {
     return buf;
   }
   static std::string milliseconds(std::uint64_t ns) { return number(double(ns) / 1e6) + " ms"; }
+  static std::string mebibytes(std::size_t bytes) { return number(double(bytes) / double(1 << 20)) + " MiB"; }
 
   slow_step_rule rule_;
   int limit_;                          // ring_steps, or fewer once the byte cap shrank it

@@ -245,10 +245,7 @@ void profile::keep_slow_steps(std::uint64_t now) {
   const std::uint64_t started_ns = clock.to_epoch_ns(slow_->running_start()), ended_ns = clock.to_epoch_ns(now);
   const detail::slow_step_action a = slow_->step_ended(now, ended_ns > started_ns ? ended_ns - started_ns : 0, held_bytes());
   ++step_num_;
-  if (a.shrunk_to)
-    detail::log_line("slow steps: the ring's window held more than its " + std::to_string(options_.slow_steps->ring_bytes >> 20) +
-                     " MiB (ring_bytes): it holds at most " + std::to_string(a.shrunk_to) + " step" +
-                     (a.shrunk_to == 1 ? "" : "s") + " from now on");
+  if (a.shrunk_to) detail::log_line(slow_->shrunk_line(a.shrunk_to));
   if (a.cut) {
     restart_window_at(a.cut_start);
     end_window(now);
