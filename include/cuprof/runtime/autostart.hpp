@@ -70,16 +70,17 @@ struct environment_config {
   std::string trace_path;
   activity activities = activity::cpu | activity::cuda;
   bool print_table = true;
-  bool with_stack = false;         // CUPROF_STACKS
-  bool profile_memory = false;     // CUPROF_MEMORY: allocations and frees too
-  double delay_s = 0;              // 0: from start-up
-  double duration_s = 0;           // 0: until exit
-  int start_step = -1;             // CUPROF_START_STEP; -1: the window does not wait for a step
-  int steps = 0;                   // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
-  std::string step_range;          // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
-  std::optional<slow_steps> slow;  // CUPROF_SLOW_STEPS
+  bool with_stack = false;      // CUPROF_STACKS
+  bool profile_memory = false;  // CUPROF_MEMORY: allocations and frees too
+  double delay_s = 0;           // 0: from start-up
+  double duration_s = 0;        // 0: until exit
+  int start_step = -1;          // CUPROF_START_STEP; -1: the window does not wait for a step
+  int steps = 0;                // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
+  std::string step_range;       // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
   export_options export_with;
   std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
+
+  std::optional<slow_steps> slow;  // CUPROF_SLOW_STEPS
 };
 
 // "%p" pid, "%h" host, "%r" rank, "%%" a '%'. When several ranks run and the
