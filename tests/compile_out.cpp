@@ -79,6 +79,23 @@ int main() {
     check(nothing_recorded(prof), "no ProfilerStep#N or other span recorded with a schedule");
   }
 
+  {
+    // slow_steps keeps compiling, its settings assigned as in a real build, and keeps nothing.
+    bool ready_called = false;
+    cuprof::profile_options options;
+    options.activities = cuprof::activity::cpu;
+    cuprof::slow_steps slow;
+    slow.threshold_ms = 1;
+    slow.before = 0;
+    slow.validate();
+    options.slow_steps = slow;
+    options.on_trace_ready = [&](cuprof::profile&) { ready_called = true; };
+    cuprof::profile prof(options, cuprof::start_now);
+    for (int i = 0; i < 3; ++i) prof.step();
+    prof.stop();
+    check(!ready_called && nothing_recorded(prof), "slow_steps keeps nothing");
+  }
+
   // Summaries are empty texts and nothing reaches the disk.
   cuprof::profile idle(cuprof::profile_options{}, cuprof::start_now);
   check(idle.key_averages().table().empty(), "table() of nothing is empty, as torch's");

@@ -126,6 +126,7 @@ class profile;
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
   detail::ignored_value schedule;
+  detail::ignored_value slow_steps;
   bool profile_memory = false;
   bool with_stack = false;
   detail::ignored_handler on_trace_ready;

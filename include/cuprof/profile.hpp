@@ -16,6 +16,10 @@
 // each active window hands its trace to on_trace_ready. step() never
 // synchronizes the device: a window whose GPU work is still running is
 // finalised at a later step() once its records arrived, or at stop().
+//
+// With slow_steps instead of a schedule, every step is recorded into a ring
+// of the latest steps and only the slow ones are kept, each with the steps
+// around it, as windows handed to on_trace_ready (schedule.hpp says how).
 #pragma once
 
 #ifdef CUPROF_DISABLE
@@ -26,6 +30,7 @@
 #include "collect/clock.hpp"
 #include "base/error.hpp"
 #include "model/event.hpp"
+#include "model/slow_steps.hpp"
 #include "output/chrome_trace.hpp"
 #include "output/table.hpp"
 #include "schedule.hpp"
@@ -46,6 +51,7 @@ class tracer;
 namespace detail {
 struct step_window;
 struct window_control;
+struct slow_step_marks;
 // Defined where the runtime is compiled (base/config.hpp). A program that makes a
 // profile without it fails to link, and the linker names this symbol.
 extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
@@ -54,6 +60,8 @@ extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_li
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
   std::optional<cuprof::schedule> schedule;
+  // Keeps the slow steps and the steps around them (schedule.hpp); not with a schedule.
+  std::optional<cuprof::slow_steps> slow_steps;
   // Records every allocation and free of device, managed and pinned host
   // memory (torch's profile_memory): [memory] events, a bytes-in-use counter
   // per device, and the table's memory columns.
@@ -78,6 +86,9 @@ class profile {
     static_cast<void>(*static_cast<const volatile bool*>(
         &detail::runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime));
     if (options_.schedule) options_.schedule->validate();
+    if (options_.slow_steps) options_.slow_steps->validate();
+    if (options_.schedule && options_.slow_steps)
+      throw error("profile_options: schedule and slow_steps both choose the windows; give one of them");
   }
   //   { cuprof::profile prof(opts, cuprof::start_now); work(); }   // stopped here
   profile(profile_options options, start_now_t) : profile(std::move(options)) { start(); }
@@ -94,7 +105,7 @@ class profile {
   // An exception from on_trace_ready propagates, after the profiler stopped.
   void stop();
 
-  // Marks a step boundary; drives the schedule. Without a schedule it only counts.
+  // Marks a step boundary; drives the schedule or slow_steps. Without either it only counts.
   void step();
 
   bool running() const noexcept { return running_; }
@@ -126,6 +137,8 @@ class profile {
  private:
   // The environment's window opened at a step (CUPROF_START_STEP, runtime/autostart.hpp).
   friend struct detail::step_window;
+  // The environment's slow steps (CUPROF_SLOW_STEPS), from the same marks.
+  friend struct detail::slow_step_marks;
   // Moves the running window's start (no schedule) to `ticks`, a clock reading
   // already past: what was recorded before it is thrown away.
   void restart_window_at(std::uint64_t ticks);
@@ -142,6 +155,10 @@ class profile {
   void close_window(std::uint64_t end_ticks);
   // start()'s first part: this profile becomes the process's running one. False when refused.
   bool begin_session();
+  // slow_steps driven by another thread, without ProfilerStep scopes: a step
+  // boundary at `ticks`, a clock reading already past. The first is where
+  // step 0 starts: what was recorded before it is thrown away.
+  void slow_step_at(std::uint64_t ticks, bool first);
 
   struct pending_window {
     std::unique_ptr<trace> collected;
@@ -169,6 +186,9 @@ class profile {
 
   std::string what_is_recorded_without_cuda() const;
 
+  // A schedule or slow_steps wraps each step in a ProfilerStep#N scope.
+  bool marks_steps() const noexcept { return options_.schedule || options_.slow_steps; }
+
   void open_step_scope();
 
   std::uint64_t close_step_scope();
@@ -179,6 +199,18 @@ class profile {
   void transition(profiler_action from, profiler_action to, std::uint64_t now);
 
   void end_window(std::uint64_t now);
+
+  // slow_steps: the step running ended at `now`; moves the ring's start, or
+  // cuts a kept window out of it.
+  void keep_slow_steps(std::uint64_t now);
+
+  detail::slow_step_rule slow_rule() const;
+
+  // Hands over the windows whose records are in, without waiting for them.
+  void finalize_pending();
+
+  // What the ring's window holds, about: CPU scope chunks in use and the CUDA records staged.
+  std::size_t held_bytes();
 
   // Finalises pending windows in order while their GPU records are all in
   // (always at stop, after the device sync and forced flush).
@@ -203,6 +235,7 @@ class profile {
   detail::cupti::tracer* tracer_ = nullptr;
   std::deque<pending_window> pending_;
   std::unique_ptr<trace> last_;
+  std::optional<detail::slow_step_ring> slow_;  // slow_steps' ring, from start()
 };
 
 }  // namespace cuprof

@@ -8,13 +8,18 @@
 #include <cuprof/runtime/autostart.hpp>
 
 #include "support/child_process.hpp"
+#include "support/cli.hpp"
 #include "support/files.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
+#include <algorithm>
 #include <regex>
 #include <set>
 #include <string>
@@ -287,5 +292,100 @@ TEST_CASE("capture range: no range, no trace, and a line that says so") {
   CAPTURE(said);
   CHECK(rc == 0);
   CHECK(said.find("no capture range started (cudaProfilerStart was never called): no trace written") != std::string::npos);
+}
+
+// --- cuprof trigger on the environment's profile ------------------------------------------
+
+// A program that runs steps of 10 ms, each a "work N" scope, for as long as
+// TRIGGER_RUN_S says, under CUPROF_CAPTURE_RANGE=trigger; its NVTX step ranges
+// go to the hook whenever one is set (a trigger that counts steps sets it).
+TEST_CASE("[child] triggered program") {
+  if (!is_child_run()) return;
+  const std::string never = std::string(std::getenv("TRIGGER_DIR")) + "/never.json";
+  const scoped_env activities("CUPROF_ACTIVITIES", "cpu");
+  const scoped_env table("CUPROF_TABLE", "0");
+  const scoped_env range("CUPROF_CAPTURE_RANGE", "trigger");
+  const scoped_env trace("CUPROF_TRACE", never.c_str());
+  REQUIRE(cuprof::detail::start_environment_profile());
+  const double run_s = std::atof(std::getenv("TRIGGER_RUN_S"));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(run_s);
+  for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
+    const std::string step = "step " + std::to_string(i);
+    if (void (*hook)(const nvtx_range_event&) = process().on_nvtx_range.load()) {
+      nvtx_range_event e;
+      e.message = step.c_str();
+      e.length = step.size();
+      hook(e);
+    }
+    const std::string work = "work " + std::to_string(i);
+    cuprof::record_function s{std::string_view(work)};
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  cuprof::detail::finish_environment_profile();
+}
+
+TEST_CASE("cuprof trigger on a program under CUPROF_CAPTURE_RANGE=trigger: a window of the length asked, then of N steps") {
+  temp_dir dir;
+  const scoped_env xdg("XDG_RUNTIME_DIR", dir.path.c_str());
+  const std::string output = (dir.path / "child.txt").string();
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::setenv("TRIGGER_DIR", dir.path.c_str(), 1);
+    ::setenv("TRIGGER_RUN_S", "6", 1);
+    ::setenv("CUPROF_TEST_CHILD", "1", 1);
+    const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl("/proc/self/exe", "cuprof_tests", "--test-case=[child] triggered program", "--no-intro", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const std::string socket = (dir.path / "cuprof" / (std::to_string(child) + ".sock")).string();
+  for (int i = 0; i < 500 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(fs::exists(socket));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few steps before the window
+
+  const std::string timed = (dir.path / "timed.json").string();
+  cli_run r = cli({"trigger", std::to_string(child), "--duration", "0.3", "--output", timed});
+  CAPTURE(r.out);
+  CAPTURE(r.err);
+  CHECK(r.rc == 0);
+  REQUIRE(fs::exists(timed));
+  // About 30 steps of 10 ms: the window's scopes span 0.3 s, give or take the thread's wake-ups.
+  const json doc = json::parse(slurp(timed));
+  double first = 1e300, last = 0;
+  int scopes = 0;
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "X" && e["name"].get<std::string>().rfind("work ", 0) == 0) {
+      first = std::min(first, e["ts"].get<double>());
+      last = std::max(last, e["ts"].get<double>() + e["dur"].get<double>());
+      ++scopes;
+    }
+  CHECK(scopes >= 15);
+  CHECK(scopes <= 35);
+  CHECK(last - first >= 0.2e6);
+  CHECK(last - first <= 0.4e6);
+
+  const std::string stepped = (dir.path / "steps.json").string();
+  r = cli({"trigger", std::to_string(child), "--steps", "3", "--output", stepped});
+  CHECK(r.rc == 0);
+  std::set<std::string> names = scopes_in(stepped);
+  std::vector<int> steps;
+  for (const std::string& n : names)
+    if (n.rfind("work ", 0) == 0) steps.push_back(std::stoi(n.substr(5)));
+  std::sort(steps.begin(), steps.end());
+  REQUIRE(steps.size() == 3);  // the window opens where a step starts and ends where the third after it does
+  CHECK(steps[1] == steps[0] + 1);
+  CHECK(steps[2] == steps[0] + 2);
+
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const std::string said = slurp(output);
+  CAPTURE(said);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(fs::exists(dir.path / "never.json"));  // windows only where triggered
+  CHECK_FALSE(fs::exists(socket));                   // removed at exit
 }
 }  // TEST_SUITE("runtime")

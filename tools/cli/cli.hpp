@@ -673,7 +673,7 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
 inline int run_command(const std::vector<std::string>& args, std::string& out, launch_plan& plan) {
   std::size_t i = 2;
   std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration, detail_level, start_step, steps,
-              step_range, capture_range, capture_end;
+              step_range, capture_range, capture_end, slow_steps;
   bool table = true, nvtx = true, dry_run = false, memory = false, stacks = false, trace_launcher = false;
   const auto value = [&](const std::string& name) -> std::string {
     if (i + 1 >= args.size()) throw usage_error("option " + name + " needs a value", "run");
@@ -692,6 +692,7 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     else if (a == "--step-range") step_range = value(a);
     else if (a == "--capture-range") capture_range = value(a);
     else if (a == "--capture-range-end") capture_end = value(a);
+    else if (a == "--slow-steps") slow_steps = value(a);
     else if (a == "--memory") memory = true;
     else if (a == "--stacks") stacks = true;
     else if (a == "--trace-launcher") trace_launcher = true;
@@ -715,7 +716,17 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!steps.empty() && start_step.empty()) throw usage_error("--steps needs --start-step (the step the window opens at)", "run");
   if (!start_step.empty() && !delay.empty())
     throw usage_error("--start-step and --delay both choose when the window opens", "run");
-  if (!step_range.empty() && start_step.empty()) throw usage_error("--step-range needs --start-step", "run");
+  if (!step_range.empty() && start_step.empty() && slow_steps.empty())
+    throw usage_error("--step-range needs --start-step or --slow-steps", "run");
+  if (!slow_steps.empty()) {
+    std::string why;
+    if (!detail::parse_slow_steps<cuprof::slow_steps>(slow_steps.c_str(), why))
+      throw usage_error("--slow-steps '" + detail::terminal_safe(slow_steps) + "': " + why, "run");
+    if (!start_step.empty() || !delay.empty())
+      throw usage_error(
+          std::string("--slow-steps and ") + (start_step.empty() ? "--delay" : "--start-step") + " both choose the windows",
+          "run");
+  }
   if (!capture_range.empty() || !capture_end.empty()) {
     std::string problem;
     detail::read_capture_range(capture_range.c_str(), capture_end.c_str(), problem);
@@ -727,8 +738,9 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
           problem.replace(at, from.size(), to);
       throw usage_error(problem.substr(0, problem.find(';')), "run");
     }
-    if (!delay.empty() || !duration.empty() || !start_step.empty())
-      throw usage_error("--capture-range chooses the windows: it does not go with --delay, --duration or --start-step", "run");
+    if (!delay.empty() || !duration.empty() || !start_step.empty() || !slow_steps.empty())
+      throw usage_error(
+          "--capture-range chooses the windows: it does not go with --delay, --duration, --start-step or --slow-steps", "run");
   }
   if (!detail_level.empty() && !detail::parse_lean_trace(detail_level.c_str()))
     throw usage_error("--detail takes kineto or lean, not '" + detail::terminal_safe(detail_level) + "'", "run");
@@ -753,6 +765,7 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!step_range.empty()) plan.environment.emplace_back("CUPROF_STEP_RANGE", step_range);
   if (!capture_range.empty()) plan.environment.emplace_back("CUPROF_CAPTURE_RANGE", capture_range);
   if (!capture_end.empty()) plan.environment.emplace_back("CUPROF_CAPTURE_RANGE_END", capture_end);
+  if (!slow_steps.empty()) plan.environment.emplace_back("CUPROF_SLOW_STEPS", slow_steps);
   if (!detail_level.empty()) plan.environment.emplace_back("CUPROF_TRACE_DETAIL", detail_level);
   if (!table) plan.environment.emplace_back("CUPROF_TABLE", "0");
   if (memory) plan.environment.emplace_back("CUPROF_MEMORY", "1");

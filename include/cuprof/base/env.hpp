@@ -7,6 +7,7 @@
 // use_setting prints it once per process).
 #pragma once
 
+#include "error.hpp"
 #include "text.hpp"
 
 #include <cerrno>
@@ -130,6 +131,85 @@ inline env_setting<bool> read_clock_forced_monotonic(const char* text) {
                       "the default clock (the TSC where it is invariant, else CLOCK_MONOTONIC)");
 }
 
+// CUPROF_SLOW_STEPS (and `cuprof run --slow-steps`): "2x" (slower than twice
+// the median) or a time, "50ms" (ns, us, ms or s), then any of ",before=N",
+// ",after=N", ",keep=N" (traces), ",ring=N" (steps) and ",ring_mb=N" (the
+// ring's cap), in any order. Fills a SlowSteps (cuprof::slow_steps,
+// schedule.hpp, which this layer does not include) and checks it with its
+// validate(); `why` says what is wrong otherwise.
+template <class SlowSteps>
+std::optional<SlowSteps> parse_slow_steps(const char* v, std::string& why) {
+  if (!v) return std::nullopt;
+  const auto decimal = [](const std::string& text) -> std::optional<double> {
+    if (text.empty() || text.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    if (*end != '\0' || !std::isfinite(x)) return std::nullopt;
+    return x;
+  };
+  const std::string spec = v;
+  const std::size_t comma = spec.find(',');
+  const std::string rule = spec.substr(0, comma);
+  SlowSteps o;
+  std::optional<double> number;
+  if (!rule.empty() && (rule.back() == 'x' || rule.back() == 'X')) {
+    if ((number = decimal(rule.substr(0, rule.size() - 1)))) o.factor = *number;
+  } else {
+    static const struct {
+      const char* suffix;
+      double ms;
+    } units[] = {{"ns", 1e-6}, {"us", 1e-3}, {"ms", 1}, {"s", 1e3}};
+    for (const auto& u : units)
+      if (ends_with(rule, u.suffix)) {
+        if ((number = decimal(rule.substr(0, rule.size() - std::strlen(u.suffix))))) o.threshold_ms = *number * u.ms;
+        break;
+      }
+    if (number && o.threshold_ms == 0) number.reset();
+  }
+  if (!number) {
+    why = "the rule comes first: a factor of the median (2x) or a time (50ms; ns, us, ms or s)";
+    return std::nullopt;
+  }
+  for (std::size_t at = comma; at != std::string::npos;) {
+    const std::size_t next = spec.find(',', at + 1);
+    const std::string item = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    at = next;
+    const std::size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const std::optional<int> n = eq == std::string::npos ? std::nullopt : parse_env_int(item.substr(eq + 1).c_str());
+    if (key != "before" && key != "after" && key != "keep" && key != "ring" && key != "ring_mb") {
+      why = "'" + terminal_safe(item) + "' is not before=N, after=N, keep=N, ring=N or ring_mb=N";
+      return std::nullopt;
+    }
+    if (!n) {
+      why = key + " takes a whole number";
+      return std::nullopt;
+    }
+    if (key == "before") o.before = *n;
+    else if (key == "after") o.after = *n;
+    else if (key == "keep") o.max_traces = *n;
+    else if (key == "ring") o.ring_steps = *n;
+    else o.ring_bytes = std::size_t(*n) << 20;
+  }
+  try {
+    o.validate();
+  } catch (const std::exception& e) {
+    why = message_of(e);
+    return std::nullopt;
+  }
+  return o;
+}
+
+template <class SlowSteps>
+env_setting<std::optional<SlowSteps>> read_slow_steps(const char* text) {
+  if (!text || !*text) return {std::nullopt, {}};
+  std::string why;
+  std::optional<SlowSteps> parsed = parse_slow_steps<SlowSteps>(text, why);
+  if (parsed) return {parsed, {}};
+  return {std::nullopt,
+          "CUPROF_SLOW_STEPS=" + terminal_safe(text) + " is not a slow-step rule (" + why + "); slow steps are not kept"};
+}
+
 // The libcupti paths to try, in order. An explicit CUPROF_CUPTI_LIBRARY is the
 // only one; otherwise the loader path, then under $CUDA_HOME, $CUDA_PATH and
 // /usr/local/cuda.
@@ -150,10 +230,10 @@ inline std::vector<std::string> cupti_library_candidates(const char* forced, con
 // cudaProfilerStart and cudaProfilerStop calls, or inside an NVTX range of
 // a given message. Outside them nothing records.
 struct capture_range {
-  enum kind_t { none, cuda, nvtx } kind = none;
-  std::string message;  // nvtx: the range's message, matched whole
-  std::string domain;   // nvtx: its domain's name; empty: any domain
-  int ranges = 1;       // how many ranges are captured, each a trace; 0: every one
+  enum kind_t { none, cuda, nvtx, trigger } kind = none;  // trigger: only the windows `cuprof trigger` asks for
+  std::string message;                                    // nvtx: the range's message, matched whole
+  std::string domain;                                     // nvtx: its domain's name; empty: any domain
+  int ranges = 1;                                         // how many ranges are captured, each a trace; 0: every one
 };
 
 // "cuda", "nvtx:MSG" or "nvtx:MSG@DOMAIN", and "stop", "repeat" or "repeat:N".
@@ -168,6 +248,9 @@ inline capture_range read_capture_range(const char* range, const char* end, std:
   }
   if (r == "cuda" || r == "cudaProfilerApi") {
     c.kind = capture_range::cuda;
+  } else if (r == "trigger") {
+    c.kind = capture_range::trigger;
+    c.ranges = 0;
   } else if (r.compare(0, 5, "nvtx:") == 0 && r.size() > 5) {
     c.kind = capture_range::nvtx;
     const std::size_t at = r.rfind('@');
@@ -178,8 +261,8 @@ inline capture_range read_capture_range(const char* range, const char* end, std:
       return capture_range{};
     }
   } else {
-    problem =
-        "CUPROF_CAPTURE_RANGE=" + terminal_safe(r) + " is not cuda, nvtx:MESSAGE or nvtx:MESSAGE@DOMAIN; nothing is captured";
+    problem = "CUPROF_CAPTURE_RANGE=" + terminal_safe(r) +
+              " is not cuda, nvtx:MESSAGE, nvtx:MESSAGE@DOMAIN or trigger; nothing is captured";
     return c;
   }
   if (e.empty() || e == "stop") return c;

@@ -135,6 +135,11 @@ class chunk_pool {
   // The memory held, in use or free, as full chunks (rounded up), and as slots.
   std::size_t allocated() const noexcept { return (allocated_slots() + chunk_slots - 1) / chunk_slots; }
   std::size_t allocated_slots() const noexcept { return allocated_slots_.load(std::memory_order_relaxed); }
+  // The slots of chunks that threads write to or that wait to be collected.
+  std::size_t in_use_slots() const noexcept {
+    const std::size_t all = allocated_slots(), free = free_slots_.load(std::memory_order_relaxed);
+    return free < all ? all - free : 0;
+  }
 
  private:
   bool fits(std::size_t slots) const noexcept {

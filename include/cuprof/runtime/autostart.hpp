@@ -21,6 +21,10 @@
 //                                      domain when none is named)
 //   CUPROF_CAPTURE_RANGE_END=stop|repeat|repeat:N  after the first range (default), every range,
 //                                      or N ranges: each its own trace, %n in the path its number
+//   CUPROF_SLOW_STEPS=SPEC keep only the slow steps, each with the steps around it, in a trace of
+//                          its own (%n in CUPROF_TRACE its number, else ".slow<n>" before the
+//                          extension): "2x" (the median) or "50ms", then ",before=1,after=1,
+//                          keep=5,ring=32,ring_mb=256" as wanted (base/env.hpp, schedule.hpp)
 //   CUPROF_TRACE_DETAIL=lean  GPU records without launch configuration (default kineto)
 //   CUPROF_STACKS=1        native call stacks at CUDA calls (profile_options::with_stack)
 #pragma once
@@ -28,6 +32,7 @@
 #include "abnormal_exit.hpp"
 #include "../base/env.hpp"
 #include "../base/log.hpp"
+#include "control_endpoint.hpp"
 #include "process_info.hpp"
 #include "../base/text.hpp"
 #include "../output/file_sink.hpp"
@@ -50,6 +55,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,6 +87,8 @@ struct environment_config {
   capture_range capture;        // CUPROF_CAPTURE_RANGE, CUPROF_CAPTURE_RANGE_END
   export_options export_with;
   std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
+
+  std::optional<slow_steps> slow;  // CUPROF_SLOW_STEPS
 };
 
 // "%p" pid, "%h" host, "%r" rank, "%%" a '%'. When several ranks run and the
@@ -143,14 +151,24 @@ inline environment_config read_environment(const std::function<const char*(const
     c.problems.push_back("CUPROF_DELAY and CUPROF_START_STEP both given: the window opens at the step");
     c.delay_s = 0;
   }
+  c.slow = use(read_slow_steps<slow_steps>(env("CUPROF_SLOW_STEPS")));
+  if (c.slow && (c.start_step >= 0 || c.delay_s > 0)) {
+    c.problems.push_back(std::string("CUPROF_SLOW_STEPS and ") + (c.start_step >= 0 ? "CUPROF_START_STEP" : "CUPROF_DELAY") +
+                         " both choose the windows: keeping the slow steps of the whole run");
+    c.start_step = -1;
+    c.steps = 0;
+    c.delay_s = 0;
+  }
   std::string capture_problem;
   c.capture = read_capture_range(env("CUPROF_CAPTURE_RANGE"), env("CUPROF_CAPTURE_RANGE_END"), capture_problem);
   if (!capture_problem.empty()) c.problems.push_back(capture_problem);
-  if (c.capture.kind != capture_range::none && (c.start_step >= 0 || c.delay_s > 0 || c.duration_s > 0)) {
+  if (c.capture.kind != capture_range::none && (c.start_step >= 0 || c.delay_s > 0 || c.duration_s > 0 || c.slow)) {
     c.problems.push_back(
-        "CUPROF_CAPTURE_RANGE chooses the windows: CUPROF_DELAY, CUPROF_DURATION and CUPROF_START_STEP are ignored");
+        "CUPROF_CAPTURE_RANGE chooses the windows: CUPROF_DELAY, CUPROF_DURATION, CUPROF_START_STEP and CUPROF_SLOW_STEPS are "
+        "ignored");
     c.start_step = -1;
     c.delay_s = c.duration_s = 0;
+    c.slow.reset();
   }
   if (c.start_step < 0 && c.steps > 0) {
     c.problems.push_back("CUPROF_STEPS needs CUPROF_START_STEP (the step the window opens at); ignored");
@@ -199,22 +217,34 @@ struct environment_session {
   std::atomic<bool> window_open{false};
   std::mutex step_mutex;  // for step_signal only: the hook never takes it
   std::condition_variable step_signal;
-  // CUPROF_CAPTURE_RANGE: what the hooks ask of the window's thread. A range
-  // is `in_range` from the call that opens it to the one that closes it.
-  std::atomic<bool> in_range{false};
+  // CUPROF_CAPTURE_RANGE: what the hooks and triggers ask of the window's
+  // thread. `owner` says whose the window is, from the call that opens it to
+  // the one that closes it: a range's or a trigger's, never both.
+  enum : int { no_window, range_window, trigger_window };
+  std::atomic<int> owner{no_window};
   std::atomic<bool> open_asked{false};
-  std::atomic<std::uint64_t> close_asked_ticks{0};  // where the range ended; 0: not asked
+  std::atomic<std::uint64_t> close_asked_ticks{0};  // where the window ends; 0: not asked
   std::atomic<std::uint32_t> range_tid{0};          // nvtx: the thread that opened the range
   std::atomic<std::uintptr_t> range_domain{0};      // nvtx: its domain
   std::atomic<std::uint64_t> range_id{0};           // nvtx: a started range's id; 0 a pushed range
   std::atomic<int> range_level{0};                  // pushed range: its thread's pushes in its domain, its own counted
   std::atomic<std::uintptr_t> named_domain{0};      // the handle of the domain CUPROF_CAPTURE_RANGE names, once created
-  std::atomic<int> windows_written{0};
+  int ranges_written = 0;                           // the ranges' traces, under `mutex`
+  int windows_written = 0;                          // every window's, for %n, under `mutex`
+  // A trigger's window (cuprof trigger, runtime/control_endpoint.hpp): its
+  // path, and its end, a steady-clock reading or a count of program steps.
+  control_endpoint* endpoint = nullptr;
+  std::string trigger_path;  // under `mutex`; empty: the window is not a trigger's
+  std::atomic<std::int64_t> trigger_deadline_ns{0};
+  int trigger_steps = 0;                   // N, set before trigger_steps_left
+  std::atomic<int> trigger_steps_left{0};  // steps: the window opens at the next step's start and ends N starts later
   // The program's thread waits here, inside its start call, until the
   // window is open (at most open_wait), so its first kernels are in it.
   std::mutex capture_mutex;
   std::condition_variable capture_signal;  // to the window's thread
   std::condition_variable capture_opened;  // to the program's thread
+  int slow_traces_written = 0;             // CUPROF_SLOW_STEPS: the kept windows' files, numbered from 1
+  int slow_marks_handled = 0;              // and the marks handed to the profile, under `mutex`
 };
 
 // The trace path as the process will write it. Made absolute at start, so a
@@ -233,6 +263,21 @@ inline std::string resolve_trace_path(std::string path, std::uint32_t pid, const
     if (::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
   }
   return path;
+}
+
+// The n-th trace of a process that writes several (capture ranges, slow
+// steps): every %n is n; a path without one gets ".<tag><n>" before the file
+// name's extension, or stays as it is when `tag` is null.
+inline std::string numbered_trace_path(std::string path, int n, const char* tag) {
+  bool numbered = false;
+  for (std::size_t at = path.find("%n"); at != std::string::npos; at = path.find("%n", at)) {
+    path.replace(at, 2, std::to_string(n));
+    numbered = true;
+  }
+  if (numbered || !tag) return path;
+  const std::size_t slash = path.rfind('/');
+  const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+  return path.insert(dot == std::string::npos ? path.size() : dot, "." + std::string(tag) + std::to_string(n));
 }
 
 // `cuprof run`'s directory for the processes of one run (CUPROF_RUN_DIR, made
@@ -365,18 +410,22 @@ struct step_window {
   static void run(profile* p);
 };
 
-// CUPROF_CAPTURE_RANGE: windows the program marks itself. The profile waits
-// with CUPTI attached and nothing recording (an idle profiler's cost); the
-// hooks, on the program's thread inside its call, only match the call and
-// ask; the window's thread opens and closes the window and writes each trace.
+// CUPROF_CAPTURE_RANGE: windows the program marks itself, or that `cuprof
+// trigger` asks for. The profile waits with CUPTI attached and nothing
+// recording (an idle profiler's cost); the hooks, on the program's thread
+// inside its call, only match the call and ask; the window's thread opens and
+// closes the window and writes each trace; the control endpoint's thread
+// takes triggers.
 struct window_control {
   static constexpr std::chrono::milliseconds open_wait{1000};
 
   static void on_profiler_api(bool start) noexcept {
     environment_session& s = environment();
     if (s.config.capture.kind != capture_range::cuda) return;
-    bool expected = !start;
-    if (!s.in_range.compare_exchange_strong(expected, start)) return;  // the runtime's call and the driver's: one range
+    // cudaProfilerStart calls cuProfilerStart: both reach the hook, one range.
+    int expected = start ? environment_session::no_window : environment_session::range_window;
+    if (!s.owner.compare_exchange_strong(expected, start ? environment_session::range_window : environment_session::no_window))
+      return;
     if (start) ask_open(s);
     else ask_close(s);
   }
@@ -384,16 +433,22 @@ struct window_control {
   static void on_nvtx(const nvtx_range_event& e) noexcept {
     environment_session& s = environment();
     const capture_range& c = s.config.capture;
+    if ((e.kind == nvtx_range_event::push || e.kind == nvtx_range_event::start) && e.message &&
+        s.trigger_steps_left.load(std::memory_order_relaxed) > 0 &&
+        is_step_range(std::string_view(e.message, e.length), s.config.step_range))
+      return on_step(s);
+    if (c.kind != capture_range::nvtx) return;
     const auto is = [&e](const std::string& text) {
       return e.message && e.length == text.size() && std::memcmp(e.message, text.data(), e.length) == 0;
     };
+    const bool in_range = s.owner.load(std::memory_order_relaxed) == environment_session::range_window;
     switch (e.kind) {
       case nvtx_range_event::domain_created:
         if (!c.domain.empty() && is(c.domain)) s.named_domain.store(e.domain, std::memory_order_relaxed);
         return;
       case nvtx_range_event::push:
       case nvtx_range_event::start: {
-        if (s.in_range.load(std::memory_order_relaxed)) {
+        if (in_range) {
           if (e.kind == nvtx_range_event::push && same_thread_and_domain(s, e))
             s.range_level.fetch_add(1, std::memory_order_relaxed);
           return;
@@ -401,8 +456,8 @@ struct window_control {
         if (!is(c.message) || (!c.domain.empty() && (!e.domain || e.domain != s.named_domain.load(std::memory_order_relaxed))))
           return;
         if (std::uint32_t(::getpid()) != s.owner_pid) return;  // a forked child: no window's thread there
-        bool expected = false;
-        if (!s.in_range.compare_exchange_strong(expected, true)) return;
+        int expected = environment_session::no_window;
+        if (!s.owner.compare_exchange_strong(expected, environment_session::range_window)) return;  // a trigger's window
         s.range_tid.store(std::uint32_t(::syscall(SYS_gettid)), std::memory_order_relaxed);
         s.range_domain.store(e.domain, std::memory_order_relaxed);
         s.range_id.store(e.kind == nvtx_range_event::start ? e.id : 0, std::memory_order_relaxed);
@@ -410,38 +465,61 @@ struct window_control {
         return ask_open(s);
       }
       case nvtx_range_event::pop:
-        if (!s.in_range.load(std::memory_order_relaxed) || s.range_id.load(std::memory_order_relaxed) != 0 ||
-            !same_thread_and_domain(s, e) || s.range_level.fetch_sub(1, std::memory_order_relaxed) != 1)
+        if (!in_range || s.range_id.load(std::memory_order_relaxed) != 0 || !same_thread_and_domain(s, e) ||
+            s.range_level.fetch_sub(1, std::memory_order_relaxed) != 1)
           return;
         break;
       case nvtx_range_event::end:
-        if (!s.in_range.load(std::memory_order_relaxed) || e.id == 0 || e.id != s.range_id.load(std::memory_order_relaxed))
-          return;
+        if (!in_range || e.id == 0 || e.id != s.range_id.load(std::memory_order_relaxed)) return;
         break;
     }
-    bool expected = true;
-    if (s.in_range.compare_exchange_strong(expected, false)) ask_close(s);
+    int expected = environment_session::range_window;
+    if (s.owner.compare_exchange_strong(expected, environment_session::no_window)) ask_close(s);
   }
 
-  // Each window's trace (on_trace_ready): the trace path with %n its number,
-  // or ".<n>" before the extension when several ranges are captured and the
-  // path has no %n.
+  // The endpoint's handler, on its thread: the window opens now (a
+  // duration) or at the next step's start (steps), its trace to `r.output`
+  // or the process's trace path numbered.
+  static trigger_reply on_trigger(const trigger_request& r) {
+    environment_session& s = environment();
+    std::lock_guard<std::mutex> l(s.mutex);
+    if (!s.prof || !s.prof->running()) return {false, "the process is ending"};
+    int expected = environment_session::no_window;
+    if (!s.owner.compare_exchange_strong(expected, environment_session::trigger_window))
+      return {false, "busy: a capture range's window is open"};
+    s.trigger_path = r.output.empty() ? numbered_trace_path(s.config.trace_path, s.windows_written + 1, "") : r.output;
+    if (r.steps > 0) {
+      s.trigger_steps = r.steps;
+      s.trigger_steps_left.store(r.steps + 1, std::memory_order_relaxed);  // the first start opens the window
+      if (!process().on_nvtx_range.load(std::memory_order_relaxed)) hook(true);
+    } else {
+      s.trigger_deadline_ns.store(monotonic_ns() + std::int64_t(r.duration_s * 1e9));
+      s.prof->open_window();
+    }
+    return {true, s.trigger_path};
+  }
+
+  // Each window's trace (on_trace_ready): a trigger's to its path, a range's
+  // to the trace path with %n its number (or ".<n>" before the extension
+  // when several ranges are captured and the path has no %n).
   static void write_window(profile& p) {
     environment_session& s = environment();
-    const int n = s.windows_written.fetch_add(1) + 1;
-    const std::string path = numbered_path(s.config.trace_path, n, s.config.capture.ranges != 1);
-    if (s.directory) cuprof::export_chrome_trace(p.last_trace(), *s.directory, path, s.config.export_with);
-    else cuprof::export_chrome_trace(p.last_trace(), path, s.config.export_with);
+    const int n = ++s.windows_written;
+    const bool triggered = !s.trigger_path.empty();
+    const std::string path =
+        triggered ? s.trigger_path : numbered_trace_path(s.config.trace_path, n, s.config.capture.ranges != 1 ? "" : nullptr);
+    s.trigger_path.clear();
+    if (!triggered) ++s.ranges_written;
+    try {
+      const export_result written = s.directory
+                                        ? cuprof::export_chrome_trace(p.last_trace(), *s.directory, path, s.config.export_with)
+                                        : cuprof::export_chrome_trace(p.last_trace(), path, s.config.export_with);
+      if (triggered && s.endpoint) s.endpoint->finish(true, written.path + " (" + std::to_string(written.events) + " events)");
+    } catch (const std::exception& e) {
+      if (triggered && s.endpoint) s.endpoint->finish(false, message_of(e));
+      throw;
+    }
     if (s.config.print_table) write_stderr(p.key_averages().table("self_cuda_time_total", 30));
-  }
-
-  static std::string numbered_path(std::string path, int n, bool numbered) {
-    const std::size_t mark = path.find("%n");
-    if (mark != std::string::npos) return path.replace(mark, 2, std::to_string(n));
-    if (!numbered) return path;
-    const std::size_t slash = path.rfind('/');
-    const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
-    return path.insert(dot == std::string::npos ? path.size() : dot, "." + std::to_string(n));
   }
 
   static void hook(bool on) {
@@ -449,25 +527,35 @@ struct window_control {
     process().on_profiler_api.store(on ? &on_profiler_api : nullptr, std::memory_order_relaxed);
   }
 
+  // For `cuprof trigger --list`: a window is open (a range's or a trigger's).
+  static bool window_open() { return environment().owner.load() != environment_session::no_window; }
+
+  // The profile waits for the first range or trigger, with the hooks set,
+  // the control endpoint open and the window's thread started.
+  static void begin(profile* p) {
+    environment_session& s = environment();
+    p->start_waiting();
+    if (s.config.capture.kind != capture_range::trigger) hook(true);
+    s.endpoint = control_endpoint::open(&on_trigger, &window_open);
+    std::thread(&run, p).detach();
+  }
+
   // At exit (write_environment_trace, under the session's lock): a window
-  // still open is ended and written; no range at all is said.
+  // still open is ended and written; no window at all is said.
   static void finish(profile& p, environment_session& s) {
     hook(false);
     release_waiting(s);
     if (p.running()) p.stop();
-    if (s.windows_written.load() == 0)
+    if (s.endpoint) {
+      s.endpoint->close();
+      s.endpoint = nullptr;
+    }
+    if (s.windows_written == 0 && s.config.capture.kind != capture_range::trigger)
       log_line(std::string("no capture range started (") +
                (s.config.capture.kind == capture_range::cuda
                     ? "cudaProfilerStart was never called"
                     : "no NVTX range '" + terminal_safe(s.config.capture.message) + "' in the domain asked for") +
                "): no trace written, '" + terminal_safe(s.config.trace_path) + "' left as it was");
-  }
-
-  // The profile waits for the first range, with the hooks set and the window's thread started.
-  static void begin(profile* p) {
-    p->start_waiting();
-    hook(true);
-    std::thread(&run, p).detach();
   }
 
   // The window's thread. A plain function, as every thread cuprof starts (see run_environment_window).
@@ -477,6 +565,14 @@ struct window_control {
   static bool same_thread_and_domain(environment_session& s, const nvtx_range_event& e) noexcept {
     return e.domain == s.range_domain.load(std::memory_order_relaxed) &&
            std::uint32_t(::syscall(SYS_gettid)) == s.range_tid.load(std::memory_order_relaxed);
+  }
+
+  // A program step started while a trigger counts steps: the first opens
+  // the window, the one N steps later closes it.
+  static void on_step(environment_session& s) noexcept {
+    const int left = s.trigger_steps_left.fetch_sub(1, std::memory_order_relaxed) - 1;
+    if (left == s.trigger_steps) ask_open(s);
+    else if (left == 0) ask_close(s);
   }
 
   static void ask_open(environment_session& s) noexcept {
@@ -505,6 +601,91 @@ struct window_control {
   }
 };
 
+// ---- CUPROF_SLOW_STEPS ---------------------------------------------------------------------------
+// The profile records from start-up into slow_steps' ring. The hook marks
+// every step's start, as step_window's does (each step k at
+// step_start_ticks[k % step_marks]); this thread hands each mark to the
+// profile as a step boundary, which moves the ring's start or cuts a kept
+// window, and each kept window is written to a file of its own from
+// on_trace_ready. At exit stop() hands over a window still waiting for its
+// `after` steps and says the summary; nothing else is written.
+struct slow_step_marks {
+  static void on_range(const char* message, std::size_t length) noexcept {
+    environment_session& s = environment();
+    if (!is_step_range(std::string_view(message, length), s.config.step_range)) return;
+    const std::uint64_t now = now_ticks();
+    const int step = s.steps_seen.load(std::memory_order_relaxed);
+    if (step == 0) s.step_tid.store(std::uint32_t(::syscall(SYS_gettid)), std::memory_order_relaxed);
+    s.step_start_ticks[std::size_t(step) % environment_session::step_marks].store(
+        now > step_window::lead_ticks ? now - step_window::lead_ticks : 0, std::memory_order_relaxed);
+    s.steps_seen.fetch_add(1, std::memory_order_release);
+    s.step_signal.notify_one();
+  }
+
+  static void on_nvtx(const nvtx_range_event& e) noexcept {
+    if ((e.kind == nvtx_range_event::push || e.kind == nvtx_range_event::start) && e.message) on_range(e.message, e.length);
+  }
+
+  // on_trace_ready: the kept window with its steps as ProfilerStep#N spans
+  // (from the marks in it), to its own file.
+  static void write_kept(profile& p) {
+    environment_session& s = environment();
+    trace t = p.last_trace();
+    const tick_converter clock(clock_anchor(), sample_clocks());
+    const int seen = s.steps_seen.load(std::memory_order_acquire);
+    // A mark and the window's edge are the same tick, each converted by its own fit: a microsecond apart at most.
+    constexpr std::uint64_t slack_ns = 1000;
+    int first = -1;
+    std::vector<std::uint64_t> starts;
+    for (int k = std::max(0, seen - int(environment_session::step_marks)); k < seen; ++k) {
+      const std::uint64_t ns =
+          clock.to_epoch_ns(s.step_start_ticks[std::size_t(k) % environment_session::step_marks].load(std::memory_order_relaxed));
+      if (ns + slack_ns < t.meta.window_start_ns || ns + slack_ns >= t.meta.window_end_ns) continue;
+      if (first < 0) first = k;
+      starts.push_back(ns);
+    }
+    if (first >= 0) step_window::add_profiler_steps(t, first, starts, s.step_tid.load(std::memory_order_relaxed));
+    const std::string path = numbered_trace_path(s.config.trace_path, ++s.slow_traces_written, "slow");
+    try {
+      if (s.directory) cuprof::export_chrome_trace(t, *s.directory, path, s.config.export_with);
+      else cuprof::export_chrome_trace(t, path, s.config.export_with);
+    } catch (const std::exception& e) {
+      log_line("could not write a slow step's trace: " + message_of(e));
+    }
+  }
+
+  // Hands the marks not handed yet to the profile, with the session's mutex held.
+  static void catch_up(environment_session& e, profile& p) {
+    const int seen = e.steps_seen.load(std::memory_order_acquire);
+    // Marks older than the array holds were written over: the steps they ended are skipped.
+    int& handled = e.slow_marks_handled;
+    handled = std::max(handled, seen - int(environment_session::step_marks) + 1);
+    for (; handled < seen; ++handled)
+      p.slow_step_at(e.step_start_ticks[std::size_t(handled) % environment_session::step_marks].load(std::memory_order_relaxed),
+                     handled == 0);
+  }
+
+  // The marks' thread. A plain function, as every thread cuprof starts (see run_environment_window).
+  static void run(profile* p) {
+    environment_session& e = environment();
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> wait(e.step_mutex);
+        e.step_signal.wait_for(wait, std::chrono::milliseconds(20),
+                               [&] { return e.steps_seen.load(std::memory_order_acquire) != e.slow_marks_handled; });
+      }
+      {
+        std::lock_guard<std::mutex> l(e.mutex);
+        if (e.prof != p) break;  // written meanwhile (exit, a signal)
+        catch_up(e, *p);
+      }
+      raise_remembered_signal();  // a signal that came while a kept window was written
+    }
+    raise_remembered_signal();
+  }
+};
+// ---- end of CUPROF_SLOW_STEPS --------------------------------------------------------------------
+
 // Stops recording and writes the trace and table, once, in the process that
 // started it (a forked child inherits the exit handler but must not write).
 // The profile is left allocated: other exit handlers may still run scopes.
@@ -517,7 +698,7 @@ inline void write_environment_trace(environment_session& s) {
   const char* root = std::getenv("CUPROF_ROOT_PID");
   const bool run_root = root && std::to_string(s.owner_pid) == root;
   if (run_root) ::unsetenv("CUPROF_ROOT_PID");  // later processes start afresh
-  if (s.config.start_step >= 0) process().on_nvtx_range.store(nullptr, std::memory_order_relaxed);
+  if (s.config.start_step >= 0 || s.config.slow) process().on_nvtx_range.store(nullptr, std::memory_order_relaxed);
   if (s.config.capture.kind != capture_range::none) {
     try {
       window_control::finish(*p, s);
@@ -532,6 +713,10 @@ inline void write_environment_trace(environment_session& s) {
     return;
   }
   try {
+    if (s.config.slow) {  // the steps not handed over yet, the last kept window and the summary
+      slow_step_marks::catch_up(s, *p);
+      return p->stop();
+    }
     step_window::stop(*p, s);
     const trace* written = &p->last_trace();
     if (leave_out_launcher(run_root, !written->gpu.empty() || !written->memory.empty())) return;
@@ -621,6 +806,11 @@ inline void window_control::run(profile* p) {
       e.capture_signal.wait_for(wait, std::chrono::milliseconds(20),
                                 [&e] { return e.open_asked.load() || e.close_asked_ticks.load() != 0; });
     }
+    const std::int64_t deadline = e.trigger_deadline_ns.load();
+    if (deadline > 0 && monotonic_ns() >= deadline) {
+      e.trigger_deadline_ns.store(0);
+      e.close_asked_ticks.store(now_ticks());
+    }
     if (!e.open_asked.load() && e.close_asked_ticks.load() == 0) continue;
     std::lock_guard<std::mutex> l(e.mutex);
     if (e.prof != p) return;  // written meanwhile (exit, a signal)
@@ -630,15 +820,26 @@ inline void window_control::run(profile* p) {
     }
     const std::uint64_t end = e.close_asked_ticks.exchange(0);
     if (end == 0) continue;
+    const bool triggered = e.owner.load() == environment_session::trigger_window;
     try {
       p->close_window(end);
     } catch (const std::exception& x) {
       log_line("could not write the trace: " + message_of(x));
     }
+    if (triggered) {
+      e.trigger_deadline_ns.store(0);
+      e.trigger_steps_left.store(0);
+      if (e.config.capture.kind == capture_range::trigger) hook(false);
+      e.owner.store(environment_session::no_window);
+    }
     const int ranges = e.config.capture.ranges;
-    if (ranges > 0 && e.windows_written.load() >= ranges) {
+    if (!triggered && ranges > 0 && e.ranges_written >= ranges) {
       // Nothing more to capture: CUPTI goes, and the program runs as if untraced.
       hook(false);
+      if (e.endpoint) {
+        e.endpoint->close();
+        e.endpoint = nullptr;
+      }
       p->stop();
       return;
     }
@@ -715,6 +916,8 @@ inline bool start_environment_profile(bool injected = false) {
   options.with_stack = s.config.with_stack;
   options.profile_memory = s.config.profile_memory;
   if (s.config.capture.kind != capture_range::none) options.on_trace_ready = &window_control::write_window;
+  options.slow_steps = s.config.slow;
+  if (s.config.slow) options.on_trace_ready = &slow_step_marks::write_kept;
   s.prof = new profile(options);
   s.trace_pending.store(true);
   s.owner_pid = std::uint32_t(::getpid());
@@ -731,7 +934,10 @@ inline bool start_environment_profile(bool injected = false) {
     return true;
   }
   if (s.config.delay_s == 0) s.prof->start();
-  if (s.config.start_step >= 0) {
+  if (s.config.slow) {
+    process().on_nvtx_range.store(&slow_step_marks::on_nvtx, std::memory_order_relaxed);
+    std::thread(&slow_step_marks::run, s.prof).detach();
+  } else if (s.config.start_step >= 0) {
     process().on_nvtx_range.store(&step_window::on_nvtx, std::memory_order_relaxed);
     std::thread(&step_window::run, s.prof).detach();
   } else if (s.config.delay_s > 0 || s.config.duration_s > 0) {

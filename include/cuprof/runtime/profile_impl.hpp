@@ -77,7 +77,10 @@ bool profile::begin_session() {
 void profile::start() {
   if (!begin_session()) return;
   action_ = options_.schedule ? (*options_.schedule)(0) : profiler_action::record;
-  transition(profiler_action::none, action_, detail::now_ticks());
+  const std::uint64_t now = detail::now_ticks();
+  transition(profiler_action::none, action_, now);
+  slow_.reset();
+  if (options_.slow_steps) slow_.emplace(slow_rule(), now);
   open_step_scope();
 }
 
@@ -116,7 +119,14 @@ void profile::stop_at(std::uint64_t end_ticks) {
   if (!running_ || refused_in_handler("stop()")) return;
   close_step_scope();
   const std::uint64_t now = detail::now_ticks();
-  transition(action_, profiler_action::none, end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now);
+  profiler_action from = action_;
+  if (slow_) {
+    const detail::slow_step_action kept = slow_->finish();
+    if (kept.cut) restart_window_at(kept.cut_start);
+    else from = profiler_action::warmup;  // no kept window waits: the ring is thrown away, as a warmup is
+    detail::log_line(slow_->summary());
+  }
+  transition(from, profiler_action::none, end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now);
   if (tracer_) {
     tracer_->sync_devices();
     tracer_->flush(true);
@@ -141,19 +151,26 @@ void profile::step() {
     return;
   }
   if (refused_in_handler("step()")) return;
-  if (!options_.schedule) {
+  if (!marks_steps()) {
     ++step_num_;
     return;
   }
   const std::uint64_t now = close_step_scope();
-  const profiler_action previous = action_;
-  action_ = (*options_.schedule)(++step_num_);
-  transition(previous, action_, now);
-  open_step_scope();
-  if (!pending_.empty()) {
-    if (tracer_) tracer_->flush(false);
-    finalize_ready(false);
+  if (slow_) {
+    keep_slow_steps(now);
+  } else {
+    const profiler_action previous = action_;
+    action_ = (*options_.schedule)(++step_num_);
+    transition(previous, action_, now);
   }
+  open_step_scope();
+  finalize_pending();
+}
+
+void profile::finalize_pending() {
+  if (pending_.empty()) return;
+  if (tracer_) tracer_->flush(false);
+  finalize_ready(false);
 }
 
 export_result profile::export_chrome_trace(const std::string& path, const export_options& options) const {
@@ -210,7 +227,7 @@ std::string profile::what_is_recorded_without_cuda() const {
 }
 
 void profile::open_step_scope() {
-  if (!options_.schedule || !cpu() || !detail::records(action_)) return;
+  if (!marks_steps() || !cpu() || !detail::records(action_)) return;
   detail::thread_buffer* b = detail::current_thread_buffer();
   step_scope_open_ =
       b && b->push({detail::make_head(detail::slot_kind::enter_step, detail::now_ticks()), std::uint64_t(step_num_)});
@@ -250,12 +267,61 @@ void profile::transition(profiler_action from, profiler_action to, std::uint64_t
 void profile::restart_window_at(std::uint64_t ticks) {
   if (!running_ || options_.schedule || !detail::is_active(action_) || ticks <= window_start_) return;
   detail::discard_cpu_spans(ticks);
-  if (tracer_)
+  // A window cut before (slow_steps) still waits for its GPU records in the
+  // store, and discarding there would take them: they go with the first
+  // restart after it was handed over.
+  if (tracer_ && pending_.empty())
     tracer_->with_store([&](detail::cupti::record_store& s) {
       s.discard_before(ticks);
       return 0;
     });
   window_start_ = ticks;
+}
+
+void profile::keep_slow_steps(std::uint64_t now) {
+  const detail::tick_converter clock(detail::clock_anchor(), detail::sample_clocks());
+  const std::uint64_t started_ns = clock.to_epoch_ns(slow_->running_start()), ended_ns = clock.to_epoch_ns(now);
+  const detail::slow_step_action a = slow_->step_ended(now, ended_ns > started_ns ? ended_ns - started_ns : 0, held_bytes());
+  ++step_num_;
+  if (a.shrunk_to) detail::log_line(slow_->shrunk_line(a.shrunk_to));
+  if (a.cut) {
+    restart_window_at(a.cut_start);
+    end_window(now);
+    window_start_ = now;  // the kept window took everything up to here
+  } else if (a.ring_start) {
+    restart_window_at(a.ring_start);
+  }
+}
+
+void profile::slow_step_at(std::uint64_t ticks, bool first) {
+  if (!running_ || !slow_) return;
+  if (first) {
+    restart_window_at(ticks);
+    slow_.emplace(slow_rule(), ticks);
+    return;
+  }
+  keep_slow_steps(ticks);
+  finalize_pending();
+}
+
+detail::slow_step_rule profile::slow_rule() const {
+  const cuprof::slow_steps& o = *options_.slow_steps;
+  detail::slow_step_rule rule;
+  rule.threshold_ns = std::uint64_t(o.threshold_ms * 1e6);
+  rule.factor = o.factor;
+  rule.before = o.before;
+  rule.after = o.after;
+  rule.ring_steps = o.ring_steps;
+  rule.max_kept = o.max_traces;
+  rule.ring_bytes = o.ring_bytes;
+  return rule;
+}
+
+std::size_t profile::held_bytes() {
+  std::size_t bytes = detail::global_chunk_pool().in_use_slots() * sizeof(detail::slot);
+  if (tracer_)
+    bytes += sizeof(detail::cupti::staged_call) * tracer_->with_store([](detail::cupti::record_store& s) { return s.staged(); });
+  return bytes;
 }
 
 void profile::end_window(std::uint64_t now) {
