@@ -82,13 +82,23 @@ def build(layers, width, batch):
     return train_step
 
 
+STEP_RANGES = False  # --step-ranges: each step inside an NVTX range "step N", as training loops mark them
+_step_number = 0
+
+
 def timed_steps(train_step, count):
     """Each step's time in microseconds, the step synchronized."""
+    global _step_number
     times_us = []
     for _ in range(count):
         t0 = time.perf_counter_ns()
+        if STEP_RANGES:
+            torch.cuda.nvtx.range_push(f"step {_step_number}")
         train_step()
         torch.cuda.synchronize()
+        if STEP_RANGES:
+            torch.cuda.nvtx.range_pop()
+        _step_number += 1
         times_us.append((time.perf_counter_ns() - t0) / 1000)
     return times_us
 
@@ -162,6 +172,7 @@ def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["untraced", *PROFILER_ACTIVITIES, "paired"], default="untraced")
     parser.add_argument("--emit-nvtx", action="store_true")
+    parser.add_argument("--step-ranges", action="store_true", help="each step inside an NVTX range \"step N\"")
     parser.add_argument("--trace", help="where the torch.profiler modes write their Chrome trace "
                         "(--mode paired: the CPU+CUDA one to this path + .cpu_cuda.json)")
     parser.add_argument("--window-file", help="--mode paired: the trace `cuprof run --output` writes, or the minimal tracer's window file")
@@ -183,6 +194,8 @@ def main(argv=None, prog=None):
     if not torch.cuda.is_available():
         parser.exit(1, "train_step.py: no CUDA device\n")
 
+    global STEP_RANGES
+    STEP_RANGES = args.step_ranges
     train_step = build(args.layers, args.width, args.batch)
     if args.mode == "paired":
         timed_steps(train_step, args.warmup)

@@ -110,6 +110,11 @@ def make_modes(a):
     cxx = [os.path.join(a.build, "bench", "mlp_loop_plain")] + cxx_args
     cxx_scoped = [os.path.join(a.build, "bench", "mlp_loop")] + cxx_args
     paired_args = ["--mode", "paired", "--window-file", TRACE, "--trace", TRACE + ".torch.json"]
+    side = os.path.join(tempfile.gettempdir(), "cuprof_bench_side_%p_%n.json")
+
+    def idle_run(options):
+        return [cuprof, "run", "--output", side, "--no-table"] + options + ["--"]
+
     modes = [
         Mode("py_untraced", "py", "PyTorch training step, nothing attached", python),
         Mode("py_cuprof", "py", "cuprof run --no-table", cuprof_run + python),
@@ -118,6 +123,20 @@ def make_modes(a):
         Mode("py_cuprof_stacks", "py", "cuprof run --stacks --no-table (native call stacks captured)",
              cuprof_run[:2] + ["--stacks"] + cuprof_run[2:] + python),
         Mode("py_cuprof_nvtx", "py", "cuprof run --no-table, emit_nvtx() in the script", cuprof_run + python + ["--emit-nvtx"]),
+        # Windows chosen by the program or on demand: what waiting for one costs (no window ever
+        # opens, so no trace), and keeping only slow steps against an always-on window of the same
+        # steps. Their files go to a side path, not TRACE: no whole-run trace is expected of them.
+        Mode("py_cuprof_steps", "py", "cuprof run --no-table, an NVTX range \"step N\" per step",
+             cuprof_run + python + ["--step-ranges"]),
+        Mode("py_cuprof_slow_steps", "py", "cuprof run --slow-steps 5x --no-table, an NVTX range per step",
+             idle_run(["--slow-steps", "5x"]) + python + ["--step-ranges"]),
+        Mode("py_cuprof_idle_nvtx", "py", "cuprof run --capture-range nvtx:NAME, a range that never comes, "
+             "an NVTX range per step (waiting: hooks and the control endpoint)",
+             idle_run(["--capture-range", "nvtx:no such range"]) + python + ["--step-ranges"]),
+        Mode("py_cuprof_idle_cuda", "py", "cuprof run --capture-range cuda, cudaProfilerStart never called",
+             idle_run(["--capture-range", "cuda"]) + python),
+        Mode("py_cuprof_idle_trigger", "py", "cuprof run --capture-range trigger, never triggered (the control "
+             "endpoint's thread polling)", idle_run(["--capture-range", "trigger"]) + python),
         Mode("py_torch_cuda", "py", "torch.profiler CUDA only, timed steps, trace exported",
              python + ["--mode", "torch_cuda", "--trace", TRACE], whole_process=False),
         Mode("py_torch_cpu_cuda", "py", "torch.profiler CPU+CUDA, timed steps, trace exported",
