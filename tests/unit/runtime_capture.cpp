@@ -378,6 +378,13 @@ TEST_CASE("cuprof trigger on a program under CUPROF_CAPTURE_RANGE=trigger: a win
   REQUIRE(steps.size() == 3);  // the window opens where a step starts and ends where the third after it does
   CHECK(steps[1] == steps[0] + 1);
   CHECK(steps[2] == steps[0] + 2);
+  // The steps as ProfilerStep#N spans, numbered as the program numbers them (the
+  // opening step's NVTX range began before the window).
+  std::vector<int> marked;
+  for (const std::string& n : names)
+    if (n.rfind("ProfilerStep#", 0) == 0) marked.push_back(std::stoi(n.substr(13)));
+  std::sort(marked.begin(), marked.end());
+  CHECK(marked == steps);
 
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);

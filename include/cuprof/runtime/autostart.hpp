@@ -230,6 +230,7 @@ struct environment_session {
   std::atomic<int> range_level{0};                  // pushed range: its thread's pushes in its domain, its own counted
   std::atomic<std::uintptr_t> named_domain{0};      // the handle of the domain CUPROF_CAPTURE_RANGE names, once created
   int ranges_written = 0;                           // the ranges' traces, under `mutex`
+  std::atomic<bool> ranges_done{false};             // as many as CUPROF_CAPTURE_RANGE_END asked for
   int windows_written = 0;                          // every window's, for %n, under `mutex`
   // A trigger's window (cuprof trigger, runtime/control_endpoint.hpp): its
   // path, and its end, a steady-clock reading or a count of program steps.
@@ -237,6 +238,7 @@ struct environment_session {
   std::string trigger_path;  // under `mutex`; empty: the window is not a trigger's
   std::atomic<std::int64_t> trigger_deadline_ns{0};
   int trigger_steps = 0;                   // N, set before trigger_steps_left
+  int trigger_first_step = 0;              // the opening step's number, for its ProfilerStep#N span
   std::atomic<int> trigger_steps_left{0};  // steps: the window opens at the next step's start and ends N starts later
   // The program's thread waits here, inside its start call, until the
   // window is open (at most open_wait), so its first kernels are in it.
@@ -421,7 +423,7 @@ struct window_control {
 
   static void on_profiler_api(bool start) noexcept {
     environment_session& s = environment();
-    if (s.config.capture.kind != capture_range::cuda) return;
+    if (s.config.capture.kind != capture_range::cuda || s.ranges_done.load(std::memory_order_relaxed)) return;
     // cudaProfilerStart calls cuProfilerStart: both reach the hook, one range.
     int expected = start ? environment_session::no_window : environment_session::range_window;
     if (!s.owner.compare_exchange_strong(expected, start ? environment_session::range_window : environment_session::no_window))
@@ -436,8 +438,8 @@ struct window_control {
     if ((e.kind == nvtx_range_event::push || e.kind == nvtx_range_event::start) && e.message &&
         s.trigger_steps_left.load(std::memory_order_relaxed) > 0 &&
         is_step_range(std::string_view(e.message, e.length), s.config.step_range))
-      return on_step(s);
-    if (c.kind != capture_range::nvtx) return;
+      return on_step(s, e);
+    if (c.kind != capture_range::nvtx || s.ranges_done.load(std::memory_order_relaxed)) return;
     const auto is = [&e](const std::string& text) {
       return e.message && e.length == text.size() && std::memcmp(e.message, text.data(), e.length) == 0;
     };
@@ -510,10 +512,24 @@ struct window_control {
         triggered ? s.trigger_path : numbered_trace_path(s.config.trace_path, n, s.config.capture.ranges != 1 ? "" : nullptr);
     s.trigger_path.clear();
     if (!triggered) ++s.ranges_written;
+    const trace* t = &p.last_trace();
+    trace with_steps;
+    if (triggered && s.trigger_steps > 0) {
+      with_steps = *t;
+      const tick_converter clock(clock_anchor(), sample_clocks());
+      std::vector<std::uint64_t> starts;
+      for (std::size_t k = 0; k < std::size_t(s.trigger_steps) && k < environment_session::step_marks; ++k) {
+        const std::uint64_t ticks = s.step_start_ticks[k].exchange(0, std::memory_order_relaxed);
+        if (ticks == 0) break;
+        starts.push_back(clock.to_epoch_ns(ticks));
+      }
+      step_window::add_profiler_steps(with_steps, s.trigger_first_step, starts, s.step_tid.load(std::memory_order_relaxed));
+      t = &with_steps;
+      s.trigger_steps = 0;
+    }
     try {
-      const export_result written = s.directory
-                                        ? cuprof::export_chrome_trace(p.last_trace(), *s.directory, path, s.config.export_with)
-                                        : cuprof::export_chrome_trace(p.last_trace(), path, s.config.export_with);
+      const export_result written = s.directory ? cuprof::export_chrome_trace(*t, *s.directory, path, s.config.export_with)
+                                                : cuprof::export_chrome_trace(*t, path, s.config.export_with);
       if (triggered && s.endpoint) s.endpoint->finish(true, written.path + " (" + std::to_string(written.events) + " events)");
     } catch (const std::exception& e) {
       if (triggered && s.endpoint) s.endpoint->finish(false, message_of(e));
@@ -569,10 +585,28 @@ struct window_control {
 
   // A program step started while a trigger counts steps: the first opens
   // the window, the one N steps later closes it.
-  static void on_step(environment_session& s) noexcept {
+  // Each step's start is marked (step_start_ticks, from the opening step on):
+  // the trace's ProfilerStep#N spans, numbered from the opening step's own
+  // number when its message ends in one. The opening step's NVTX range began
+  // before the window did, so the trace would otherwise lack it.
+  static void on_step(environment_session& s, const nvtx_range_event& e) noexcept {
     const int left = s.trigger_steps_left.fetch_sub(1, std::memory_order_relaxed) - 1;
-    if (left == s.trigger_steps) ask_open(s);
-    else if (left == 0) ask_close(s);
+    if (left < 0) return;
+    const std::size_t k = std::size_t(s.trigger_steps - left);
+    if (k < environment_session::step_marks) s.step_start_ticks[k].store(now_ticks(), std::memory_order_relaxed);
+    if (left == s.trigger_steps) {
+      std::size_t digits = 0;
+      while (digits < e.length && digits < 9 && e.message[e.length - 1 - digits] >= '0' &&
+             e.message[e.length - 1 - digits] <= '9')
+        ++digits;
+      int number = 0;
+      for (std::size_t i = e.length - digits; i < e.length; ++i) number = number * 10 + (e.message[i] - '0');
+      s.trigger_first_step = number;
+      s.step_tid.store(std::uint32_t(::syscall(SYS_gettid)), std::memory_order_relaxed);
+      ask_open(s);
+    } else if (left == 0) {
+      ask_close(s);
+    }
   }
 
   static void ask_open(environment_session& s) noexcept {
@@ -829,19 +863,16 @@ inline void window_control::run(profile* p) {
     if (triggered) {
       e.trigger_deadline_ns.store(0);
       e.trigger_steps_left.store(0);
-      if (e.config.capture.kind == capture_range::trigger) hook(false);
+      if (e.config.capture.kind == capture_range::trigger || e.ranges_done.load()) hook(false);
       e.owner.store(environment_session::no_window);
     }
     const int ranges = e.config.capture.ranges;
     if (!triggered && ranges > 0 && e.ranges_written >= ranges) {
-      // Nothing more to capture: CUPTI goes, and the program runs as if untraced.
+      // No more ranges: the program's calls are no longer watched. The
+      // profile waits as before (a trigger may still come); CUPTI is let go
+      // at exit, not here, where the program's threads may be in CUDA calls.
+      e.ranges_done.store(true);
       hook(false);
-      if (e.endpoint) {
-        e.endpoint->close();
-        e.endpoint = nullptr;
-      }
-      p->stop();
-      return;
     }
   }
 }
