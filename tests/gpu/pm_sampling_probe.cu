@@ -90,20 +90,20 @@ const char* cupti_str(CUptiResult r) {
 }
 
 // A CUPTI call during setup: unsupported (exit 2) when it fails.
-#define SETUP_CUPTI(call)                                          \
-  do {                                                             \
-    CUptiResult r_ = (call);                                       \
-    if (r_ != CUPTI_SUCCESS) unsupported(#call, cupti_str(r_));    \
+#define SETUP_CUPTI(call)                                       \
+  do {                                                          \
+    CUptiResult r_ = (call);                                    \
+    if (r_ != CUPTI_SUCCESS) unsupported(#call, cupti_str(r_)); \
   } while (0)
 // A CUPTI call after setup: a plain failure (exit 1).
-#define CHECK_CUPTI(call)                                          \
-  do {                                                             \
-    CUptiResult r_ = (call);                                       \
-    if (r_ != CUPTI_SUCCESS) fail(#call, cupti_str(r_));           \
+#define CHECK_CUPTI(call)                                \
+  do {                                                   \
+    CUptiResult r_ = (call);                             \
+    if (r_ != CUPTI_SUCCESS) fail(#call, cupti_str(r_)); \
   } while (0)
-#define CHECK_CUDA(call)                                           \
-  do {                                                             \
-    cudaError_t e_ = (call);                                       \
+#define CHECK_CUDA(call)                                                                                   \
+  do {                                                                                                     \
+    cudaError_t e_ = (call);                                                                               \
     if (e_ != cudaSuccess) fail(#call, cudaGetErrorName(e_) + std::string(": ") + cudaGetErrorString(e_)); \
   } while (0)
 
@@ -121,9 +121,14 @@ uint64_t clock_ns(clockid_t id) {
 std::string json_str(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += c; }
-    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-    else o += c;
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else o += c;
   }
   return o + "\"";
 }
@@ -165,8 +170,8 @@ struct Options {
   int device = 0;
   bool workloads_only = false;
   bool host_only = false;
-  std::string chip;         // --chip, for --host-only
-  std::string decode_dir;   // --decode
+  std::string chip;                  // --chip, for --host-only
+  std::string decode_dir;            // --decode
   std::vector<std::string> metrics;  // --metrics overrides the candidate lists
 };
 
@@ -174,8 +179,10 @@ std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> v;
   std::string cur;
   for (char c : s) {
-    if (c == ',') { if (!cur.empty()) v.push_back(cur); cur.clear(); }
-    else cur += c;
+    if (c == ',') {
+      if (!cur.empty()) v.push_back(cur);
+      cur.clear();
+    } else cur += c;
   }
   if (!cur.empty()) v.push_back(cur);
   return v;
@@ -195,7 +202,10 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) { usage(); std::exit(1); }
+      if (i + 1 >= argc) {
+        usage();
+        std::exit(1);
+      }
       return argv[++i];
     };
     if (a == "--out") o.out = next();
@@ -209,17 +219,26 @@ Options parse(int argc, char** argv) {
     else if (a == "--host-only") o.host_only = true;
     else if (a == "--chip") o.chip = next();
     else if (a == "--decode") o.decode_dir = next();
-    else if (a == "-h" || a == "--help") { usage(); std::exit(0); }
-    else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); usage(); std::exit(1); }
+    else if (a == "-h" || a == "--help") {
+      usage();
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      usage();
+      std::exit(1);
+    }
   }
-  if (!(o.interval_us > 0)) { std::fprintf(stderr, "--interval-us must be > 0\n"); std::exit(1); }
+  if (!(o.interval_us > 0)) {
+    std::fprintf(stderr, "--interval-us must be > 0\n");
+    std::exit(1);
+  }
   return o;
 }
 
 // ---------------------------------------------------------------- workloads
 
-constexpr int kGemmN = 4096;                      // M = N = K
-constexpr size_t kElems = size_t(256) << 20;      // 256 Mi floats = 1 GiB
+constexpr int kGemmN = 4096;                  // M = N = K
+constexpr size_t kElems = size_t(256) << 20;  // 256 Mi floats = 1 GiB
 
 // Writes the GPU's global nanosecond timer (the clock CUPTI activity records
 // and, presumably, PM samples use) so spans can be matched in that domain.
@@ -262,8 +281,7 @@ __global__ void pm_gelu(const float* __restrict__ x, float* __restrict__ y, size
 }
 
 __global__ void pm_copy_f4(const float4* __restrict__ src, float4* __restrict__ dst, size_t n4) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x)
-    dst[i] = src[i];
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x) dst[i] = src[i];
 }
 
 __global__ void pm_fill_half(half* p, size_t n, float scale) {
@@ -282,13 +300,13 @@ struct Buffers {
   float* x = nullptr;
   float* y = nullptr;
   unsigned long long* marks = nullptr;  // 2 per span
-  int grid = 0;                          // grid-stride grid size
+  int grid = 0;                         // grid-stride grid size
 };
 
 struct Span {
   std::string name;
   int rep = 0;
-  float event_ms = 0;                // CUDA events around the kernel
+  float event_ms = 0;                       // CUDA events around the kernel
   uint64_t gpu_start = 0, gpu_end = 0;      // %globaltimer before/after (marker kernels)
   uint64_t cupti_start = 0, cupti_end = 0;  // cuptiGetTimestamp before launch / after sync
   uint64_t mono_start = 0, mono_end = 0;    // CLOCK_MONOTONIC_RAW, same points
@@ -407,27 +425,46 @@ ConfigTry try_config(const Host& base, const std::vector<std::string>& metrics) 
   Host h;
   h.chip = base.chip;
   h.availability = base.availability;
-  if ((t.result = host_init(h)) != CUPTI_SUCCESS) { t.step = "cuptiProfilerHostInitialize"; return t; }
+  if ((t.result = host_init(h)) != CUPTI_SUCCESS) {
+    t.step = "cuptiProfilerHostInitialize";
+    return t;
+  }
   std::vector<const char*> names;
   for (auto& m : metrics) names.push_back(m.c_str());
   CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
   add.pHostObject = h.obj;
   add.ppMetricNames = names.data();
   add.numMetrics = names.size();
-  if ((t.result = cuptiProfilerHostConfigAddMetrics(&add)) != CUPTI_SUCCESS) { t.step = "cuptiProfilerHostConfigAddMetrics"; host_deinit(h); return t; }
+  if ((t.result = cuptiProfilerHostConfigAddMetrics(&add)) != CUPTI_SUCCESS) {
+    t.step = "cuptiProfilerHostConfigAddMetrics";
+    host_deinit(h);
+    return t;
+  }
   CUpti_Profiler_Host_GetConfigImageSize_Params sz{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
   sz.pHostObject = h.obj;
-  if ((t.result = cuptiProfilerHostGetConfigImageSize(&sz)) != CUPTI_SUCCESS) { t.step = "cuptiProfilerHostGetConfigImageSize"; host_deinit(h); return t; }
+  if ((t.result = cuptiProfilerHostGetConfigImageSize(&sz)) != CUPTI_SUCCESS) {
+    t.step = "cuptiProfilerHostGetConfigImageSize";
+    host_deinit(h);
+    return t;
+  }
   t.image.resize(sz.configImageSize);
   CUpti_Profiler_Host_GetConfigImage_Params img{CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
   img.pHostObject = h.obj;
   img.configImageSize = t.image.size();
   img.pConfigImage = t.image.data();
-  if ((t.result = cuptiProfilerHostGetConfigImage(&img)) != CUPTI_SUCCESS) { t.step = "cuptiProfilerHostGetConfigImage"; host_deinit(h); return t; }
+  if ((t.result = cuptiProfilerHostGetConfigImage(&img)) != CUPTI_SUCCESS) {
+    t.step = "cuptiProfilerHostGetConfigImage";
+    host_deinit(h);
+    return t;
+  }
   CUpti_Profiler_Host_GetNumOfPasses_Params np{CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
   np.configImageSize = t.image.size();
   np.pConfigImage = t.image.data();
-  if ((t.result = cuptiProfilerHostGetNumOfPasses(&np)) != CUPTI_SUCCESS) { t.step = "cuptiProfilerHostGetNumOfPasses"; host_deinit(h); return t; }
+  if ((t.result = cuptiProfilerHostGetNumOfPasses(&np)) != CUPTI_SUCCESS) {
+    t.step = "cuptiProfilerHostGetNumOfPasses";
+    host_deinit(h);
+    return t;
+  }
   t.passes = np.numOfPasses;
   host_deinit(h);
   return t;
@@ -457,7 +494,10 @@ size_t list_base_metrics(const Host& h, const std::string& path) {
       f << type_names[t] << "\t" << m << "\n";
       ++total;
       for (const char* w : {"dram", "tensor", "warps_active", "throughput", "cycles_elapsed", "time_duration"})
-        if (m.find(w) != std::string::npos) { interesting.push_back(std::string(type_names[t]) + "\t" + m); break; }
+        if (m.find(w) != std::string::npos) {
+          interesting.push_back(std::string(type_names[t]) + "\t" + m);
+          break;
+        }
     }
   }
   f << "\n# matching dram|tensor|warps_active|throughput|cycles_elapsed|time_duration:\n";
@@ -475,18 +515,19 @@ struct WantedMetric {
 // not a PM sampling metric; sm__inst_executed_pipe_tensor needs 2 passes.
 std::vector<WantedMetric> wanted_metrics() {
   return {
-      {"sm_throughput", {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
-                         "TriageCompute.sm__throughput.avg.pct_of_peak_sustained_elapsed"}},
-      {"dram_throughput", {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                           "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                           "dram__bytes_read.sum.pct_of_peak_sustained_elapsed"}},
-      {"tensor_pipe", {"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                       "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                       "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
-                       "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_elapsed"}},
-      {"occupancy", {"sm__warps_active.avg.pct_of_peak_sustained_active",
-                     "sm__warps_active_realtime.avg.pct_of_peak_sustained_active",
-                     "sm__warps_active_realtime.avg.pct_of_peak_sustained_elapsed"}},
+      {"sm_throughput",
+       {"sm__throughput.avg.pct_of_peak_sustained_elapsed", "TriageCompute.sm__throughput.avg.pct_of_peak_sustained_elapsed"}},
+      {"dram_throughput",
+       {"dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__bytes_read.sum.pct_of_peak_sustained_elapsed"}},
+      {"tensor_pipe",
+       {"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+        "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_elapsed"}},
+      {"occupancy",
+       {"sm__warps_active.avg.pct_of_peak_sustained_active", "sm__warps_active_realtime.avg.pct_of_peak_sustained_active",
+        "sm__warps_active_realtime.avg.pct_of_peak_sustained_elapsed"}},
       {"gpu_time", {"gpu__time_duration.sum"}},
       {"gpc_cycles", {"gpc__cycles_elapsed.max", "sm__cycles_elapsed.max"}},
   };
@@ -548,14 +589,16 @@ struct Sample {
 // Reads every completed sample of one counter data image. `pm` may be null
 // (offline decode): GetSampleInfo takes a PM sampling object in its params.
 CUptiResult read_samples(const Host& h, CUpti_PmSampling_Object* pm, const std::vector<uint8_t>& image,
-                         const std::vector<std::string>& metrics, std::vector<Sample>& out, size_t* completed,
-                         std::string* err) {
+                         const std::vector<std::string>& metrics, std::vector<Sample>& out, size_t* completed, std::string* err) {
   CUpti_PmSampling_GetCounterDataInfo_Params info{CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
   info.pPriv = nullptr;
   info.pCounterDataImage = image.data();
   info.counterDataImageSize = image.size();
   CUptiResult r = cuptiPmSamplingGetCounterDataInfo(&info);
-  if (r != CUPTI_SUCCESS) { *err = std::string("cuptiPmSamplingGetCounterDataInfo: ") + cupti_str(r); return r; }
+  if (r != CUPTI_SUCCESS) {
+    *err = std::string("cuptiPmSamplingGetCounterDataInfo: ") + cupti_str(r);
+    return r;
+  }
   *completed = info.numCompletedSamples;
   std::vector<const char*> names;
   for (auto& m : metrics) names.push_back(m.c_str());
@@ -567,7 +610,10 @@ CUptiResult read_samples(const Host& h, CUpti_PmSampling_Object* pm, const std::
     si.counterDataImageSize = image.size();
     si.sampleIndex = i;
     r = cuptiPmSamplingCounterDataGetSampleInfo(&si);
-    if (r != CUPTI_SUCCESS) { *err = "cuptiPmSamplingCounterDataGetSampleInfo(" + std::to_string(i) + "): " + cupti_str(r); return r; }
+    if (r != CUPTI_SUCCESS) {
+      *err = "cuptiPmSamplingCounterDataGetSampleInfo(" + std::to_string(i) + "): " + cupti_str(r);
+      return r;
+    }
     s.start = si.startTimestamp;
     s.end = si.endTimestamp;
     s.values.assign(metrics.size(), NAN);
@@ -580,7 +626,10 @@ CUptiResult read_samples(const Host& h, CUpti_PmSampling_Object* pm, const std::
     ev.numMetrics = names.size();
     ev.pMetricValues = s.values.data();
     r = cuptiProfilerHostEvaluateToGpuValues(&ev);
-    if (r != CUPTI_SUCCESS) { *err = "cuptiProfilerHostEvaluateToGpuValues(" + std::to_string(i) + "): " + cupti_str(r); return r; }
+    if (r != CUPTI_SUCCESS) {
+      *err = "cuptiProfilerHostEvaluateToGpuValues(" + std::to_string(i) + "): " + cupti_str(r);
+      return r;
+    }
     out.push_back(std::move(s));
   }
   return CUPTI_SUCCESS;
@@ -620,7 +669,10 @@ const Domain kDomains[] = {
 int spans_inside(const Domain& d, const std::vector<Span>& spans, const std::vector<Sample>& samples) {
   if (samples.empty()) return 0;
   uint64_t lo = UINT64_MAX, hi = 0;
-  for (auto& s : samples) { lo = std::min(lo, s.start); hi = std::max(hi, s.end); }
+  for (auto& s : samples) {
+    lo = std::min(lo, s.start);
+    hi = std::max(hi, s.end);
+  }
   int n = 0;
   for (auto& sp : spans)
     if (sp.*d.start >= lo && sp.*d.end <= hi && sp.*d.end > sp.*d.start) ++n;
@@ -641,7 +693,10 @@ SpanStats overlap(uint64_t a, uint64_t b, const std::vector<Sample>& samples, si
     ++st.overlapping;
     double w = double(hi - lo);
     for (size_t m = 0; m < nmetrics; ++m)
-      if (std::isfinite(s.values[m])) { sum[m] += w * s.values[m]; wsum[m] += w; }
+      if (std::isfinite(s.values[m])) {
+        sum[m] += w * s.values[m];
+        wsum[m] += w;
+      }
   }
   for (size_t m = 0; m < nmetrics; ++m)
     if (wsum[m] > 0) st.avg[m] = sum[m] / wsum[m];
@@ -658,7 +713,10 @@ void write_kernels_json_and_table(const std::string& path, const std::vector<std
   for (int d = 0; d < 4; ++d) {
     int n = spans_inside(kDomains[d], spans, samples);
     std::printf("  %-20s %d\n", kDomains[d].name, n);
-    if (n > best_n) { best_n = n; best = d; }
+    if (n > best_n) {
+      best_n = n;
+      best = d;
+    }
   }
   const Domain& dom = kDomains[best];
   if (!samples.empty()) {
@@ -676,31 +734,43 @@ void write_kernels_json_and_table(const std::string& path, const std::vector<std
   f << "],\n  \"workloads\": [\n";
 
   // per workload name: aggregate over reps (overlap-weighted over all reps)
-  struct Agg { std::string name; double dur_us = 0; int reps = 0; int samples = 0; std::vector<double> sum, w; };
+  struct Agg {
+    std::string name;
+    double dur_us = 0;
+    int reps = 0;
+    int samples = 0;
+    std::vector<double> sum, w;
+  };
   std::vector<Agg> aggs;
   for (size_t i = 0; i < spans.size(); ++i) {
     const Span& sp = spans[i];
     uint64_t a = sp.*dom.start, b = sp.*dom.end;
     SpanStats st = overlap(a, b, samples, metrics.size());
     double dur_us = double(sp.event_ms) * 1000.0;
-    f << "    {\"name\": " << json_str(sp.name) << ", \"rep\": " << sp.rep << ", \"start_ns\": " << a
-      << ", \"end_ns\": " << b << ", \"duration_us\": " << json_num(dur_us)
-      << ", \"span_us\": " << json_num(double(b - a) / 1000.0)
+    f << "    {\"name\": " << json_str(sp.name) << ", \"rep\": " << sp.rep << ", \"start_ns\": " << a << ", \"end_ns\": " << b
+      << ", \"duration_us\": " << json_num(dur_us) << ", \"span_us\": " << json_num(double(b - a) / 1000.0)
       << ", \"samples_overlapping\": " << st.overlapping << ", \"averages\": {";
     for (size_t m = 0; m < metrics.size(); ++m) f << (m ? ", " : "") << json_str(metrics[m]) << ": " << json_num(st.avg[m]);
     f << "}, \"clocks\": {\"gpu_globaltimer\": [" << sp.gpu_start << ", " << sp.gpu_end << "], \"cupti_timestamp\": ["
       << sp.cupti_start << ", " << sp.cupti_end << "], \"host_realtime\": [" << sp.real_start << ", " << sp.real_end
-      << "], \"host_monotonic_raw\": [" << sp.mono_start << ", " << sp.mono_end << "]}}"
-      << (i + 1 < spans.size() ? "," : "") << "\n";
+      << "], \"host_monotonic_raw\": [" << sp.mono_start << ", " << sp.mono_end << "]}}" << (i + 1 < spans.size() ? "," : "")
+      << "\n";
     Agg* ag = nullptr;
-    for (auto& x : aggs) if (x.name == sp.name) ag = &x;
-    if (!ag) { aggs.push_back({sp.name, 0, 0, 0, std::vector<double>(metrics.size(), 0), std::vector<double>(metrics.size(), 0)}); ag = &aggs.back(); }
+    for (auto& x : aggs)
+      if (x.name == sp.name) ag = &x;
+    if (!ag) {
+      aggs.push_back({sp.name, 0, 0, 0, std::vector<double>(metrics.size(), 0), std::vector<double>(metrics.size(), 0)});
+      ag = &aggs.back();
+    }
     ag->dur_us += dur_us;
     ag->reps += 1;
     ag->samples += st.overlapping;
     double w = double(b - a);
     for (size_t m = 0; m < metrics.size(); ++m)
-      if (std::isfinite(st.avg[m])) { ag->sum[m] += w * st.avg[m]; ag->w[m] += w; }
+      if (std::isfinite(st.avg[m])) {
+        ag->sum[m] += w * st.avg[m];
+        ag->w[m] += w;
+      }
   }
   f << "  ]\n}\n";
 
@@ -725,8 +795,7 @@ void write_meta(const std::string& path, const Host& h, const Options& o, const 
   std::ofstream f(path);
   f << "{\n  \"chip\": " << json_str(h.chip) << ",\n  \"metrics\": [";
   for (size_t i = 0; i < metrics.size(); ++i) f << (i ? ", " : "") << json_str(metrics[i]);
-  f << "],\n  \"interval_us\": " << json_num(o.interval_us) << ",\n  \"interval_ns\": "
-    << uint64_t(o.interval_us * 1000.0 + 0.5)
+  f << "],\n  \"interval_us\": " << json_num(o.interval_us) << ",\n  \"interval_ns\": " << uint64_t(o.interval_us * 1000.0 + 0.5)
     << ",\n  \"trigger_mode\": \"CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL\",\n  \"hardware_buffer_bytes\": "
     << o.hw_buffer_mb * 1024 * 1024 << ",\n  \"max_samples_per_image\": " << o.max_samples
     << ",\n  \"config_image\": \"pm_config.bin\",\n  \"config_image_bytes\": " << config_size
@@ -780,8 +849,8 @@ int decode_dir(const std::string& dir, std::vector<Sample>& samples, std::vector
   std::vector<std::string> metrics = meta_list(meta, "metrics");
   std::vector<std::string> images = meta_list(meta, "counter_data_images");
   read_bytes(dir + "/pm_counter_availability.bin", h.availability);  // optional
-  std::printf("offline decode: chip %s, %zu metrics, %zu images, availability %zu bytes\n", h.chip.c_str(),
-              metrics.size(), images.size(), h.availability.size());
+  std::printf("offline decode: chip %s, %zu metrics, %zu images, availability %zu bytes\n", h.chip.c_str(), metrics.size(),
+              images.size(), h.availability.size());
   CUptiResult r = host_init(h);
   if (r != CUPTI_SUCCESS) {
     // retry without the availability image
@@ -836,7 +905,10 @@ int mode_decode(const Options& o) {
 }
 
 int mode_host_only(const Options& o) {
-  if (o.chip.empty()) { std::fprintf(stderr, "--host-only needs --chip (e.g. GH100)\n"); return 1; }
+  if (o.chip.empty()) {
+    std::fprintf(stderr, "--host-only needs --chip (e.g. GH100)\n");
+    return 1;
+  }
   mkdir(o.out.c_str(), 0755);
   Host h;
   h.chip = o.chip;
@@ -874,7 +946,8 @@ int main(int argc, char** argv) {
   cudaError_t ce = cudaGetDeviceCount(&ndev);
   if (ce != cudaSuccess && o.workloads_only) fail("cudaGetDeviceCount", cudaGetErrorString(ce));
   if (ce != cudaSuccess) unsupported("cudaGetDeviceCount", std::string(cudaGetErrorName(ce)) + ": " + cudaGetErrorString(ce));
-  if (o.device < 0 || o.device >= ndev) unsupported("device", "no device " + std::to_string(o.device) + " (" + std::to_string(ndev) + " present)");
+  if (o.device < 0 || o.device >= ndev)
+    unsupported("device", "no device " + std::to_string(o.device) + " (" + std::to_string(ndev) + " present)");
   CHECK_CUDA(cudaSetDevice(o.device));
   CHECK_CUDA(cudaFree(nullptr));
   cudaDeviceProp prop{};
@@ -889,8 +962,7 @@ int main(int argc, char** argv) {
     print_ncu_line(argv[0]);
     return 0;
   }
-  if (prop.major < 7 || (prop.major == 7 && prop.minor < 5))
-    unsupported("device", "PM sampling needs compute capability >= 7.5");
+  if (prop.major < 7 || (prop.major == 7 && prop.minor < 5)) unsupported("device", "PM sampling needs compute capability >= 7.5");
   if (prop.major == 8 && prop.minor == 0)
     unsupported("device", "GA100 has no GPU_TIME_INTERVAL trigger (this probe uses only that mode)");
 
@@ -918,8 +990,8 @@ int main(int argc, char** argv) {
     };
     char why[512];
     std::snprintf(why, sizeof why, "isSupported=%s architecture=%s sli=%s vGpu=%s confidentialCompute=%s cmp=%s wsl=%s",
-                  lvl(sup.isSupported), lvl(sup.architecture), lvl(sup.sli), lvl(sup.vGpu),
-                  lvl(sup.confidentialCompute), lvl(sup.cmp), lvl(sup.wsl));
+                  lvl(sup.isSupported), lvl(sup.architecture), lvl(sup.sli), lvl(sup.vGpu), lvl(sup.confidentialCompute),
+                  lvl(sup.cmp), lvl(sup.wsl));
     unsupported("cuptiProfilerDeviceSupported(CUPTI_PROFILER_PM_SAMPLING)", why);
   }
 
@@ -995,8 +1067,8 @@ int main(int argc, char** argv) {
   ds.numMetrics = names.size();
   ds.maxSamples = o.max_samples;
   SETUP_CUPTI(cuptiPmSamplingGetCounterDataSize(&ds));
-  std::printf("counter data image: %zu bytes for %u samples; hardware buffer %zu MiB\n", ds.counterDataSize,
-              o.max_samples, o.hw_buffer_mb);
+  std::printf("counter data image: %zu bytes for %u samples; hardware buffer %zu MiB\n", ds.counterDataSize, o.max_samples,
+              o.hw_buffer_mb);
   auto fresh_image = [&](std::vector<uint8_t>& img) {
     img.assign(ds.counterDataSize, 0);
     CUpti_PmSampling_CounterDataImage_Initialize_Params ci{CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
@@ -1040,9 +1112,10 @@ int main(int argc, char** argv) {
     ++decode_calls;
     if (dd.overflow) overflow = true;
     if (r != CUPTI_SUCCESS) {
-      std::printf("cuptiPmSamplingDecodeData: %s (overflow=%d; CUPTI_ERROR_OUT_OF_MEMORY means the hardware buffer "
-                  "overflowed: raise --hw-buffer-mb or --interval-us)\n",
-                  cupti_str(r), int(dd.overflow));
+      std::printf(
+          "cuptiPmSamplingDecodeData: %s (overflow=%d; CUPTI_ERROR_OUT_OF_MEMORY means the hardware buffer "
+          "overflowed: raise --hw-buffer-mb or --interval-us)\n",
+          cupti_str(r), int(dd.overflow));
       if (r != CUPTI_ERROR_OUT_OF_MEMORY) break;
     }
     std::string file = chunk == 0 ? "pm_counter_data.bin" : "pm_counter_data." + std::to_string(chunk) + ".bin";
@@ -1052,9 +1125,9 @@ int main(int argc, char** argv) {
     size_t completed = 0;
     std::string err;
     CUptiResult rr = read_samples(h, pm, img, metrics, samples, &completed, &err);
-    std::printf("decode %d: stop reason %d, overflow %d, %zu completed samples -> %s%s%s\n", chunk,
-                int(dd.decodeStopReason), int(dd.overflow), completed, file.c_str(),
-                rr == CUPTI_SUCCESS ? "" : "; ", rr == CUPTI_SUCCESS ? "" : err.c_str());
+    std::printf("decode %d: stop reason %d, overflow %d, %zu completed samples -> %s%s%s\n", chunk, int(dd.decodeStopReason),
+                int(dd.overflow), completed, file.c_str(), rr == CUPTI_SUCCESS ? "" : "; ",
+                rr == CUPTI_SUCCESS ? "" : err.c_str());
     if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) break;
   }
 
@@ -1065,8 +1138,8 @@ int main(int argc, char** argv) {
   if (dr != CUPTI_SUCCESS) std::printf("cuptiPmSamplingDisable: %s\n", cupti_str(dr));
 
   write_samples_json(o.out + "/pm_samples.json", h.chip, o.interval_us, metrics, samples);
-  write_meta(o.out + "/pm_meta.json", h, o, metrics, config.size(), image_files, image_sizes, samples.size(),
-             decode_calls, overflow);
+  write_meta(o.out + "/pm_meta.json", h, o, metrics, config.size(), image_files, image_sizes, samples.size(), decode_calls,
+             overflow);
   std::printf("%zu samples", samples.size());
   if (samples.size() > 1) {
     double mean_us = double(samples.back().end - samples.front().start) / 1000.0 / double(samples.size());
@@ -1074,9 +1147,10 @@ int main(int argc, char** argv) {
   }
   std::printf("\n");
   write_kernels_json_and_table(o.out + "/pm_kernels.json", metrics, spans, samples);
-  std::printf("\nwrote %s/{pm_samples.json,pm_kernels.json,pm_meta.json,pm_config.bin,pm_counter_data*.bin,"
-              "pm_counter_availability.bin,pm_metrics_available.txt}\n",
-              o.out.c_str());
+  std::printf(
+      "\nwrote %s/{pm_samples.json,pm_kernels.json,pm_meta.json,pm_config.bin,pm_counter_data*.bin,"
+      "pm_counter_availability.bin,pm_metrics_available.txt}\n",
+      o.out.c_str());
 
   // The recorded files decoded again as a CPU-only reader would (fresh host
   // object, no PM sampling object); compared with the live values.
@@ -1094,8 +1168,8 @@ int main(int argc, char** argv) {
         if (std::isfinite(samples[i].values[m]) && std::isfinite(again[i].values[m]))
           maxdiff = std::max(maxdiff, std::fabs(samples[i].values[m] - again[i].values[m]));
     }
-    std::printf("OFFLINE_DECODE: %s, %zu/%zu samples, timestamps %s, max |value diff| %g\n",
-                rc2 == 0 ? "ok" : "FAILED", again.size(), samples.size(), ts_same ? "identical" : "DIFFER", maxdiff);
+    std::printf("OFFLINE_DECODE: %s, %zu/%zu samples, timestamps %s, max |value diff| %g\n", rc2 == 0 ? "ok" : "FAILED",
+                again.size(), samples.size(), ts_same ? "identical" : "DIFFER", maxdiff);
   }
   print_ncu_line(argv[0]);
 
