@@ -336,6 +336,13 @@ inline environment_session& environment() {
 
 inline profile* environment_profile() { return environment().prof; }
 
+// The NVTX hook (process_state::on_nvtx_range) of what counts program steps:
+// a step is a range's start, its message handed to `on_start`.
+template <void (*on_start)(const char*, std::size_t) noexcept>
+void at_range_starts(const nvtx_range_event& e) noexcept {
+  if ((e.kind == nvtx_range_event::push || e.kind == nvtx_range_event::start) && e.message) on_start(e.message, e.length);
+}
+
 // CUPROF_START_STEP: the window opens where step N's NVTX range starts. The
 // profile records from start-up (CUPTI must be attached for NVTX's callbacks
 // to reach cuprof); the hook, on the program's thread inside its NVTX call,
@@ -366,11 +373,6 @@ struct step_window {
     }
     s.steps_seen.fetch_add(1, std::memory_order_release);
     s.step_signal.notify_one();
-  }
-
-  // The NVTX hook (process_state::on_nvtx_range): a step is a range's start.
-  static void on_nvtx(const nvtx_range_event& e) noexcept {
-    if ((e.kind == nvtx_range_event::push || e.kind == nvtx_range_event::start) && e.message) on_range(e.message, e.length);
   }
 
   // The program's steps in the window as torch.profiler's ProfilerStep#N spans,
@@ -654,10 +656,6 @@ struct slow_step_marks {
         now > step_window::lead_ticks ? now - step_window::lead_ticks : 0, std::memory_order_relaxed);
     s.steps_seen.fetch_add(1, std::memory_order_release);
     s.step_signal.notify_one();
-  }
-
-  static void on_nvtx(const nvtx_range_event& e) noexcept {
-    if ((e.kind == nvtx_range_event::push || e.kind == nvtx_range_event::start) && e.message) on_range(e.message, e.length);
   }
 
   // on_trace_ready: the kept window with its steps as ProfilerStep#N spans
@@ -966,10 +964,10 @@ inline bool start_environment_profile(bool injected = false) {
   }
   if (s.config.delay_s == 0) s.prof->start();
   if (s.config.slow) {
-    process().on_nvtx_range.store(&slow_step_marks::on_nvtx, std::memory_order_relaxed);
+    process().on_nvtx_range.store(&at_range_starts<&slow_step_marks::on_range>, std::memory_order_relaxed);
     std::thread(&slow_step_marks::run, s.prof).detach();
   } else if (s.config.start_step >= 0) {
-    process().on_nvtx_range.store(&step_window::on_nvtx, std::memory_order_relaxed);
+    process().on_nvtx_range.store(&at_range_starts<&step_window::on_range>, std::memory_order_relaxed);
     std::thread(&step_window::run, s.prof).detach();
   } else if (s.config.delay_s > 0 || s.config.duration_s > 0) {
     std::thread(&run_environment_window, s.prof, s.config.delay_s, s.config.duration_s).detach();
