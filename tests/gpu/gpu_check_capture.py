@@ -13,6 +13,8 @@
                 `--duration 1` a trace one second long.
   slow steps    tests/gpu/slow_steps.cu, a C++ loop with a 30 ms sleep in steps 50, 100, 150:
                 `cuprof run --slow-steps 10ms` keeps exactly those steps, each with its neighbours.
+  schedule      tests/gpu/schedule_windows.cu: windows back to back (schedule 0, 0, 2, 3) whose
+                kernels still run when the next window starts each hand over their 16 kernels.
 """
 import collections
 import json
@@ -186,3 +188,10 @@ def capture_checks(build, out, summary, check, run, corpus):
           f"{[(k['steps'], k['kernels']) for k in kept]}")
     check("slow steps: the summary line counts them", any(f"{len(slowed)} of" in l for l in result["slow_steps"]["summary"]),
           "; ".join(result["slow_steps"]["summary"])[:300])
+
+    # --- windows back to back ------------------------------------------------------------------
+    r = run([os.path.join(build, "tests", "gpu", "schedule_windows")], work, "schedule_windows")
+    counts = [int(k) for k in re.findall(r"window \d+ kernels=(\d+)", r.stdout)]
+    result["schedule_windows"] = counts
+    check("schedule: windows back to back each hand over their own 16 kernels", r.returncode == 0 and counts == [16] * 3,
+          f"kernels per window {counts}")

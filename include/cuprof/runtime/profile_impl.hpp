@@ -254,7 +254,11 @@ void profile::transition(profiler_action from, profiler_action to, std::uint64_t
   }
   if (detail::is_active(to) && (!detail::is_active(from) || from == profiler_action::record_and_save)) {
     if (from == profiler_action::warmup) detail::discard_cpu_spans(now);
-    if (tracer_)
+    // Records before `now` are no window's unless one waits for its GPU
+    // records (the window just ended, back to back with this one, or an
+    // earlier one): its take() then drops what lies before it, this window's
+    // what lies before `now`.
+    if (tracer_ && pending_.empty())
       tracer_->with_store([&](detail::cupti::record_store& s) {
         s.discard_before(now);
         return 0;
