@@ -235,11 +235,11 @@ struct environment_session {
   // A trigger's window (cuprof trigger, runtime/control_endpoint.hpp): its
   // path, and its end, a steady-clock reading or a count of program steps.
   control_endpoint* endpoint = nullptr;
-  std::string trigger_path;  // under `mutex`; empty: the window is not a trigger's
-  std::atomic<std::int64_t> trigger_deadline_ns{0};
-  int trigger_steps = 0;                   // N, set before trigger_steps_left
-  int trigger_first_step = 0;              // the opening step's number, for its ProfilerStep#N span
-  std::atomic<int> trigger_steps_left{0};  // steps: the window opens at the next step's start and ends N starts later
+  std::string trigger_path;                           // under `mutex`; empty: the window is not a trigger's
+  std::atomic<std::uint64_t> trigger_deadline_ns{0};  // monotonic ns; 0: none
+  int trigger_steps = 0;                              // N, set before trigger_steps_left
+  int trigger_first_step = 0;                         // the opening step's number, for its ProfilerStep#N span
+  std::atomic<int> trigger_steps_left{0};             // steps: the window opens at the next step's start and ends N starts later
   // The program's thread waits here, inside its start call, until the
   // window is open (at most open_wait), so its first kernels are in it.
   std::mutex capture_mutex;
@@ -497,7 +497,7 @@ struct window_control {
       s.trigger_steps_left.store(r.steps + 1, std::memory_order_relaxed);  // the first start opens the window
       if (!process().on_nvtx_range.load(std::memory_order_relaxed)) hook(true);
     } else {
-      s.trigger_deadline_ns.store(monotonic_ns() + std::int64_t(r.duration_s * 1e9));
+      s.trigger_deadline_ns.store(monotonic_ns() + std::uint64_t(r.duration_s * 1e9));
       s.prof->open_window();
     }
     return {true, s.trigger_path};
@@ -838,7 +838,7 @@ inline void window_control::run(profile* p) {
       e.capture_signal.wait_for(wait, std::chrono::milliseconds(20),
                                 [&e] { return e.open_asked.load() || e.close_asked_ticks.load() != 0; });
     }
-    const std::int64_t deadline = e.trigger_deadline_ns.load();
+    const std::uint64_t deadline = e.trigger_deadline_ns.load();
     if (deadline > 0 && monotonic_ns() >= deadline) {
       e.trigger_deadline_ns.store(0);
       e.close_asked_ticks.store(now_ticks());
