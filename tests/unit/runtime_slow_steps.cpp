@@ -111,7 +111,8 @@ TEST_CASE("slow_steps: a fixed threshold, and last_trace() and the table are tho
   prof.stop();
   CHECK(last == std::vector<int>{5, 6, 7});
   CHECK(profiler_steps(prof.last_trace()) == last);
-  const auto* work = prof.key_averages().find("work", cuprof::row_kind::cpu_scope);
+  const cuprof::event_averages rows = prof.key_averages();  // find() points into it
+  const auto* work = rows.find("work", cuprof::row_kind::cpu_scope);
   REQUIRE(work);
   CHECK(work->count == 3);
   CHECK(err.finish().find("slower than 20.0 ms: steps 7 (") != std::string::npos);
