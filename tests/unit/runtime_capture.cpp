@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <algorithm>
 #include <regex>
 #include <set>
@@ -296,8 +297,8 @@ TEST_CASE("capture range: no range, no trace, and a line that says so") {
 
 // --- cuprof trigger on the environment's profile ------------------------------------------
 
-// A program that runs steps of 10 ms, each a "work N" scope, for as long as
-// TRIGGER_RUN_S says, under CUPROF_CAPTURE_RANGE=trigger; its NVTX step ranges
+// A program that runs steps of 10 ms, each a "work N" scope, until the parent
+// leaves a file "stop" in TRIGGER_DIR, under CUPROF_CAPTURE_RANGE=trigger; its NVTX step ranges
 // go to the hook whenever one is set (a trigger that counts steps sets it).
 TEST_CASE("[child] triggered program") {
   if (!is_child_run()) return;
@@ -307,9 +308,10 @@ TEST_CASE("[child] triggered program") {
   const scoped_env range("CUPROF_CAPTURE_RANGE", "trigger");
   const scoped_env trace("CUPROF_TRACE", never.c_str());
   REQUIRE(cuprof::detail::start_environment_profile());
-  const double run_s = std::atof(std::getenv("TRIGGER_RUN_S"));
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(run_s);
-  for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
+  // Until the parent says it is done (a file), or a minute: sanitizers make everything slower.
+  const std::string stop = std::string(std::getenv("TRIGGER_DIR")) + "/stop";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; std::chrono::steady_clock::now() < until && !fs::exists(stop); ++i) {
     const std::string step = "step " + std::to_string(i);
     if (void (*hook)(const nvtx_range_event&) = process().on_nvtx_range.load()) {
       nvtx_range_event e;
@@ -333,7 +335,6 @@ TEST_CASE("cuprof trigger on a program under CUPROF_CAPTURE_RANGE=trigger: a win
   REQUIRE(child >= 0);
   if (child == 0) {
     ::setenv("TRIGGER_DIR", dir.path.c_str(), 1);
-    ::setenv("TRIGGER_RUN_S", "6", 1);
     ::setenv("CUPROF_TEST_CHILD", "1", 1);
     const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
@@ -386,6 +387,7 @@ TEST_CASE("cuprof trigger on a program under CUPROF_CAPTURE_RANGE=trigger: a win
   std::sort(marked.begin(), marked.end());
   CHECK(marked == steps);
 
+  std::ofstream(dir.path / "stop") << "done\n";
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   const std::string said = slurp(output);

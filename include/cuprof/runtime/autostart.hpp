@@ -246,7 +246,7 @@ struct environment_session {
   std::condition_variable capture_signal;  // to the window's thread
   std::condition_variable capture_opened;  // to the program's thread
   int slow_traces_written = 0;             // CUPROF_SLOW_STEPS: the kept windows' files, numbered from 1
-  int slow_marks_handled = 0;              // and the marks handed to the profile, under `mutex`
+  std::atomic<int> slow_marks_handled{0};  // and the marks handed to the profile (written under `mutex`)
 };
 
 // The trace path as the process will write it. Made absolute at start, so a
@@ -690,11 +690,11 @@ struct slow_step_marks {
   static void catch_up(environment_session& e, profile& p) {
     const int seen = e.steps_seen.load(std::memory_order_acquire);
     // Marks older than the array holds were written over: the steps they ended are skipped.
-    int& handled = e.slow_marks_handled;
-    handled = std::max(handled, seen - int(environment_session::step_marks) + 1);
+    int handled = std::max(e.slow_marks_handled.load(), seen - int(environment_session::step_marks) + 1);
     for (; handled < seen; ++handled)
       p.slow_step_at(e.step_start_ticks[std::size_t(handled) % environment_session::step_marks].load(std::memory_order_relaxed),
                      handled == 0);
+    e.slow_marks_handled.store(handled);  // read by the marks' thread's wait, outside `mutex`
   }
 
   // The marks' thread. A plain function, as every thread cuprof starts (see run_environment_window).
@@ -704,7 +704,7 @@ struct slow_step_marks {
       {
         std::unique_lock<std::mutex> wait(e.step_mutex);
         e.step_signal.wait_for(wait, std::chrono::milliseconds(20),
-                               [&] { return e.steps_seen.load(std::memory_order_acquire) != e.slow_marks_handled; });
+                               [&] { return e.steps_seen.load(std::memory_order_acquire) != e.slow_marks_handled.load(); });
       }
       {
         std::lock_guard<std::mutex> l(e.mutex);
