@@ -237,7 +237,7 @@ struct environment_session {
   control_endpoint* endpoint = nullptr;
   std::string trigger_path;                           // under `mutex`; empty: the window is not a trigger's
   std::atomic<std::uint64_t> trigger_deadline_ns{0};  // monotonic ns; 0: none
-  int trigger_steps = 0;                              // N, set before trigger_steps_left
+  std::atomic<int> trigger_steps{0};                  // N, published by trigger_steps_left's release
   int trigger_first_step = 0;                         // the opening step's number, for its ProfilerStep#N span
   std::atomic<int> trigger_steps_left{0};             // steps: the window opens at the next step's start and ends N starts later
   // The program's thread waits here, inside its start call, until the
@@ -438,7 +438,7 @@ struct window_control {
     environment_session& s = environment();
     const capture_range& c = s.config.capture;
     if ((e.kind == nvtx_range_event::push || e.kind == nvtx_range_event::start) && e.message &&
-        s.trigger_steps_left.load(std::memory_order_relaxed) > 0 &&
+        s.trigger_steps_left.load(std::memory_order_acquire) > 0 &&
         is_step_range(std::string_view(e.message, e.length), s.config.step_range))
       return on_step(s, e);
     if (c.kind != capture_range::nvtx || s.ranges_done.load(std::memory_order_relaxed)) return;
@@ -493,8 +493,8 @@ struct window_control {
       return {false, "busy: a capture range's window is open"};
     s.trigger_path = r.output.empty() ? numbered_trace_path(s.config.trace_path, s.windows_written + 1, "") : r.output;
     if (r.steps > 0) {
-      s.trigger_steps = r.steps;
-      s.trigger_steps_left.store(r.steps + 1, std::memory_order_relaxed);  // the first start opens the window
+      s.trigger_steps.store(r.steps, std::memory_order_relaxed);
+      s.trigger_steps_left.store(r.steps + 1, std::memory_order_release);  // the first start opens the window
       if (!process().on_nvtx_range.load(std::memory_order_relaxed)) hook(true);
     } else {
       s.trigger_deadline_ns.store(monotonic_ns() + std::uint64_t(r.duration_s * 1e9));
@@ -516,18 +516,18 @@ struct window_control {
     if (!triggered) ++s.ranges_written;
     const trace* t = &p.last_trace();
     trace with_steps;
-    if (triggered && s.trigger_steps > 0) {
+    const int trigger_steps = s.trigger_steps.exchange(0);
+    if (triggered && trigger_steps > 0) {
       with_steps = *t;
       const tick_converter clock(clock_anchor(), sample_clocks());
       std::vector<std::uint64_t> starts;
-      for (std::size_t k = 0; k < std::size_t(s.trigger_steps) && k < environment_session::step_marks; ++k) {
+      for (std::size_t k = 0; k < std::size_t(trigger_steps) && k < environment_session::step_marks; ++k) {
         const std::uint64_t ticks = s.step_start_ticks[k].exchange(0, std::memory_order_relaxed);
         if (ticks == 0) break;
         starts.push_back(clock.to_epoch_ns(ticks));
       }
       step_window::add_profiler_steps(with_steps, s.trigger_first_step, starts, s.step_tid.load(std::memory_order_relaxed));
       t = &with_steps;
-      s.trigger_steps = 0;
     }
     try {
       const export_result written = s.directory ? cuprof::export_chrome_trace(*t, *s.directory, path, s.config.export_with)
@@ -594,9 +594,10 @@ struct window_control {
   static void on_step(environment_session& s, const nvtx_range_event& e) noexcept {
     const int left = s.trigger_steps_left.fetch_sub(1, std::memory_order_relaxed) - 1;
     if (left < 0) return;
-    const std::size_t k = std::size_t(s.trigger_steps - left);
+    const int steps = s.trigger_steps.load(std::memory_order_relaxed);
+    const std::size_t k = std::size_t(steps - left);
     if (k < environment_session::step_marks) s.step_start_ticks[k].store(now_ticks(), std::memory_order_relaxed);
-    if (left == s.trigger_steps) {
+    if (left == steps) {
       std::size_t digits = 0;
       while (digits < e.length && digits < 9 && e.message[e.length - 1 - digits] >= '0' &&
              e.message[e.length - 1 - digits] <= '9')
