@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from gpu_check_ranks import counter_library  # the same counter the multi-GPU checks find
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOOP = os.path.join(HERE, "torch_capture_loop.py")
 
@@ -40,14 +42,6 @@ def kernels(events):
 def steps_of(events, pattern=r"step (\d+)"):
     return sorted(int(m.group(1)) for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
                   for m in [re.fullmatch(pattern, e.get("name", ""))] if m)
-
-
-def counter_library(build, corpus):
-    for d in ([corpus] if corpus else []) + [os.path.join(build, "lib")]:
-        p = os.path.join(d, "libcupti_counter.so")
-        if os.path.exists(p):
-            return p
-    return None
 
 
 def capture_checks(build, out, summary, check, run, corpus):
