@@ -3,6 +3,7 @@
 #pragma once
 
 #include "collectives.hpp"
+#include "gpu_metrics.hpp"
 #include "string_table.hpp"
 
 #include <cstdint>
@@ -331,6 +332,8 @@ struct trace {
   // kernels are found through attribution (collective_of_kernel, attribution.hpp).
   std::vector<collective_call> collectives;
   std::vector<std::uint32_t> gpu_collectives;  // empty, or per GPU record: its call in `collectives`, or no_index
+  // GPU hardware metrics (PM sampling), one series per GPU sampled; empty when off.
+  std::vector<detail::gpu_metric_series> gpu_metrics;
 
   const call_kind& kind_of(const api_call& c) const { return call_kinds[c.kind]; }
   name_id name_of(const api_call& c) const { return call_kinds[c.kind].name; }

@@ -98,6 +98,16 @@ inline constexpr std::string_view memory_counter_device = "CUDA memory";
 inline constexpr std::string_view memory_counter_host = "Pinned host memory";
 inline constexpr std::string_view arg_counter_allocated = "Allocated";
 inline constexpr std::string_view arg_counter_reserved = "Reserved";
+// GPU hardware metrics (PM sampling): per GPU and metric a counter track on the
+// GPU's process, {"ph":"C","cat":"gpu_metric","name":LABEL,"pid":DEVICE,"tid":0,
+// "ts":T,"args":{"value":V}} at each sample's start. A kernel's args hold each
+// metric's average under its LABEL and the samples used; 0 samples with
+// metric_samples_short: shorter than the sampling interval.
+inline constexpr std::string_view cat_gpu_metric = "gpu_metric";
+inline constexpr std::string_view arg_counter_value = "value";
+inline constexpr std::string_view arg_metric_samples = "metric samples";
+inline constexpr std::string_view arg_metric_note = "metric note";
+inline constexpr std::string_view metric_samples_short = "shorter than the sampling interval";
 
 // Metadata events ("ph":"M") and the arg holding their value.
 inline constexpr std::string_view meta_process_name = "process_name";
@@ -149,5 +159,14 @@ inline constexpr std::string_view cuda_status_on = "on";  // the cuda_status of 
 inline constexpr std::string_view cuprof_window_start_ns = "window_start_ns";
 inline constexpr std::string_view cuprof_window_end_ns = "window_end_ns";
 inline constexpr std::string_view cuprof_trace_detail = "trace_detail";  // written only when not Kineto's
+// Inside key_cuprof, where metrics were sampled: {"interval_ns":N,"dropped":N,
+// "devices":[D,...],"metrics":[{"name":CUPTI_NAME,"label":LABEL},...]}.
+inline constexpr std::string_view cuprof_gpu_metrics = "gpu_metrics";
+inline constexpr std::string_view gpu_metrics_interval_ns = "interval_ns";
+inline constexpr std::string_view gpu_metrics_dropped = "dropped";
+inline constexpr std::string_view gpu_metrics_devices = "devices";
+inline constexpr std::string_view gpu_metrics_metrics = "metrics";
+inline constexpr std::string_view gpu_metrics_name = "name";
+inline constexpr std::string_view gpu_metrics_label = "label";
 
 }  // namespace cuprof::detail::schema
