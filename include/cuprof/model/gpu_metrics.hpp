@@ -40,6 +40,8 @@ struct gpu_metric_series {
   std::uint32_t device = 0;
   std::uint64_t interval_ns = 0;    // the period asked for
   std::uint64_t dropped = 0;        // samples lost (hardware buffer overflow, memory cap)
+  std::int64_t shift_ns = 0;        // moved by this to lie on the kernels' clock (align_to_kernels)
+  bool aligned = false;             // shift_ns was found in the data; false: as CUPTI stamped them
   std::vector<gpu_metric> metrics;  // the columns of `values`
   std::vector<std::uint64_t> start_ns, end_ns;
   std::vector<double> values;  // sample-major: values[i * metrics.size() + m]; NaN where CUPTI gave none
