@@ -93,6 +93,15 @@ MEMORY_COUNTER_DEVICE = "CUDA memory"
 MEMORY_COUNTER_HOST = "Pinned host memory"
 ARG_COUNTER_ALLOCATED = "Allocated"
 ARG_COUNTER_RESERVED = "Reserved"
+# GPU hardware metrics (PM sampling): per GPU and metric a counter track on the GPU's process,
+# {"ph": "C", "cat": "gpu_metric", "name": LABEL, "pid": DEVICE, "tid": 0, "ts": T, "args": {"value": V}}
+# at each sample's start. A kernel's args hold each metric's average under its LABEL and the samples
+# used; 0 samples with METRIC_SAMPLES_SHORT: shorter than the sampling interval.
+CAT_GPU_METRIC = "gpu_metric"
+ARG_COUNTER_VALUE = "value"
+ARG_METRIC_SAMPLES = "metric samples"
+ARG_METRIC_NOTE = "metric note"
+METRIC_SAMPLES_SHORT = "shorter than the sampling interval"
 
 # Metadata events ("ph": "M") and the arg holding their value.
 META_PROCESS_NAME = "process_name"
@@ -143,6 +152,15 @@ CUDA_STATUS_ON = "on"  # the cuda_status of a trace with CUDA tracing on
 CUPROF_WINDOW_START_NS = "window_start_ns"
 CUPROF_WINDOW_END_NS = "window_end_ns"
 CUPROF_TRACE_DETAIL = "trace_detail"  # written only when not Kineto's
+# Inside KEY_CUPROF, where metrics were sampled: {"interval_ns": N, "dropped": N, "devices": [D, ...],
+# "metrics": [{"name": CUPTI_NAME, "label": LABEL}, ...]}.
+CUPROF_GPU_METRICS = "gpu_metrics"
+GPU_METRICS_INTERVAL_NS = "interval_ns"
+GPU_METRICS_DROPPED = "dropped"
+GPU_METRICS_DEVICES = "devices"
+GPU_METRICS_METRICS = "metrics"
+GPU_METRICS_NAME = "name"
+GPU_METRICS_LABEL = "label"
 
 # ----------------------------------------------- the writer's, not in the header
 # Metadata events for viewers (Perfetto, chrome://tracing): name -> the arg holding the value.

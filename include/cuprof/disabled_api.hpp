@@ -85,6 +85,7 @@ struct table_options {
   detail::ignored_value header;
   int max_name_column_width = 55;
   bool stats = false;
+  bool metrics = false;
   detail::ignored_value describe_kernel;
 };
 

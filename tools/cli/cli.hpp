@@ -358,6 +358,12 @@ inline record_table table_records(const event_averages& avg, const table_options
   if (avg.has_memory())  // torch's memory columns, in bytes
     for (const char* c : {"cpu_memory_bytes", "self_cpu_memory_bytes", "cuda_memory_bytes", "self_cuda_memory_bytes"})
       t.columns.emplace_back(c);
+  // GPU metrics: each label's kernel average (null where the row has none), and the kernels sampled.
+  const bool metrics = o.metrics && !avg.metric_labels().empty();
+  if (metrics) {
+    t.columns.insert(t.columns.end(), avg.metric_labels().begin(), avg.metric_labels().end());
+    t.columns.emplace_back("sampled");
+  }
   if (o.describe_kernel) t.columns.emplace_back("kernel");
   const double total_cpu = double(avg.self_cpu_time_total_ns()), total_cuda = double(avg.self_cuda_time_total_ns());
   const auto pct = [](double part, double total) { return real(total ? part * 100.0 / total : NAN); };
@@ -385,6 +391,11 @@ inline record_table table_records(const event_averages& avg, const table_options
     if (avg.has_memory())
       for (std::int64_t v : {r->cpu_memory, r->self_cpu_memory, r->cuda_memory, r->self_cuda_memory})
         row.push_back(signed_num(v));
+    if (metrics) {
+      for (std::size_t m = 0; m < avg.metric_labels().size(); ++m)
+        row.push_back(real(m < r->metrics.size() ? r->metrics[m] : NAN));
+      row.push_back(r->metrics.empty() ? real(NAN) : num(r->sampled));
+    }
     if (o.describe_kernel) row.push_back(str(r->kind == row_kind::gpu_work ? o.describe_kernel(r->key) : ""));
     t.rows.push_back(std::move(row));
   }

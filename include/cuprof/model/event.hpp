@@ -381,4 +381,14 @@ inline const device_info* find_device(const trace& t, std::uint32_t id) {
   return nullptr;
 }
 
+// Per GPU lane, its device's series in t.gpu_metrics, or no_index: how a
+// kernel finds its GPU's samples (lanes and GPUs are a handful each).
+inline std::vector<std::uint32_t> metric_series_of_lanes(const trace& t) {
+  std::vector<std::uint32_t> series(t.gpu_lanes.size(), no_index);
+  for (std::size_t l = 0; l < t.gpu_lanes.size(); ++l)
+    for (std::size_t i = 0; i < t.gpu_metrics.size(); ++i)
+      if (t.gpu_metrics[i].device == t.gpu_lanes[l].device) series[l] = std::uint32_t(i);
+  return series;
+}
+
 }  // namespace cuprof

@@ -55,6 +55,20 @@ struct gpu_metric_series {
   }
 };
 
+// The metrics of several series, each label once, in the order first met:
+// the columns of a table and the trace's list. One profile samples every GPU
+// with one set; the union keeps columns right where series differ.
+inline std::vector<gpu_metric> metrics_of(const std::vector<gpu_metric_series>& series) {
+  std::vector<gpu_metric> all;
+  for (const gpu_metric_series& s : series)
+    for (const gpu_metric& m : s.metrics) {
+      bool known = false;
+      for (const gpu_metric& a : all) known |= a.label == m.label;
+      if (!known) all.push_back(m);
+    }
+  return all;
+}
+
 // A kernel's averages. `samples` counts the samples used; none are used for a
 // kernel shorter than the sampling interval (`too_short`): a sample longer than
 // the kernel mostly measures what ran around it.

@@ -42,8 +42,10 @@ namespace detail {
 // block of events formats alone and blocks concatenated in order are the
 // document. The events are items in order -- CPU spans, API calls (each with
 // its v1 flow starts), GPU annotations, GPU records (each with its v1 flow
-// end), CUPTI overhead -- cut into blocks of `items_per_block`; the first block
-// also holds the header and the metadata events, the last the closing lines.
+// end), CUPTI overhead, memory events (each with its counter), GPU metric
+// samples (a counter per metric), GPU by GPU -- cut into blocks of
+// `items_per_block`; the first block also holds the header and the metadata
+// events, the last the closing lines.
 struct chrome_trace_layout {
   // About 512 KiB of JSON at the 190-290 bytes of a launch's call or kernel
   // with its flow: one gzip member, one write. Each worker's block is
@@ -57,6 +59,7 @@ struct chrome_trace_layout {
     escaped_names.reserve(t.names.size());
     for (std::size_t i = 0; i < t.names.size(); ++i) escaped_names.push_back(json_escaped(t.names.str(name_id(i))));
     scan_gpu_records();
+    scan_gpu_metrics();
     for (std::uint32_t i = 0; i < t.collectives.size(); ++i)
       if (t.collectives[i].span < t.spans.size()) {
         if (span_collective.empty()) span_collective.assign(t.spans.size(), no_index);
@@ -65,6 +68,7 @@ struct chrome_trace_layout {
     base_ns = base_time();
     overhead_lane = overhead_lanes();
     items = t.spans.size() + t.api_calls.size() + t.gpu_annotations.size() + t.gpu.size() + t.overhead.size() + t.memory.size();
+    for (const gpu_metric_series& s : t.gpu_metrics) items += s.size();
   }
   chrome_trace_layout(const chrome_trace_layout&) = delete;
   chrome_trace_layout& operator=(const chrome_trace_layout&) = delete;
@@ -131,6 +135,13 @@ struct chrome_trace_layout {
   std::set<std::pair<std::uint32_t, std::uint32_t>> gpu_lanes;
   mutable std::vector<std::atomic<std::uint64_t>> occupancy = std::vector<std::atomic<std::uint64_t>>(t.kernels.size());
   std::vector<std::uint32_t> span_collective;  // empty, or per span: its NCCL call in t.collectives, or no_index
+  // GPU metrics: each series' labels escaped, and per GPU lane its device's
+  // series in t.gpu_metrics, or no_index (empty without metrics).
+  std::vector<std::vector<std::string>> metric_labels;
+  std::vector<std::uint32_t> lane_metrics;
+  std::uint32_t metric_series(const gpu_activity& g) const {
+    return g.lane < lane_metrics.size() ? lane_metrics[g.lane] : no_index;
+  }
   // The NCCL call of a span or of a GPU record, or null.
   const collective_call* collective_of_span(std::size_t span) const {
     return span < span_collective.size() && span_collective[span] != no_index ? &t.collectives[span_collective[span]] : nullptr;
@@ -182,6 +193,17 @@ struct chrome_trace_layout {
       if (c.several) several_contexts.push_back(c.device);
   }
 
+  // The GPUs sampled have a process each, lanes or not.
+  void scan_gpu_metrics() {
+    if (t.gpu_metrics.empty()) return;
+    for (const gpu_metric_series& s : t.gpu_metrics) {
+      devices.insert(s.device);
+      std::vector<std::string>& labels = metric_labels.emplace_back();
+      for (const gpu_metric& m : s.metrics) labels.push_back(json_escaped(m.label));
+    }
+    lane_metrics = metric_series_of_lanes(t);
+  }
+
   std::uint64_t base_time() const {
     // A window start of 0 is unset (a hand-made trace, or one read from a file
     // without a window): as the base it would make every ts an epoch time,
@@ -190,6 +212,8 @@ struct chrome_trace_layout {
     for (const cpu_span& s : t.spans) lo = std::min(lo, s.start_ns);
     for (const api_call& a : t.api_calls) lo = std::min(lo, a.start_ns);
     for (const gpu_activity& g : t.gpu) lo = std::min(lo, g.start_ns);
+    for (const gpu_metric_series& s : t.gpu_metrics)
+      if (s.size()) lo = std::min(lo, s.start_ns[0]);
     if (lo == UINT64_MAX)  // CUPTI overhead records alone
       for (const overhead_span& o : t.overhead) lo = std::min(lo, o.start_ns);
     if (lo == UINT64_MAX) return 0;  // nothing timed
@@ -254,6 +278,8 @@ class chrome_trace_writer {
     for (auto [i, e] = part(t_.gpu.size()); i < e; ++i) gpu_event(i);
     for (auto [i, e] = part(t_.overhead.size()); i < e; ++i) overhead_event(i);
     for (auto [i, e] = part(t_.memory.size()); i < e; ++i) memory_events(t_.memory[i]);
+    for (std::size_t series = 0; series < t_.gpu_metrics.size(); ++series)
+      for (auto [i, e] = part(t_.gpu_metrics[series].size()); i < e; ++i) metric_events(series, i);
     if (k + 1 == l_.block_count()) {
       out_ += "\n  ],\n  \"traceName\":\"";
       append_json_escaped(out_, l_.trace_name);
@@ -465,6 +491,7 @@ class chrome_trace_writer {
       next_key(schema::cuprof_trace_detail);
       out_ += "\"lean\"";
     }
+    if (!t_.gpu_metrics.empty()) gpu_metrics_block();
     out_ += "},\n  ";
     if (m.memory_recorded) {
       key(schema::key_profile_memory);
@@ -476,6 +503,42 @@ class chrome_trace_writer {
     out_ += ",\n  ";
     key(schema::key_trace_events);
     out_ += '[';
+  }
+
+  // What was sampled: the period, the samples lost on every GPU together, the
+  // GPUs, and each metric's CUPTI name and its label, the counters' name.
+  void gpu_metrics_block() {
+    const std::vector<gpu_metric_series>& series = t_.gpu_metrics;
+    next_key(schema::cuprof_gpu_metrics);
+    out_ += '{';
+    key(schema::gpu_metrics_interval_ns);
+    append_int(out_, series[0].interval_ns);
+    std::uint64_t dropped = 0;
+    for (const gpu_metric_series& s : series) dropped += s.dropped;
+    next_key(schema::gpu_metrics_dropped);
+    append_int(out_, dropped);
+    next_key(schema::gpu_metrics_devices);
+    out_ += '[';
+    for (std::size_t i = 0; i < series.size(); ++i) {
+      if (i) out_ += ',';
+      append_int(out_, series[i].device);
+    }
+    out_ += ']';
+    next_key(schema::gpu_metrics_metrics);
+    out_ += '[';
+    const std::vector<gpu_metric> metrics = metrics_of(series);
+    for (std::size_t i = 0; i < metrics.size(); ++i) {
+      out_ += std::string_view(i ? ",{" : "{");
+      key(schema::gpu_metrics_name);
+      out_ += '"';
+      append_json_escaped(out_, metrics[i].name);
+      out_ += '"';
+      next_key(schema::gpu_metrics_label);
+      out_ += '"';
+      append_json_escaped(out_, metrics[i].label);
+      out_ += "\"}";
+    }
+    out_ += "]}";
   }
 
   void metadata_events() {
@@ -707,6 +770,7 @@ class chrome_trace_writer {
           }
         }
         if (const collective_call* c = l_.collective_of_gpu(i)) collective_args(*c);
+        if (const std::uint32_t series = l_.metric_series(g); series != no_index) metric_args(g, series);
         out_ += "}}";
         break;
       }
@@ -754,6 +818,30 @@ class chrome_trace_writer {
       }
     }
     if (linked && !v2) flow('f', flow_id(g.correlation, l_.flow_ordinal(i)), where.device, tid, g.start_ns);
+  }
+
+  // A kernel's averages of its GPU's metrics (model/gpu_metrics.hpp), also in
+  // a lean trace: what the counter tracks say of it without a viewer's help.
+  // None on a kernel CUPTI could not time.
+  void metric_args(const gpu_activity& g, std::uint32_t series) {
+    if (g.flags & gpu_timing_unknown) return;
+    const kernel_metric_averages a = average_metrics(t_.gpu_metrics[series], g.start_ns, g.end_ns);
+    const std::vector<std::string>& labels = l_.metric_labels[series];
+    for (std::size_t m = 0; m < a.values.size(); ++m) {
+      if (!std::isfinite(a.values[m])) continue;
+      out_ += ",\"";
+      out_ += labels[m];
+      out_ += "\":";
+      append_double(out_, a.values[m], 2);
+    }
+    next_key(schema::arg_metric_samples);
+    append_int(out_, a.samples);
+    if (a.too_short) {
+      next_key(schema::arg_metric_note);
+      out_ += '"';
+      out_ += schema::metric_samples_short;
+      out_ += '"';
+    }
   }
 
   void overhead_event(std::size_t i) {
@@ -827,6 +915,31 @@ class chrome_trace_writer {
     next_key(schema::arg_counter_reserved);
     append_int(out_, m.total_reserved);
     out_ += "}}";
+  }
+
+  // A sample of a GPU's metrics: a counter per metric with a value, at the
+  // sample's start on the GPU's process. A viewer holds each value until the
+  // next sample's; a gap of more than the interval is samples lost.
+  void metric_events(std::size_t series, std::size_t i) {
+    const gpu_metric_series& s = t_.gpu_metrics[series];
+    const std::vector<std::string>& labels = l_.metric_labels[series];
+    for (std::size_t m = 0; m < s.metrics.size(); ++m) {
+      const double v = s.value(i, m);
+      if (!std::isfinite(v)) continue;
+      begin_event();
+      out_ += "{\"ph\":\"C\",\"cat\":\"";
+      out_ += schema::cat_gpu_metric;
+      out_ += "\",\"name\":\"";
+      out_ += labels[m];
+      out_ += "\",\"pid\":";
+      append_int(out_, s.device);
+      out_ += ",\"tid\":0,";
+      ts(s.start_ns[i]);
+      out_ += ",\"args\":{";
+      key(schema::arg_counter_value);
+      append_double(out_, v, 2);
+      out_ += "}}";
+    }
   }
 
   const std::string& escaped_name(name_id id) const { return l_.escaped_names[id]; }

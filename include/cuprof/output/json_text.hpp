@@ -234,12 +234,13 @@ inline void append_us(Out& out, std::uint64_t ns) {
   else out.append(digits, 2);
 }
 
-// Three decimals, never exponent notation (496.485, 0.008): enough for the
-// derived figures it prints (blocks per SM, bandwidth) and short.
+// Three decimals by default, never exponent notation (496.485, 0.008): enough
+// for the derived figures it prints (blocks per SM, bandwidth) and short; two
+// for percentages (GPU metrics).
 template <class Out>
-inline void append_double(Out& out, double v) {
+inline void append_double(Out& out, double v, int decimals = 3) {
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 3);
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
   out.append(buf, std::size_t(r.ptr - buf));
 }
 

@@ -56,6 +56,13 @@ struct event_average {
   // Per occurrence: its CPU total and its CUDA total (the distribution columns).
   std::vector<std::uint64_t> cpu_samples_ns;
   std::vector<std::uint64_t> cuda_samples_ns;
+  // GPU metrics (model/gpu_metrics.hpp), on a kernel's row where its GPU was
+  // sampled, else empty: per event_averages::metric_labels(), the kernels'
+  // averages weighted by their durations (NaN where none had a value), and
+  // `sampled`, the kernels with a value. A kernel shorter than the sampling
+  // interval, or with no sample, counts in neither.
+  std::vector<double> metrics;
+  std::uint64_t sampled = 0;
 
   double cpu_time_avg_ns() const { return count ? double(cpu_total_ns) / double(count) : 0.0; }
   double cuda_time_avg_ns() const { return count ? double(cuda_total_ns) / double(count) : 0.0; }
@@ -87,6 +94,10 @@ struct table_options {
   // Opt-in columns after torch's: per-call CPU and CUDA min, median, p95 and max
   // ("-" where a row has no such time).
   bool stats = false;
+  // Opt-in columns where the trace has GPU metrics: each metric's average on
+  // kernel rows (event_average::metrics) and how many kernels had values
+  // ("Sampled"); "-" elsewhere.
+  bool metrics = false;
   // When set, a last column says what each kernel's name means, as this hook
   // tells: cuprof::compact_kernel_name (cuprof::analysis) or your own. The
   // table itself decodes nothing, so the profiler's runtime carries no decoder.
@@ -97,8 +108,11 @@ class event_averages {
  public:
   event_averages() = default;
   // `memory`: the trace recorded allocations; the memory columns are shown.
-  explicit event_averages(std::vector<event_average> rows, bool memory = false) : rows_(std::move(rows)), memory_(memory) {}
+  // `metric_labels`: the GPU metrics of the rows' `metrics`, in their order.
+  explicit event_averages(std::vector<event_average> rows, bool memory = false, std::vector<std::string> metric_labels = {})
+      : rows_(std::move(rows)), memory_(memory), metric_labels_(std::move(metric_labels)) {}
   bool has_memory() const noexcept { return memory_; }
+  const std::vector<std::string>& metric_labels() const noexcept { return metric_labels_; }
 
   const std::vector<event_average>& rows() const noexcept { return rows_; }
   const event_average* find(std::string_view key, row_kind kind) const {
@@ -143,6 +157,7 @@ class event_averages {
  private:
   std::vector<event_average> rows_;
   bool memory_ = false;
+  std::vector<std::string> metric_labels_;
 };
 
 namespace detail {
@@ -283,6 +298,15 @@ inline std::string event_averages::table(const table_options& options) const {
       }
     }
   }
+  const bool show_metrics = options.metrics && !metric_labels_.empty();
+  if (show_metrics) {
+    for (const std::string& label : metric_labels_) {
+      headers.push_back(detail::terminal_safe(label));
+      widths.push_back(int(std::max<std::size_t>(12, detail::utf8_length(headers.back()))));
+    }
+    headers.emplace_back("Sampled");
+    widths.push_back(12);
+  }
   // Grouped by stack: torch's Source Location, left-aligned, at most 75 wide, a
   // frame per line, a blank line after each row that has frames.
   constexpr std::size_t max_source_width = 75;
@@ -394,14 +418,6 @@ inline std::string event_averages::table(const table_options& options) const {
       if (detail::utf8_length(args) > max_args_width) args = detail::utf8_prefix(args, max_args_width - 3) + "...";
       cells.push_back(std::move(args));
     }
-    // torch's trim_path: a frame too long keeps its end, "..." in front.
-    const auto source_cell = [&](const std::string& frame) {
-      const std::string shown = detail::terminal_safe(frame);
-      const std::size_t width = std::size_t(widths[source_column]);
-      if (detail::utf8_length(shown) <= width) return shown;
-      return "..." + detail::utf8_suffix(shown, width - 3);
-    };
-    if (source_column != std::size_t(-1)) cells.push_back(r->stack.empty() ? std::string() : source_cell(r->stack[0]));
     if (options.stats) {
       const auto add_distribution = [&](const distribution& d, bool any) {
         for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns})
@@ -410,6 +426,22 @@ inline std::string event_averages::table(const table_options& options) const {
       add_distribution(r->cpu_distribution(), r->cpu_total_ns > 0);
       if (has_cuda) add_distribution(r->cuda_distribution(), r->cuda_total_ns > 0);
     }
+    if (show_metrics) {
+      for (std::size_t m = 0; m < metric_labels_.size(); ++m) {
+        char buf[48] = "-";
+        if (m < r->metrics.size() && std::isfinite(r->metrics[m])) std::snprintf(buf, sizeof buf, "%.2f", r->metrics[m]);
+        cells.emplace_back(buf);
+      }
+      cells.push_back(r->metrics.empty() ? std::string("-") : std::to_string(r->sampled));
+    }
+    // torch's trim_path: a frame too long keeps its end, "..." in front.
+    const auto source_cell = [&](const std::string& frame) {
+      const std::string shown = detail::terminal_safe(frame);
+      const std::size_t width = std::size_t(widths[source_column]);
+      if (detail::utf8_length(shown) <= width) return shown;
+      return "..." + detail::utf8_suffix(shown, width - 3);
+    };
+    if (source_column != std::size_t(-1)) cells.push_back(r->stack.empty() ? std::string() : source_cell(r->stack[0]));
     row_line(cells, options.describe_kernel ? &kernel_fields[row] : nullptr);
     if (!r->stack.empty()) {
       std::vector<std::string> more(cells.size());
@@ -449,6 +481,60 @@ inline std::string format_span_args(const trace& t, const cpu_span& s) {
   }
   return out;
 }
+
+namespace detail {
+
+// key_averages()'s GPU metrics: each kernel's averages (average_metrics) summed
+// into its row, weighted by the kernel's duration, metric by metric.
+struct kernel_metrics {
+  std::vector<std::string> labels;  // the columns: each label once, every series'
+  explicit kernel_metrics(const trace& t) : t_(t) {
+    if (t.gpu_metrics.empty()) return;
+    for (const gpu_metric& m : metrics_of(t.gpu_metrics)) labels.push_back(m.label);
+    for (const gpu_metric_series& s : t.gpu_metrics) {
+      std::vector<std::size_t>& columns = columns_.emplace_back();
+      for (const gpu_metric& m : s.metrics)
+        columns.push_back(std::size_t(std::find(labels.begin(), labels.end(), m.label) - labels.begin()));
+    }
+    lane_series_ = metric_series_of_lanes(t);
+  }
+
+  void add(const gpu_activity& g, std::size_t row, event_average& r) {
+    if (g.kind != gpu_kind::kernel || g.lane >= lane_series_.size() || lane_series_[g.lane] == no_index) return;
+    if (r.metrics.empty()) r.metrics.assign(labels.size(), 0.0);  // a kernel row: its sums until finish()
+    if (weight_.size() <= row) weight_.resize(row + 1);
+    std::vector<double>& weight = weight_[row];
+    if (weight.empty()) weight.assign(labels.size(), 0.0);
+    if (g.flags & gpu_timing_unknown) return;
+    const std::uint32_t series = lane_series_[g.lane];
+    const kernel_metric_averages a = average_metrics(t_.gpu_metrics[series], g.start_ns, g.end_ns);
+    const double ns = double(g.end_ns - g.start_ns);
+    bool any = false;
+    for (std::size_t m = 0; m < a.values.size(); ++m) {
+      if (!std::isfinite(a.values[m])) continue;
+      const std::size_t c = columns_[series][m];
+      r.metrics[c] += a.values[m] * ns;
+      weight[c] += ns;
+      any = true;
+    }
+    r.sampled += any;
+  }
+
+  // The sums to averages, NaN where no kernel of the row had a value.
+  void finish(std::vector<event_average>& rows) const {
+    for (std::size_t row = 0; row < weight_.size(); ++row)
+      for (std::size_t c = 0; c < weight_[row].size(); ++c)
+        rows[row].metrics[c] = weight_[row][c] > 0 ? rows[row].metrics[c] / weight_[row][c] : __builtin_nan("");
+  }
+
+ private:
+  const trace& t_;
+  std::vector<std::vector<std::size_t>> columns_;  // per series, per metric: its column in `labels`
+  std::vector<std::uint32_t> lane_series_;         // per GPU lane: its device's series, or no_index
+  std::vector<std::vector<double>> weight_;        // per row, per column: the kernel ns summed
+};
+
+}  // namespace detail
 
 // Groups a trace's events into rows with self and total CPU and CUDA time.
 // CUDA time is charged to the innermost scope open on the thread that
@@ -576,6 +662,7 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     r.cpu_samples_ns.push_back(a.end_ns - a.start_ns);
     r.cuda_samples_ns.push_back(0);
   }
+  detail::kernel_metrics metrics(t);
   for (const gpu_activity& g : t.gpu) {
     if (g.kind == gpu_kind::sync) continue;
     event_average& r = stack_row(g.name, row_kind::gpu_work, g.start_ns, g.api == no_index ? no_index : t.stack_of(g.api));
@@ -583,7 +670,9 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     r.cuda_total_ns += g.end_ns - g.start_ns;
     r.cpu_samples_ns.push_back(0);
     r.cuda_samples_ns.push_back(g.end_ns - g.start_ns);
+    metrics.add(g, std::size_t(&r - rows.data()), r);
   }
+  metrics.finish(rows);
   for (const gpu_annotation& a : t.gpu_annotations) {
     event_average& r =
         row(t.spans[a.span].name, row_kind::gpu_annotation, a.start_ns, span_args.empty() ? no_args : span_args[a.span]);
@@ -592,7 +681,7 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     r.cpu_samples_ns.push_back(0);
     r.cuda_samples_ns.push_back(a.end_ns - a.start_ns);
   }
-  return event_averages(std::move(rows), t.meta.memory_recorded || !t.memory.empty());
+  return event_averages(std::move(rows), t.meta.memory_recorded || !t.memory.empty(), std::move(metrics.labels));
 }
 
 }  // namespace cuprof

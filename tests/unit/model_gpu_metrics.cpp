@@ -1,0 +1,490 @@
+// GPU hardware metrics (include/cuprof/model/gpu_metrics.hpp): a kernel's
+// averages over the samples of its GPU, the Chrome trace's counters, kernel
+// args and cuprof block (docs/trace-format.md, "GPU metrics"), and the
+// per-name averages of key_averages() and the table's metric columns.
+
+#include <cuprof/cuprof.hpp>
+#include <cuprof/model/gpu_metrics.hpp>
+#include <cuprof/output/chrome_trace_writer.hpp>
+
+#include "support/cli.hpp"
+#include "support/files.hpp"
+#include "support/trace_contract.hpp"
+#include "support/traces.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+using json = nlohmann::json;
+using namespace cuprof_test;
+
+namespace {
+
+using cuprof::detail::average_metrics;
+using cuprof::detail::gpu_metric;
+using cuprof::detail::gpu_metric_series;
+using cuprof::detail::kernel_metric_averages;
+
+const double no_value = std::numeric_limits<double>::quiet_NaN();
+
+// A series of back-to-back samples of `interval` ns from `start`, one row of
+// values per sample.
+gpu_metric_series series_of(std::uint32_t device, std::uint64_t start, std::uint64_t interval, std::vector<gpu_metric> metrics,
+                            const std::vector<std::vector<double>>& rows) {
+  gpu_metric_series s;
+  s.device = device;
+  s.interval_ns = interval;
+  s.metrics = std::move(metrics);
+  for (std::size_t i = 0; i < rows.size(); ++i) s.add(start + i * interval, start + (i + 1) * interval, rows[i].data());
+  return s;
+}
+
+std::vector<gpu_metric> two_metrics() { return {{"a__x.avg", "A %"}, {"b__y.avg", "B %"}}; }
+
+// Four samples of 10 ns over [0, 40): A is 100, 20, 30, 0; B is NaN in the second.
+gpu_metric_series four_samples() { return series_of(0, 0, 10, two_metrics(), {{100, 1}, {20, no_value}, {30, 3}, {0, 4}}); }
+
+}  // namespace
+
+TEST_SUITE("model_gpu_metrics") {
+
+TEST_CASE("average_metrics: the samples wholly inside a kernel, alone, time-weighted") {
+  const gpu_metric_series s = four_samples();
+  // [5, 35): [10, 20) and [20, 30) are inside; the samples across its ends measure its neighbours.
+  const kernel_metric_averages a = average_metrics(s, 5, 35);
+  CHECK_FALSE(a.too_short);
+  CHECK(a.samples == 2);
+  REQUIRE(a.values.size() == 2);
+  CHECK(a.values[0] == doctest::Approx(25.0));  // (20 + 30) / 2, not the overlap-weighted 33.3
+  CHECK(a.values[1] == doctest::Approx(3.0));   // B had no value in [10, 20): the other sample alone
+  // Exactly one sample's extent.
+  const kernel_metric_averages one = average_metrics(s, 20, 30);
+  CHECK(one.samples == 1);
+  CHECK(one.values[0] == doctest::Approx(30.0));
+}
+
+TEST_CASE("average_metrics: no sample inside, the overlapping ones weighted by their overlap") {
+  const gpu_metric_series s = four_samples();
+  // [15, 27): 5 ns of [10, 20) at 20, 7 ns of [20, 30) at 30.
+  const kernel_metric_averages a = average_metrics(s, 15, 27);
+  CHECK_FALSE(a.too_short);
+  CHECK(a.samples == 2);
+  CHECK(a.values[0] == doctest::Approx((5 * 20.0 + 7 * 30.0) / 12));
+  CHECK(a.values[1] == doctest::Approx(3.0));  // NaN left out, weight and all
+}
+
+TEST_CASE("average_metrics: a kernel shorter than the interval uses no sample") {
+  const gpu_metric_series s = four_samples();
+  const kernel_metric_averages a = average_metrics(s, 12, 18);
+  CHECK(a.too_short);
+  CHECK(a.samples == 0);
+  REQUIRE(a.values.size() == 2);
+  CHECK(std::isnan(a.values[0]));
+  CHECK(std::isnan(a.values[1]));
+  // Without a known interval a short kernel takes what overlaps it.
+  gpu_metric_series unknown = s;
+  unknown.interval_ns = 0;
+  const kernel_metric_averages b = average_metrics(unknown, 12, 18);
+  CHECK_FALSE(b.too_short);
+  CHECK(b.samples == 1);
+  CHECK(b.values[0] == doctest::Approx(20.0));
+}
+
+TEST_CASE("average_metrics: NaN everywhere, before and after the samples, empty series, no time") {
+  const gpu_metric_series all_nan = series_of(0, 0, 10, two_metrics(), {{no_value, no_value}, {no_value, 2}});
+  const kernel_metric_averages n = average_metrics(all_nan, 0, 20);
+  CHECK(n.samples == 2);  // the samples were used; they had no value for A
+  CHECK(std::isnan(n.values[0]));
+  CHECK(n.values[1] == doctest::Approx(2.0));
+
+  const gpu_metric_series s = four_samples();
+  for (const auto& [start, end] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{{100, 200}, {40, 60}}) {
+    CAPTURE(start);
+    const kernel_metric_averages after = average_metrics(s, start, end);
+    CHECK_FALSE(after.too_short);
+    CHECK(after.samples == 0);
+    CHECK(std::isnan(after.values[0]));
+  }
+  const gpu_metric_series late = series_of(0, 1000, 10, two_metrics(), {{1, 1}});
+  const kernel_metric_averages before = average_metrics(late, 0, 500);
+  CHECK(before.samples == 0);
+  CHECK(std::isnan(before.values[1]));
+
+  gpu_metric_series empty;
+  empty.interval_ns = 10;
+  empty.metrics = two_metrics();
+  const kernel_metric_averages e = average_metrics(empty, 0, 100);
+  CHECK(e.samples == 0);
+  CHECK(e.values.size() == 2);
+  CHECK(std::isnan(e.values[0]));
+
+  const kernel_metric_averages zero = average_metrics(s, 20, 20);  // 0 ns (a kernel CUPTI could not time)
+  CHECK(zero.samples == 0);
+  CHECK_FALSE(zero.too_short);
+}
+
+TEST_CASE("metrics_of: every series' metrics, each label once, in the order first met") {
+  std::vector<gpu_metric_series> series(2);
+  series[0].metrics = two_metrics();
+  series[1].metrics = {{"b__y.avg", "B %"}, {"c__z.sum", "c__z.sum"}};
+  const std::vector<gpu_metric> all = cuprof::detail::metrics_of(series);
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].label == "A %");
+  CHECK(all[1].label == "B %");
+  CHECK(all[2].label == "c__z.sum");
+  CHECK(all[2].name == "c__z.sum");
+  CHECK(cuprof::detail::metrics_of({}).empty());
+}
+
+// ---------------------------------------------------------------- the trace
+
+namespace {
+
+constexpr std::uint64_t interval = 10000;  // 10 us
+const std::string quoted_label = "my \"metric\"";
+
+// The writer's fixture (support/trace_contract.hpp) with its GPU 0 sampled
+// every 10 us over its first 300 us but for [100, 150) us (samples lost):
+// SM i, DRAM 100 - i, tensor 50.126 (none in the first sample), occupancy
+// 25, a metric of the user's named with a quote, i / 3. GPU 1, which ran
+// nothing, is sampled once.
+struct sampled_fixture : fixture {
+  sampled_fixture() {
+    std::vector<gpu_metric> metrics = cuprof::detail::default_gpu_metrics();
+    metrics.push_back({"user__metric.sum", quoted_label});
+    gpu_metric_series s;
+    s.device = 0;
+    s.interval_ns = interval;
+    s.dropped = 5;
+    s.metrics = metrics;
+    for (std::uint64_t i = 0; i < 30; ++i) {
+      if (i >= 10 && i < 15) continue;
+      const double v[] = {double(i), 100.0 - double(i), i == 0 ? no_value : 50.126, 25.0, double(i) / 3};
+      s.add(epoch + i * interval, epoch + (i + 1) * interval, v);
+    }
+    t.gpu_metrics.push_back(s);
+    gpu_metric_series other;
+    other.device = 1;
+    other.interval_ns = interval;
+    other.dropped = 2;
+    other.metrics = metrics;
+    const double v[] = {1, 2, 3, 4, 5};
+    other.add(epoch, epoch + interval, v);
+    t.gpu_metrics.push_back(other);
+  }
+  std::size_t values() const {  // finite values: one counter event each
+    std::size_t n = 0;
+    for (const gpu_metric_series& s : t.gpu_metrics)
+      for (double v : s.values) n += std::isfinite(v);
+    return n;
+  }
+};
+
+const json* kernel_named(const json& events, const std::string& name) {
+  for (const json& e : events)
+    if (e.value("ph", "") == "X" && e.value("cat", "") == "kernel" && e.value("name", "") == name) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("chrome trace: a counter per metric and sample, on its GPU's process, after the other events") {
+  sampled_fixture f;
+  const std::string text = cuprof::chrome_trace_json(f.t, "metrics");
+  keep_trace("writer_gpu_metrics.json", text);
+  const json doc = check_contract(text);
+  const json& ev = doc["traceEvents"];
+  const std::uint64_t base_ns = doc["baseTimeNanoseconds"];
+
+  std::size_t counters = 0, last_other = 0, first_counter = ev.size();
+  std::map<std::pair<std::uint64_t, std::string>, std::vector<std::int64_t>> tracks;  // (pid, name) -> ts, ns
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    const json& e = ev[i];
+    if (e.value("cat", "") != "gpu_metric") {
+      if (e["ph"] != "M") last_other = i;
+      continue;
+    }
+    ++counters;
+    first_counter = std::min(first_counter, i);
+    CHECK(e["ph"] == "C");
+    CHECK(e["tid"] == 0);
+    REQUIRE(e["args"].size() == 1);
+    REQUIRE(e["args"]["value"].is_number());
+    tracks[{e["pid"], e["name"]}].push_back(ns_of(e["ts"]));
+  }
+  CHECK(counters == f.values());
+  CHECK(last_other < first_counter);  // a section of their own, last, as the memory counters before them
+  // Every metric a track on each GPU sampled, in time order; the first sample's tensor value was NaN.
+  CHECK(tracks.size() == 10);
+  const std::vector<std::int64_t>& sm = tracks[{0, "SM throughput %"}];
+  REQUIRE(sm.size() == 25);
+  CHECK(sm.front() == std::int64_t(epoch - base_ns));
+  CHECK(std::is_sorted(sm.begin(), sm.end()));
+  CHECK(sm[10] - sm[9] == std::int64_t(6 * interval));  // the lost samples: a gap, nothing written in it
+  CHECK(tracks[{0, "Tensor pipe active %"}].size() == 24);
+  CHECK(tracks[{0, "Tensor pipe active %"}].front() == std::int64_t(epoch + interval - base_ns));
+  CHECK(tracks[{0, quoted_label}].size() == 25);  // escaped in the file, read back whole
+  CHECK(tracks[{1, "DRAM throughput %"}].size() == 1);
+
+  // Values with two decimals; the second sample is 500.01 ms after the base, a whole day.
+  CHECK(
+      text.find(
+          R"({"ph":"C","cat":"gpu_metric","name":"Tensor pipe active %","pid":0,"tid":0,"ts":500010,"args":{"value":50.13}})") !=
+      std::string::npos);
+  CHECK(text.find(R"("name":"my \"metric\"","pid":0,"tid":0,"ts":500010,"args":{"value":0.33}})") != std::string::npos);
+  // GPU 1 ran nothing and still has its process, named as GPU 0's.
+  REQUIRE(find_meta(ev, "process_labels", 1, 0));
+  CHECK((*find_meta(ev, "process_labels", 1, 0))["args"]["labels"] == "GPU 1");
+}
+
+TEST_CASE("chrome trace: kernels carry their averages and samples used, short ones a note, lean traces too") {
+  sampled_fixture f;
+  for (const cuprof::trace_detail detail : {cuprof::trace_detail::kineto, cuprof::trace_detail::lean}) {
+    CAPTURE(int(detail));
+    const std::string text = cuprof::chrome_trace_json(f.t, "metrics", {detail});
+    const json doc = check_contract(text);
+    const json& ev = doc["traceEvents"];
+
+    // gemm, [20, 40) us: the samples at 20 and 30 us.
+    const json* gemm = kernel_named(ev, "gemm");
+    REQUIRE(gemm);
+    const json& a = (*gemm)["args"];
+    CHECK(a["SM throughput %"] == doctest::Approx(2.5));
+    CHECK(a["DRAM throughput %"] == doctest::Approx(97.5));
+    CHECK(a["Tensor pipe active %"] == doctest::Approx(50.13));
+    CHECK(a["Achieved occupancy %"] == doctest::Approx(25.0));
+    CHECK(a[quoted_label] == doctest::Approx(0.83));
+    CHECK(a["metric samples"] == 2);
+    CHECK_FALSE(a.contains("metric note"));
+    CHECK(text.find(R"("SM throughput %":2.50,)") != std::string::npos);
+
+    // nvjet, [210, 260) us: past the samples (they end at 300 us).
+    const json* nvjet = kernel_named(ev, "nvjet");
+    REQUIRE(nvjet);
+    CHECK((*nvjet)["args"]["metric samples"] == 5);
+    CHECK((*nvjet)["args"]["SM throughput %"] == doctest::Approx(23.0));
+
+    // A graph node of 1 us, shorter than the 10 us interval: no averages, and why.
+    const json* node = kernel_named(ev, "graph_node_a");
+    REQUIRE(node);
+    CHECK((*node)["args"]["metric samples"] == 0);
+    CHECK((*node)["args"]["metric note"] == "shorter than the sampling interval");
+    CHECK_FALSE((*node)["args"].contains("SM throughput %"));
+
+    // The orphan, [500, 501) us, is short too; copies and memsets get nothing.
+    for (const json& e : ev)
+      if (e.value("cat", "") == "gpu_memcpy" || e.value("cat", "") == "gpu_memset")
+        CHECK_FALSE(e["args"].contains("metric samples"));
+  }
+}
+
+TEST_CASE("chrome trace: a kernel in a gap of lost samples averages what overlaps it; one CUPTI could not time has none") {
+  sampled_fixture f;
+  // [95, 125) us: no sample inside (100 to 150 us were lost); 5 us of the one at 90 us (SM 9).
+  f.gpu("in_the_gap", 95000, 125000, 77);
+  cuprof::gpu_activity& unknown = f.gpu("untimed", 130000, 130000, 78);
+  unknown.flags |= cuprof::gpu_timing_unknown;
+  const json doc = check_contract(cuprof::chrome_trace_json(f.t));
+  const json* gap = kernel_named(doc["traceEvents"], "in_the_gap");
+  REQUIRE(gap);
+  CHECK((*gap)["args"]["metric samples"] == 1);
+  CHECK((*gap)["args"]["SM throughput %"] == doctest::Approx(9.0));
+  const json* untimed = kernel_named(doc["traceEvents"], "untimed");
+  REQUIRE(untimed);
+  CHECK_FALSE((*untimed)["args"].contains("metric samples"));
+}
+
+TEST_CASE("chrome trace: the cuprof block's gpu_metrics; none without samples") {
+  sampled_fixture f;
+  const json doc = json::parse(cuprof::chrome_trace_json(f.t));
+  const json& g = doc["cuprof"]["gpu_metrics"];
+  CHECK(g["interval_ns"] == interval);
+  CHECK(g["dropped"] == 7);  // both GPUs'
+  CHECK(g["devices"] == json::array({0, 1}));
+  REQUIRE(g["metrics"].size() == 5);
+  CHECK(g["metrics"][0]["name"] == "TriageCompute.sm__throughput.avg.pct_of_peak_sustained_elapsed");
+  CHECK(g["metrics"][0]["label"] == "SM throughput %");
+  CHECK(g["metrics"][4]["name"] == "user__metric.sum");
+  CHECK(g["metrics"][4]["label"] == quoted_label);
+
+  fixture plain;
+  const std::string text = cuprof::chrome_trace_json(plain.t);
+  CHECK(text.find("gpu_metric") == std::string::npos);
+  CHECK(text.find("metric samples") == std::string::npos);
+}
+
+TEST_CASE("chrome trace: blocks cut through the samples make the one-block document") {
+  sampled_fixture f;
+  const auto document = [&](std::size_t block_items) {
+    const cuprof::detail::chrome_trace_layout layout(f.t, "blocks", block_items);
+    cuprof::detail::chrome_trace_writer writer(layout);
+    std::string text;
+    for (std::size_t k = 0; k < layout.block_count(); ++k) {
+      writer.out().clear();
+      writer.write_block(k);
+      text.append(writer.out().data(), writer.out().size());
+    }
+    return text;
+  };
+  const std::string whole = document(std::numeric_limits<std::size_t>::max());
+  for (std::size_t items : {1, 3, 7}) {
+    CAPTURE(items);
+    CHECK(document(items) == whole);
+  }
+}
+
+// ---------------------------------------------------------------- the table
+
+namespace {
+
+// Kernel "k" three times on GPU 0: [0, 20) us over samples at 10%, [100, 140)
+// us over samples at 40%, and 5 us, shorter than the 10 us interval; "other"
+// on GPU 1, not sampled; a copy on GPU 0. B has values only from 100 us on.
+cuprof::trace table_trace(bool sampled) {
+  builder b;
+  b.gpu("k", 0, 20000, 1);
+  b.gpu("k", 100000, 140000, 2);
+  b.gpu("k", 200000, 205000, 3);
+  b.gpu("other", 0, 50000, 4, cuprof::gpu_kind::kernel, 1);
+  b.transfer(b.gpu("Memcpy HtoD (Pinned -> Device)", 300000, 310000, 5, cuprof::gpu_kind::memcpy), 4096, 1);
+  if (sampled) {
+    std::vector<std::vector<double>> rows;
+    for (int i = 0; i < 30; ++i) rows.push_back({i < 2 ? 10.0 : 40.0, i < 10 ? no_value : 7.0});
+    b.t.gpu_metrics.push_back(series_of(0, 0, interval, two_metrics(), rows));
+  }
+  return b.t;
+}
+
+}  // namespace
+
+TEST_CASE("key_averages: a kernel name's metrics weighted by its kernels' durations, short ones left out") {
+  const cuprof::event_averages avg = cuprof::key_averages(table_trace(true));
+  CHECK(avg.metric_labels() == std::vector<std::string>{"A %", "B %"});
+  const cuprof::event_average* k = avg.find("k", cuprof::row_kind::gpu_work);
+  REQUIRE(k);
+  CHECK(k->count == 3);
+  CHECK(k->sampled == 2);
+  REQUIRE(k->metrics.size() == 2);
+  CHECK(k->metrics[0] == doctest::Approx((10.0 * 20 + 40.0 * 40) / 60));  // 30, not the plain mean 25
+  CHECK(k->metrics[1] == doctest::Approx(7.0));  // the first kernel had no B: its time is not in B's weight
+  const cuprof::event_average* other = avg.find("other", cuprof::row_kind::gpu_work);
+  REQUIRE(other);
+  CHECK(other->metrics.empty());  // its GPU was not sampled
+  CHECK(other->sampled == 0);
+  const cuprof::event_average* copy = avg.find("Memcpy HtoD (Pinned -> Device)", cuprof::row_kind::gpu_work);
+  REQUIRE(copy);
+  CHECK(copy->metrics.empty());
+
+  const cuprof::event_averages plain = cuprof::key_averages(table_trace(false));
+  CHECK(plain.metric_labels().empty());
+  CHECK(plain.find("k", cuprof::row_kind::gpu_work)->metrics.empty());
+}
+
+TEST_CASE("key_averages: series whose metrics differ share columns by label") {
+  cuprof::trace t = table_trace(true);
+  t.gpu_metrics.push_back(
+      series_of(1, 0, interval, {{"b__y.avg", "B %"}, {"c__z", "C"}}, {{60, 5}, {60, 5}, {60, 5}, {60, 5}, {60, 5}}));
+  const cuprof::event_averages avg = cuprof::key_averages(t);
+  CHECK(avg.metric_labels() == std::vector<std::string>{"A %", "B %", "C"});
+  const cuprof::event_average* other = avg.find("other", cuprof::row_kind::gpu_work);
+  REQUIRE(other);
+  REQUIRE(other->metrics.size() == 3);
+  CHECK(std::isnan(other->metrics[0]));
+  CHECK(other->metrics[1] == doctest::Approx(60.0));
+  CHECK(other->metrics[2] == doctest::Approx(5.0));
+  CHECK(other->sampled == 1);
+  CHECK(avg.find("k", cuprof::row_kind::gpu_work)->metrics.size() == 3);
+}
+
+TEST_CASE("table: metric columns only with table_options::metrics, values on kernel rows, '-' elsewhere") {
+  const cuprof::event_averages avg = cuprof::key_averages(table_trace(true));
+  const std::string torch = avg.table();
+  CHECK(torch == cuprof::key_averages(table_trace(false)).table());  // off by default: the table is unchanged
+  CHECK(torch.find("Sampled") == std::string::npos);
+
+  cuprof::table_options o;
+  o.metrics = true;
+  const std::string table = avg.table(o);
+  CHECK(table.find("           A %           B %       Sampled  ") != std::string::npos);
+  std::map<std::string, std::string> lines;
+  for (std::size_t at = 0; at < table.size();) {
+    const std::size_t eol = table.find('\n', at);
+    const std::string line = table.substr(at, eol - at);
+    at = eol + 1;
+    const std::size_t name = line.find_first_not_of(' ');
+    if (name != std::string::npos) lines[line.substr(name, line.find("  ", name) - name)] = line;
+  }
+  CHECK(lines["k"].find("         30.00          7.00             2  ") != std::string::npos);
+  CHECK(lines["other"].find("             -             -             -  ") != std::string::npos);
+  CHECK(lines["Memcpy HtoD (Pinned -> Device)"].find("             -             -             -  ") != std::string::npos);
+  // Without samples there are no columns to add.
+  CHECK(cuprof::key_averages(table_trace(false)).table(o) == torch);
+}
+
+TEST_CASE("cuprof table --format csv|json: with metrics, a column per label and sampled, null where a row has none") {
+  const cuprof::event_averages avg = cuprof::key_averages(table_trace(true));
+  cuprof::table_options o;
+  o.row_limit = -1;
+  const cuprof::cli::record_table plain = cuprof::cli::table_records(avg, o);
+  o.metrics = true;
+  const cuprof::cli::record_table t = cuprof::cli::table_records(avg, o);
+  const std::size_t first = plain.columns.size();
+  REQUIRE(t.columns.size() == first + 3);
+  CHECK(std::equal(plain.columns.begin(), plain.columns.end(), t.columns.begin()));
+  CHECK(t.columns[first] == "A %");
+  CHECK(t.columns[first + 1] == "B %");
+  CHECK(t.columns[first + 2] == "sampled");
+  std::map<std::string, const std::vector<cuprof::cli::cell>*> rows;
+  for (const auto& row : t.rows) rows[row[0].text] = &row;
+  REQUIRE(rows.count("k"));
+  CHECK((*rows["k"])[first].text == "30.000");
+  CHECK((*rows["k"])[first + 1].text == "7.000");
+  CHECK((*rows["k"])[first + 2].text == "2");
+  REQUIRE(rows.count("other"));
+  for (std::size_t c = first; c < first + 3; ++c) CHECK((*rows["other"])[c].text == "null");
+  CHECK(cuprof::cli::to_csv(t).find(",A %,B %,sampled\n") != std::string::npos);
+}
+
+TEST_CASE("table: a label is made terminal-safe and widens its column") {
+  cuprof::trace t = table_trace(false);
+  t.gpu_metrics.push_back(series_of(0, 0, interval, {{"x", "a long\nlabel of a metric"}}, {{1}, {1}, {1}}));
+  cuprof::table_options o;
+  o.metrics = true;
+  const std::string table = cuprof::key_averages(t).table(o);
+  CHECK(table.find("a long\\x0alabel of a metric  ") != std::string::npos);
+  CHECK(table.find("a long\nlabel") == std::string::npos);
+  CHECK(table.find("                      1.00  ") != std::string::npos);  // right-aligned to the label's width
+}
+
+TEST_CASE("table: with stats and stack grouping, each cell under its header") {
+  builder b;
+  const std::uint32_t call = b.call("cudaLaunchKernel", 0, 1000, 1);
+  b.t.stack_frames = {b.t.names.intern("main (main.cpp:3)")};
+  b.t.stacks.push_back({0, 1});
+  b.t.call_stacks.assign(b.t.api_calls.size(), cuprof::no_index);
+  b.t.call_stacks[call] = 0;
+  b.gpu("k", 2000, 3000, 1);
+  cuprof::attribute(b.t);
+  cuprof::table_options o;
+  o.stats = true;
+  const std::string table = cuprof::key_averages(b.t, cuprof::group_by::name, 1).table(o);
+  // Source Location is the last column: the frame starts where its dashes do, after the stats.
+  CHECK(table.find("CUDA max  Source Location") != std::string::npos);
+  const std::string separator = table.substr(0, table.find('\n'));
+  const std::size_t column = separator.rfind("  ", separator.size() - 3) + 2;
+  const std::size_t frame = table.find("main (main.cpp:3)");
+  REQUIRE(frame != std::string::npos);
+  CHECK(frame - (table.rfind('\n', frame) + 1) == column);
+}
+
+}  // TEST_SUITE("model_gpu_metrics")
