@@ -5,9 +5,13 @@
 // kernel's averages are its own only when it ran alone on its GPU.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cuprof::detail {
@@ -119,6 +123,276 @@ inline kernel_metric_averages average_metrics(const gpu_metric_series& s, std::u
   }
   for (std::size_t m = 0; m < nm; ++m)
     if (weight[m] > 0) r.values[m] = sum[m] / weight[m];
+  return r;
+}
+
+// Where a series' samples sit against the kernels. PM sampling stamps its
+// samples on a clock of its own: on an H200 they came a few hundred us before
+// the kernels they measured (CUPTI's activity records), by an amount that
+// differed from run to run (-120 us to -460 us seen). Left so, a 550 us copy
+// kernel averaged 11 % DRAM throughput instead of 81 %; the offset is found
+// from the data: the shift under which the samples' activity best follows the
+// times the GPU ran kernels.
+struct metric_alignment {
+  std::int64_t shift_ns = 0;  // added to every sample's start and end when applied; else the best found, or 0
+  double correlation = 0;     // at shift_ns
+  double correlation_unshifted = 0;
+  bool applied = false;  // false: not confident, samples left as they were
+
+  // Below this correlation the activity does not follow the kernels well
+  // enough to say where they are (other processes, metrics blind to the work).
+  static constexpr double min_correlation = 0.5;
+  // A shift further than a sample from 0 must beat the unshifted samples by
+  // this much: else both fit about as well (a periodic workload) and the
+  // samples are left where they were.
+  static constexpr double min_gain = 0.05;
+  // Alignment needs edges to line up: at least this many busy stretches (the
+  // union of the kernels) longer than `stretch_intervals` samples. Kernels
+  // shorter than a few samples blur into their neighbours at any shift.
+  static constexpr int min_stretches = 3;
+  static constexpr std::uint64_t stretch_intervals = 4;
+  // The most samples scored per shift: past it, sample_runs runs of
+  // contiguous samples evenly spaced over the span. This bounds a long
+  // trace's search (~0.17 s for 500k samples and 100k kernels).
+  static constexpr std::size_t max_samples = 200000;
+  static constexpr std::size_t sample_runs = 25;
+  // The coarse pass's grid, cells at most (see align_to_kernels): 16 MB.
+  static constexpr std::size_t max_grid_cells = 4 * 1024 * 1024;
+};
+
+// The shift under which the samples' activity best follows the kernels, and
+// the samples shifted by it when that is clear. `busy`: the [start, end) of
+// the kernels that ran on the series' GPU, in any order, overlapping or not.
+//
+// A sample's activity is the mean over metrics of its value over the metric's
+// maximum in the series (NaN skipped; metrics all 0 or NaN ignored); its busy
+// fraction under a shift d is how much of [start + d, end + d) the kernels'
+// union covers. The score is the Pearson correlation of the two over the
+// samples within the kernels' span +- max_shift_ns (max_samples of them at
+// most), at shifts every sampling interval (the median sample length when
+// interval_ns is 0) over [-max_shift_ns, max_shift_ns], then every interval / 20
+// near the best (in two levels). The best is applied when
+//   - the correlation there is >= min_correlation and enough long busy
+//     stretches lie within reach of the samples (see metric_alignment);
+//   - it is not at the edge of the search: a best at +-max_shift_ns may be the
+//     slope of a peak further out, so nothing is applied;
+//   - it is within a sample of 0 (the unshifted samples' own peak, refined:
+//     applied, shift 0 included), or beats the unshifted correlation by
+//     min_gain. A distant shift that fits barely better than none (a periodic
+//     workload, off by about a period or not at all) is ambiguous: nothing is
+//     applied.
+// When nothing is applied, shift_ns and correlation still tell the best found
+// (0 when the search did not run: no kernels, too few long stretches, flat
+// values). Ties go to the shift nearest 0. Samples must be in time order (the
+// series' invariant); a start shifted before 0 is clamped to 0.
+inline metric_alignment align_to_kernels(gpu_metric_series& s, std::vector<std::pair<std::uint64_t, std::uint64_t>> busy,
+                                         std::int64_t max_shift_ns = 2'000'000) {
+  metric_alignment r;
+  const std::size_t n = s.size(), nm = s.metrics.size();
+  if (n < 2 || nm == 0 || max_shift_ns < 0 || s.values.size() < n * nm) return r;
+
+  // The kernels' union: sorted, disjoint stretches.
+  busy.erase(std::remove_if(busy.begin(), busy.end(), [](const auto& b) { return b.second <= b.first; }), busy.end());
+  if (busy.empty()) return r;
+  std::sort(busy.begin(), busy.end());
+  std::size_t m = 0;
+  for (const auto& b : busy) {
+    if (m > 0 && b.first <= busy[m - 1].second) busy[m - 1].second = std::max(busy[m - 1].second, b.second);
+    else busy[m++] = b;
+  }
+  busy.resize(m);
+
+  std::uint64_t step = s.interval_ns;
+  if (step == 0) {
+    std::vector<std::uint64_t> lengths;
+    lengths.reserve(n);
+    for (std::size_t i = 0; i < n; ++i)
+      if (s.end_ns[i] > s.start_ns[i]) lengths.push_back(s.end_ns[i] - s.start_ns[i]);
+    if (lengths.empty()) return r;
+    std::nth_element(lengths.begin(), lengths.begin() + std::ptrdiff_t(lengths.size() / 2), lengths.end());
+    step = lengths[lengths.size() / 2];
+  }
+  if (step == 0) return r;
+  const std::uint64_t reach = std::uint64_t(max_shift_ns);
+  const auto sub = [](std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; };
+
+  // Long stretches the samples can be shifted onto.
+  int stretches = 0;
+  for (const auto& b : busy)
+    if (b.second - b.first > metric_alignment::stretch_intervals * step && b.second + reach > s.start_ns[0] &&
+        b.first < s.end_ns[n - 1] + reach)
+      ++stretches;
+  if (stretches < metric_alignment::min_stretches) return r;
+
+  // The samples that can meet a kernel under some shift (and their idle
+  // neighbours, which score the gaps): those within the kernels' span +- the reach.
+  const std::uint64_t lo = sub(busy.front().first, reach + step), hi = busy.back().second + reach + step;
+  const std::size_t i0 = std::size_t(std::upper_bound(s.end_ns.begin(), s.end_ns.end(), lo) - s.end_ns.begin());
+  const std::size_t i1 = std::size_t(std::lower_bound(s.start_ns.begin(), s.start_ns.end(), hi) - s.start_ns.begin());
+  if (i1 <= i0) return r;
+  // Past max_samples, `sample_runs` runs of contiguous samples evenly spaced
+  // over the span: runs rather than every k-th sample keep the coarse pass's
+  // grid (below) as small as the samples.
+  const std::size_t window = i1 - i0, cap = metric_alignment::max_samples;
+  const std::size_t runs = window > cap ? metric_alignment::sample_runs : 1, run_len = window > cap ? cap / runs : window;
+
+  std::vector<double> top(nm, 0.0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t mi = 0; mi < nm; ++mi) {
+      const double v = s.value(i, mi);
+      if (v == v && v > top[mi]) top[mi] = v;
+    }
+
+  // On a clock relative to `origin`, so that any shift stays in range.
+  const std::uint64_t origin = std::min(busy.front().first, s.start_ns[i0]);
+  std::vector<std::int64_t> t0, t1;
+  std::vector<double> act, inv_len;
+  t0.reserve(runs * run_len);
+  t1.reserve(runs * run_len);
+  act.reserve(runs * run_len);
+  inv_len.reserve(runs * run_len);
+  for (std::size_t run = 0; run < runs; ++run) {
+    const std::size_t first = i0 + (runs == 1 ? 0 : run * (window - run_len) / (runs - 1));
+    for (std::size_t i = first; i < first + run_len; ++i) {
+      if (s.end_ns[i] <= s.start_ns[i]) continue;
+      double sum = 0;
+      int k = 0;
+      for (std::size_t mi = 0; mi < nm; ++mi) {
+        const double v = s.value(i, mi);
+        if (top[mi] > 0 && v == v) {
+          sum += v / top[mi];
+          ++k;
+        }
+      }
+      if (k == 0) continue;
+      t0.push_back(std::int64_t(s.start_ns[i] - origin));
+      t1.push_back(std::int64_t(s.end_ns[i] - origin));
+      act.push_back(sum / k);
+      inv_len.push_back(1.0 / double(s.end_ns[i] - s.start_ns[i]));
+    }
+  }
+  const std::size_t ns = act.size();
+  if (ns < 3) return r;
+  // Activity centred: the correlation is then sum(a * b) / sqrt(saa * (sbb - sb * sb / ns)).
+  double mean = 0;
+  for (double a : act) mean += a;
+  mean /= double(ns);
+  double saa = 0;
+  for (double& a : act) {
+    a -= mean;
+    saa += a * a;
+  }
+  if (!(saa > 1e-12 * double(ns))) return r;  // constant activity: nothing to follow
+  const auto correlation = [&](double sb, double sbb, double sab) {
+    const double vb = sbb - sb * sb / double(ns);
+    return vb > 1e-12 * double(ns) ? sab / std::sqrt(saa * vb) : 0.0;
+  };
+
+  std::vector<std::int64_t> b0(m), b1(m), before(m + 1, 0);  // before[j]: busy time of stretches < j
+  for (std::size_t j = 0; j < m; ++j) {
+    b0[j] = std::int64_t(busy[j].first - origin);
+    b1[j] = std::int64_t(busy[j].second - origin);
+    before[j + 1] = before[j] + (b1[j] - b0[j]);
+  }
+  // Busy time in [0, t), `j` a cursor kept across calls: the times asked go
+  // forward with the samples, so a pass over the samples walks the stretches once.
+  const auto covered = [&](std::int64_t t, std::size_t& j) {
+    while (j > 0 && b1[j - 1] > t) --j;
+    while (j < m && b1[j] <= t) ++j;
+    return before[j] + (j < m && t > b0[j] ? t - b0[j] : 0);
+  };
+  // The exact score at any shift.
+  const auto score = [&](std::int64_t d) {
+    std::size_t j0 = 0, j1 = 0;
+    double sb = 0, sbb = 0, sab = 0;
+    for (std::size_t k = 0; k < ns; ++k) {
+      const double f = double(covered(t1[k] + d, j1) - covered(t0[k] + d, j0)) * inv_len[k];
+      sb += f;
+      sbb += f * f;
+      sab += act[k] * f;
+    }
+    return correlation(sb, sbb, sab);
+  };
+
+  // The coarse pass, every `step` over the reach, on a grid of cells `step`
+  // wide laid from each run's first sample: a sample is scored against the
+  // busy fraction of the cell it starts nearest to, shifted by whole cells.
+  // That is exact for samples one interval long on the interval's grid (as PM
+  // samples are) and near it for the others; it makes a shift a gather instead
+  // of a walk over the kernels, and the fine pass is exact. A grid much larger
+  // than the samples (samples far apart) is not built: the exact score does.
+  const std::int64_t g = std::int64_t(step), reach_steps = max_shift_ns / g;
+  std::vector<std::size_t> cell(ns);
+  std::vector<float> grid;
+  bool use_grid = true;
+  std::size_t walked = 0;  // the cursor over the stretches, across segments as they go forward
+  for (std::size_t ka = 0; ka < ns && use_grid;) {
+    // A segment: samples in order, no further apart than the reach's cells on
+    // both sides (past that, padding each alone costs no more).
+    std::size_t kb = ka + 1;
+    while (kb < ns && t0[kb] >= t0[kb - 1] && t0[kb] - t0[kb - 1] <= 2 * (reach_steps + 1) * g) ++kb;
+    const std::int64_t base = t0[ka] - reach_steps * g;
+    const std::size_t offset = grid.size();
+    for (std::size_t k = ka; k < kb; ++k) cell[k] = offset + std::size_t((t0[k] - base + g / 2) / g);
+    const std::size_t cells = cell[kb - 1] - offset + std::size_t(reach_steps) + 2;
+    if (grid.size() + cells > metric_alignment::max_grid_cells) use_grid = false;
+    else {
+      std::int64_t prev = covered(base, walked);
+      for (std::size_t c = 0; c < cells; ++c) {
+        const std::int64_t next = covered(base + std::int64_t(c + 1) * g, walked);
+        grid.push_back(float(double(next - prev) / double(g)));
+        prev = next;
+      }
+    }
+    ka = kb;
+  }
+  const auto score_grid = [&](std::int64_t shift_cells) {
+    double sb = 0, sbb = 0, sab = 0;
+    for (std::size_t k = 0; k < ns; ++k) {
+      const double f = grid[std::size_t(std::int64_t(cell[k]) + shift_cells)];  // cell[k] >= reach_steps
+      sb += f;
+      sbb += f * f;
+      sab += act[k] * f;
+    }
+    return correlation(sb, sbb, sab);
+  };
+
+  std::int64_t best_d = 0;
+  double best = -2;
+  const auto consider = [&](std::int64_t d, double c) {
+    if (c > best + 1e-12 || (c >= best - 1e-12 && std::llabs(d) < std::llabs(best_d))) {
+      best = c;
+      best_d = d;
+    }
+  };
+  for (std::int64_t k = -reach_steps; k <= reach_steps; ++k) consider(k * g, use_grid ? score_grid(k) : score(k * g));
+  // The fine pass, exact: every step / 4 within a step of the coarse best,
+  // then every step / 20 within step / 4 of that. The score near its peak
+  // falls about linearly with the distance to it, so the two levels find what
+  // one pass every step / 20 would, at half the cost.
+  const std::int64_t quarter = std::max<std::int64_t>(1, g / 4), fine = std::max<std::int64_t>(1, g / 20);
+  r.correlation_unshifted = score(0);
+  const std::int64_t coarse_best = best_d;
+  best = -2;
+  best_d = 0;
+  consider(0, r.correlation_unshifted);
+  for (std::int64_t d = std::max(-max_shift_ns, coarse_best - g); d <= std::min(max_shift_ns, coarse_best + g); d += quarter)
+    if (d != 0) consider(d, score(d));
+  const std::int64_t centre = best_d;
+  for (std::int64_t d = std::max(-max_shift_ns, centre - quarter); d <= std::min(max_shift_ns, centre + quarter); d += fine)
+    if (d != 0) consider(d, score(d));
+  r.shift_ns = best_d;
+  r.correlation = best;
+
+  if (best < metric_alignment::min_correlation) return r;
+  if (std::llabs(best_d) + fine > max_shift_ns && best_d != 0) return r;  // at the edge: maybe a slope
+  if (std::llabs(best_d) > g && best < r.correlation_unshifted + metric_alignment::min_gain) return r;  // ambiguous
+  r.applied = true;
+  if (best_d == 0) return r;
+  for (std::size_t i = 0; i < n; ++i) {
+    s.start_ns[i] = best_d < 0 ? sub(s.start_ns[i], std::uint64_t(-best_d)) : s.start_ns[i] + std::uint64_t(best_d);
+    s.end_ns[i] = best_d < 0 ? sub(s.end_ns[i], std::uint64_t(-best_d)) : s.end_ns[i] + std::uint64_t(best_d);
+  }
   return r;
 }
 
