@@ -122,6 +122,8 @@ def make_modes(a):
              cuprof_run[:2] + ["--memory"] + cuprof_run[2:] + python),
         Mode("py_cuprof_stacks", "py", "cuprof run --stacks --no-table (native call stacks captured)",
              cuprof_run[:2] + ["--stacks"] + cuprof_run[2:] + python),
+        Mode("py_cuprof_metrics", "py", "cuprof run --gpu-metrics --no-table (GPU hardware metrics sampled every 20 us)",
+             cuprof_run[:2] + ["--gpu-metrics"] + cuprof_run[2:] + python),
         Mode("py_cuprof_nvtx", "py", "cuprof run --no-table, emit_nvtx() in the script", cuprof_run + python + ["--emit-nvtx"]),
         # Windows chosen by the program or on demand: what waiting for one costs (no window ever
         # opens, so no trace), and keeping only slow steps against an always-on window of the same
@@ -154,6 +156,8 @@ def make_modes(a):
              cuprof_run[:2] + ["--memory"] + cuprof_run[2:] + cxx),
         Mode("cxx_cuprof_stacks", "cxx", "cuprof run --stacks --no-table mlp_loop_plain",
              cuprof_run[:2] + ["--stacks"] + cuprof_run[2:] + cxx),
+        Mode("cxx_cuprof_metrics", "cxx", "cuprof run --gpu-metrics --no-table mlp_loop_plain",
+             cuprof_run[:2] + ["--gpu-metrics"] + cuprof_run[2:] + cxx),
         Mode("cxx_cuprof_scopes", "cxx", "mlp_loop with a scope per layer, CUPROF_TRACE", cxx_scoped,
              {"CUPROF_TRACE": TRACE, "CUPROF_TABLE": "0"}),
     ]

@@ -119,10 +119,12 @@ inline bool cuda_device_available(const char* example) {
 }
 
 // Profiler options for an example: CPU scopes always, CUDA activity only
-// when there is a device to trace.
-inline cuprof::profile_options profile_options(bool gpu) {
+// when there is a device to trace; `gpu_metrics`: the GPU's hardware metrics
+// too (the default set, sampled every 20 us).
+inline cuprof::profile_options profile_options(bool gpu, bool gpu_metrics = false) {
   cuprof::profile_options opts;
   opts.activities = gpu ? (cuprof::activity::cpu | cuprof::activity::cuda) : cuprof::activity::cpu;
+  if (gpu && gpu_metrics) opts.gpu_metrics = cuprof::gpu_metrics_options{};
   return opts;
 }
 

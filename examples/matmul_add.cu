@@ -6,13 +6,14 @@
 #include <optional>
 
 static const char* const usage =
-    R"(usage: matmul_add [--size N] [--batched] [--warmup] [--steps N] [--compare-events] [--trace PATH]
+    R"(usage: matmul_add [--size N] [--batched] [--warmup] [--steps N] [--compare-events] [--gpu-metrics] [--trace PATH]
   --size N          x, w and b are N x N bf16 matrices (default 64; the article also uses 4096)
   --batched         a batch of 8 matrices, one strided batched GEMM (torch's aten::bmm)
   --warmup          run 3 untraced iterations before the profiler starts
   --steps N         profiler steps (default 5) under schedule(wait=1, warmup=1, active=3, repeat=1)
   --compare-events  afterwards, time the GEMM 5 times with CUDA events and print the median
                     as cuda_event_gemm_us=<us>
+  --gpu-metrics     also sample the GPU's hardware metrics (SM, DRAM, tensor pipe, occupancy)
   --trace PATH      Chrome trace to write (default traces/matmul_add_<N>_bf16_<cold|warm>[_bmm].json)
 )";
 
@@ -104,6 +105,7 @@ int main(int argc, char** argv) try {
   const bool warmup = args.flag("--warmup");
   const int steps = args.integer("--steps", 5);
   const bool compare_events = args.flag("--compare-events");
+  const bool gpu_metrics = args.flag("--gpu-metrics");
   const std::string trace = args.text("--trace", "traces/matmul_add_" + std::to_string(size) + "_bf16_" +
                                                      (warmup ? "warm" : "cold") + (batched ? "_bmm" : "") + ".json");
   args.done();
@@ -118,7 +120,7 @@ int main(int argc, char** argv) try {
     if (gpu) CUDA_CHECK(cudaDeviceSynchronize());
   }
 
-  cuprof::profile_options opts = ex::profile_options(gpu);
+  cuprof::profile_options opts = ex::profile_options(gpu, gpu_metrics);
   opts.schedule = cuprof::schedule(/*wait*/ 1, /*warmup*/ 1, /*active*/ 3, /*repeat*/ 1);
   cuprof::profile prof(opts);
   prof.start();

@@ -124,10 +124,16 @@ detail::disabled_text chrome_trace_json(const trace&, const Name&...) noexcept {
 
 class profile;
 
+struct gpu_metrics_options {
+  detail::ignored_value metrics;
+  double interval_us = 20;
+};
+
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
   detail::ignored_value schedule;
   detail::ignored_value slow_steps;
+  detail::ignored_value gpu_metrics;
   bool profile_memory = false;
   bool with_stack = false;
   detail::ignored_handler on_trace_ready;

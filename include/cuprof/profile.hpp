@@ -41,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace cuprof {
 
@@ -57,6 +58,17 @@ struct slow_step_marks;
 extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
 }  // namespace detail
 
+// GPU hardware metrics sampled by CUPTI's PM sampling while a window records:
+// a counter track per metric per GPU, each kernel's averages in its args, the
+// table's metric columns (table_options::metrics) and the insights' verdicts.
+struct gpu_metrics_options {
+  // CUPTI metric names that fit one PM sampling pass together; empty: SM
+  // throughput, DRAM throughput, tensor pipe activity and achieved occupancy,
+  // as percentages of peak (model/gpu_metrics.hpp's default set).
+  std::vector<std::string> metrics;
+  double interval_us = 20;  // the sampling period: kernels shorter than it get no averages
+};
+
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
   std::optional<cuprof::schedule> schedule;
@@ -70,6 +82,8 @@ struct profile_options {
   // allocation and free (torch's with_stack, native frames): on each call's
   // event in the trace, in export_stacks() and in key_averages(group_by, n).
   bool with_stack = false;
+  // Samples GPU hardware metrics (off when empty); see gpu_metrics_options.
+  std::optional<gpu_metrics_options> gpu_metrics;
   // Called when a window's trace is ready; export or summarise it from here.
   std::function<void(profile&)> on_trace_ready;
 };

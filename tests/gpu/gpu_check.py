@@ -48,6 +48,7 @@ from gpu_check_stacks import stack_checks  # noqa: E402
 from gpu_check_memory import memory_checks  # noqa: E402
 from gpu_check_ranks import ranks_checks  # noqa: E402
 from gpu_check_capture import capture_checks  # noqa: E402
+from gpu_check_metrics import metrics_checks  # noqa: E402
 
 GPU_CATS = GPU_WORK_CATS
 results = []
@@ -510,6 +511,8 @@ def main():
                         help="only the multi-GPU checks on N GPUs (gpu_check_ranks.py: PyTorch DDP under torchrun)")
     parser.add_argument("--capture-only", action="store_true",
                         help="only the capture-range, trigger and slow-step checks (gpu_check_capture.py)")
+    parser.add_argument("--metrics-only", action="store_true",
+                        help="only the GPU hardware metrics checks (gpu_check_metrics.py: cuprof against Nsight Compute)")
     parser.add_argument("--bench", action="store_true",
                         help="also time reading a large trace (bench/run read-speed) and exporting one (export_bench)")
     a = parser.parse_args()
@@ -544,6 +547,9 @@ def main():
         finish(summary, out)
     if a.capture_only:
         capture_checks(build, out, summary, check, run, a.corpus)
+        finish(summary, out)
+    if a.metrics_only:
+        metrics_checks(build, out, summary, check, run)
         finish(summary, out)
     if a.ranks:
         ranks_checks(build, out, summary, check, run, a.corpus, a.ranks)

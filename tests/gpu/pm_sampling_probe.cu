@@ -56,6 +56,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -173,6 +174,8 @@ struct Options {
   std::string chip;                  // --chip, for --host-only
   std::string decode_dir;            // --decode
   std::vector<std::string> metrics;  // --metrics overrides the candidate lists
+  bool sysclk = false;               // --sysclk: interval in SYS clock cycles, not ns
+  int decode_every_ms = 0;           // --decode-every-ms: decode while the workloads run
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -191,7 +194,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 void usage() {
   std::printf(
       "usage: pm_sampling_probe [--out DIR] [--interval-us N] [--reps N] [--hw-buffer-mb N]\n"
-      "                         [--max-samples N] [--device N] [--metrics a,b,c]\n"
+      "                         [--max-samples N] [--device N] [--metrics a,b,c] [--sysclk] [--decode-every-ms N]\n"
       "       pm_sampling_probe --workloads-only [--reps N]\n"
       "       pm_sampling_probe --host-only --chip GH100 [--out DIR] [--metrics a,b,c]\n"
       "       pm_sampling_probe --decode DIR\n");
@@ -219,6 +222,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--host-only") o.host_only = true;
     else if (a == "--chip") o.chip = next();
     else if (a == "--decode") o.decode_dir = next();
+    else if (a == "--sysclk") o.sysclk = true;
+    else if (a == "--decode-every-ms") o.decode_every_ms = std::max(1, std::atoi(next().c_str()));
     else if (a == "-h" || a == "--help") {
       usage();
       std::exit(0);
@@ -382,6 +387,12 @@ std::vector<Span> run_workloads(const Buffers& b, int reps) {
   }
   CHECK_CUDA(cudaEventDestroy(e0));
   CHECK_CUDA(cudaEventDestroy(e1));
+  // %globaltimer against CLOCK_REALTIME: the marker kernel runs after the host
+  // read, so start differences are (offset + launch latency), end differences
+  // (offset - sync return latency); their midpoint estimates the offset.
+  for (auto& s : spans)
+    std::printf("CLOCKS %s: gpu-real start %+.1f us, end %+.1f us\n", s.name.c_str(),
+                (double(int64_t(s.gpu_start - s.real_start))) / 1000.0, (double(int64_t(s.gpu_end - s.real_end))) / 1000.0);
   return spans;
 }
 
@@ -1055,8 +1066,8 @@ int main(int argc, char** argv) {
   sc.configSize = config.size();
   sc.pConfig = config.data();
   sc.hardwareBufferSize = o.hw_buffer_mb * 1024 * 1024;
-  sc.samplingInterval = uint64_t(o.interval_us * 1000.0 + 0.5);  // ns in GPU_TIME_INTERVAL mode
-  sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+  sc.samplingInterval = uint64_t(o.interval_us * 1000.0 + 0.5);  // ns in GPU_TIME_INTERVAL mode, cycles in SYSCLK
+  sc.triggerMode = o.sysclk ? CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL : CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
   sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;  // overflow reported
   SETUP_CUPTI(cuptiPmSamplingSetConfig(&sc));
 
@@ -1079,56 +1090,90 @@ int main(int argc, char** argv) {
     CHECK_CUPTI(cuptiPmSamplingCounterDataImageInitialize(&ci));
   };
 
-  // ---- sample the workloads
+  // ---- sample the workloads; decode: until END_OF_RECORDS, one image per
+  // COUNTER_DATA_FULL, also while sampling when --decode-every-ms is given.
+  std::vector<Sample> samples;
+  std::vector<std::string> image_files;
+  std::vector<size_t> image_sizes;
+  bool overflow = false;
+  int decode_calls = 0;
+  int chunk = 0;
+  auto decode_pass = [&](bool final_pass) {
+    for (int guard = 0; guard < 1000; ++guard) {
+      std::vector<uint8_t> img;
+      fresh_image(img);
+      CUpti_PmSampling_DecodeData_Params dd{CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
+      dd.pPriv = nullptr;
+      dd.pPmSamplingObject = pm;
+      dd.pCounterDataImage = img.data();
+      dd.counterDataImageSize = img.size();
+      CUptiResult r = cuptiPmSamplingDecodeData(&dd);
+      ++decode_calls;
+      if (dd.overflow) overflow = true;
+      if (r != CUPTI_SUCCESS) {
+        std::printf("cuptiPmSamplingDecodeData: %s (overflow=%d)\n", cupti_str(r), int(dd.overflow));
+        if (r != CUPTI_ERROR_OUT_OF_MEMORY) return;
+      }
+      size_t completed = 0;
+      std::string err;
+      CUptiResult rr = read_samples(h, pm, img, metrics, samples, &completed, &err);
+      if (completed > 0 && (final_pass || chunk < 4)) {
+        std::string file = chunk == 0 ? "pm_counter_data.bin" : "pm_counter_data." + std::to_string(chunk) + ".bin";
+        write_bytes(o.out + "/" + file, img);
+        image_files.push_back(file);
+        image_sizes.push_back(img.size());
+        ++chunk;
+      }
+      if (final_pass || completed > 0)
+        std::printf("decode %d: stop reason %d, overflow %d, %zu completed samples%s%s\n", decode_calls,
+                    int(dd.decodeStopReason), int(dd.overflow), completed, rr == CUPTI_SUCCESS ? "" : "; ",
+                    rr == CUPTI_SUCCESS ? "" : err.c_str());
+      if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) return;
+    }
+  };
   uint64_t start_cupti = cupti_now();
   CUpti_PmSampling_Start_Params st{CUpti_PmSampling_Start_Params_STRUCT_SIZE};
   st.pPriv = nullptr;
   st.pPmSamplingObject = pm;
   SETUP_CUPTI(cuptiPmSamplingStart(&st));
+  std::atomic<bool> sampling{true};
+  std::thread decoder;
+  if (o.decode_every_ms > 0)
+    decoder = std::thread([&] {
+      while (sampling.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.decode_every_ms));
+        decode_pass(false);
+      }
+    });
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::vector<Span> spans = run_workloads(b, o.reps);
+  sampling.store(false);
+  if (decoder.joinable()) decoder.join();
   CUpti_PmSampling_Stop_Params sp{CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
   sp.pPriv = nullptr;
   sp.pPmSamplingObject = pm;
   CHECK_CUPTI(cuptiPmSamplingStop(&sp));
   uint64_t stop_cupti = cupti_now();
   std::printf("sampled %.3f ms (cuptiGetTimestamp), %zu spans\n", double(stop_cupti - start_cupti) / 1e6, spans.size());
-
-  // ---- decode: until END_OF_RECORDS, one image per COUNTER_DATA_FULL
-  std::vector<Sample> samples;
-  std::vector<std::string> image_files;
-  std::vector<size_t> image_sizes;
-  bool overflow = false;
-  int decode_calls = 0;
-  for (int chunk = 0; chunk < 1000; ++chunk) {
-    std::vector<uint8_t> img;
-    fresh_image(img);
-    CUpti_PmSampling_DecodeData_Params dd{CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
-    dd.pPriv = nullptr;
-    dd.pPmSamplingObject = pm;
-    dd.pCounterDataImage = img.data();
-    dd.counterDataImageSize = img.size();
-    CUptiResult r = cuptiPmSamplingDecodeData(&dd);
-    ++decode_calls;
-    if (dd.overflow) overflow = true;
-    if (r != CUPTI_SUCCESS) {
-      std::printf(
-          "cuptiPmSamplingDecodeData: %s (overflow=%d; CUPTI_ERROR_OUT_OF_MEMORY means the hardware buffer "
-          "overflowed: raise --hw-buffer-mb or --interval-us)\n",
-          cupti_str(r), int(dd.overflow));
-      if (r != CUPTI_ERROR_OUT_OF_MEMORY) break;
+  decode_pass(true);
+  {
+    // The hardware's actual period: gaps between consecutive sample starts,
+    // and each sample's own length.
+    std::vector<double> gaps, lens;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      lens.push_back(double(samples[i].end - samples[i].start) / 1000.0);
+      if (i) gaps.push_back(double(samples[i].start - samples[i - 1].start) / 1000.0);
     }
-    std::string file = chunk == 0 ? "pm_counter_data.bin" : "pm_counter_data." + std::to_string(chunk) + ".bin";
-    write_bytes(o.out + "/" + file, img);
-    image_files.push_back(file);
-    image_sizes.push_back(img.size());
-    size_t completed = 0;
-    std::string err;
-    CUptiResult rr = read_samples(h, pm, img, metrics, samples, &completed, &err);
-    std::printf("decode %d: stop reason %d, overflow %d, %zu completed samples -> %s%s%s\n", chunk, int(dd.decodeStopReason),
-                int(dd.overflow), completed, file.c_str(), rr == CUPTI_SUCCESS ? "" : "; ",
-                rr == CUPTI_SUCCESS ? "" : err.c_str());
-    if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) break;
+    auto pct = [](std::vector<double> v, double q) {
+      if (v.empty()) return 0.0;
+      std::sort(v.begin(), v.end());
+      return v[size_t(q * double(v.size() - 1))];
+    };
+    std::printf("PERIOD: mode %s interval %.1f, %zu samples over %.3f ms; gap us p10 %.2f p50 %.2f p90 %.2f max %.2f; "
+                "length us p50 %.2f; overflow %d; decode calls %d\n",
+                o.sysclk ? "sysclk" : "time", o.interval_us, samples.size(),
+                samples.empty() ? 0.0 : double(samples.back().end - samples.front().start) / 1e6, pct(gaps, 0.1),
+                pct(gaps, 0.5), pct(gaps, 0.9), pct(gaps, 1.0), pct(lens, 0.5), int(overflow), decode_calls);
   }
 
   CUpti_PmSampling_Disable_Params dis{CUpti_PmSampling_Disable_Params_STRUCT_SIZE};

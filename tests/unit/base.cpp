@@ -172,6 +172,12 @@ TEST_CASE(
     CHECK_FALSE(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", off}}).print_table);
   for (const char* on : {"1", "yes", "true", "on", ""})
     CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_TABLE", on}}).print_table);
+  const environment_config metrics =
+      config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_GPU_METRICS", "1"}, {"CUPROF_GPU_METRICS_INTERVAL", "40us"}});
+  CHECK(metrics.gpu_metrics.on);
+  CHECK(metrics.gpu_metrics.interval_ns == 40000);
+  CHECK(metrics.problems.empty());
+  CHECK_FALSE(config({{"CUPROF_TRACE", "t.json"}}).gpu_metrics.on);
   const environment_config bad = config({{"CUPROF_TRACE", "t.json"},
                                          {"CUPROF_TABLE", "maybe"},
                                          {"CUPROF_DELAY", "nan"},
@@ -291,6 +297,42 @@ TEST_CASE(
 }
 
 // ---- bidirectional-text controls --------------------------------------------------
+
+TEST_CASE("CUPROF_GPU_METRICS and its interval: switches, the default set, named metrics, hostile names") {
+  using cuprof::detail::read_gpu_metrics;
+  std::vector<std::string> problems;
+  CHECK_FALSE(read_gpu_metrics(nullptr, nullptr, problems).on);
+  CHECK_FALSE(read_gpu_metrics("", "5us", problems).on);
+  CHECK_FALSE(read_gpu_metrics("off", nullptr, problems).on);
+  for (const char* on : {"1", "ON", "default", "Default"}) {
+    const auto g = read_gpu_metrics(on, nullptr, problems);
+    CHECK(g.on);
+    CHECK(g.names.empty());
+    CHECK(g.interval_ns == 20000);
+  }
+  CHECK(problems.empty());
+  auto g = read_gpu_metrics("dram__throughput.avg.pct_of_peak_sustained_elapsed,,sm__x.sum", "50us", problems);
+  CHECK(g.on);
+  CHECK(g.names == std::vector<std::string>{"dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__x.sum"});
+  CHECK(g.interval_ns == 50000);
+  CHECK(read_gpu_metrics("1", "2ms", problems).interval_ns == 2000000);
+  CHECK(read_gpu_metrics("1", "1500ns", problems).interval_ns == 1500);
+  CHECK(read_gpu_metrics("1", "10", problems).interval_ns == 10000);  // a bare number is microseconds
+  CHECK(problems.empty());
+  for (const char* bad : {"0.5us", "2s", "-3us", "1e3us", "us", "20 us", "inf"}) {
+    problems.clear();
+    CAPTURE(bad);
+    CHECK(read_gpu_metrics("1", bad, problems).interval_ns == 20000);
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].find("CUPROF_GPU_METRICS_INTERVAL=") == 0);
+  }
+  problems.clear();
+  g = read_gpu_metrics("dram__bytes.sum,\x1b[2J;rm -rf", nullptr, problems);
+  CHECK_FALSE(g.on);  // one bad name turns metrics off rather than sampling something else
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].find("is not a CUPTI metric name") != std::string::npos);
+  CHECK(problems[0].find('\x1b') == std::string::npos);
+}
 
 TEST_CASE("terminal_safe: bidirectional overrides, isolates and marks are escaped like controls") {
   using cuprof::detail::terminal_safe;

@@ -1899,6 +1899,48 @@ TEST_CASE("without a CUDA driver, CUDA tracing is off with a reason and the CPU 
   CHECK(doc["cuprof"]["cuda_status"] == prof.cuda_status());
 }
 
+TEST_CASE("without a CUDA driver, GPU metrics asked for change nothing: one reason, the CPU side records, no metrics") {
+  void* libcuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (libcuda) {
+    ::dlclose(libcuda);
+    MESSAGE("a CUDA driver is present: skipped (this test covers machines without one)");
+    return;
+  }
+  cuprof::profile_options opts;
+  opts.gpu_metrics = cuprof::gpu_metrics_options{};
+  cuprof::profile prof(opts);
+  prof.start();
+  CHECK_FALSE(prof.cuda_status().empty());
+  { CUPROF_SCOPE("cpu_side"); }
+  prof.stop();
+  CHECK(count_spans(prof.last_trace(), "cpu_side") == 1);
+  CHECK(prof.last_trace().gpu_metrics.empty());
+  const json doc = json::parse(cuprof::chrome_trace_json(prof.last_trace()));
+  CHECK_FALSE(doc["cuprof"].contains("gpu_metrics"));
+}
+
+TEST_CASE("the PM sampling API from a library that is not CUPTI: one clear reason") {
+  const scoped_env saved("CUPROF_CUPTI_LIBRARY");
+  ::setenv("CUPROF_CUPTI_LIBRARY", "libz.so.1", 1);
+  cuprof::detail::cupti::pm_library pm;
+  const std::string why = pm.load();
+  CAPTURE(why);
+  CHECK(why.find("no PM sampling API") != std::string::npos);
+  const bool bound = pm.enable != nullptr;
+  CHECK_FALSE(bound);
+}
+
+TEST_CASE("a PM sampling refusal says why in the user's terms") {
+  using cuprof::detail::cupti::pm_refusal;
+  const cuprof::detail::cupti::pm_library pm;  // not loaded: results are said by number
+  CHECK(pm_refusal(pm, "cuptiPmSamplingEnable", CUPTI_ERROR_INSUFFICIENT_PRIVILEGES).find("RmProfilingAdminOnly") !=
+        std::string::npos);
+  CHECK(pm_refusal(pm, "cuptiPmSamplingEnable", CUPTI_ERROR_NOT_SUPPORTED).find("does not support PM sampling") !=
+        std::string::npos);
+  CHECK(pm_refusal(pm, "cuptiPmSamplingEnable", CUPTI_ERROR_INVALID_OPERATION).find("another tool") != std::string::npos);
+  CHECK(pm_refusal(pm, "cuptiPmSamplingStart", CUPTI_ERROR_UNKNOWN).rfind("cuptiPmSamplingStart: CUPTI error", 0) == 0);
+}
+
 // --- libcupti not loadable ----------------------------------------------------------
 
 TEST_CASE("CUPROF_CUPTI_LIBRARY that cannot be loaded, or is not CUPTI: one clear reason, nothing else tried") {

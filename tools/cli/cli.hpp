@@ -684,7 +684,7 @@ inline int diff_command(const std::vector<std::string>& args, std::string& out, 
 inline int run_command(const std::vector<std::string>& args, std::string& out, launch_plan& plan) {
   std::size_t i = 2;
   std::string output = "cuprof_%h_%p.pt.trace.json", inject, activities, delay, duration, detail_level, start_step, steps,
-              step_range, capture_range, capture_end, slow_steps;
+              step_range, capture_range, capture_end, slow_steps, gpu_metrics, metrics_interval;
   bool table = true, nvtx = true, dry_run = false, memory = false, stacks = false, trace_launcher = false;
   const auto value = [&](const std::string& name) -> std::string {
     if (i + 1 >= args.size()) throw usage_error("option " + name + " needs a value", "run");
@@ -705,6 +705,9 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     else if (a == "--capture-range-end") capture_end = value(a);
     else if (a == "--slow-steps") slow_steps = value(a);
     else if (a == "--memory") memory = true;
+    else if (a == "--gpu-metrics") gpu_metrics = "1";
+    else if (a.rfind("--gpu-metrics=", 0) == 0) gpu_metrics = a.substr(14);
+    else if (a == "--gpu-metrics-interval") metrics_interval = value(a);
     else if (a == "--stacks") stacks = true;
     else if (a == "--trace-launcher") trace_launcher = true;
     else if (a == "--no-table") table = false;
@@ -780,6 +783,15 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!detail_level.empty()) plan.environment.emplace_back("CUPROF_TRACE_DETAIL", detail_level);
   if (!table) plan.environment.emplace_back("CUPROF_TABLE", "0");
   if (memory) plan.environment.emplace_back("CUPROF_MEMORY", "1");
+  if (!metrics_interval.empty() && gpu_metrics.empty()) throw usage_error("--gpu-metrics-interval needs --gpu-metrics", "run");
+  if (!gpu_metrics.empty()) {
+    std::vector<std::string> problems;
+    const detail::gpu_metrics_setting g = detail::read_gpu_metrics(gpu_metrics.c_str(), metrics_interval.c_str(), problems);
+    if (!problems.empty() || !g.on)
+      throw usage_error("--gpu-metrics: " + (problems.empty() ? "nothing to sample" : problems[0]), "run");
+    plan.environment.emplace_back("CUPROF_GPU_METRICS", gpu_metrics);
+    if (!metrics_interval.empty()) plan.environment.emplace_back("CUPROF_GPU_METRICS_INTERVAL", metrics_interval);
+  }
   if (stacks) plan.environment.emplace_back("CUPROF_STACKS", "1");
   if (trace_launcher) plan.environment.emplace_back("CUPROF_TRACE_LAUNCHER", "1");
   // NVTX reads this once, at the program's first NVTX call: it must be set

@@ -131,6 +131,72 @@ inline env_setting<bool> read_clock_forced_monotonic(const char* text) {
                       "the default clock (the TSC where it is invariant, else CLOCK_MONOTONIC)");
 }
 
+// CUPROF_GPU_METRICS (and `cuprof run --gpu-metrics[=LIST]`): 1, on, yes,
+// true or "default" for the default set, 0/off for none, or a comma-separated
+// list of CUPTI metric names (letters, digits, '_' and '.'). With it,
+// CUPROF_GPU_METRICS_INTERVAL: the sampling period, "20us" (ns, us or ms; a
+// bare number is microseconds), from 1 us to 1 s.
+struct gpu_metrics_setting {
+  bool on = false;
+  std::vector<std::string> names;  // empty: the default set
+  std::uint64_t interval_ns = 20000;
+};
+
+inline std::optional<std::uint64_t> parse_metric_interval(const char* v) {
+  if (!v || !*v) return std::nullopt;
+  std::string text = v;
+  double scale = 1000;  // a bare number is microseconds
+  static const struct {
+    const char* suffix;
+    double ns;
+  } units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}};
+  for (const auto& u : units)
+    if (ends_with(text, u.suffix)) {
+      text.resize(text.size() - std::strlen(u.suffix));
+      scale = u.ns;
+      break;
+    }
+  if (text.empty() || text.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end) * scale;
+  if (*end != '\0' || !std::isfinite(x) || x < 1000 || x > 1e9) return std::nullopt;
+  return std::uint64_t(x + 0.5);
+}
+
+inline gpu_metrics_setting read_gpu_metrics(const char* list, const char* interval, std::vector<std::string>& problems) {
+  gpu_metrics_setting g;
+  if (!list || !*list) return g;
+  if (const std::optional<bool> on = parse_switch(list)) {
+    g.on = *on;
+  } else if (ascii_lowercase(list) == "default") {
+    g.on = true;
+  } else {
+    const std::string spec = list;
+    for (std::size_t at = 0; at <= spec.size();) {
+      std::size_t comma = spec.find(',', at);
+      if (comma == std::string::npos) comma = spec.size();
+      const std::string name = spec.substr(at, comma - at);
+      at = comma + 1;
+      if (name.empty()) continue;
+      if (name.size() > 200 ||
+          name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos) {
+        problems.push_back("CUPROF_GPU_METRICS: '" + terminal_safe(name) +
+                           "' is not a CUPTI metric name (letters, digits, '_' and '.'); GPU metrics are off");
+        return {};
+      }
+      g.names.push_back(name);
+    }
+    g.on = !g.names.empty();
+  }
+  if (interval && *interval) {
+    if (const std::optional<std::uint64_t> ns = parse_metric_interval(interval)) g.interval_ns = *ns;
+    else
+      problems.push_back("CUPROF_GPU_METRICS_INTERVAL=" + terminal_safe(interval) +
+                         " is not a period from 1us to 1000ms (ns, us or ms); using 20us");
+  }
+  return g;
+}
+
 // CUPROF_SLOW_STEPS (and `cuprof run --slow-steps`): "2x" (slower than twice
 // the median) or a time, "50ms" (ns, us, ms or s), then any of ",before=N",
 // ",after=N", ",keep=N" (traces), ",ring=N" (steps) and ",ring_mb=N" (the

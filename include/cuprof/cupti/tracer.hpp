@@ -21,6 +21,7 @@
 
 #include "call_recorder.hpp"
 #include "nvtx_recorder.hpp"
+#include "pm_sampler.hpp"
 #include "libraries.hpp"
 #include "record_store.hpp"
 #include "../base/chunked_vector.hpp"
@@ -92,7 +93,9 @@ class tracer {
   // `memory`: allocations and frees are recorded too, from now until the
   // session ends (detach()), between windows as well, so that a window's
   // totals of memory in use count what was allocated before it.
-  std::string enable(bool memory = false) {
+  // `metrics`: GPU hardware metrics are sampled while enabled; a GPU that
+  // cannot be sampled leaves tracing as it is, and says why once.
+  std::string enable(bool memory = false, const pm_sampling_request* metrics = nullptr) {
     std::lock_guard<std::mutex> lock(control_);
     if (closed_) return "the process is exiting";
     if (enabled_ || forked_child()) return {};
@@ -104,6 +107,11 @@ class tracer {
     if (memory && !memory_on_) {
       for (CUpti_ActivityKind kind : memory_kinds()) cupti_.enable(kind);
       memory_on_ = true;
+    }
+    if (metrics) {
+      const std::string why = pm_.open(driver_, *metrics);
+      if (why.empty()) pm_.resume();
+      else if (!said_metrics_off_) log_line("GPU metrics are off: " + why), said_metrics_off_ = true;
     }
     calls_.start_recording(now_ticks());
     nvtx_.start_recording(now_ticks());
@@ -185,6 +193,7 @@ class tracer {
       at_exit_guarded("disabling CUPTI", [this, detaching] {
         if (!detaching) record_shown_calls(false);
         for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
+        pm_.pause();
       });
     enabled_ = false;
     enabled_flag_.store(false, std::memory_order_relaxed);
@@ -282,6 +291,13 @@ class tracer {
     std::int32_t size = 0, rank = -1;
     if (meta.world_size <= 1 && nvtx_.largest_communicator(size, rank) && size > 1 && rank >= 0)
       meta.world_size = size, meta.rank = rank;
+  }
+
+  // The GPU metrics sampled in [from_ns, to_ns] (epoch ns) go to `t`; the
+  // GPUs that could not be sampled are said once each.
+  void take_metrics(trace& t, std::uint64_t from_ns, std::uint64_t to_ns, const tick_converter& clock) {
+    pm_.take(t.gpu_metrics, from_ns, to_ns, clock);
+    for (const std::string& line : pm_.refusals()) log_line("GPU metrics are off on " + line);
   }
 
   // NCCL calls whose payload cuprof could not read (nvtx_recorder.hpp).
@@ -465,6 +481,7 @@ class tracer {
   // later (static destructors) with what is in the store.
   void close_for_exit() {
     std::lock_guard<std::mutex> lock(control_);
+    pm_.close();  // its thread makes no CUPTI call from here on, while CUPTI may be tearing down
     if (attached_ && enabled_ && !forked_child() && !closed_)
       at_exit_guarded("flushing CUPTI at exit", [this] {
         sync_each_device();
@@ -695,6 +712,8 @@ class tracer {
   bool stacks_on_ = false;                                                      // set_stacks()
   bool finalized_ = false;                                                      // how detach() last let CUPTI go
   bool said_not_finalized_ = false;                                             // its line, once per process
+  bool said_metrics_off_ = false;                                               // "GPU metrics are off", once per process
+  pm_sampler pm_;
   buffer_slot slots_[max_buffers];
   std::atomic<std::uint64_t> buffers_refused_{0};
   sem_t work_ready_;

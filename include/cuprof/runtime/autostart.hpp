@@ -77,14 +77,15 @@ struct environment_config {
   std::string trace_path;
   activity activities = activity::cpu | activity::cuda;
   bool print_table = true;
-  bool with_stack = false;      // CUPROF_STACKS
-  bool profile_memory = false;  // CUPROF_MEMORY: allocations and frees too
-  double delay_s = 0;           // 0: from start-up
-  double duration_s = 0;        // 0: until exit
-  int start_step = -1;          // CUPROF_START_STEP; -1: the window does not wait for a step
-  int steps = 0;                // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
-  std::string step_range;       // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
-  capture_range capture;        // CUPROF_CAPTURE_RANGE, CUPROF_CAPTURE_RANGE_END
+  bool with_stack = false;          // CUPROF_STACKS
+  bool profile_memory = false;      // CUPROF_MEMORY: allocations and frees too
+  gpu_metrics_setting gpu_metrics;  // CUPROF_GPU_METRICS, CUPROF_GPU_METRICS_INTERVAL
+  double delay_s = 0;               // 0: from start-up
+  double duration_s = 0;            // 0: until exit
+  int start_step = -1;              // CUPROF_START_STEP; -1: the window does not wait for a step
+  int steps = 0;                    // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
+  std::string step_range;           // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
+  capture_range capture;            // CUPROF_CAPTURE_RANGE, CUPROF_CAPTURE_RANGE_END
   export_options export_with;
   std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
 
@@ -134,6 +135,7 @@ inline environment_config read_environment(const std::function<const char*(const
   c.print_table = use(read_switch("CUPROF_TABLE", env("CUPROF_TABLE"), true));
   c.with_stack = use(read_switch("CUPROF_STACKS", env("CUPROF_STACKS"), false));
   c.profile_memory = use(read_switch("CUPROF_MEMORY", env("CUPROF_MEMORY"), false));
+  c.gpu_metrics = read_gpu_metrics(env("CUPROF_GPU_METRICS"), env("CUPROF_GPU_METRICS_INTERVAL"), c.problems);
   if (const char* a = env("CUPROF_ACTIVITIES")) {
     const std::string v = a;
     if (v == "cpu") c.activities = activity::cpu;
@@ -945,6 +947,8 @@ inline bool start_environment_profile(bool injected = false) {
   options.activities = s.config.activities;
   options.with_stack = s.config.with_stack;
   options.profile_memory = s.config.profile_memory;
+  if (s.config.gpu_metrics.on)
+    options.gpu_metrics = gpu_metrics_options{s.config.gpu_metrics.names, double(s.config.gpu_metrics.interval_ns) / 1000.0};
   if (s.config.capture.kind != capture_range::none) options.on_trace_ready = &window_control::write_window;
   options.slow_steps = s.config.slow;
   if (s.config.slow) options.on_trace_ready = &slow_step_marks::write_kept;

@@ -36,6 +36,22 @@ inline void return_free_memory() {
 #endif
 }
 
+// PM samples carry a timestamp CUPTI does not put on the kernels' clock: they
+// came some hundred microseconds off the kernels they measured, by an amount
+// that changes from run to run. Each GPU's samples are moved onto its kernels
+// where the data says so clearly (align_to_kernels); the shift is kept.
+inline void align_gpu_metrics(trace& t) {
+  for (gpu_metric_series& s : t.gpu_metrics) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
+    for (const gpu_activity& g : t.gpu)
+      if (g.kind == gpu_kind::kernel && t.lane_of(g).device == s.device && g.end_ns > g.start_ns)
+        busy.emplace_back(g.start_ns, g.end_ns);
+    const metric_alignment a = align_to_kernels(s, std::move(busy));
+    s.aligned = a.applied;
+    s.shift_ns = a.applied ? a.shift_ns : 0;
+  }
+}
+
 }  // namespace detail
 
 profile::~profile() {
@@ -215,7 +231,12 @@ bool profile::refused_in_handler(const char* call) const {
 
 void profile::enable_cuda() {
   tracer_->set_stacks(options_.with_stack);
-  const std::string why = tracer_->enable(options_.profile_memory);
+  detail::cupti::pm_sampling_request metrics;
+  if (options_.gpu_metrics) {
+    for (const std::string& name : options_.gpu_metrics->metrics) metrics.metrics.push_back({name, name});
+    metrics.interval_ns = std::uint64_t(std::max(1.0, options_.gpu_metrics->interval_us) * 1000.0 + 0.5);
+  }
+  const std::string why = tracer_->enable(options_.profile_memory, options_.gpu_metrics ? &metrics : nullptr);
   if (why.empty()) return;
   cuda_status_ = why;
   tracer_ = nullptr;
@@ -365,6 +386,10 @@ void profile::finalize_ready(bool at_stop) {
       });
       if (w.collected->spans.size() != scopes) link_spans(*w.collected);  // NVTX ranges joined the scopes
       tracer_->fill_metadata(w.collected->meta);
+      if (options_.gpu_metrics) {
+        tracer_->take_metrics(*w.collected, w.clock.to_epoch_ns(w.start_ticks), w.clock.to_epoch_ns(w.end_ticks), w.clock);
+        detail::align_gpu_metrics(*w.collected);
+      }
     }
     attribute(*w.collected);
     name_api_threads(*w.collected);

@@ -1,0 +1,481 @@
+// GPU hardware metrics through CUPTI's PM sampling (cupti_pmsampling.h): the
+// GPU's performance monitors read at a fixed interval, GPU-wide, while kernels
+// run at full speed (no replay, no serialization).
+//
+// One sampler per process, owned by the tracer. Each device the program has a
+// context on gets a PM sampling object, a single-pass configuration of the
+// metrics and a hardware buffer; a thread of its own decodes that buffer every
+// few milliseconds into samples (CUPTI evaluates each metric on the CPU), so
+// neither the program's threads nor CUPTI's callbacks pay for it. Samples are
+// kept, up to a cap, until a window takes them; past the cap they are counted.
+#pragma once
+
+#include <cuda.h>
+#include <cupti.h>
+#include <cupti_pmsampling.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_target.h>
+
+#include "../base/dynamic_library.hpp"
+#include "../base/env.hpp"
+#include "../base/log.hpp"
+#include "../collect/clock.hpp"
+#include "../model/gpu_metrics.hpp"
+#include "libraries.hpp"
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cuprof::detail::cupti {
+
+// What a profile asks for: the metrics (default_gpu_metrics() when empty) and
+// the sampling period.
+struct pm_sampling_request {
+  std::vector<gpu_metric> metrics;
+  std::uint64_t interval_ns = 20000;
+};
+
+// The PM sampling and host-evaluation entry points, from the same libcupti as tracing.
+struct pm_library {
+  decltype(&cuptiProfilerInitialize) profiler_initialize = nullptr;
+  decltype(&cuptiProfilerDeviceSupported) device_supported = nullptr;
+  decltype(&cuptiDeviceGetChipName) chip_name = nullptr;
+  decltype(&cuptiPmSamplingGetCounterAvailability) counter_availability = nullptr;
+  decltype(&cuptiProfilerHostInitialize) host_initialize = nullptr;
+  decltype(&cuptiProfilerHostDeinitialize) host_deinitialize = nullptr;
+  decltype(&cuptiProfilerHostConfigAddMetrics) host_add_metrics = nullptr;
+  decltype(&cuptiProfilerHostGetConfigImageSize) host_config_size = nullptr;
+  decltype(&cuptiProfilerHostGetConfigImage) host_config_image = nullptr;
+  decltype(&cuptiProfilerHostGetNumOfPasses) host_passes = nullptr;
+  decltype(&cuptiProfilerHostEvaluateToGpuValues) host_evaluate = nullptr;
+  decltype(&cuptiPmSamplingEnable) enable = nullptr;
+  decltype(&cuptiPmSamplingDisable) disable = nullptr;
+  decltype(&cuptiPmSamplingSetConfig) set_config = nullptr;
+  decltype(&cuptiPmSamplingGetCounterDataSize) counter_data_size = nullptr;
+  decltype(&cuptiPmSamplingCounterDataImageInitialize) counter_data_initialize = nullptr;
+  decltype(&cuptiPmSamplingStart) start = nullptr;
+  decltype(&cuptiPmSamplingStop) stop = nullptr;
+  decltype(&cuptiPmSamplingDecodeData) decode = nullptr;
+  decltype(&cuptiPmSamplingGetCounterDataInfo) counter_data_info = nullptr;
+  decltype(&cuptiPmSamplingCounterDataGetSampleInfo) sample_info = nullptr;
+  decltype(&cuptiGetResultString) result_string_fn = nullptr;
+
+  std::string load() {
+    std::string error;
+    void* lib = open_cupti_library(error);
+    if (!lib) return error;
+    const bool ok =
+        bind(lib, profiler_initialize, "cuptiProfilerInitialize") &&
+        bind(lib, device_supported, "cuptiProfilerDeviceSupported") && bind(lib, chip_name, "cuptiDeviceGetChipName") &&
+        bind(lib, counter_availability, "cuptiPmSamplingGetCounterAvailability") &&
+        bind(lib, host_initialize, "cuptiProfilerHostInitialize") &&
+        bind(lib, host_deinitialize, "cuptiProfilerHostDeinitialize") &&
+        bind(lib, host_add_metrics, "cuptiProfilerHostConfigAddMetrics") &&
+        bind(lib, host_config_size, "cuptiProfilerHostGetConfigImageSize") &&
+        bind(lib, host_config_image, "cuptiProfilerHostGetConfigImage") &&
+        bind(lib, host_passes, "cuptiProfilerHostGetNumOfPasses") &&
+        bind(lib, host_evaluate, "cuptiProfilerHostEvaluateToGpuValues") && bind(lib, enable, "cuptiPmSamplingEnable") &&
+        bind(lib, disable, "cuptiPmSamplingDisable") && bind(lib, set_config, "cuptiPmSamplingSetConfig") &&
+        bind(lib, counter_data_size, "cuptiPmSamplingGetCounterDataSize") &&
+        bind(lib, counter_data_initialize, "cuptiPmSamplingCounterDataImageInitialize") &&
+        bind(lib, start, "cuptiPmSamplingStart") && bind(lib, stop, "cuptiPmSamplingStop") &&
+        bind(lib, decode, "cuptiPmSamplingDecodeData") && bind(lib, counter_data_info, "cuptiPmSamplingGetCounterDataInfo") &&
+        bind(lib, sample_info, "cuptiPmSamplingCounterDataGetSampleInfo") && bind(lib, result_string_fn, "cuptiGetResultString");
+    if (!ok) return "the loaded libcupti has no PM sampling API (CUPTI 12.6 or later has it)";
+    return {};
+  }
+
+  std::string result_string(CUptiResult r) const {
+    const char* s = nullptr;
+    if (result_string_fn && result_string_fn(r, &s) == CUPTI_SUCCESS && s) return s;
+    return "CUPTI error " + std::to_string(int(r));
+  }
+};
+
+// Why a device cannot be sampled, in the user's terms, from the call that failed.
+inline std::string pm_refusal(const pm_library& pm, const char* call, CUptiResult r) {
+  switch (r) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+      return "the driver allows GPU performance counters to administrators only (RmProfilingAdminOnly=1; see "
+             "NVIDIA's ERR_NVGPUCTRPERM page)";
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_NOT_COMPATIBLE:
+      return std::string("this GPU or configuration does not support PM sampling (") + call + ": " + pm.result_string(r) + ")";
+    case CUPTI_ERROR_INVALID_OPERATION:
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+      return std::string("another tool is using the GPU's performance counters (") + call + ": " + pm.result_string(r) + ")";
+    default: return std::string(call) + ": " + pm.result_string(r);
+  }
+}
+
+class pm_sampler {
+ public:
+  // How often the decode thread empties the hardware buffers.
+  static constexpr int decode_period_ms = 5;
+  // The hardware buffer per device: at 20 us, several decode periods of samples.
+  static constexpr std::size_t hardware_buffer_bytes = std::size_t(128) << 20;
+  // A counter data image holds this many bytes at most (its size grows with the
+  // metrics' raw counters: tens of KiB a sample for the default set on GH100).
+  static constexpr std::size_t max_image_bytes = std::size_t(48) << 20;
+  // Samples kept for windows not yet taken, all devices together (CUPROF_GPU_METRICS_MAX_SAMPLES).
+  static std::size_t max_kept_samples() {
+    const char* v = std::getenv("CUPROF_GPU_METRICS_MAX_SAMPLES");
+    return read_record_cap("CUPROF_GPU_METRICS_MAX_SAMPLES", v, 2000000).value;
+  }
+
+  // Loads the API and starts the decode thread. Empty on success.
+  std::string open(const driver_library& driver, const pm_sampling_request& request) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (opened_)
+      return request_matches(request) ? std::string() : "GPU metrics were already set up with other metrics in this process";
+    const std::string why = pm_.load();
+    if (!why.empty()) return why;
+    driver_ = &driver;
+    request_ = request;
+    if (request_.metrics.empty()) request_.metrics = default_gpu_metrics();
+    if (request_.interval_ns == 0) request_.interval_ns = 20000;
+    CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    const CUptiResult r = pm_.profiler_initialize(&init);
+    if (r != CUPTI_SUCCESS) return pm_refusal(pm_, "cuptiProfilerInitialize", r);
+    max_kept_ = max_kept_samples();
+    opened_ = true;
+    std::thread(&pm_sampler::run_thread, this).detach();
+    return {};
+  }
+
+  // Samples from now on, on each device with a context (and, from the decode
+  // thread, on devices that get one later), until pause().
+  void resume() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!opened_ || closed_) return;
+    sampling_ = true;
+    start_ready_devices();
+    wake_.notify_all();
+  }
+
+  // Stops sampling and decodes what the hardware buffers still hold.
+  void pause() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!opened_ || !sampling_) return;
+    sampling_ = false;
+    for (device& d : devices_)
+      if (d.running) {
+        CUpti_PmSampling_Stop_Params p{CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
+        p.pPmSamplingObject = d.object;
+        pm_.stop(&p);
+        d.running = false;
+        decode(d);
+      }
+  }
+
+  // For the exit path: no CUPTI call after this.
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+    sampling_ = false;
+    wake_.notify_all();
+  }
+
+  // Moves the samples of [from_ns, to_ns] (epoch ns) into `out`, one series
+  // per device, and drops older ones. `clock` maps tick-domain timestamps.
+  void take(std::vector<gpu_metric_series>& out, std::uint64_t from_ns, std::uint64_t to_ns, const tick_converter& clock) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (device& d : devices_) {
+      if (d.failed) continue;
+      gpu_metric_series s;
+      s.device = d.index;
+      s.interval_ns = request_.interval_ns;
+      s.metrics = request_.metrics;
+      s.dropped = d.dropped;
+      d.dropped = 0;
+      const std::size_t nm = s.metrics.size();
+      gpu_metric_series kept = empty_like(d.raw);
+      for (std::size_t i = 0; i < d.raw.size(); ++i) {
+        const std::uint64_t a = to_epoch(d, d.raw.start_ns[i], clock), b = to_epoch(d, d.raw.end_ns[i], clock);
+        if (b <= from_ns) continue;  // before the window: nobody's
+        if (a >= to_ns) {
+          kept.add(d.raw.start_ns[i], d.raw.end_ns[i], &d.raw.values[i * nm]);
+          continue;
+        }
+        s.add(a, b, &d.raw.values[i * nm]);
+      }
+      kept_total_ -= d.raw.size() - kept.size();
+      d.raw = std::move(kept);
+      if (s.size() || s.dropped) out.push_back(std::move(s));
+    }
+  }
+
+  // Devices that could not be sampled and why ("GPU 1: ..."), said once each.
+  std::vector<std::string> refusals() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::string> lines;
+    for (device& d : devices_)
+      if (d.failed && !d.said) {
+        d.said = true;
+        lines.push_back("GPU " + std::to_string(d.index) + ": " + d.why);
+      }
+    return lines;
+  }
+
+ private:
+  struct device {
+    std::uint32_t index = 0;
+    bool failed = false, said = false, running = false;
+    std::string why;
+    CUpti_PmSampling_Object* object = nullptr;
+    CUpti_Profiler_Host_Object* host = nullptr;
+    std::vector<std::uint8_t> config, image, blank_image;
+    gpu_metric_series raw;  // timestamps as CUPTI gave them
+    int domain = 0;         // 0 not known yet, 1 epoch ns, 2 cuprof's ticks (CUPTI applied its timestamp callback)
+    std::uint64_t dropped = 0;
+  };
+
+  static void run_thread(pm_sampler* s) { s->run(); }
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!closed_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(decode_period_ms));
+      if (closed_ || !sampling_) continue;
+      start_ready_devices();
+      for (device& d : devices_)
+        if (d.running) decode(d);
+    }
+  }
+
+  bool request_matches(const pm_sampling_request& r) const {
+    if (r.interval_ns && r.interval_ns != request_.interval_ns) return false;
+    if (r.metrics.empty()) return true;
+    if (r.metrics.size() != request_.metrics.size()) return false;
+    for (std::size_t i = 0; i < r.metrics.size(); ++i)
+      if (r.metrics[i].name != request_.metrics[i].name) return false;
+    return true;
+  }
+
+  gpu_metric_series empty_like(const gpu_metric_series& s) const {
+    gpu_metric_series e;
+    e.metrics = s.metrics;
+    return e;
+  }
+
+  static std::uint64_t to_epoch(const device& d, std::uint64_t t, const tick_converter& clock) {
+    return d.domain == 2 ? clock.to_epoch_ns(t) : t;
+  }
+
+  // Devices with an active primary context that are not set up yet are set up
+  // and started; each device is tried once.
+  void start_ready_devices() {
+    int count = 0;
+    if (driver_->device_get_count(&count) != CUDA_SUCCESS) return;
+    for (int i = 0; i < count; ++i) {
+      device* d = find(std::uint32_t(i));
+      if (!d) {
+        CUdevice dev;
+        unsigned flags = 0;
+        int active = 0;
+        if (driver_->device_get(&dev, i) != CUDA_SUCCESS) continue;
+        if (driver_->primary_ctx_get_state(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+        devices_.emplace_back();
+        d = &devices_.back();
+        d->index = std::uint32_t(i);
+        set_up(*d, dev);
+      }
+      if (d->failed || d->running) continue;
+      CUpti_PmSampling_Start_Params p{CUpti_PmSampling_Start_Params_STRUCT_SIZE};
+      p.pPmSamplingObject = d->object;
+      const CUptiResult r = pm_.start(&p);
+      if (r != CUPTI_SUCCESS) fail(*d, "cuptiPmSamplingStart", r);
+      else d->running = true;
+    }
+  }
+
+  device* find(std::uint32_t index) {
+    for (device& d : devices_)
+      if (d.index == index) return &d;
+    return nullptr;
+  }
+
+  void fail(device& d, const char* call, CUptiResult r) {
+    d.failed = true;
+    d.why = pm_refusal(pm_, call, r);
+  }
+
+  void set_up(device& d, CUdevice dev) {
+    CUpti_Profiler_DeviceSupported_Params sup{CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE};
+    sup.cuDevice = dev;
+    sup.api = CUPTI_PROFILER_PM_SAMPLING;
+    CUptiResult r = pm_.device_supported(&sup);
+    if (r != CUPTI_SUCCESS) return fail(d, "cuptiProfilerDeviceSupported", r);
+    if (sup.isSupported != CUPTI_PROFILER_CONFIGURATION_SUPPORTED) {
+      d.failed = true;
+      d.why = sup.vGpu != CUPTI_PROFILER_CONFIGURATION_SUPPORTED ? "PM sampling is not supported on a virtual GPU"
+              : sup.confidentialCompute != CUPTI_PROFILER_CONFIGURATION_SUPPORTED ? "PM sampling is off in confidential computing"
+              : sup.architecture != CUPTI_PROFILER_CONFIGURATION_SUPPORTED
+                  ? "this GPU's architecture has no PM sampling (it needs Turing or later, a time-based interval Ampere "
+                    "GA10x or later)"
+                  : "PM sampling is not supported in this configuration (MIG, SLI or WSL)";
+      return;
+    }
+    CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    chip.deviceIndex = d.index;
+    if ((r = pm_.chip_name(&chip)) != CUPTI_SUCCESS) return fail(d, "cuptiDeviceGetChipName", r);
+    CUpti_PmSampling_GetCounterAvailability_Params av{CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
+    av.deviceIndex = d.index;
+    if ((r = pm_.counter_availability(&av)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterAvailability", r);
+    std::vector<std::uint8_t> availability(av.counterAvailabilityImageSize);
+    av.pCounterAvailabilityImage = availability.data();
+    if ((r = pm_.counter_availability(&av)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterAvailability", r);
+
+    CUpti_Profiler_Host_Initialize_Params hi{CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+    hi.pChipName = chip.pChipName;
+    hi.pCounterAvailabilityImage = availability.data();
+    if ((r = pm_.host_initialize(&hi)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostInitialize", r);
+    d.host = hi.pHostObject;
+    std::vector<const char*> names;
+    for (const gpu_metric& m : request_.metrics) names.push_back(m.name.c_str());
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = d.host;
+    add.ppMetricNames = names.data();
+    add.numMetrics = names.size();
+    if ((r = pm_.host_add_metrics(&add)) != CUPTI_SUCCESS) {
+      d.failed = true;
+      d.why = "CUPTI does not know one of the metrics on " + std::string(chip.pChipName ? chip.pChipName : "this GPU") + " (" +
+              pm_.result_string(r) + "); `ncu --query-metrics-collection pmsampling --chip " +
+              std::string(chip.pChipName ? chip.pChipName : "NAME") + "` lists them";
+      return;
+    }
+    CUpti_Profiler_Host_GetConfigImageSize_Params cs{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    cs.pHostObject = d.host;
+    if ((r = pm_.host_config_size(&cs)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetConfigImageSize", r);
+    d.config.resize(cs.configImageSize);
+    CUpti_Profiler_Host_GetConfigImage_Params ci{CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    ci.pHostObject = d.host;
+    ci.pConfigImage = d.config.data();
+    ci.configImageSize = d.config.size();
+    if ((r = pm_.host_config_image(&ci)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetConfigImage", r);
+    CUpti_Profiler_Host_GetNumOfPasses_Params np{CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    np.pConfigImage = d.config.data();
+    np.configImageSize = d.config.size();
+    if ((r = pm_.host_passes(&np)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetNumOfPasses", r);
+    if (np.numOfPasses != 1) {
+      d.failed = true;
+      d.why = "these metrics need " + std::to_string(np.numOfPasses) +
+              " passes on this GPU; PM sampling reads one pass (name fewer, or their TriageCompute forms)";
+      return;
+    }
+
+    CUpti_PmSampling_Enable_Params en{CUpti_PmSampling_Enable_Params_STRUCT_SIZE};
+    en.deviceIndex = d.index;
+    if ((r = pm_.enable(&en)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingEnable", r);
+    d.object = en.pPmSamplingObject;
+    CUpti_PmSampling_SetConfig_Params sc{CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE};
+    sc.pPmSamplingObject = d.object;
+    sc.configSize = d.config.size();
+    sc.pConfig = d.config.data();
+    sc.hardwareBufferSize = hardware_buffer_bytes;
+    sc.samplingInterval = request_.interval_ns;
+    sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+    sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;  // an overflow is reported, not hidden
+    if ((r = pm_.set_config(&sc)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingSetConfig", r);
+
+    // The image: room for a few decode periods' samples, within max_image_bytes.
+    CUpti_PmSampling_GetCounterDataSize_Params ds{CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
+    ds.pPmSamplingObject = d.object;
+    ds.pMetricNames = names.data();
+    ds.numMetrics = names.size();
+    ds.maxSamples = 1;
+    if ((r = pm_.counter_data_size(&ds)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterDataSize", r);
+    const std::size_t one = ds.counterDataSize;
+    ds.maxSamples = 2;
+    if ((r = pm_.counter_data_size(&ds)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterDataSize", r);
+    const std::size_t per_sample = ds.counterDataSize > one ? ds.counterDataSize - one : one;
+    const std::uint64_t wanted = 4 * std::uint64_t(decode_period_ms) * 1000000u / request_.interval_ns + 16;
+    const std::uint64_t fits = max_image_bytes > one ? (max_image_bytes - one) / per_sample + 1 : 1;
+    ds.maxSamples = std::uint32_t(std::max<std::uint64_t>(16, std::min(wanted, fits)));
+    if ((r = pm_.counter_data_size(&ds)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterDataSize", r);
+    d.image.assign(ds.counterDataSize, 0);
+    CUpti_PmSampling_CounterDataImage_Initialize_Params ii{CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    ii.pPmSamplingObject = d.object;
+    ii.counterDataSize = d.image.size();
+    ii.pCounterData = d.image.data();
+    if ((r = pm_.counter_data_initialize(&ii)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingCounterDataImageInitialize", r);
+    d.blank_image = d.image;  // a copy is cheaper than initializing again before each decode
+    d.raw.metrics = request_.metrics;
+  }
+
+  // Empties the device's hardware buffer into samples: as many images as it takes.
+  void decode(device& d) {
+    const std::size_t nm = request_.metrics.size();
+    std::vector<const char*> names;
+    for (const gpu_metric& m : request_.metrics) names.push_back(m.name.c_str());
+    std::vector<double> values(nm);
+    for (int round = 0; round < 64; ++round) {
+      CUpti_PmSampling_DecodeData_Params dd{CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
+      dd.pPmSamplingObject = d.object;
+      dd.pCounterDataImage = d.image.data();
+      dd.counterDataImageSize = d.image.size();
+      const CUptiResult r = pm_.decode(&dd);
+      if (dd.overflow) ++d.dropped;  // at least one: the hardware does not say how many
+      if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_OUT_OF_MEMORY) return;
+      CUpti_PmSampling_GetCounterDataInfo_Params info{CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
+      info.pCounterDataImage = d.image.data();
+      info.counterDataImageSize = d.image.size();
+      if (pm_.counter_data_info(&info) != CUPTI_SUCCESS) return;
+      const std::uint64_t decoded_epoch = realtime_ns(), decoded_ticks = now_ticks();
+      for (std::size_t i = 0; i < info.numCompletedSamples; ++i) {
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params si{CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
+        si.pPmSamplingObject = d.object;
+        si.pCounterDataImage = d.image.data();
+        si.counterDataImageSize = d.image.size();
+        si.sampleIndex = i;
+        if (pm_.sample_info(&si) != CUPTI_SUCCESS) continue;
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+        ev.pHostObject = d.host;
+        ev.pCounterDataImage = d.image.data();
+        ev.counterDataImageSize = d.image.size();
+        ev.rangeIndex = i;
+        ev.ppMetricNames = names.data();
+        ev.numMetrics = nm;
+        ev.pMetricValues = values.data();
+        if (pm_.host_evaluate(&ev) != CUPTI_SUCCESS) continue;
+        // The first sample after a start runs from the configuration, not from
+        // the previous sample: far longer than the interval, it is no measurement.
+        if (si.endTimestamp <= si.startTimestamp || si.endTimestamp - si.startTimestamp > 4 * request_.interval_ns) continue;
+        if (!d.domain) d.domain = near(si.endTimestamp, decoded_epoch) ? 1 : near(si.endTimestamp, decoded_ticks) ? 2 : 1;
+        if (kept_total_ >= max_kept_) {
+          ++d.dropped;
+          continue;
+        }
+        d.raw.add(si.startTimestamp, si.endTimestamp, values.data());
+        ++kept_total_;
+      }
+      d.image = d.blank_image;
+      if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) return;
+    }
+  }
+
+  // Within a minute of `reference`: which clock a timestamp was taken on.
+  static bool near(std::uint64_t t, std::uint64_t reference) {
+    const std::uint64_t minute = 60000000000ull;
+    return t > reference ? t - reference < minute : reference - t < minute;
+  }
+
+  pm_library pm_;
+  const driver_library* driver_ = nullptr;
+  pm_sampling_request request_;
+  std::mutex mutex_;  // every PM sampling call is made under it
+  std::condition_variable wake_;
+  std::vector<device> devices_;
+  std::size_t kept_total_ = 0, max_kept_ = 0;
+  bool opened_ = false, sampling_ = false, closed_ = false;
+};
+
+}  // namespace cuprof::detail::cupti
