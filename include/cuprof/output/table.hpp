@@ -87,6 +87,7 @@ struct table_options {
   // Opt-in columns after torch's: per-call CPU and CUDA min, median, p95 and max
   // ("-" where a row has no such time).
   bool stats = false;
+  bool metrics = false;  // columns of each row's GPU hardware metric averages, where the trace has trace::gpu_metrics
   // When set, a last column says what each kernel's name means, as this hook
   // tells: cuprof::compact_kernel_name (cuprof::analysis) or your own. The
   // table itself decodes nothing, so the profiler's runtime carries no decoder.
