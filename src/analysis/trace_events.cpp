@@ -215,6 +215,7 @@ void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
   reserve(&raw_trace::gpu);
   reserve(&raw_trace::annotations);
   reserve(&raw_trace::memory);
+  reserve(&raw_trace::metric_samples);
   reserve(&raw_trace::thread_candidates);
   std::vector<name_id> ids;
   for (raw_trace& piece : pieces) {
@@ -234,6 +235,7 @@ void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
     }
     for (raw_gpu& g : piece.gpu) g.name = ids[g.name];
     for (raw_annotation& a : piece.annotations) a.name = ids[a.name];
+    for (raw_metric_sample& m : piece.metric_samples) m.label = ids[m.label];
     const auto append = [](auto& to, auto& from) {
       to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
     };
@@ -243,6 +245,7 @@ void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
     append(into.gpu, piece.gpu);
     append(into.annotations, piece.annotations);
     append(into.memory, piece.memory);
+    append(into.metric_samples, piece.metric_samples);
     append(into.thread_candidates, piece.thread_candidates);
     for (auto& p : piece.process_names) into.process_names.emplace(p.first, std::move(p.second));
     into.events += piece.events;
@@ -289,6 +292,7 @@ void trace_event_reader::top_level(std::string_view key, const json_node& v, con
     count(schema::cuprof_dropped_cpu_events, m.dropped_cpu_events);
     const json_node* status = v.find(schema::cuprof_cuda_status);
     if (status && status->is_string() && status->text != schema::cuda_status_on) m.cuda_status = std::string(status->text);
+    if (const json_node* g = v.find(schema::cuprof_gpu_metrics); g && g->is_object()) metric_block(*g);
   } else if (key == schema::key_device_properties) {
     if (!v.is_array()) fail("\"deviceProperties\" is " + std::string(json_type_name(v.type)) + ", expected an array");
     const json_node* d = v.first();
@@ -367,6 +371,7 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
   if (!ph->is_string()) fail(where("\"ph\" is " + std::string(json_type_name(ph->type)) + ", expected a string"));
   if (ph->text == "M") return metadata(e);
   if (ph->text == "i" || ph->text == "I") return instant(e);
+  if (ph->text == "C") return counter(e);
   if (ph->text != "X") return;
   const json_node* cat = e.find("cat");
   if (!cat) return;
@@ -600,6 +605,58 @@ void trace_event_reader::instant(const json_node& e) {
   if (arg(schema::arg_memory_virtual, 0, x) && x != 0) m.flags |= memory_virtual;
   ++raw_.used;
   raw_.memory.push_back(m);
+}
+
+void trace_event_reader::counter(const json_node& e) {
+  const json_node* cat = e.find("cat");
+  if (!cat || !cat->is_string() || cat->text != schema::cat_gpu_metric) return;
+  const json_node* name = e.find("name");
+  const json_node* ts = e.find("ts");
+  const json_node* pid = e.find("pid");
+  const json_node* args = e.find("args");
+  if (!name || !name->is_string() || name->text.empty() || !ts || !ts->is_number() || !pid || !args || !args->is_object()) return;
+  raw_metric_sample m;
+  std::int64_t device = 0;
+  if (!us_to_ns(ts->text, m.ts) || !to_int(*pid, device) || device < 0 || device > 0xFFFF) return;
+  const json_node* value = args->find(schema::arg_counter_value);
+  if (!value || !value->is_number()) return;
+  errno = 0;
+  m.value = std::strtod(std::string(value->text).c_str(), nullptr);
+  if (errno == ERANGE || !std::isfinite(m.value)) return;
+  m.device = std::uint16_t(device);
+  m.label = name_id_of(*name);
+  ++raw_.used;
+  raw_.metric_samples.push_back(m);
+}
+
+void trace_event_reader::metric_block(const json_node& v) {
+  raw_metric_block& b = raw_.metric_block;
+  b.present = true;
+  std::int64_t x = 0;
+  if (const json_node* f = v.find(schema::gpu_metrics_interval_ns); f && to_int(*f, x) && x > 0) b.interval_ns = std::uint64_t(x);
+  if (const json_node* f = v.find(schema::gpu_metrics_dropped); f && to_int(*f, x) && x > 0) b.dropped = std::uint64_t(x);
+  if (const json_node* d = v.find(schema::gpu_metrics_devices); d && d->is_array()) {
+    const json_node* item = d->first();
+    for (std::uint32_t i = 0; i < d->count; ++i, item = item->next())
+      if (to_int(*item, x) && x >= 0 && x <= 0xFFFF && std::find(b.devices.begin(), b.devices.end(), x) == b.devices.end())
+        b.devices.push_back(std::uint16_t(x));
+  }
+  const json_node* list = v.find(schema::gpu_metrics_metrics);
+  if (!list || !list->is_array()) return;
+  const json_node* item = list->first();
+  for (std::uint32_t i = 0; i < list->count && b.metrics.size() < max_gpu_metrics; ++i, item = item->next()) {
+    if (!item->is_object()) continue;
+    const json_node* name = item->find(schema::gpu_metrics_name);
+    const json_node* label = item->find(schema::gpu_metrics_label);
+    // A metric without a label is shown under its CUPTI name, as the writer labels a metric the user names.
+    if (label && !label->is_string()) label = nullptr;
+    if (name && !name->is_string()) name = nullptr;
+    if (!label) label = name;
+    if (!label || label->text.empty()) continue;
+    const auto same_label = [&](const gpu_metric& m) { return m.label == label->text; };
+    if (std::any_of(b.metrics.begin(), b.metrics.end(), same_label)) continue;
+    b.metrics.push_back({std::string(name ? name->text : label->text), std::string(label->text)});
+  }
 }
 
 void trace_event_reader::fail(const std::string& what) const { doc_->fail_at(at_, what); }

@@ -99,6 +99,27 @@ struct raw_memory {
   std::uint8_t flags = 0;
 };
 
+// A GPU hardware metric sample (a "gpu_metric" counter event: one metric of
+// one GPU at one time), its time relative to base_ns.
+struct raw_metric_sample {
+  std::int64_t ts = 0;
+  double value = 0;
+  name_id label = 0;  // the counter's name: the metric's label
+  std::uint16_t device = 0;
+};
+
+// What the cuprof block says of the metric samples (schema::cuprof_gpu_metrics).
+struct raw_metric_block {
+  bool present = false;
+  std::uint64_t interval_ns = 0, dropped = 0;
+  std::vector<gpu_metric> metrics;     // distinct labels, at most max_gpu_metrics
+  std::vector<std::uint16_t> devices;  // distinct
+};
+
+// A trace reads this many metrics at most (the default set has 4): a file
+// naming more is hostile or broken, and each costs a value per sample.
+inline constexpr std::size_t max_gpu_metrics = 64;
+
 // The memory kind (memory_event::memory_kind) a "Memory Kind" arg names
 // (memory_kind_name: "Device", "Pinned", ...); 0 if none.
 std::uint8_t memory_kind_of(std::string_view name);
@@ -133,7 +154,9 @@ struct raw_trace {
   std::vector<std::vector<name_id>> stacks;  // the calls' distinct stacks, innermost frame first
   std::vector<raw_gpu> gpu;
   std::vector<raw_annotation> annotations;
-  std::vector<raw_memory> memory;  // in file order
+  std::vector<raw_memory> memory;                 // in file order
+  std::vector<raw_metric_sample> metric_samples;  // in file order
+  raw_metric_block metric_block;
   std::unordered_map<std::int64_t, std::string> process_names;
   struct thread_candidate {
     std::int64_t pid, tid;
@@ -172,6 +195,13 @@ class trace_event_reader {
   // An instant ("i") event: an allocation or free when named [memory]. A
   // damaged one is skipped, not refused: it costs one figure, not the trace.
   void instant(const json_node& e);
+
+  // A counter ("C") event: a GPU metric sample when its category is
+  // gpu_metric. A damaged one is skipped, as an instant event is.
+  void counter(const json_node& e);
+
+  // The cuprof block's gpu_metrics; what is damaged in it is ignored.
+  void metric_block(const json_node& v);
 
   [[noreturn]] void fail(const std::string& what) const;
 

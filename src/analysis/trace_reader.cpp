@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <limits>
 #include <cstring>
 #include <map>
 #include <system_error>
@@ -24,6 +25,89 @@ std::optional<std::uint32_t> file_id(std::int64_t id) {
   if (id < 0 || id > 0xFFFFFFFFll) return std::nullopt;
   return std::uint32_t(id);
 }
+
+namespace {
+
+// The metric samples as one series per GPU. The metrics, their labels and the
+// interval are the cuprof block's; without a block (another tool's trace),
+// the counters' names are the labels (a default label keeps its CUPTI name)
+// and the interval is the median gap between a GPU's samples. A GPU's counters
+// at one time are one sample, which ends at the next sample's start or an
+// interval after its own, whichever comes first. Left out: a sample of a
+// metric or GPU the block does not name, of a metric past max_gpu_metrics, or
+// at a time outside 64-bit epoch nanoseconds; a metric given twice at one
+// time keeps its first value.
+void build_gpu_metrics(const raw_trace& raw, std::int64_t base, trace& t) {
+  if (raw.metric_samples.empty()) return;
+  const raw_metric_block& block = raw.metric_block;
+  const bool named = block.present && !block.metrics.empty();
+  std::vector<gpu_metric> metrics = block.metrics;
+  std::unordered_map<name_id, std::uint32_t> column_of;  // a counter's name -> its metric, or no_index
+  const auto column = [&](name_id label) {
+    const auto [it, added] = column_of.try_emplace(label, no_index);
+    if (!added) return it->second;
+    const std::string& text = raw.names.str(label);
+    for (std::uint32_t m = 0; m < metrics.size(); ++m)
+      if (metrics[m].label == text) return it->second = m;
+    if (named || metrics.size() >= max_gpu_metrics) return it->second;
+    std::string cupti_name = text;
+    for (const gpu_metric& d : default_gpu_metrics())
+      if (d.label == text) cupti_name = d.name;
+    metrics.push_back({std::move(cupti_name), text});
+    return it->second = std::uint32_t(metrics.size() - 1);
+  };
+  struct sample {
+    std::uint64_t ts;
+    std::uint32_t column;
+    std::uint16_t device;
+    double value;
+  };
+  std::vector<sample> samples;
+  samples.reserve(raw.metric_samples.size());
+  for (const raw_metric_sample& r : raw.metric_samples) {
+    std::int64_t ts = 0;
+    if (__builtin_add_overflow(r.ts, base, &ts) || ts < 0) continue;
+    if (block.present && !block.devices.empty() &&
+        std::find(block.devices.begin(), block.devices.end(), r.device) == block.devices.end())
+      continue;
+    const std::uint32_t m = column(r.label);
+    if (m != no_index) samples.push_back({std::uint64_t(ts), m, r.device, r.value});
+  }
+  if (samples.empty()) return;
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const sample& a, const sample& b) { return a.device != b.device ? a.device < b.device : a.ts < b.ts; });
+  std::uint64_t interval = block.interval_ns;
+  if (interval == 0) {
+    std::vector<std::uint64_t> gaps;
+    for (std::size_t i = 1; i < samples.size(); ++i)
+      if (samples[i].device == samples[i - 1].device && samples[i].ts > samples[i - 1].ts)
+        gaps.push_back(samples[i].ts - samples[i - 1].ts);
+    interval = summarize(std::move(gaps)).median_ns;
+  }
+  std::vector<double> values(metrics.size());
+  for (std::size_t i = 0; i < samples.size();) {
+    gpu_metric_series s;
+    s.device = samples[i].device;
+    s.interval_ns = interval;
+    s.dropped = t.gpu_metrics.empty() ? block.dropped : 0;  // the block's one count, on the first GPU's series
+    s.metrics = metrics;
+    for (; i < samples.size() && samples[i].device == s.device;) {
+      const std::uint64_t ts = samples[i].ts;
+      std::fill(values.begin(), values.end(), __builtin_nan(""));
+      for (; i < samples.size() && samples[i].device == s.device && samples[i].ts == ts; ++i)
+        if (values[samples[i].column] != values[samples[i].column]) values[samples[i].column] = samples[i].value;
+      const bool last = i == samples.size() || samples[i].device != s.device;
+      std::uint64_t end = last ? ts : samples[i].ts;
+      if (interval && (last || end - ts > interval))
+        end =
+            ts > std::numeric_limits<std::uint64_t>::max() - interval ? std::numeric_limits<std::uint64_t>::max() : ts + interval;
+      s.add(ts, end, values.data());
+    }
+    t.gpu_metrics.push_back(std::move(s));
+  }
+}
+
+}  // namespace
 
 void build_trace(raw_trace& raw, loaded_trace& out) {
   out.base_ns = raw.base_ns;
@@ -195,6 +279,7 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   attribute_memory(t, call_by_correlation);
   for (std::size_t i = 0; i < t.memory.size(); ++i)
     if (named_spans[i] != no_index) t.memory[i].span = named_spans[i];
+  build_gpu_metrics(raw, base, t);
 
   // GPU work: the launching call by correlation, the scope by External id.
   const auto starts_before = [](const raw_gpu& a, const raw_gpu& b) { return a.start < b.start; };

@@ -636,6 +636,22 @@ TEST_CASE("cli: table --group-by args; a bad --group-by value is a usage error l
   }
 }
 
+TEST_CASE("cli: table --metrics on a trace with GPU metrics says nothing on stderr; --help and insights name the counters") {
+  const cli_run with = cli({"table", metrics_trace("gpu_metrics.json"), "--metrics", "--wide"});
+  CHECK(with.rc == 0);
+  CHECK(with.err.empty());
+  CHECK(with.out.find("tiny_kernel()") != std::string::npos);
+  const cli_run without = cli({"table", gpu_trace("mlp_unfused.json"), "--metrics", "--wide"});
+  CHECK(without.rc == 0);
+  CHECK(without.err == "cuprof: " + gpu_trace("mlp_unfused.json") +
+                           ": no GPU hardware metrics in the trace (recorded without metric sampling): no metric columns\n");
+  CHECK(cli({"table", metrics_trace("gpu_metrics.json"), "--wide"}).err.empty());
+  CHECK(cli({"table", "--help"}).out.find("  --metrics    add the GPU hardware metrics' averages") != std::string::npos);
+  const std::string insights = cli({"insights", metrics_trace("gpu_metrics.json")}).out;
+  CHECK(insights.find("[tensor-bound kernel] nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT: tensor pipe 72% of peak, SM "
+                      "85%, DRAM 20%, 10 samples; 1 call: 200.000us\n") != std::string::npos);
+}
+
 TEST_CASE("diff --fail-above: a side without GPU time, or whose CUDA tracing was off, cannot be compared (exit 2)") {
   temp_dir dir;
   const std::string gpu = gpu_trace("matmul_add_64.json");

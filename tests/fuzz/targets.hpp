@@ -65,11 +65,22 @@ inline void trace_reader(const std::uint8_t* data, std::size_t size) {
     if (m.span != cuprof::no_index && m.span >= lt.t.spans.size()) broken("a memory event charged to no span of the trace");
   }
   if (!lt.t.memory.empty() && !lt.t.meta.memory_recorded) broken("memory events read, memory_recorded not set");
+  // GPU metric samples: per GPU in time order, each ending by the next one's start, a value per metric.
+  for (const cuprof::detail::gpu_metric_series& s : lt.t.gpu_metrics) {
+    if (s.metrics.empty() || s.size() == 0 || s.end_ns.size() != s.size() || s.values.size() != s.size() * s.metrics.size())
+      broken("a GPU metric series with no samples, no metrics, or values that do not fill it");
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (s.end_ns[i] < s.start_ns[i]) broken("a GPU metric sample ends before it starts");
+      if (i && s.start_ns[i] <= s.start_ns[i - 1]) broken("GPU metric samples out of time order");
+      if (i && s.end_ns[i - 1] > s.start_ns[i]) broken("GPU metric samples overlap");
+    }
+  }
   const cuprof::event_averages avg = cuprof::key_averages(lt.t);
   cuprof::table_options o;
   o.sort_by = "cuda_time_total";
   o.row_limit = -1;
   o.stats = true;
+  o.metrics = true;
   o.describe_kernel = cuprof::compact_kernel_name;
   (void)avg.table(o);
   (void)avg.table("self_cpu_time_total", 10);

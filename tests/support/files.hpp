@@ -28,6 +28,8 @@ inline std::string gpu_trace(const std::string& name) { return (source_dir() / "
 // A torch.profiler trace, or the table torch printed for it (tests/data/kineto/).
 inline std::string kineto_trace(const std::string& name) { return (source_dir() / "tests/data/kineto" / name).string(); }
 
+// A hand-made trace with GPU hardware metric samples (tests/data/metrics/).
+inline std::string metrics_trace(const std::string& name) { return (source_dir() / "tests/data/metrics" / name).string(); }
 // Every trace in tests/data/gpu.
 inline const char* const gpu_traces[] = {"matmul_add_64.json", "matmul_add_4096.json", "linear_addmm.json",
                                          "mlp_unfused.json",   "mlp_fused.json",       "occupancy.json"};

@@ -1054,4 +1054,149 @@ TEST_CASE("throughput: GEMM FLOP/s from scope sizes, copy bytes/s, against the d
   for (const auto& r : cuprof::gpu_throughput(plain.t)) CHECK(r.what == measure::bytes);
 }
 
+namespace {
+
+const cuprof::kernel_summary* kernel_named(const cuprof::insights& in, const std::string& prefix) {
+  for (const cuprof::kernel_summary& k : in.kernels)
+    if (k.name.rfind(prefix, 0) == 0) return &k;
+  return nullptr;
+}
+
+// A GPU busy for `us` microseconds with one kernel, and a sample every 20 us
+// over it of (SM, DRAM, tensor, occupancy).
+cuprof::trace sampled_kernel(const std::string& name, std::uint64_t us, std::vector<double> values) {
+  builder b;
+  const std::uint64_t t0 = 1700000000000000000ull;
+  b.gpu(name, t0, t0 + us * 1000, 1);
+  cuprof::detail::gpu_metric_series s;
+  s.interval_ns = 20000;
+  s.metrics = cuprof::detail::default_gpu_metrics();
+  for (std::uint64_t at = t0; at + 20000 <= t0 + us * 1000; at += 20000) s.add(at, at + 20000, values.data());
+  b.t.gpu_metrics.push_back(s);
+  return b.t;
+}
+
+}  // namespace
+
+TEST_CASE("insights: GPU counters judge kernels: a tensor-bound GEMM, memory-bound elementwise kernels, a latency-bound one") {
+  const cuprof::insights in = insights_of(metrics_trace("gpu_metrics.json"));
+  check_ranking(in);
+  CHECK(kinds_of(in) == std::vector<std::string>{"elementwise chain", "tensor-bound kernel", "memory-bound kernel",
+                                                 "latency-bound kernel", "memory-bound kernel", "incomplete trace"});
+  // Each kernel's counters, over the samples inside its runs; the 5 us kernel has none.
+  const cuprof::kernel_summary* gemm = kernel_named(in, "nvjet_");
+  REQUIRE(gemm != nullptr);
+  CHECK(gemm->counters.samples == 10);
+  CHECK(gemm->counters.sm == doctest::Approx(85));
+  CHECK(gemm->counters.dram == doctest::Approx(20));
+  CHECK(gemm->counters.tensor == doctest::Approx(72));
+  CHECK(gemm->counters.occupancy == doctest::Approx(40));
+  const cuprof::kernel_summary* tiny = kernel_named(in, "tiny_kernel");
+  REQUIRE(tiny != nullptr);
+  CHECK(tiny->counters.samples == 0);
+  CHECK(tiny->counters.too_short == 1);
+
+  const cuprof::finding* tensor = find_finding(in, "tensor-bound kernel");
+  REQUIRE(tensor != nullptr);
+  CHECK(tensor->headline ==
+        "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT: tensor pipe 72% of peak, SM 85%, DRAM 20%, 10 samples; 1 call: "
+        "200.000us");
+  CHECK(tensor->cost_ns == 200000);
+  CHECK(tensor->saving_ns == 0);
+  CHECK(tensor->details[1].find("its counters: tensor pipe 72% of peak, SM 85%, DRAM 20%, achieved occupancy 40%, 10 samples, "
+                                "sampled every 20.000us") == 0);
+  const std::vector<const cuprof::finding*> memory = findings_of(in, "memory-bound kernel");
+  REQUIRE(memory.size() == 2);
+  CHECK(memory[0]->headline.rfind("void ex::map_kernel<gelu_op>", 0) == 0);
+  CHECK(memory[0]->headline.find(": DRAM 70% of peak, SM 8%, 5 samples; 1 call: 100.000us") != std::string::npos);
+  CHECK(memory[1]->headline.find(": DRAM 92% of peak, SM 10%, 3 samples; 1 call: 60.000us") != std::string::npos);
+  const cuprof::finding* latency = find_finding(in, "latency-bound kernel");
+  REQUIRE(latency != nullptr);
+  CHECK(latency->headline == "small_kernel(int): achieved occupancy 10%, SM 5% of peak, DRAM 3%, 4 samples; 1 call: 80.000us");
+  REQUIRE(latency->details.size() == 3);
+  CHECK(latency->details[2] ==
+        "its launch: grid 4x1x1, block 128x1x1: 0.03 blocks per SM on 132 SMs, estimated occupancy 6% (from the launch "
+        "configuration)");
+  CHECK(find_finding(in, "compute-bound kernel") == nullptr);
+
+  // The chain's saving by bytes: GeLU moves 100us x 70% of DRAM's peak, the mul 60us x 92%; fused, the
+  // GeLU's bytes at 92%: 76.087us, so 160us - 76.087us. By time alone it would be 60us.
+  const cuprof::finding* chain = find_finding(in, "elementwise chain");
+  REQUIRE(chain != nullptr);
+  CHECK(chain->headline ==
+        "2 elementwise kernels, gelu_op -> mul_op, back to back, 1 time: 160.000us; DRAM 78% of peak, SM 9%, 8 samples");
+  CHECK(chain->saving_ns == 160000 - 76086);
+  CHECK(chain->estimate ==
+        "fused, the chain moves about its largest member's bytes (time x DRAM share: 70.000us at DRAM's peak) at the best "
+        "DRAM share among them (92%): the chain's time minus 76.087us");
+  CHECK(chain->details[1].find(": 60.000us; DRAM 92% of peak, SM 10%, 3 samples") != std::string::npos);
+
+  // The verdict shows the GPU's counters over its busy time; the mix says no one bound, so its reason is as without them.
+  CHECK(in.verdict == cuprof::bound_verdict::compute_bound);
+  CHECK(in.verdict_signals.find("; GPU counters while busy: SM 43% of peak, DRAM 38%, tensor pipe 33%, achieved occupancy "
+                                "42%, 22 samples") != std::string::npos);
+  CHECK(in.gpu_counters.too_short == 1);
+  const std::string text = cuprof::format_insights(in);
+  CHECK(text.find("= SM 85% of peak, DRAM 20%, tensor pipe 72%, achieved occupancy 40%, 10 samples\n") != std::string::npos);
+
+  // The same trace without its counters: the findings and the verdict as they always were.
+  json doc = json::parse(slurp(metrics_trace("gpu_metrics.json")));
+  doc.erase("cuprof");
+  json events = json::array();
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] != "C") events.push_back(e);
+  doc["traceEvents"] = events;
+  const cuprof::loaded_trace plain_trace = cuprof::parse_trace(doc.dump(), "t");
+  REQUIRE(plain_trace.t.gpu_metrics.empty());
+  cuprof::insights_options o;
+  o.base_ns = plain_trace.base_ns;
+  const cuprof::insights plain = cuprof::analyze(plain_trace.t, o);
+  CHECK(kinds_of(plain) == std::vector<std::string>{"elementwise chain", "incomplete trace"});
+  CHECK(plain.findings[0].headline == "2 elementwise kernels, gelu_op -> mul_op, back to back, 1 time: 160.000us");
+  CHECK(plain.findings[0].saving_ns == 60000);
+  CHECK(plain.findings[0].estimate ==
+        "fused, memory-bound elementwise kernels cost about the longest of them: the chain's time minus its longest "
+        "kernel, per occurrence");
+  CHECK(plain.findings[0].details.size() == 3);
+  CHECK(plain.verdict_signals.find("counters") == std::string::npos);
+  CHECK(plain.verdict_reason == in.verdict_reason);
+  for (const cuprof::kernel_summary& k : plain.kernels) CHECK(k.counters.samples == 0);
+  CHECK(cuprof::format_insights(plain).find("samples") == std::string::npos);
+}
+
+TEST_CASE("insights: the verdict's reason names the counters; thresholds and too few samples") {
+  const std::string gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT";
+  const cuprof::insights tensor = cuprof::analyze(sampled_kernel(gemm, 1000, {90, 10, 80, 30}));
+  CHECK(tensor.verdict == cuprof::bound_verdict::compute_bound);
+  CHECK(tensor.verdict_reason.find(" Its counters while busy (tensor pipe 80% of peak, SM 90%, DRAM 10%, 50 samples) agree: "
+                                   "the tensor cores limit the kernels.") != std::string::npos);
+  REQUIRE(find_finding(tensor, "tensor-bound kernel") != nullptr);
+  // SM busy, the tensor pipe not: compute-bound.
+  const cuprof::insights compute = cuprof::analyze(sampled_kernel(gemm, 1000, {70, 10, 5, 30}));
+  CHECK(compute.verdict_reason.find("(SM 70% of peak, DRAM 10%, 50 samples) agree: the SMs' arithmetic limits the kernels.") !=
+        std::string::npos);
+  const cuprof::finding* c = find_finding(compute, "compute-bound kernel");
+  REQUIRE(c != nullptr);
+  CHECK(c->headline == gemm + ": SM 70% of peak, DRAM 10%, 50 samples; 1 call: 1.000ms");
+  const cuprof::insights memory = cuprof::analyze(sampled_kernel("copy_kernel", 1000, {20, 85, 0, 60}));
+  CHECK(memory.verdict_reason.find("(DRAM 85% of peak, SM 20%, 50 samples) say memory bandwidth, not arithmetic, limits the "
+                                   "kernels.") != std::string::npos);
+  CHECK(find_finding(memory, "memory-bound kernel") != nullptr);
+  const cuprof::insights latency = cuprof::analyze(sampled_kernel("wait_kernel", 1000, {5, 5, 0, 10}));
+  CHECK(latency.verdict_reason.find("(achieved occupancy 10%, SM 5% of peak, DRAM 5%, 50 samples) say the kernels are "
+                                    "latency-bound") != std::string::npos);
+  CHECK(find_finding(latency, "latency-bound kernel") != nullptr);
+  // Just under each threshold: nothing is judged, and the reason is the one without counters.
+  for (const std::vector<double>& v :
+       std::vector<std::vector<double>>{{59, 10, 49, 30}, {20, 59, 0, 60}, {5, 5, 0, 25}, {30, 5, 0, 10}}) {
+    const cuprof::insights in = cuprof::analyze(sampled_kernel(gemm, 1000, v));
+    CAPTURE(in.verdict_reason);
+    CHECK(in.verdict_reason.find("counters") == std::string::npos);
+    CHECK(in.findings.empty());
+  }
+  // Two samples are too few to judge a kernel by; DRAM above SM but the tensor pipe higher still: tensor-bound.
+  CHECK(cuprof::analyze(sampled_kernel(gemm, 40, {90, 10, 80, 30})).findings.empty());
+  CHECK(find_finding(cuprof::analyze(sampled_kernel(gemm, 1000, {50, 65, 80, 30})), "tensor-bound kernel") != nullptr);
+}
+
 }  // TEST_SUITE("analysis_insights")

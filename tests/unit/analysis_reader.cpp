@@ -28,9 +28,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -143,8 +145,9 @@ TEST_CASE("fuzz findings stay fixed (tests/fuzz/regressions/trace_reader)") {
 
 TEST_CASE("fuzz replay: the seed traces, damaged copies of them, and every regression input") {
   std::vector<fs::path> seeds = files_in(source_dir() / "tests" / "data" / "gpu");
-  for (const fs::path& p : files_in(source_dir() / "tests" / "data" / "kineto"))
-    if (p.extension() == ".json") seeds.push_back(p);
+  for (const char* dir : {"kineto", "metrics"})
+    for (const fs::path& p : files_in(source_dir() / "tests" / "data" / dir))
+      if (p.extension() == ".json") seeds.push_back(p);
   for (const fs::path& p : files_in(source_dir() / "tests" / "fuzz" / "seeds" / "trace_reader"))
     seeds.push_back(p);  // the writer's own output: flows v2 and v1
   REQUIRE(seeds.size() >= 9);
@@ -1145,6 +1148,186 @@ TEST_CASE("reader: what a pipe gives is read up to a cap, then refused") {
     }
     std::fclose(f);
   }
+}
+
+namespace {
+
+// The GPU's one series, its samples' values at sample `i` as the default metrics' order gives them.
+std::vector<double> metric_values(const cuprof::detail::gpu_metric_series& s, std::size_t i) {
+  std::vector<double> v;
+  for (std::size_t m = 0; m < s.metrics.size(); ++m) v.push_back(s.value(i, m));
+  return v;
+}
+
+// tests/data/metrics/gpu_metrics.json, its events edited by `edit`.
+std::string edited_metrics_trace(const std::function<void(json&)>& edit) {
+  json doc = json::parse(slurp(metrics_trace("gpu_metrics.json")));
+  edit(doc);
+  return doc.dump();
+}
+
+json metric_event(const json& name, const json& pid, const json& ts, const json& args) {
+  return {{"ph", "C"}, {"cat", "gpu_metric"}, {"name", name}, {"pid", pid}, {"tid", 0}, {"ts", ts}, {"args", args}};
+}
+
+}  // namespace
+
+TEST_CASE("reader: GPU metric samples become one series per GPU, with the cuprof block's metrics and interval") {
+  const std::uint64_t base = 1700000000000000000ull;
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(metrics_trace("gpu_metrics.json"));
+  CHECK(lt.format == cuprof::trace_format::cuprof);
+  CHECK(lt.used == 5 + 32 * 4);  // the kernels and every counter event
+  REQUIRE(lt.t.gpu_metrics.size() == 1);
+  const cuprof::detail::gpu_metric_series& s = lt.t.gpu_metrics[0];
+  CHECK(s.device == 0);
+  CHECK(s.interval_ns == 20000);
+  CHECK(s.dropped == 2);
+  const std::vector<cuprof::detail::gpu_metric> defaults = cuprof::detail::default_gpu_metrics();
+  REQUIRE(s.metrics.size() == defaults.size());
+  for (std::size_t m = 0; m < defaults.size(); ++m) {
+    CHECK(s.metrics[m].name == defaults[m].name);
+    CHECK(s.metrics[m].label == defaults[m].label);
+  }
+  REQUIRE(s.size() == 32);  // 960 us to 1580 us, every 20 us
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    CHECK(s.start_ns[i] == base + 960000 + i * 20000);
+    CHECK(s.end_ns[i] == s.start_ns[i] + 20000);
+  }
+  CHECK(metric_values(s, 0) == std::vector<double>{0, 0, 0, 0});
+  CHECK(metric_values(s, 2) == std::vector<double>{85, 20, 72, 40});  // 1000 us: the GEMM
+  CHECK(metric_values(s, 31) == std::vector<double>{0, 0, 0, 0});     // 1580 us: around the 5 us kernel
+  // Each kernel's averages over the samples inside it; the 5 us kernel is shorter than the interval.
+  const std::vector<std::pair<std::uint32_t, std::vector<double>>> expected = {
+      {10, {85, 20, 72, 40}}, {5, {8, 70, 0, 60}}, {3, {10, 92, 0, 60}}, {4, {5, 3, 0, 10}}, {0, {NAN, NAN, NAN, NAN}}};
+  REQUIRE(lt.t.gpu.size() == expected.size());
+  for (std::size_t k = 0; k < expected.size(); ++k) {
+    CAPTURE(k);
+    const cuprof::detail::kernel_metric_averages a = cuprof::detail::average_metrics(s, lt.t.gpu[k].start_ns, lt.t.gpu[k].end_ns);
+    CHECK(a.samples == expected[k].first);
+    CHECK(a.too_short == (k == 4));
+    for (std::size_t m = 0; m < 4; ++m)
+      if (k < 4) CHECK(a.values[m] == doctest::Approx(expected[k].second[m]));
+      else CHECK(std::isnan(a.values[m]));
+  }
+  // Read in pieces on several threads: the same series.
+  for (const std::size_t piece_bytes : {std::size_t(1), std::size_t(700)}) {
+    const std::optional<cuprof::loaded_trace> pieces = read_in_pieces(slurp(metrics_trace("gpu_metrics.json")), piece_bytes);
+    REQUIRE(pieces);
+    REQUIRE(pieces->t.gpu_metrics.size() == 1);
+    const cuprof::detail::gpu_metric_series& p = pieces->t.gpu_metrics[0];
+    CHECK(p.start_ns == s.start_ns);
+    CHECK(p.end_ns == s.end_ns);
+    CHECK(p.values == s.values);
+    CHECK(p.interval_ns == s.interval_ns);
+    CHECK(p.dropped == s.dropped);
+  }
+}
+
+TEST_CASE("reader: GPU metric samples without the cuprof block: labels from the counters, the interval from their gaps") {
+  const std::string text = edited_metrics_trace([](json& doc) {
+    doc.erase("cuprof");
+    // The last sample 10 us after the one before: the end of the trace, not the interval.
+    doc["traceEvents"].push_back(metric_event("SM throughput %", 0, 1590, {{"value", 1}}));
+    // A metric of another tool's: labelled and named by its counter.
+    doc["traceEvents"].push_back(metric_event("L2 hit rate", 0, 1000, {{"value", 55.5}}));
+  });
+  const cuprof::loaded_trace lt = cuprof::parse_trace(text, "t");
+  CHECK(lt.format == cuprof::trace_format::chrome);
+  REQUIRE(lt.t.gpu_metrics.size() == 1);
+  const cuprof::detail::gpu_metric_series& s = lt.t.gpu_metrics[0];
+  CHECK(s.interval_ns == 20000);  // the median gap
+  CHECK(s.dropped == 0);
+  REQUIRE(s.metrics.size() == 5);
+  CHECK(s.metrics[0].name == "TriageCompute.sm__throughput.avg.pct_of_peak_sustained_elapsed");  // a default label keeps its name
+  CHECK(s.metrics[4].name == "L2 hit rate");
+  CHECK(s.metrics[4].label == "L2 hit rate");
+  REQUIRE(s.size() == 33);
+  CHECK(s.end_ns[31] == s.start_ns[32]);          // 1580 us ends at the next sample, 10 us on
+  CHECK(s.end_ns[32] == s.start_ns[32] + 20000);  // the last one an interval after its start
+  CHECK(s.value(2, 4) == 55.5);                   // 1000 us
+  CHECK(std::isnan(s.value(3, 4)));               // no L2 figure at 1020 us
+  CHECK(metric_values(s, 32)[0] == 1);
+  CHECK(std::isnan(metric_values(s, 32)[1]));
+}
+
+TEST_CASE("reader: damaged GPU metric samples and blocks are skipped, never refused; time order is the reader's") {
+  const std::uint64_t base = 1700000000000000000ull;
+  const cuprof::loaded_trace clean = cuprof::read_trace_file(metrics_trace("gpu_metrics.json"));
+  const std::string text = edited_metrics_trace([](json& doc) {
+    json& events = doc["traceEvents"];
+    std::reverse(events.begin(), events.end());  // out of time order
+    for (const json& bad : {
+             metric_event("SM throughput %", 0, 1000, {{"value", "NaN"}}),
+             metric_event("SM throughput %", 0, 1000, {{"value", nullptr}}),
+             metric_event("SM throughput %", 0, 1000, {{"value", true}}),
+             metric_event("SM throughput %", 0, 1000, json::object()),
+             metric_event("SM throughput %", 0, 1000, json::array()),
+             metric_event("SM throughput %", -1, 1000, {{"value", 1}}),
+             metric_event("SM throughput %", 70000, 1000, {{"value", 1}}),
+             metric_event("SM throughput %", "0", 1000, {{"value", 1}}),
+             metric_event("SM throughput %", 1, 1000, {{"value", 1}}),  // a GPU the block does not name
+             metric_event("SM throughput %", 0, "1000", {{"value", 1}}),
+             metric_event("SM throughput %", 0, 1e20, {{"value", 1}}),
+             metric_event("", 0, 1000, {{"value", 1}}),
+             metric_event(7, 0, 1000, {{"value", 1}}),
+             metric_event("L2 hit rate", 0, 1000, {{"value", 1}}),  // a metric the block does not name
+             metric_event("SM throughput %", 0, 1600.5, {{"value", 1}}),
+         })
+      events.push_back(bad);
+    events.push_back({{"ph", "C"}, {"cat", "gpu_metric"}, {"name", "SM throughput %"}, {"pid", 0}, {"ts", 1000}});
+    events.push_back({{"ph", "C"}, {"name", "SM throughput %"}, {"pid", 0}, {"ts", 1000}, {"args", {{"value", 1}}}});
+    events.push_back({{"ph", "C"}, {"cat", 5}, {"name", "SM throughput %"}, {"pid", 0}, {"ts", 1000}, {"args", {{"value", 1}}}});
+  });
+  // 1e400 is no double: written by hand, as JSON libraries refuse to.
+  std::string with_huge = text;
+  with_huge.insert(with_huge.rfind(']'),
+                   R"(,{"ph":"C","cat":"gpu_metric","name":"SM throughput %","pid":0,"tid":0,"ts":1000,"args":{"value":1e400}})");
+  const cuprof::loaded_trace lt = cuprof::parse_trace(with_huge, "t");
+  REQUIRE(lt.t.gpu_metrics.size() == 1);
+  const cuprof::detail::gpu_metric_series& s = lt.t.gpu_metrics[0];
+  const cuprof::detail::gpu_metric_series& c = clean.t.gpu_metrics[0];
+  // One sample more: the one at 1600.5 us (well-formed); the rest as the clean file's.
+  REQUIRE(s.size() == c.size() + 1);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    CHECK(s.start_ns[i] == c.start_ns[i]);
+    CHECK(s.end_ns[i] == c.end_ns[i]);
+    CHECK(metric_values(s, i) == metric_values(c, i));
+  }
+  CHECK(s.start_ns.back() == base + 1600500);
+  CHECK(s.end_ns.back() == base + 1620500);
+
+  // A damaged block: what can be read of it is.
+  const auto with_block = [&](const json& block) {
+    return cuprof::parse_trace(edited_metrics_trace([&](json& doc) { doc["cuprof"]["gpu_metrics"] = block; }), "t");
+  };
+  const cuprof::loaded_trace huge = with_block(json::parse(R"({"interval_ns": 9000000000000000000, "dropped": "many",
+      "devices": ["0", -1, 70000, null, 0, 0],
+      "metrics": [{"label": "SM throughput %"}, {"name": "DRAM throughput %"}, 5, {"name": 7}]})"));
+  REQUIRE(huge.t.gpu_metrics.size() == 1);
+  CHECK(huge.t.gpu_metrics[0].interval_ns == 9000000000000000000ull);
+  CHECK(huge.t.gpu_metrics[0].dropped == 0);
+  REQUIRE(huge.t.gpu_metrics[0].metrics.size() == 2);
+  CHECK(huge.t.gpu_metrics[0].metrics[0].name == "SM throughput %");  // no CUPTI name: its label
+  CHECK(huge.t.gpu_metrics[0].metrics[1].label == "DRAM throughput %");
+  CHECK(huge.t.gpu_metrics[0].size() == 32);
+  CHECK(huge.t.gpu_metrics[0].end_ns.back() == huge.t.gpu_metrics[0].start_ns.back() + 9000000000000000000ull);
+  // More metrics than a trace reads: the first max_gpu_metrics; a block that is no object counts as none.
+  json many = json::array();
+  for (int i = 0; i < 100; ++i) many.push_back({{"name", "m" + std::to_string(i)}, {"label", "m" + std::to_string(i)}});
+  const cuprof::loaded_trace capped = with_block({{"metrics", many}});
+  CHECK(capped.t.gpu_metrics.empty());  // none of the file's counters is among them
+  CHECK(with_block("broken").t.gpu_metrics[0].metrics.size() == 4);
+  for (const json& interval : {json(0), json(-5), json("20000"), json(1.5)})
+    CHECK(with_block({{"interval_ns", interval}}).t.gpu_metrics[0].interval_ns == 20000);
+  // One sample and no interval: it ends where it starts.
+  const cuprof::loaded_trace one = cuprof::parse_trace(
+      R"({"traceEvents":[{"ph":"C","cat":"gpu_metric","name":"SM throughput %","pid":3,"tid":0,"ts":5,"args":{"value":50}}]})",
+      "t");
+  REQUIRE(one.t.gpu_metrics.size() == 1);
+  CHECK(one.t.gpu_metrics[0].device == 3);
+  CHECK(one.t.gpu_metrics[0].interval_ns == 0);
+  CHECK(one.t.gpu_metrics[0].start_ns == std::vector<std::uint64_t>{5000});
+  CHECK(one.t.gpu_metrics[0].end_ns == std::vector<std::uint64_t>{5000});
 }
 
 }  // TEST_SUITE("analysis_reader")

@@ -83,7 +83,7 @@ inline const char* main_help =
 
 inline const char* table_help =
     "usage: cuprof table TRACE [--sort KEY] [--rows N] [--group-by args] [--stats] [--kernels] [--wide]\n"
-    "                          [--format text|csv|json]\n"
+    "                          [--metrics] [--format text|csv|json]\n"
     "\n"
     "Prints the trace's table as torch.profiler's key_averages().table() prints it:\n"
     "scopes and ops, CUDA runtime/driver calls, kernels/memcpys/memsets, and each\n"
@@ -108,6 +108,9 @@ inline const char* table_help =
     "               stack (traces recorded with_stack), shown in a Source Location column\n"
     "  --stats      add per-call CPU and CUDA min, median, p95 and max columns\n"
     "  --kernels    add a column with what each kernel's name says (GEMM tile, dtype, layout...)\n"
+    "  --metrics    add the GPU hardware metrics' averages over each row's GPU work (SM, DRAM\n"
+    "               and tensor pipe throughput, achieved occupancy, in % of peak), where the\n"
+    "               trace has them (sampled while it was recorded)\n"
     "  --wide       on a terminal, do not narrow the Name column to the window's width\n"
     "  --format F   text (default), csv (the rows) or json (rows and totals; times in us)\n";
 
@@ -404,7 +407,7 @@ inline record_table table_records(const event_averages& avg, const table_options
 
 inline int table_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
   const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format", "group-by", "group-by-stack"},
-                         {"stats", "kernels", "wide"}, "table");
+                         {"stats", "kernels", "metrics", "wide"}, "table");
   if (p.positional.empty()) throw usage_error("missing the TRACE file (or a directory of rank traces)", "table");
   const output_format format = format_of(p, "table");
   table_options o;
@@ -433,6 +436,7 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
     stack_frames = std::stoi(*n);
   }
   o.stats = option(p, "stats") != nullptr;
+  o.metrics = option(p, "metrics") != nullptr;
   if (option(p, "kernels")) o.describe_kernel = compact_kernel_name;
   if (!option(p, "wide")) o.line_width = term.stdout_columns;
   std::vector<loaded_trace> traces = load_traces(p.positional, term, err, "table");
@@ -444,6 +448,9 @@ inline int table_command(const std::vector<std::string>& args, std::string& out,
   const event_averages avg = key_averages(lt.t, grouping, stack_frames);
   if (stack_frames > 0 && lt.t.stacks.empty())
     err += "cuprof: " + detail::terminal_safe(lt.source) + ": no call stacks in the trace (record it with with_stack)\n";
+  if (o.metrics && lt.t.gpu_metrics.empty())
+    err += "cuprof: " + detail::terminal_safe(lt.source) +
+           ": no GPU hardware metrics in the trace (recorded without metric sampling): no metric columns\n";
   if (sort) o.sort_by = *sort == "none" ? std::string() : *sort;
   else o.sort_by = avg.self_cuda_time_total_ns() > 0 ? "cuda_time_total" : "cpu_time_total";
   if (avg.rows().empty())

@@ -4,6 +4,8 @@
 // - the GPU waiting for launches (not in a compute-bound run: there the
 //   launch-to-start gap is queue depth);
 // - chains of elementwise kernels worth fusing;
+// - with GPU hardware metrics, what limits each kernel: compute, the tensor
+//   cores, DRAM bandwidth or latency;
 // - a memset or memcpy right before a GEMM (cuBLAS's flag clear, addmm's bias copy);
 // - a kernel whose time varies step to step, as a distribution over steps;
 // - a cold first step or call, where CPU time matters and warmup was not used;
@@ -59,6 +61,7 @@ insights analyze(const trace& t, const insights_options& options) {
   rules::verdict(c);
   rules::launch_to_start(c);
   rules::elementwise_chains(c);
+  rules::kernel_bounds(c);
   rules::copies_before_gemms(c);
   rules::step_variation(c);
   rules::cold_start(c);

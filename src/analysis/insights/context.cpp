@@ -10,14 +10,14 @@ namespace cuprof::detail::insight_rules {
 
 namespace {
 
+// The default metrics, in kernel_counters' order.
+const char* const counter_labels[4] = {metric_label_sm, metric_label_dram, metric_label_tensor, metric_label_occupancy};
+
 // Each name's achieved FLOP/s or bytes/s, pooled over the instances with known sizes.
 void throughputs(context& c) {
-  std::vector<std::uint32_t> row_of(c.t.gpu.size(), no_index);
-  for (std::uint32_t k = 0; k < c.instances.size(); ++k)
-    for (std::uint32_t i : c.instances[k]) row_of[i] = k;
   for (activity_throughput& r : gpu_throughput(c.t)) {
-    if (row_of[r.gpu] == no_index) continue;
-    activity_throughput& sum = c.in.kernels[row_of[r.gpu]].throughput;
+    if (c.row_of[r.gpu] == no_index) continue;
+    activity_throughput& sum = c.in.kernels[c.row_of[r.gpu]].throughput;
     if (sum.amount == 0) {
       sum.what = r.what;
       sum.peak = std::move(r.peak);
@@ -81,7 +81,73 @@ void index(context& c) {
     in.kernels[i].duration = summarize(std::move(dur[i]));
     in.kernels[i].launch_to_start = summarize(std::move(lat[i]));
   }
+  c.row_of.assign(t.gpu.size(), no_index);
+  for (std::uint32_t k = 0; k < c.instances.size(); ++k)
+    for (std::uint32_t i : c.instances[k]) c.row_of[i] = k;
   throughputs(c);
+  if (!t.gpu_metrics.empty())
+    for (std::size_t k = 0; k < in.kernels.size(); ++k) {
+      counter_pool pool;
+      for (std::uint32_t i : c.instances[k])
+        if (const gpu_metric_series* s = c.series_of(t.lane_of(t.gpu[i]).device))
+          pool.add(*s, t.gpu[i].start_ns, t.gpu[i].end_ns);
+      in.kernels[k].counters = pool.result();
+    }
+}
+
+void counter_pool::add(const gpu_metric_series& s, std::uint64_t start, std::uint64_t end) {
+  r_.interval_ns = s.interval_ns;
+  const kernel_metric_averages a = average_metrics(s, start, end);
+  r_.too_short += a.too_short;
+  r_.samples += a.samples;
+  for (int m = 0; m < 4; ++m)
+    for (std::size_t col = 0; col < s.metrics.size(); ++col)
+      if (s.metrics[col].label == counter_labels[m] && a.values[col] == a.values[col]) {
+        sum_[m] += a.values[col] * double(end - start);
+        weight_[m] += double(end - start);
+      }
+}
+
+kernel_counters counter_pool::result() const {
+  kernel_counters k = r_;
+  double* out[4] = {&k.sm, &k.dram, &k.tensor, &k.occupancy};
+  for (int m = 0; m < 4; ++m)
+    if (weight_[m] > 0) *out[m] = sum_[m] / weight_[m];
+  return k;
+}
+
+counter_bound context::bound_of(const kernel_counters& k) const {
+  if (k.samples == 0 || k.samples < o.metric_min_samples) return counter_bound::none;
+  const auto at_least = [](double v, double x) { return v == v && v >= x; };  // false for NaN
+  const auto below = [](double v, double x) { return v == v && v < x; };
+  if (at_least(k.dram, o.memory_dram_pct) && below(k.sm, k.dram) && !(k.tensor >= k.dram)) return counter_bound::memory;
+  if (at_least(k.tensor, o.compute_tensor_pct) && below(k.dram, k.tensor)) return counter_bound::tensor;
+  if (at_least(k.sm, o.compute_sm_pct) && below(k.dram, k.sm)) return counter_bound::compute;
+  if (below(k.occupancy, o.latency_occupancy_pct) && below(k.sm, o.latency_throughput_pct) &&
+      below(k.dram, o.latency_throughput_pct))
+    return counter_bound::latency;
+  return counter_bound::none;
+}
+
+std::string counters_text(const kernel_counters& k, counter_bound b, bool all) {
+  enum { sm, dram, tensor, occupancy };
+  const double value[4] = {k.sm, k.dram, k.tensor, k.occupancy};
+  const char* name[4] = {"SM", "DRAM", "tensor pipe", "achieved occupancy"};
+  std::vector<int> order = b == counter_bound::memory    ? std::vector<int>{dram, sm}
+                           : b == counter_bound::tensor  ? std::vector<int>{tensor, sm, dram}
+                           : b == counter_bound::latency ? std::vector<int>{occupancy, sm, dram}
+                                                         : std::vector<int>{sm, dram};
+  if (all || b == counter_bound::none)
+    for (int m : {sm, dram, tensor, occupancy})
+      if (std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
+  std::string out;
+  bool said_peak = false;  // after the first throughput: occupancy is a share of the warps an SM holds
+  for (int m : order) {
+    if (value[m] != value[m]) continue;
+    out += (out.empty() ? "" : ", ") + std::string(name[m]) + " " + fixed_text(value[m], 0) + "%";
+    if (!said_peak && m != occupancy) out += " of peak", said_peak = true;
+  }
+  return out + (out.empty() ? "" : ", ") + std::to_string(k.samples) + (k.samples == 1 ? " sample" : " samples");
 }
 
 std::uint32_t context::step_of(const gpu_activity& g) const {

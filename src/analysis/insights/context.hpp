@@ -16,6 +16,22 @@
 
 namespace cuprof::detail::insight_rules {
 
+// Pools runs' GPU counters into one kernel_counters: each run's averages
+// (average_metrics) weighted by its duration, per metric.
+class counter_pool {
+ public:
+  void add(const gpu_metric_series& s, std::uint64_t start, std::uint64_t end);
+  kernel_counters result() const;
+
+ private:
+  double sum_[4] = {}, weight_[4] = {};
+  kernel_counters r_;
+};
+
+// What a kernel's counters say bounds it (insights_options' thresholds); none
+// when they say nothing clear or rest on too few samples.
+enum class counter_bound { none, compute, tensor, memory, latency };
+
 inline std::string ts_text(const insights& in, std::uint64_t ns) { return "ts " + fixed_text(in.ts_us(ns), 3) + "us"; }
 
 struct context {
@@ -30,6 +46,7 @@ struct context {
   std::vector<std::uint64_t> first_child;             // per span: the start of its first child scope or call; max() if none
   std::vector<name_id> first_child_name;              // per span: that child's name
   std::vector<std::vector<std::uint32_t>> instances;  // per in.kernels entry: indices into trace::gpu
+  std::vector<std::uint32_t> row_of;                  // per trace::gpu record: its in.kernels entry; no_index for syncs
   // Built by verdict().
   std::vector<std::pair<std::uint64_t, std::uint64_t>> busy_union;  // GPU work, merged, in time order
 
@@ -69,6 +86,14 @@ struct context {
     return it->second;
   }
 
+  // A GPU's metric samples, or null.
+  const gpu_metric_series* series_of(std::uint32_t device) const {
+    for (const gpu_metric_series& s : t.gpu_metrics)
+      if (s.device == device) return &s;
+    return nullptr;
+  }
+  counter_bound bound_of(const kernel_counters& k) const;
+
   // Launch-to-start up to this: the work found its stream (nearly) empty.
   std::uint64_t queue_threshold_ns() const;
 
@@ -80,7 +105,7 @@ struct context {
 };
 
 // Before the rules, in this order.
-void index(context& c);    // steps, first children, in.kernels with their throughput
+void index(context& c);    // steps, first children, in.kernels with their throughput and counters
 void verdict(context& c);  // totals, window, busy_union, launch-to-start, the verdict
 
 // The rules, each in the file named for the finding it adds.
@@ -97,6 +122,11 @@ void allocations_in_loop(context& c);
 void pageable_copies(context& c);
 void memory_not_freed(context& c);
 void memory_peaks(context& c);
+void kernel_bounds(context& c);
+
+// A kernel's counters as figures, those a bound rests on first: "DRAM 82% of
+// peak, SM 8%, 37 samples"; with `all`, every metric sampled.
+std::string counters_text(const kernel_counters& k, counter_bound b, bool all = false);
 
 // Where memory is: "GPU 0", or "host memory" (memory_event::device -1).
 std::string memory_place(std::int32_t device);

@@ -4,7 +4,11 @@
 // without a known scope: each writes its result to memory and the next reads
 // inputs back. Fused (as torch.compile or a hand-written kernel does),
 // memory-bound elementwise kernels cost about as much as the longest of them:
-// the intermediates stay in registers.
+// the intermediates stay in registers. With the kernels' DRAM throughput
+// (trace::gpu_metrics), the estimate is by bytes rather than time: each
+// kernel's traffic is its time x its DRAM share of peak; fused, the chain
+// moves about its largest member's traffic at the best DRAM share any of
+// them reached.
 #include "context.hpp"
 
 #include <cuprof/model/attribution.hpp>
@@ -42,6 +46,7 @@ void elementwise_chains(context& c) {
     std::size_t count = 0;
     std::uint64_t total = 0, saving = 0;
     std::vector<std::uint64_t> per_member;  // total time per member position
+    std::vector<std::uint32_t> rows;        // per member position: its in.kernels entry
     std::uint32_t first = no_index, scope = no_index;
     std::vector<name_id> between;  // other kernels between the members, first occurrence
   };
@@ -67,6 +72,7 @@ void elementwise_chains(context& c) {
         gr.first = run[0];
         gr.scope = run_scope;
         gr.per_member.assign(key.size(), 0);
+        for (std::uint32_t i : run) gr.rows.push_back(c.row_of[i]);
         gr.between = between;
       }
       ++gr.count;
@@ -104,8 +110,33 @@ void elementwise_chains(context& c) {
     run.push_back(order[k]);
   }
   flush();
+  const bool sampled = !t.gpu_metrics.empty();
   for (const std::vector<name_id>& key : keys) {
     const group& gr = groups[key];
+    // By bytes when every member's DRAM share is known (see above).
+    bool by_bytes = sampled;
+    double largest = 0, best = 0, dram_ns = 0, sm_ns = 0, sm_weight = 0;
+    kernel_counters counters;  // the chain's, time-weighted over its members
+    for (std::size_t i = 0; i < key.size() && by_bytes; ++i) {
+      const kernel_counters& k = c.in.kernels[gr.rows[i]].counters;
+      if (k.samples == 0 || k.samples < c.o.metric_min_samples || !(k.dram >= 0)) {
+        by_bytes = false;
+        break;
+      }
+      const double ns = double(gr.per_member[i]);
+      largest = std::max(largest, ns * k.dram);
+      best = std::max(best, k.dram);
+      dram_ns += ns * k.dram;
+      if (k.sm == k.sm) sm_ns += ns * k.sm, sm_weight += ns;
+      counters.samples += k.samples;
+    }
+    by_bytes = by_bytes && best > 0;
+    std::uint64_t saving = gr.saving;
+    if (by_bytes) {
+      counters.dram = dram_ns / double(gr.total);
+      if (sm_weight > 0) counters.sm = sm_ns / sm_weight;
+      saving = gr.total - std::min(gr.total, std::uint64_t(largest / best));
+    }
     finding f;
     f.kind = "elementwise chain";
     std::string chain;
@@ -115,8 +146,11 @@ void elementwise_chains(context& c) {
         std::to_string(key.size()) + " elementwise kernels, " + chain + ", " +
         (gr.scope != no_index ? "in one " + t.names.str(t.spans[gr.scope].name) + " call" : std::string("back to back")) + ", " +
         std::to_string(gr.count) + (gr.count == 1 ? " time" : " times") + ": " + us_text(gr.total);
+    if (by_bytes) f.headline += "; " + counters_text(counters, counter_bound::memory);
     for (std::size_t i = 0; i < key.size(); ++i)
-      f.details.push_back(shorten(t.names.str(key[i]), 90) + ": " + us_text(gr.per_member[i]));
+      f.details.push_back(
+          shorten(t.names.str(key[i]), 90) + ": " + us_text(gr.per_member[i]) +
+          (by_bytes ? "; " + counters_text(c.in.kernels[gr.rows[i]].counters, counter_bound::memory) : std::string()));
     std::string others;
     for (name_id n : gr.between) others += (others.empty() ? "" : ", ") + short_kernel(t, n);
     if (!others.empty()) f.details.push_back("other kernels between them: " + others);
@@ -124,13 +158,18 @@ void elementwise_chains(context& c) {
         "each writes its result to memory and the next reads it back; fused (torch.compile, a hand-written "
         "kernel) the intermediates stay in registers, if one feeds the other (the trace shows no data "
         "flow, nor the bytes moved)");
+    if (sampled && !by_bytes)
+      f.details.push_back("its kernels' counters are too few (kernels shorter than the sampling interval): estimated by time");
     f.where = c.where_gpu(t.gpu[gr.first]);
     f.cost_ns = gr.total;
     f.cost_of = cost_base::gpu_time;
-    f.saving_ns = gr.saving;
-    f.estimate =
-        "fused, memory-bound elementwise kernels cost about the longest of them: the chain's time minus its longest "
-        "kernel, per occurrence";
+    f.saving_ns = saving;
+    f.estimate = by_bytes
+                     ? "fused, the chain moves about its largest member's bytes (time x DRAM share: " + us_text(largest / 100.0) +
+                           " at DRAM's peak) at the best DRAM share among them (" + fixed_text(best, 0) +
+                           "%): the chain's time minus " + us_text(largest / best)
+                     : "fused, memory-bound elementwise kernels cost about the longest of them: the chain's time minus "
+                       "its longest kernel, per occurrence";
     c.add(std::move(f));
   }
 }

@@ -97,6 +97,9 @@ std::string format_insights(const insights& in, std::size_t kernel_rows) {
       out += line + display_name(k.name, 100) + "\n";
       if (k.decoded.recognised()) out += std::string(62, ' ') + "= " + terminal_safe(k.decoded.summary()) + "\n";
       if (k.throughput.amount > 0) out += std::string(62, ' ') + "= " + throughput_text(k.throughput) + "\n";
+      if (k.counters.samples > 0)
+        out += std::string(62, ' ') + "= " + insight_rules::counters_text(k.counters, insight_rules::counter_bound::none, true) +
+               "\n";
     }
     if (ks.size() > kernel_rows) out += "  ... " + std::to_string(ks.size() - kernel_rows) + " more\n";
   }

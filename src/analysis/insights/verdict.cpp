@@ -1,6 +1,9 @@
 // The verdict: overhead-bound, compute-bound or mixed, from three signals
 // (Self CPU vs Self CUDA, the GPU's idle share of the window, launch-to-start),
-// and the figures it stands on, which the rules read too.
+// and the figures it stands on, which the rules read too. The GPU's hardware
+// counters, where the trace has them, are shown beside the signals and say
+// what limits a compute-bound run's kernels; they cast no vote: a GPU waiting
+// for launches shows low counters whatever its kernels do.
 #include "context.hpp"
 
 #include <cuprof/output/table.hpp>
@@ -14,6 +17,33 @@ const char cpu_only_note[] =
     "figures under a microsecond are scopes around very little work (recording a scope costs tens of nanoseconds)";
 
 namespace detail::insight_rules {
+
+namespace {
+
+// Intervals merged into their union, in time order.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> union_of(std::vector<std::pair<std::uint64_t, std::uint64_t>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  for (const auto& b : v) {
+    if (out.empty() || b.first > out.back().second) out.push_back(b);
+    else out.back().second = std::max(out.back().second, b.second);
+  }
+  return out;
+}
+
+// The counters over the time each GPU was busy.
+kernel_counters busy_counters(const trace& t) {
+  counter_pool pool;
+  for (const gpu_metric_series& s : t.gpu_metrics) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> work;
+    for (const gpu_activity& g : t.gpu)
+      if (g.kind != gpu_kind::sync && t.lane_of(g).device == s.device) work.emplace_back(g.start_ns, g.end_ns);
+    for (const auto& u : union_of(std::move(work))) pool.add(s, u.first, u.second);
+  }
+  return pool.result();
+}
+
+}  // namespace
 
 void verdict(context& c) {
   const trace& t = c.t;
@@ -41,11 +71,7 @@ void verdict(context& c) {
   in.window_end_ns = window.end_ns;
   // The union of GPU work as intervals: its length is the busy time; synchronizations
   // are matched against it (what ran while the CPU waited).
-  std::sort(busy.begin(), busy.end());
-  for (const auto& b : busy) {
-    if (c.busy_union.empty() || b.first > c.busy_union.back().second) c.busy_union.push_back(b);
-    else c.busy_union.back().second = std::max(c.busy_union.back().second, b.second);
-  }
+  c.busy_union = union_of(busy);
   for (const auto& u : c.busy_union) in.gpu_busy_ns += u.second - u.first;
   const std::uint64_t window_ns = window.end_ns - window.start_ns;
   in.gpu_idle_share = window_ns ? 1.0 - double(in.gpu_busy_ns) / double(window_ns) : 0.0;
@@ -91,6 +117,16 @@ void verdict(context& c) {
                                                      " (launch calls " + us_text(in.launch_call_median_ns) + " median)"
                                                : "launch-to-start unknown (no launching calls in the trace)";
   in.verdict_signals = cpu_signal + "; " + idle_signal + "; " + queue_signal;
+  counter_bound bound = counter_bound::none;
+  if (!t.gpu_metrics.empty()) {
+    in.gpu_counters = busy_counters(t);
+    const kernel_counters& k = in.gpu_counters;
+    in.verdict_signals += k.samples ? "; GPU counters while busy: " + counters_text(k, counter_bound::none, true)
+                          : k.too_short
+                              ? "; GPU counters: none, no busy stretch lasts the " + us_text(k.interval_ns) + " sampling interval"
+                              : "; GPU counters: no sample while the GPU was busy";
+    bound = c.bound_of(k);
+  }
 
   const int overhead_votes = int(cpu_heavy) + int(idle) + int(known_queue && short_queue);
   const int votes = known_queue ? 3 : 2;
@@ -105,6 +141,13 @@ void verdict(context& c) {
     in.verdict_reason = std::string("the GPU is busy") +
                         (known_queue ? " and work queues behind earlier work: the CPU runs ahead." : ".") +
                         " The GPU kernels are where the time goes; CPU time is hidden behind them.";
+    const std::string counters = " Its counters while busy (" + counters_text(in.gpu_counters, bound) + ")";
+    if (bound == counter_bound::memory)
+      in.verdict_reason += counters + " say memory bandwidth, not arithmetic, limits the kernels.";
+    else if (bound == counter_bound::compute) in.verdict_reason += counters + " agree: the SMs' arithmetic limits the kernels.";
+    else if (bound == counter_bound::tensor) in.verdict_reason += counters + " agree: the tensor cores limit the kernels.";
+    else if (bound == counter_bound::latency)
+      in.verdict_reason += counters + " say the kernels are latency-bound: too few warps in flight to keep the SMs or DRAM busy.";
   } else {
     in.verdict = bound_verdict::mixed;
     std::vector<std::string> to_overhead, to_compute;

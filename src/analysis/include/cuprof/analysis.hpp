@@ -294,8 +294,21 @@ struct insights_options {
   std::uint64_t unfreed_min_bytes = std::uint64_t(1) << 20;
   // Copies from pageable host memory, per direction: at least this many bytes.
   std::uint64_t pageable_copy_min_bytes = std::uint64_t(1) << 20;
-  std::size_t max_items = 8;      // per finding list
-  std::size_t summary_items = 3;  // findings in the summary
+  // A trace with GPU hardware metrics (trace::gpu_metrics) judges each kernel
+  // name by its counters, over at least metric_min_samples samples (a kernel
+  // shorter than the sampling interval has none), against Nsight Compute's
+  // speed-of-light reading: a unit at 60% of its peak or more is what limits
+  // the kernel; the tensor pipe active half the time or more makes a GEMM
+  // bound by its matrix units; both SM and DRAM under 30% with under a quarter
+  // of the warps resident: too few warps to hide latency, neither unit is fed.
+  std::uint32_t metric_min_samples = 3;
+  double compute_sm_pct = 60;          // SM throughput at least this, DRAM below it: compute-bound
+  double compute_tensor_pct = 50;      // tensor pipe active at least this, DRAM below it: tensor-bound
+  double memory_dram_pct = 60;         // DRAM throughput at least this, SM below it: memory-bound
+  double latency_occupancy_pct = 25;   // achieved occupancy under this,
+  double latency_throughput_pct = 30;  // SM and DRAM throughput under this: latency-bound
+  std::size_t max_items = 8;           // per finding list
+  std::size_t summary_items = 3;       // findings in the summary
 };
 
 enum class bound_verdict : std::uint8_t { no_gpu_work, overhead_bound, compute_bound, mixed };
@@ -326,6 +339,17 @@ bool is_cpu_only(const trace& t);
 // What a CPU-only trace's figures mean (insights, and the table's last line).
 extern const char cpu_only_note[];
 
+// GPU hardware counters over GPU work (trace::gpu_metrics): the default
+// metrics' time-weighted averages over the samples its runs cover, in % of
+// peak; NaN where none was sampled. The samples are GPU-wide: work running
+// alongside counts too.
+struct kernel_counters {
+  std::uint32_t samples = 0;    // samples used
+  std::uint32_t too_short = 0;  // runs shorter than the sampling interval: not measured
+  std::uint64_t interval_ns = 0;
+  double sm = NAN, dram = NAN, tensor = NAN, occupancy = NAN;
+};
+
 // One row per GPU kernel, memcpy or memset name.
 struct kernel_summary {
   std::string name;
@@ -337,6 +361,7 @@ struct kernel_summary {
   // Achieved rate over the instances whose size the trace gives (gpu_throughput):
   // FLOPs or bytes over their GPU time, and the peak; amount 0 where unknown.
   activity_throughput throughput;
+  kernel_counters counters;  // over its runs; samples 0 without gpu_metrics
 };
 
 struct insights {
@@ -353,6 +378,7 @@ struct insights {
   std::uint64_t gpu_busy_ns = 0;                         // union of GPU work inside the window
   double gpu_idle_share = 0;
   distribution launch_to_start;             // all GPU work with a known launching call
+  kernel_counters gpu_counters;             // over the time each GPU was busy; samples 0 without gpu_metrics
   std::uint64_t launch_call_median_ns = 0;  // the launching calls' own duration
   bool cpu_only = false;                    // no CUDA calls and no GPU work: host scopes only
   std::size_t steps = 0;
