@@ -119,12 +119,12 @@ inline bool cuda_device_available(const char* example) {
 }
 
 // Profiler options for an example: CPU scopes always, CUDA activity only
-// when there is a device to trace; `gpu_metrics`: the GPU's hardware metrics
-// too (the default set, sampled every 20 us).
-inline cuprof::profile_options profile_options(bool gpu, bool gpu_metrics = false) {
+// when there is a device to trace; `gpu_metrics_us`: the GPU's hardware
+// metrics too (the default set), sampled every that many microseconds.
+inline cuprof::profile_options profile_options(bool gpu, int gpu_metrics_us = 0) {
   cuprof::profile_options opts;
   opts.activities = gpu ? (cuprof::activity::cpu | cuprof::activity::cuda) : cuprof::activity::cpu;
-  if (gpu && gpu_metrics) opts.gpu_metrics = cuprof::gpu_metrics_options{};
+  if (gpu && gpu_metrics_us > 0) opts.gpu_metrics = cuprof::gpu_metrics_options{{}, double(gpu_metrics_us)};
   return opts;
 }
 

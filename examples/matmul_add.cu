@@ -6,7 +6,7 @@
 #include <optional>
 
 static const char* const usage =
-    R"(usage: matmul_add [--size N] [--batched] [--warmup] [--steps N] [--compare-events] [--gpu-metrics] [--trace PATH]
+    R"(usage: matmul_add [--size N] [--batched] [--warmup] [--steps N] [--compare-events] [--gpu-metrics [--gpu-metrics-interval US]] [--trace PATH]
   --size N          x, w and b are N x N bf16 matrices (default 64; the article also uses 4096)
   --batched         a batch of 8 matrices, one strided batched GEMM (torch's aten::bmm)
   --warmup          run 3 untraced iterations before the profiler starts
@@ -14,6 +14,7 @@ static const char* const usage =
   --compare-events  afterwards, time the GEMM 5 times with CUDA events and print the median
                     as cuda_event_gemm_us=<us>
   --gpu-metrics     also sample the GPU's hardware metrics (SM, DRAM, tensor pipe, occupancy)
+  --gpu-metrics-interval US   their sampling period with --gpu-metrics (default 100)
   --trace PATH      Chrome trace to write (default traces/matmul_add_<N>_bf16_<cold|warm>[_bmm].json)
 )";
 
@@ -105,7 +106,7 @@ int main(int argc, char** argv) try {
   const bool warmup = args.flag("--warmup");
   const int steps = args.integer("--steps", 5);
   const bool compare_events = args.flag("--compare-events");
-  const bool gpu_metrics = args.flag("--gpu-metrics");
+  const int gpu_metrics_us = args.flag("--gpu-metrics") ? args.integer("--gpu-metrics-interval", 100) : 0;
   const std::string trace = args.text("--trace", "traces/matmul_add_" + std::to_string(size) + "_bf16_" +
                                                      (warmup ? "warm" : "cold") + (batched ? "_bmm" : "") + ".json");
   args.done();
@@ -120,7 +121,7 @@ int main(int argc, char** argv) try {
     if (gpu) CUDA_CHECK(cudaDeviceSynchronize());
   }
 
-  cuprof::profile_options opts = ex::profile_options(gpu, gpu_metrics);
+  cuprof::profile_options opts = ex::profile_options(gpu, gpu_metrics_us);
   opts.schedule = cuprof::schedule(/*wait*/ 1, /*warmup*/ 1, /*active*/ 3, /*repeat*/ 1);
   cuprof::profile prof(opts);
   prof.start();

@@ -11,13 +11,14 @@
 #include <optional>
 
 static const char* const usage =
-    R"(usage: mlp [--batch N] [--seq N] [--dim N] [--hidden N] [--variant unfused|fused] [--gpu-metrics] [--trace PATH]
+    R"(usage: mlp [--batch N] [--seq N] [--dim N] [--hidden N] [--variant unfused|fused] [--gpu-metrics [--gpu-metrics-interval US]] [--trace PATH]
   --batch N     batch size (default 64)
   --seq N       sequence length (default 128); the GEMMs see batch*seq rows
   --dim N       model width (default 768)
   --hidden N    hidden width (default 3072)
   --variant V   unfused: a GeLU kernel, then a mul kernel; fused: one gelu*mul kernel (default unfused)
   --gpu-metrics also sample the GPU's hardware metrics (SM, DRAM, tensor pipe, occupancy)
+  --gpu-metrics-interval US  their sampling period with --gpu-metrics (default 100)
   --trace PATH  Chrome trace to write (default traces/mlp_<variant>.json)
   Runs 5 steps under schedule(wait=1, warmup=1, active=3, repeat=1).
 )";
@@ -116,7 +117,7 @@ int main(int argc, char** argv) try {
   const int dim = args.integer("--dim", 768);
   const int hidden = args.integer("--hidden", 3072);
   const std::string name = args.choice("--variant", "unfused", {"unfused", "fused"});
-  const bool gpu_metrics = args.flag("--gpu-metrics");
+  const int gpu_metrics_us = args.flag("--gpu-metrics") ? args.integer("--gpu-metrics-interval", 100) : 0;
   const std::string trace = args.text("--trace", "traces/mlp_" + name + ".json");
   args.done();
   const bool fused = name == "fused";
@@ -126,7 +127,7 @@ int main(int argc, char** argv) try {
   if (gpu) mlp.emplace(batch * seq, dim, hidden);
   const geglu_mlp* p = mlp ? &*mlp : nullptr;
 
-  cuprof::profile_options opts = ex::profile_options(gpu, gpu_metrics);
+  cuprof::profile_options opts = ex::profile_options(gpu, gpu_metrics_us);
   opts.schedule = cuprof::schedule(/*wait*/ 1, /*warmup*/ 1, /*active*/ 3, /*repeat*/ 1);
   cuprof::profile prof(opts);
   prof.start();

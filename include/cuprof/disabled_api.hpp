@@ -126,7 +126,7 @@ class profile;
 
 struct gpu_metrics_options {
   detail::ignored_value metrics;
-  double interval_us = 20;
+  double interval_us = 100;
 };
 
 struct profile_options {

@@ -1,12 +1,15 @@
-// Three kernels of known character, each long enough for many PM samples, for
+// Three kernels of known character, long enough for PM samples, for
 // the GPU metrics check (tests/gpu/gpu_check_metrics.py): a cuBLAS bf16 GEMM of
 // 4096 x 4096 (the examples' matmul_add at --size 4096: compute-bound), a GELU
 // over 256 Mi floats (a long elementwise kernel) and a float4 copy of 1 GiB
 // (DRAM-bound). Not instrumented with cuprof: traced with
 // `cuprof run --gpu-metrics`, and measured as it is by Nsight Compute.
 //
-//   metrics_kernels [--reps N]     each kernel N times (default 5), one at a
-//                                  time, a device sync and 1 ms between them
+//   metrics_kernels [--reps N] [--idle-ms M]   each kernel N times (default 5),
+//                                  a device sync and 1 ms between them (the GEMM
+//                                  runs 8 times back to back each time: 160 us
+//                                  alone is less than two samples at 100 us),
+//                                  after M ms (default 0) of an idle GPU
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -42,9 +45,11 @@ __global__ void metrics_fill(float* x, size_t n) {
 }
 
 int main(int argc, char** argv) {
-  int reps = 5;
-  for (int i = 1; i + 1 < argc; i += 2)
+  int reps = 5, idle_ms = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--idle-ms")) idle_ms = std::atoi(argv[i + 1]);
+  }
   const int n = 4096;
   const size_t elems = size_t(256) << 20;  // 1 GiB of floats
   __nv_bfloat16 *a = nullptr, *b = nullptr, *c = nullptr;
@@ -69,9 +74,11 @@ int main(int argc, char** argv) {
   };
   gemm();  // cuBLAS's first call sets up; outside the measured ones
   CHECK(cudaDeviceSynchronize());
+  std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
   for (int kernel = 0; kernel < 3; ++kernel)
     for (int r = 0; r < reps; ++r) {
-      if (kernel == 0) gemm();
+      if (kernel == 0)
+        for (int g = 0; g < 8; ++g) gemm();
       else if (kernel == 1) metrics_gelu<<<grid, 256>>>(x, y, elems);
       else metrics_copy<<<grid, 256>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), elems / 4);
       CHECK(cudaGetLastError());

@@ -1067,7 +1067,8 @@ int main(int argc, char** argv) {
   sc.pConfig = config.data();
   sc.hardwareBufferSize = o.hw_buffer_mb * 1024 * 1024;
   sc.samplingInterval = uint64_t(o.interval_us * 1000.0 + 0.5);  // ns in GPU_TIME_INTERVAL mode, cycles in SYSCLK
-  sc.triggerMode = o.sysclk ? CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL : CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+  sc.triggerMode =
+      o.sysclk ? CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL : CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
   sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;  // overflow reported
   SETUP_CUPTI(cuptiPmSamplingSetConfig(&sc));
 
@@ -1125,9 +1126,8 @@ int main(int argc, char** argv) {
         ++chunk;
       }
       if (final_pass || completed > 0)
-        std::printf("decode %d: stop reason %d, overflow %d, %zu completed samples%s%s\n", decode_calls,
-                    int(dd.decodeStopReason), int(dd.overflow), completed, rr == CUPTI_SUCCESS ? "" : "; ",
-                    rr == CUPTI_SUCCESS ? "" : err.c_str());
+        std::printf("decode %d: stop reason %d, overflow %d, %zu completed samples%s%s\n", decode_calls, int(dd.decodeStopReason),
+                    int(dd.overflow), completed, rr == CUPTI_SUCCESS ? "" : "; ", rr == CUPTI_SUCCESS ? "" : err.c_str());
       if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) return;
     }
   };
@@ -1169,11 +1169,12 @@ int main(int argc, char** argv) {
       std::sort(v.begin(), v.end());
       return v[size_t(q * double(v.size() - 1))];
     };
-    std::printf("PERIOD: mode %s interval %.1f, %zu samples over %.3f ms; gap us p10 %.2f p50 %.2f p90 %.2f max %.2f; "
-                "length us p50 %.2f; overflow %d; decode calls %d\n",
-                o.sysclk ? "sysclk" : "time", o.interval_us, samples.size(),
-                samples.empty() ? 0.0 : double(samples.back().end - samples.front().start) / 1e6, pct(gaps, 0.1),
-                pct(gaps, 0.5), pct(gaps, 0.9), pct(gaps, 1.0), pct(lens, 0.5), int(overflow), decode_calls);
+    std::printf(
+        "PERIOD: mode %s interval %.1f, %zu samples over %.3f ms; gap us p10 %.2f p50 %.2f p90 %.2f max %.2f; "
+        "length us p50 %.2f; overflow %d; decode calls %d\n",
+        o.sysclk ? "sysclk" : "time", o.interval_us, samples.size(),
+        samples.empty() ? 0.0 : double(samples.back().end - samples.front().start) / 1e6, pct(gaps, 0.1), pct(gaps, 0.5),
+        pct(gaps, 0.9), pct(gaps, 1.0), pct(lens, 0.5), int(overflow), decode_calls);
   }
 
   CUpti_PmSampling_Disable_Params dis{CUpti_PmSampling_Disable_Params_STRUCT_SIZE};

@@ -1331,3 +1331,77 @@ TEST_CASE("reader: damaged GPU metric samples and blocks are skipped, never refu
 }
 
 }  // TEST_SUITE("analysis_reader")
+
+// A run recorded on an H200 with `cuprof run --gpu-metrics` (tests/gpu/metrics_kernels.cu: 8 bf16
+// GEMMs of 4096 back to back, a GELU over 256 Mi floats and a copy of 1 GiB, 5 times each), its
+// counters trimmed to the kernels' time (gpu_check_metrics.py): the samples as CUPTI decoded them,
+// the kernels' averages as the GPU machine's runtime wrote them.
+TEST_CASE("a recorded H200 run: its samples, each kernel's averages as recorded, table columns and verdicts") {
+  const std::string path = metrics_trace("gpu_metrics_h200.json.gz");
+  const cuprof::loaded_trace lt = cuprof::read_trace_file(path);
+  REQUIRE(lt.t.gpu_metrics.size() == 1);
+  const cuprof::detail::gpu_metric_series& s = lt.t.gpu_metrics[0];
+  CHECK(s.interval_ns == 100000);
+  const std::vector<cuprof::detail::gpu_metric> defaults = cuprof::detail::default_gpu_metrics();
+  REQUIRE(s.metrics.size() == defaults.size());
+  for (std::size_t m = 0; m < defaults.size(); ++m) CHECK(s.metrics[m].label == defaults[m].label);
+  CHECK(s.size() > 5000);
+  for (std::size_t i = 1; i < s.size(); ++i) REQUIRE(s.start_ns[i] >= s.end_ns[i - 1]);  // in order, not overlapping
+
+  // Each kernel's averages, computed again from the samples read back, are those the runtime wrote.
+  const json doc = json::parse(gunzip_file(path));
+  std::map<std::uint64_t, json> args_by_correlation;
+  for (const json& e : doc["traceEvents"])
+    if (e.value("cat", "") == "kernel") args_by_correlation[e["args"]["correlation"].get<std::uint64_t>()] = e["args"];
+  int compared = 0, memory_bound_copies = 0;
+  for (const cuprof::gpu_activity& g : lt.t.gpu) {
+    if (g.kind != cuprof::gpu_kind::kernel) continue;
+    const json& args = args_by_correlation.at(g.correlation);
+    const cuprof::detail::kernel_metric_averages a = cuprof::detail::average_metrics(s, g.start_ns, g.end_ns);
+    CAPTURE(lt.t.names.str(g.name));
+    CHECK(a.samples == args.value("metric samples", 0u));
+    if (!a.samples) continue;
+    for (std::size_t m = 0; m < s.metrics.size(); ++m)
+      CHECK(std::abs(a.values[m] - args[s.metrics[m].label].get<double>()) <= 0.02);  // written with 2 decimals
+    ++compared;
+    if (lt.t.names.str(g.name).find("metrics_copy") != std::string::npos && a.values[1] > 80) ++memory_bound_copies;
+  }
+  CHECK(compared >= 40);
+  CHECK(memory_bound_copies >= 2);
+
+  // The table's columns: per kernel name, duration-weighted.
+  const cuprof::event_averages avg = cuprof::key_averages(lt.t);
+  REQUIRE(avg.metric_labels().size() == 4);
+  const cuprof::event_average* copy = nullptr;
+  const cuprof::event_average* gelu = nullptr;
+  for (const cuprof::event_average& r : avg.rows()) {
+    if (r.key.find("metrics_copy") != std::string::npos && !r.metrics.empty()) copy = &r;
+    if (r.key.find("metrics_gelu") != std::string::npos && !r.metrics.empty()) gelu = &r;
+  }
+  REQUIRE(copy);
+  REQUIRE(gelu);
+  CHECK(copy->metrics[1] > 80);  // DRAM: Nsight Compute measured 82.6 % on the same GPU
+  CHECK(copy->metrics[0] < 10);  // SM: 6.0 %
+  CHECK(gelu->metrics[1] > 55);  // DRAM 60.2 %
+  cuprof::table_options o;
+  o.metrics = true;
+  const std::string table = avg.table(o);
+  CHECK(table.find("DRAM throughput %") != std::string::npos);
+
+  // Written again, the samples are the same counter events.
+  const json again = json::parse(cuprof::chrome_trace_json(lt.t));
+  std::size_t counters = 0, counters_before = 0;
+  for (const json& e : again["traceEvents"]) counters += e.value("cat", "") == "gpu_metric";
+  for (const json& e : doc["traceEvents"]) counters_before += e.value("cat", "") == "gpu_metric";
+  CHECK(counters == counters_before);
+
+  // The verdicts rest on the counters: the copy memory-bound, the GEMM tensor-bound.
+  const cuprof::insights in = cuprof::analyze(lt.t);
+  bool copy_memory = false, gemm_tensor = false;
+  for (const cuprof::finding& f : in.findings) {
+    copy_memory |= f.kind == "memory-bound kernel" && f.cause.find("metrics_copy") != std::string::npos;
+    gemm_tensor |= f.kind == "tensor-bound kernel" && f.cause.find("nvjet") != std::string::npos;
+  }
+  CHECK(copy_memory);
+  CHECK(gemm_tensor);
+}

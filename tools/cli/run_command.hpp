@@ -55,7 +55,7 @@ inline const char* run_help =
     "                      throughput, tensor pipe activity and achieved occupancy, or the CUPTI\n"
     "                      metrics LIST names (comma-separated); a counter track per metric per\n"
     "                      GPU, each kernel's averages, `cuprof table --metrics`\n"
-    "  --gpu-metrics-interval T  the sampling period (default 20us; ns, us or ms)\n"
+    "  --gpu-metrics-interval T  the sampling period (default 100us; ns, us or ms)\n"
     "  --stacks            capture the native call stack of each launch, copy, memset, sync,\n"
     "                      allocation and free (on the calls in the trace; cuprof stacks)\n"
     "  --trace-launcher    also trace the program itself when it uses no GPU but starts processes\n"

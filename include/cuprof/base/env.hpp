@@ -134,12 +134,12 @@ inline env_setting<bool> read_clock_forced_monotonic(const char* text) {
 // CUPROF_GPU_METRICS (and `cuprof run --gpu-metrics[=LIST]`): 1, on, yes,
 // true or "default" for the default set, 0/off for none, or a comma-separated
 // list of CUPTI metric names (letters, digits, '_' and '.'). With it,
-// CUPROF_GPU_METRICS_INTERVAL: the sampling period, "20us" (ns, us or ms; a
+// CUPROF_GPU_METRICS_INTERVAL: the sampling period, "100us" (ns, us or ms; a
 // bare number is microseconds), from 1 us to 1 s.
 struct gpu_metrics_setting {
   bool on = false;
   std::vector<std::string> names;  // empty: the default set
-  std::uint64_t interval_ns = 20000;
+  std::uint64_t interval_ns = 100000;
 };
 
 inline std::optional<std::uint64_t> parse_metric_interval(const char* v) {
@@ -192,7 +192,7 @@ inline gpu_metrics_setting read_gpu_metrics(const char* list, const char* interv
     if (const std::optional<std::uint64_t> ns = parse_metric_interval(interval)) g.interval_ns = *ns;
     else
       problems.push_back("CUPROF_GPU_METRICS_INTERVAL=" + terminal_safe(interval) +
-                         " is not a period from 1us to 1000ms (ns, us or ms); using 20us");
+                         " is not a period from 1us to 1000ms (ns, us or ms); using 100us");
   }
   return g;
 }

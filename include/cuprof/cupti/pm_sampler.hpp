@@ -39,7 +39,7 @@ namespace cuprof::detail::cupti {
 // the sampling period.
 struct pm_sampling_request {
   std::vector<gpu_metric> metrics;
-  std::uint64_t interval_ns = 20000;
+  std::uint64_t interval_ns = 100000;
 };
 
 // The PM sampling and host-evaluation entry points, from the same libcupti as tracing.
@@ -119,7 +119,8 @@ class pm_sampler {
  public:
   // How often the decode thread empties the hardware buffers.
   static constexpr int decode_period_ms = 5;
-  // The hardware buffer per device: at 20 us, several decode periods of samples.
+  // The hardware buffer per device: many decode periods of samples, so that a
+  // decode thread kept from running for a while loses none.
   static constexpr std::size_t hardware_buffer_bytes = std::size_t(128) << 20;
   // A counter data image holds this many bytes at most (its size grows with the
   // metrics' raw counters: tens of KiB a sample for the default set on GH100).
@@ -140,10 +141,7 @@ class pm_sampler {
     driver_ = &driver;
     request_ = request;
     if (request_.metrics.empty()) request_.metrics = default_gpu_metrics();
-    if (request_.interval_ns == 0) request_.interval_ns = 20000;
-    CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-    const CUptiResult r = pm_.profiler_initialize(&init);
-    if (r != CUPTI_SUCCESS) return pm_refusal(pm_, "cuptiProfilerInitialize", r);
+    if (request_.interval_ns == 0) request_.interval_ns = 100000;
     max_kept_ = max_kept_samples();
     opened_ = true;
     std::thread(&pm_sampler::run_thread, this).detach();
@@ -171,7 +169,7 @@ class pm_sampler {
         p.pPmSamplingObject = d.object;
         pm_.stop(&p);
         d.running = false;
-        decode(d);
+        decode(d, /*drain=*/true);
       }
   }
 
@@ -204,6 +202,10 @@ class pm_sampler {
           kept.add(d.raw.start_ns[i], d.raw.end_ns[i], &d.raw.values[i * nm]);
           continue;
         }
+        // A stretch the hardware left unsampled (seen on an H200 now and then,
+        // with no overflow reported) counts as the samples it is missing.
+        if (s.size() && a > s.end_ns.back() + request_.interval_ns + request_.interval_ns / 2)
+          s.dropped += (a - s.end_ns.back()) / request_.interval_ns;
         s.add(a, b, &d.raw.values[i * nm]);
       }
       kept_total_ -= d.raw.size() - kept.size();
@@ -212,14 +214,18 @@ class pm_sampler {
     }
   }
 
-  // Devices that could not be sampled and why ("GPU 1: ..."), said once each.
+  // Why GPUs could not be sampled ("GPU metrics are off on GPU 1: ..."), each said once.
   std::vector<std::string> refusals() {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<std::string> lines;
+    if (!init_why_.empty() && !said_init_) {
+      said_init_ = true;
+      lines.push_back("GPU metrics are off: " + init_why_);
+    }
     for (device& d : devices_)
       if (d.failed && !d.said) {
         d.said = true;
-        lines.push_back("GPU " + std::to_string(d.index) + ": " + d.why);
+        lines.push_back("GPU metrics are off on GPU " + std::to_string(d.index) + ": " + d.why);
       }
     return lines;
   }
@@ -228,6 +234,7 @@ class pm_sampler {
   struct device {
     std::uint32_t index = 0;
     bool failed = false, said = false, running = false;
+    bool fresh_start = false;  // the next sample decoded is the first since a start
     std::string why;
     CUpti_PmSampling_Object* object = nullptr;
     CUpti_Profiler_Host_Object* host = nullptr;
@@ -244,9 +251,20 @@ class pm_sampler {
     while (!closed_) {
       wake_.wait_for(lock, std::chrono::milliseconds(decode_period_ms));
       if (closed_ || !sampling_) continue;
+      // `cuprof run` starts cuprof inside the program's cuInit; until this
+      // thread has called cuInit itself, the driver answers it "not initialized".
+      // Never from inside cuInit, and not holding the lock resume() takes there.
+      if (!driver_ready_) {
+        if (process().inside_cuda_init.load()) continue;
+        lock.unlock();
+        const bool ready = driver_->init(0) == CUDA_SUCCESS;
+        lock.lock();
+        if (!ready) continue;
+        driver_ready_ = true;
+      }
       start_ready_devices();
       for (device& d : devices_)
-        if (d.running) decode(d);
+        if (d.running) decode(d, /*drain=*/false);
     }
   }
 
@@ -272,8 +290,10 @@ class pm_sampler {
   // Devices with an active primary context that are not set up yet are set up
   // and started; each device is tried once.
   void start_ready_devices() {
+    if (!init_why_.empty()) return;
     int count = 0;
-    if (driver_->device_get_count(&count) != CUDA_SUCCESS) return;
+    const CUresult cr = driver_->device_get_count(&count);
+    if (cr != CUDA_SUCCESS) return;
     for (int i = 0; i < count; ++i) {
       device* d = find(std::uint32_t(i));
       if (!d) {
@@ -281,18 +301,37 @@ class pm_sampler {
         unsigned flags = 0;
         int active = 0;
         if (driver_->device_get(&dev, i) != CUDA_SUCCESS) continue;
-        if (driver_->primary_ctx_get_state(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+        const CUresult st = driver_->primary_ctx_get_state(dev, &flags, &active);
+        if (st != CUDA_SUCCESS || !active) continue;
+        // CUPTI's profiler needs the driver and a context up: it fails with an
+        // unknown error when initialized from inside cuInit, where `cuprof run`
+        // starts; so only here, when the first device has its context.
+        if (!profiler_initialized_) {
+          CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+          const CUptiResult r = pm_.profiler_initialize(&init);
+          if (r != CUPTI_SUCCESS) {
+            init_why_ = pm_refusal(pm_, "cuptiProfilerInitialize", r);
+            return;
+          }
+          profiler_initialized_ = true;
+        }
         devices_.emplace_back();
         d = &devices_.back();
         d->index = std::uint32_t(i);
+        // The device's context current on this thread, as a program's thread
+        // has it when it sets up PM sampling itself.
+        CUcontext ctx = nullptr, popped = nullptr;
+        const bool pushed = driver_->primary_ctx_retain(&ctx, dev) == CUDA_SUCCESS && driver_->ctx_push(ctx) == CUDA_SUCCESS;
         set_up(*d, dev);
+        if (pushed) driver_->ctx_pop(&popped);
+        if (ctx) driver_->primary_ctx_release(dev);
       }
       if (d->failed || d->running) continue;
       CUpti_PmSampling_Start_Params p{CUpti_PmSampling_Start_Params_STRUCT_SIZE};
       p.pPmSamplingObject = d->object;
       const CUptiResult r = pm_.start(&p);
       if (r != CUPTI_SUCCESS) fail(*d, "cuptiPmSamplingStart", r);
-      else d->running = true;
+      else d->running = d->fresh_start = true;
     }
   }
 
@@ -347,9 +386,11 @@ class pm_sampler {
     add.numMetrics = names.size();
     if ((r = pm_.host_add_metrics(&add)) != CUPTI_SUCCESS) {
       d.failed = true;
-      d.why = "CUPTI does not know one of the metrics on " + std::string(chip.pChipName ? chip.pChipName : "this GPU") + " (" +
+      std::string listed;
+      for (const gpu_metric& m : request_.metrics) listed += (listed.empty() ? "" : ", ") + terminal_safe(m.name);
+      d.why = "CUPTI does not know one of " + listed + " on " + std::string(chip.pChipName ? chip.pChipName : "this GPU") + " (" +
               pm_.result_string(r) + "); `ncu --query-metrics-collection pmsampling --chip " +
-              std::string(chip.pChipName ? chip.pChipName : "NAME") + "` lists them";
+              std::string(chip.pChipName ? chip.pChipName : "NAME") + "` lists those it knows";
       return;
     }
     CUpti_Profiler_Host_GetConfigImageSize_Params cs{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
@@ -412,7 +453,9 @@ class pm_sampler {
   }
 
   // Empties the device's hardware buffer into samples: as many images as it takes.
-  void decode(device& d) {
+  // `drain`: after a stop, until CUPTI says the records are all decoded (a
+  // round may end for other reasons with records left).
+  void decode(device& d, bool drain) {
     const std::size_t nm = request_.metrics.size();
     std::vector<const char*> names;
     for (const gpu_metric& m : request_.metrics) names.push_back(m.name.c_str());
@@ -436,7 +479,9 @@ class pm_sampler {
         si.pCounterDataImage = d.image.data();
         si.counterDataImageSize = d.image.size();
         si.sampleIndex = i;
-        if (pm_.sample_info(&si) != CUPTI_SUCCESS) continue;
+        if (const CUptiResult e = pm_.sample_info(&si); e != CUPTI_SUCCESS) {
+          continue;
+        }
         CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
         ev.pHostObject = d.host;
         ev.pCounterDataImage = d.image.data();
@@ -445,10 +490,17 @@ class pm_sampler {
         ev.ppMetricNames = names.data();
         ev.numMetrics = nm;
         ev.pMetricValues = values.data();
-        if (pm_.host_evaluate(&ev) != CUPTI_SUCCESS) continue;
+        if (const CUptiResult e = pm_.host_evaluate(&ev); e != CUPTI_SUCCESS) {
+          continue;
+        }
         // The first sample after a start runs from the configuration, not from
-        // the previous sample: far longer than the interval, it is no measurement.
-        if (si.endTimestamp <= si.startTimestamp || si.endTimestamp - si.startTimestamp > 4 * request_.interval_ns) continue;
+        // the previous sample: far longer than the interval, it is no
+        // measurement. A later long sample (the hardware skipped triggers) is
+        // one, over its whole length.
+        const bool first = d.fresh_start;
+        d.fresh_start = false;
+        if (si.endTimestamp <= si.startTimestamp || (first && si.endTimestamp - si.startTimestamp > 4 * request_.interval_ns))
+          continue;
         if (!d.domain) d.domain = near(si.endTimestamp, decoded_epoch) ? 1 : near(si.endTimestamp, decoded_ticks) ? 2 : 1;
         if (kept_total_ >= max_kept_) {
           ++d.dropped;
@@ -458,7 +510,20 @@ class pm_sampler {
         ++kept_total_;
       }
       d.image = d.blank_image;
-      if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) return;
+      if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
+        // The hardware buffer overflowed: sampling stops until started again.
+        CUpti_PmSampling_Stop_Params stop{CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
+        stop.pPmSamplingObject = d.object;
+        pm_.stop(&stop);
+        CUpti_PmSampling_Start_Params start{CUpti_PmSampling_Start_Params_STRUCT_SIZE};
+        start.pPmSamplingObject = d.object;
+        if (sampling_ && pm_.start(&start) != CUPTI_SUCCESS) d.running = false;
+        d.fresh_start = true;
+        return;
+      }
+      if (dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS) return;
+      if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL && (!drain || !info.numCompletedSamples))
+        return;
     }
   }
 
@@ -476,6 +541,8 @@ class pm_sampler {
   std::vector<device> devices_;
   std::size_t kept_total_ = 0, max_kept_ = 0;
   bool opened_ = false, sampling_ = false, closed_ = false;
+  bool profiler_initialized_ = false, said_init_ = false, driver_ready_ = false;
+  std::string init_why_;  // cuptiProfilerInitialize failed: no device is sampled
 };
 
 }  // namespace cuprof::detail::cupti

@@ -297,7 +297,7 @@ class tracer {
   // GPUs that could not be sampled are said once each.
   void take_metrics(trace& t, std::uint64_t from_ns, std::uint64_t to_ns, const tick_converter& clock) {
     pm_.take(t.gpu_metrics, from_ns, to_ns, clock);
-    for (const std::string& line : pm_.refusals()) log_line("GPU metrics are off on " + line);
+    for (const std::string& line : pm_.refusals()) log_line(line);
   }
 
   // NCCL calls whose payload cuprof could not read (nvtx_recorder.hpp).

@@ -40,13 +40,14 @@ inline void return_free_memory() {
 // came some hundred microseconds off the kernels they measured, by an amount
 // that changes from run to run. Each GPU's samples are moved onto its kernels
 // where the data says so clearly (align_to_kernels); the shift is kept.
+inline constexpr std::uint64_t max_metric_shift_ns = 2000000;  // align_to_kernels' default reach
 inline void align_gpu_metrics(trace& t) {
   for (gpu_metric_series& s : t.gpu_metrics) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
     for (const gpu_activity& g : t.gpu)
       if (g.kind == gpu_kind::kernel && t.lane_of(g).device == s.device && g.end_ns > g.start_ns)
         busy.emplace_back(g.start_ns, g.end_ns);
-    const metric_alignment a = align_to_kernels(s, std::move(busy));
+    const metric_alignment a = align_to_kernels(s, std::move(busy), std::int64_t(max_metric_shift_ns));
     s.aligned = a.applied;
     s.shift_ns = a.applied ? a.shift_ns : 0;
   }
@@ -387,7 +388,14 @@ void profile::finalize_ready(bool at_stop) {
       if (w.collected->spans.size() != scopes) link_spans(*w.collected);  // NVTX ranges joined the scopes
       tracer_->fill_metadata(w.collected->meta);
       if (options_.gpu_metrics) {
-        tracer_->take_metrics(*w.collected, w.clock.to_epoch_ns(w.start_ticks), w.clock.to_epoch_ns(w.end_ticks), w.clock);
+        // The window's GPU work runs after its launches, past the window's end
+        // on the CPU: its samples go as far as that work, and as far again as
+        // their clock may be off the kernels' (align_gpu_metrics).
+        std::uint64_t to = w.clock.to_epoch_ns(w.end_ticks);
+        for (const gpu_activity& g : w.collected->gpu) to = std::max(to, g.end_ns);
+        const std::uint64_t from = w.clock.to_epoch_ns(w.start_ticks);
+        tracer_->take_metrics(*w.collected, from - std::min(from, detail::max_metric_shift_ns), to + detail::max_metric_shift_ns,
+                              w.clock);
         detail::align_gpu_metrics(*w.collected);
       }
     }
