@@ -1194,6 +1194,10 @@ TEST_CASE("insights: the verdict's reason names the counters; thresholds and too
     CHECK(in.verdict_reason.find("counters") == std::string::npos);
     CHECK(in.findings.empty());
   }
+  // Both near their peaks, SM within memory_tie_pct above DRAM: memory-bound (the H200's bf16 GeLU);
+  // SM further above: compute-bound.
+  CHECK(find_finding(cuprof::analyze(sampled_kernel("gelu_kernel", 1000, {84, 83, 0, 95})), "memory-bound kernel") != nullptr);
+  CHECK(find_finding(cuprof::analyze(sampled_kernel("gelu_kernel", 1000, {90, 83, 0, 95})), "compute-bound kernel") != nullptr);
   // Two samples are too few to judge a kernel by; DRAM above SM but the tensor pipe higher still: tensor-bound.
   CHECK(cuprof::analyze(sampled_kernel(gemm, 40, {90, 10, 80, 30})).findings.empty());
   CHECK(find_finding(cuprof::analyze(sampled_kernel(gemm, 1000, {50, 65, 80, 30})), "tensor-bound kernel") != nullptr);

@@ -39,9 +39,11 @@ inline void return_free_memory() {
 // PM samples carry a timestamp CUPTI does not put on the kernels' clock: they
 // came some hundred microseconds off the kernels they measured, by an amount
 // that changes from run to run. Each GPU's samples are moved onto its kernels
-// where the data says so clearly (align_to_kernels); the shift is kept.
+// where the data says so clearly (align_to_kernels); the shift is kept. The
+// samples were taken with that much to spare on each side: what then lies
+// outside [from_ns, to_ns] (the window and its GPU work) goes.
 inline constexpr std::uint64_t max_metric_shift_ns = 2000000;  // align_to_kernels' default reach
-inline void align_gpu_metrics(trace& t) {
+inline void align_gpu_metrics(trace& t, std::uint64_t from_ns, std::uint64_t to_ns) {
   for (gpu_metric_series& s : t.gpu_metrics) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
     for (const gpu_activity& g : t.gpu)
@@ -50,6 +52,11 @@ inline void align_gpu_metrics(trace& t) {
     const metric_alignment a = align_to_kernels(s, std::move(busy), std::int64_t(max_metric_shift_ns));
     s.aligned = a.applied;
     s.shift_ns = a.applied ? a.shift_ns : 0;
+    gpu_metric_series inside = s;
+    inside.start_ns.clear(), inside.end_ns.clear(), inside.values.clear();
+    for (std::size_t i = 0; i < s.size(); ++i)
+      if (s.end_ns[i] > from_ns && s.start_ns[i] < to_ns) inside.add(s.start_ns[i], s.end_ns[i], &s.values[i * s.metrics.size()]);
+    s = std::move(inside);
   }
 }
 
@@ -396,7 +403,7 @@ void profile::finalize_ready(bool at_stop) {
         const std::uint64_t from = w.clock.to_epoch_ns(w.start_ticks);
         tracer_->take_metrics(*w.collected, from - std::min(from, detail::max_metric_shift_ns), to + detail::max_metric_shift_ns,
                               w.clock);
-        detail::align_gpu_metrics(*w.collected);
+        detail::align_gpu_metrics(*w.collected, from, to);
       }
     }
     attribute(*w.collected);

@@ -120,7 +120,8 @@ counter_bound context::bound_of(const kernel_counters& k) const {
   if (k.samples == 0 || k.samples < o.metric_min_samples) return counter_bound::none;
   const auto at_least = [](double v, double x) { return v == v && v >= x; };  // false for NaN
   const auto below = [](double v, double x) { return v == v && v < x; };
-  if (at_least(k.dram, o.memory_dram_pct) && below(k.sm, k.dram) && !(k.tensor >= k.dram)) return counter_bound::memory;
+  if (at_least(k.dram, o.memory_dram_pct) && below(k.sm, k.dram + o.memory_tie_pct) && !(k.tensor >= k.dram))
+    return counter_bound::memory;
   if (at_least(k.tensor, o.compute_tensor_pct) && below(k.dram, k.tensor)) return counter_bound::tensor;
   if (at_least(k.sm, o.compute_sm_pct) && below(k.dram, k.sm)) return counter_bound::compute;
   if (below(k.occupancy, o.latency_occupancy_pct) && below(k.sm, o.latency_throughput_pct) &&

@@ -302,9 +302,13 @@ struct insights_options {
   // bound by its matrix units; both SM and DRAM under 30% with under a quarter
   // of the warps resident: too few warps to hide latency, neither unit is fed.
   std::uint32_t metric_min_samples = 3;
-  double compute_sm_pct = 60;          // SM throughput at least this, DRAM below it: compute-bound
-  double compute_tensor_pct = 50;      // tensor pipe active at least this, DRAM below it: tensor-bound
-  double memory_dram_pct = 60;         // DRAM throughput at least this, SM below it: memory-bound
+  double compute_sm_pct = 60;      // SM throughput at least this, DRAM below it: compute-bound
+  double compute_tensor_pct = 50;  // tensor pipe active at least this, DRAM below it: tensor-bound
+  double memory_dram_pct = 60;     // DRAM throughput at least this, SM below it: memory-bound
+  // SM at most this many points above DRAM still leaves a kernel memory-bound when DRAM is at
+  // memory_dram_pct or more: both units near their peaks (an elementwise GeLU in bf16 on an H200
+  // reads SM 84%, DRAM 83%), and bytes are what fusing or a smaller type takes away.
+  double memory_tie_pct = 5;
   double latency_occupancy_pct = 25;   // achieved occupancy under this,
   double latency_throughput_pct = 30;  // SM and DRAM throughput under this: latency-bound
   std::size_t max_items = 8;           // per finding list
