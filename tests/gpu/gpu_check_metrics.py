@@ -132,8 +132,8 @@ def metrics_checks(build, out, summary, check, run):
     ours = cuprof_per_kernel(ev)
     result["cuprof"] = ours
     # At the default 100 us: a 740 us GELU and a 540 us copy have 4 samples or more each (the
-    # median run: a run that falls in a stretch the hardware left unsampled has none, and the
-    # trace counts those samples as dropped); the GEMMs (about 155 us each) one or two.
+    # median run: a run that falls in a stretch left unsampled has none, and the trace counts
+    # those samples as dropped); the GEMMs (about 155 us each, 8 back to back) one or two.
     result["dropped"] = block.get("dropped")
     check("metrics kernels: each of the three kernels has its averages (GELU and copy from 4 samples or more)",
           set(ours) == {"gemm", "gelu", "copy"} and statistics.median(s or 0 for s in ours["gemm"]["samples"]) >= 1 and all(
@@ -198,3 +198,21 @@ def metrics_checks(build, out, summary, check, run):
     check("metrics: an unknown metric gives one line, the trace without metrics, exit 0",
           r.returncode == 0 and len(said) == 1 and kernels > 0 and not has_counters,
           f"exit {r.returncode}, lines {said}, kernels {kernels}")
+
+    # --- two processes sampling one GPU at once ------------------------------------------------
+    paths = [os.path.join(work, f"twice_{i}.json") for i in range(2)]
+    procs = [subprocess.Popen([cli, "run", "--no-table", "--gpu-metrics", "--output", p, "--", prog, "--reps", "2",
+                               "--idle-ms", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for p in paths]
+    outcomes = []
+    for p, path in zip(procs, paths):
+        out_text, err_text = p.communicate(timeout=300)
+        said = [l for l in err_text.splitlines() if "GPU metrics are off" in l]
+        sampled = False
+        if os.path.exists(path):
+            with open(path) as f:
+                sampled = any(e.get("cat") == "gpu_metric" for e in json.load(f)["traceEvents"])
+        outcomes.append({"exit": p.returncode, "sampled": sampled, "said": said})
+    result["two_processes"] = outcomes
+    check("metrics: two processes sampling one GPU at once: both exit 0, each samples or says why in one line",
+          all(o["exit"] == 0 and (o["sampled"] or len(o["said"]) == 1) for o in outcomes), json.dumps(outcomes)[:600])

@@ -1938,6 +1938,8 @@ TEST_CASE("a PM sampling refusal says why in the user's terms") {
   CHECK(pm_refusal(pm, "cuptiPmSamplingEnable", CUPTI_ERROR_NOT_SUPPORTED).find("does not support PM sampling") !=
         std::string::npos);
   CHECK(pm_refusal(pm, "cuptiPmSamplingEnable", CUPTI_ERROR_INVALID_OPERATION).find("another tool") != std::string::npos);
+  CHECK(pm_refusal(pm, "cuptiPmSamplingGetCounterAvailability", CUPTI_ERROR_HARDWARE_BUSY).find("another tool") !=
+        std::string::npos);
   CHECK(pm_refusal(pm, "cuptiPmSamplingStart", CUPTI_ERROR_UNKNOWN).rfind("cuptiPmSamplingStart: CUPTI error", 0) == 0);
 }
 

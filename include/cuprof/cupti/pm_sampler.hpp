@@ -109,6 +109,7 @@ inline std::string pm_refusal(const pm_library& pm, const char* call, CUptiResul
     case CUPTI_ERROR_NOT_COMPATIBLE:
       return std::string("this GPU or configuration does not support PM sampling (") + call + ": " + pm.result_string(r) + ")";
     case CUPTI_ERROR_INVALID_OPERATION:
+    case CUPTI_ERROR_HARDWARE_BUSY:  // a second process sampling the same GPU gets this (H200)
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       return std::string("another tool is using the GPU's performance counters (") + call + ": " + pm.result_string(r) + ")";
     default: return std::string(call) + ": " + pm.result_string(r);
