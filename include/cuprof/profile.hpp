@@ -233,6 +233,13 @@ class profile {
   // (always at stop, after the device sync and forced flush).
   void finalize_ready(bool at_stop);
 
+  // Before a window is handed over at once (stop, close_window): waits, at
+  // most settle_ns, until no thread is still inside a call that started
+  // before `end_ticks`, so that the window gets the calls other threads
+  // were making when it closed. What is still running then is counted.
+  void settle_calls(std::uint64_t end_ticks);
+  static constexpr std::uint64_t settle_ns = 200000000ull;
+
   // Threads that made CUDA calls but opened no scope still get a named lane.
   static void name_api_threads(trace& t);
 

@@ -293,6 +293,20 @@ void trace_event_reader::top_level(std::string_view key, const json_node& v, con
     const json_node* status = v.find(schema::cuprof_cuda_status);
     if (status && status->is_string() && status->text != schema::cuda_status_on) m.cuda_status = std::string(status->text);
     if (const json_node* g = v.find(schema::cuprof_gpu_metrics); g && g->is_object()) metric_block(*g);
+    if (const json_node* e = v.find(schema::cuprof_window_edges); e && e->is_object()) {
+      // Counts only: a value that is not a non-negative integer is left at 0.
+      const auto by_kind = [&](std::string_view k, std::array<std::uint64_t, window_edges::kinds>& n) {
+        const json_node* o = e->find(k);
+        if (!o || !o->is_object()) return;
+        for (std::size_t i = 0; i < window_edges::kinds; ++i)
+          if (const json_node* f = o->find(schema::edge_kind_names[i]); f && to_int(*f, x) && x >= 0) n[i] = std::uint64_t(x);
+      };
+      by_kind(schema::edges_calls_without_gpu_work, m.edges.calls_without_gpu_work);
+      by_kind(schema::edges_gpu_work_without_call, m.edges.gpu_work_without_call);
+      by_kind(schema::edges_launched_before, m.edges.launched_before);
+      if (const json_node* f = e->find(schema::edges_calls_running_at_end); f && to_int(*f, x) && x >= 0)
+        m.edges.calls_running_at_end = std::uint64_t(x);
+    }
   } else if (key == schema::key_device_properties) {
     if (!v.is_array()) fail("\"deviceProperties\" is " + std::string(json_type_name(v.type)) + ", expected an array");
     const json_node* d = v.first();

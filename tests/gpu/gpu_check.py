@@ -9,6 +9,8 @@ The suite is this folder, tests/gpu/:
   gpu_check_interop.py  zero-code tracing (cuprof run) and interop: threads x streams,
                         a CUDA graph, NVTX, several GPUs
   gpu_check_exit.py     every way a traced program ends (exit_modes.cu)
+  gpu_check_windows.py  every window exact while threads launch nonstop (threaded_windows.cu),
+                        windows chosen every way: schedule, capture ranges, steps, triggers
   gpu_check_corpus.py   programs nobody here wrote (scripts/build-corpus) against an
                         independent CUPTI counter (cupti_counter.cpp), and the PyTorch
                         NVTX programs (torch_train_step.py, torch_emit_nvtx.py)
@@ -49,6 +51,7 @@ from gpu_check_memory import memory_checks  # noqa: E402
 from gpu_check_ranks import ranks_checks  # noqa: E402
 from gpu_check_capture import capture_checks  # noqa: E402
 from gpu_check_metrics import metrics_checks  # noqa: E402
+from gpu_check_windows import windows_checks, print_windows, self_test as windows_self_test  # noqa: E402
 
 GPU_CATS = GPU_WORK_CATS
 results = []
@@ -485,7 +488,8 @@ def reliability_checks(build, out, summary, sections=None):
 
 def run_self_test():
     """The suite's parts that need no GPU (ctest python_gpu_check_corpus_selftest)."""
-    return corpus_self_test()
+    corpus = corpus_self_test()
+    return windows_self_test() or corpus
 
 
 def main():
@@ -511,6 +515,9 @@ def main():
                         help="only the multi-GPU checks on N GPUs (gpu_check_ranks.py: PyTorch DDP under torchrun)")
     parser.add_argument("--capture-only", action="store_true",
                         help="only the capture-range, trigger and slow-step checks (gpu_check_capture.py)")
+    parser.add_argument("--windows-only", action="store_true",
+                        help="only the windows under threads launching nonstop (gpu_check_windows.py; "
+                        "GPU_CHECK_WINDOW_RUNS runs per mode, default 10)")
     parser.add_argument("--metrics-only", action="store_true",
                         help="only the GPU hardware metrics checks (gpu_check_metrics.py: cuprof against Nsight Compute)")
     parser.add_argument("--bench", action="store_true",
@@ -547,6 +554,9 @@ def main():
         finish(summary, out)
     if a.capture_only:
         capture_checks(build, out, summary, check, run, a.corpus)
+        finish(summary, out)
+    if a.windows_only:
+        windows_checks(build, out, summary, check, run)
         finish(summary, out)
     if a.metrics_only:
         metrics_checks(build, out, summary, check, run)
@@ -789,6 +799,7 @@ def finish(summary, out):
     failed = [r["check"] for r in results if not r["ok"]]
     print(f"\n== gpu-check summary ({summary['device']}, {summary['date']}) ==")
     print_bench(summary)
+    print_windows(summary)
     for name in failed:
         print(f"FAILED: {name}")
     print(f"gpu-check: {len(results) - len(failed)} passed, {len(failed)} failed")

@@ -86,6 +86,10 @@ struct fixture : builder {
     m.cuda_driver_version = 13000;
     m.dropped_gpu_records = 5;
     m.dropped_cpu_events = 6;
+    m.edges.calls_without_gpu_work = {2, 0, 1};
+    m.edges.gpu_work_without_call = {0, 3, 0};
+    m.edges.launched_before = {7, 0, 0};
+    m.edges.calls_running_at_end = 4;
 
     step = span("ProfilerStep#5", 1000, 900000, cuprof::no_index, tid_main, true);
     forward = span("forward", 2000, 800000, step);

@@ -881,6 +881,30 @@ TEST_CASE("reader: memory events written by cuprof's writer read back as they we
   }
 }
 
+TEST_CASE("reader: a window's edge counts read back as written; hostile values are left at 0") {
+  cuprof::trace t;
+  t.meta.edges.calls_without_gpu_work = {3, 1, 0};
+  t.meta.edges.gpu_work_without_call = {0, 0, 2};
+  t.meta.edges.launched_before = {9, 0, 0};
+  t.meta.edges.calls_running_at_end = 5;
+  const cuprof::loaded_trace back = cuprof::parse_trace(cuprof::chrome_trace_json(t), "written");
+  const cuprof::window_edges& e = back.t.meta.edges;
+  CHECK(e.calls_without_gpu_work == t.meta.edges.calls_without_gpu_work);
+  CHECK(e.gpu_work_without_call == t.meta.edges.gpu_work_without_call);
+  CHECK(e.launched_before == t.meta.edges.launched_before);
+  CHECK(e.calls_running_at_end == 5);
+  CHECK(e.lost());
+  CHECK(cuprof::window_losses(e) ==
+        "3 kernel calls without their GPU record, 1 copy call without their GPU record, 2 memset records on the GPU without "
+        "their call, 5 calls still running when the window was taken");
+  const std::string hostile = R"({"traceEvents":[],"cuprof":{"version":"0.1.0","window_edges":{
+      "calls_without_gpu_work":{"kernel":-4,"memcpy":"7","memset":1e308},
+      "gpu_work_without_call":[1,2,3],"launched_before":null,"calls_running_at_end":-1}}})";
+  const cuprof::loaded_trace h = cuprof::parse_trace(hostile, "hostile");
+  CHECK_FALSE(h.t.meta.edges.lost());
+  CHECK(h.t.meta.edges.launched_before == std::array<std::uint64_t, 3>{});
+}
+
 TEST_CASE("reader: a recorded torch trace's [memory] events charged as torch charges them (its Self CUDA Mem and Self CPU Mem)") {
   const cuprof::loaded_trace lt = cuprof::read_trace_file(kineto_trace("torch_memory_step.json"));
   const cuprof::trace& t = lt.t;

@@ -673,6 +673,11 @@ TEST_CASE("chrome_trace_json: header, metadata and every event of a hand-made tr
   CHECK(doc["cuprof"]["dropped_cpu_events"] == 6);
   CHECK(doc["cuprof"]["unmatched_gpu_records"] == 1);
   CHECK(doc["cuprof"]["cuda_status"] == "on");
+  const json& edges = doc["cuprof"]["window_edges"];
+  CHECK(edges["calls_without_gpu_work"] == json{{"kernel", 2}, {"memcpy", 0}, {"memset", 1}});
+  CHECK(edges["gpu_work_without_call"] == json{{"kernel", 0}, {"memcpy", 3}, {"memset", 0}});
+  CHECK(edges["launched_before"] == json{{"kernel", 7}, {"memcpy", 0}, {"memset", 0}});
+  CHECK(edges["calls_running_at_end"] == 4);
   REQUIRE(doc["deviceProperties"].size() == 1);
   CHECK(doc["deviceProperties"][0]["name"] == "NVIDIA Test GPU");
   CHECK(doc["deviceProperties"][0]["numSms"] == 132);

@@ -70,6 +70,18 @@ void nvtx(nvtx_range_event::kind_t kind, const char* message, std::uintptr_t dom
   hook(e);
 }
 
+// As CUPTI's NVTX callback does: the hook if one is set (the capture may be over).
+void nvtx_if_hooked(nvtx_range_event::kind_t kind, const char* message, std::uintptr_t domain = 0) {
+  if (void (*hook)(const nvtx_range_event&) = process().on_nvtx_range.load()) {
+    nvtx_range_event e;
+    e.kind = kind;
+    e.message = message;
+    e.length = message ? std::strlen(message) : 0;
+    e.domain = domain;
+    hook(e);
+  }
+}
+
 // The window's thread writes each trace after its range closed.
 bool wait_for_file(const std::string& path) {
   for (int i = 0; i < 300 && !fs::exists(path); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -260,6 +272,55 @@ TEST_CASE("[child] capture range nvtx by message and domain") {
 
 TEST_CASE("capture range nvtx:MESSAGE@DOMAIN: pushed and started ranges, nesting, other domains and threads") {
   run_case("[child] capture range nvtx by message and domain");
+}
+
+TEST_CASE("[child] capture range nvtx any domain stop") {
+  if (!is_child_run()) return;
+  capture_env env("any.json", "nvtx:phase", "stop");
+  REQUIRE(cuprof::detail::start_environment_profile());
+  using ev = nvtx_range_event;
+  nvtx(ev::domain_created, "mine", 0x40);
+  nvtx(ev::push, "phase", 0);  // the default domain's
+  scope("first");
+  nvtx(ev::pop, nullptr, 0);
+  // The same message in the program's own domain, at once: before the
+  // window's thread has written the first range's trace.
+  nvtx_if_hooked(ev::push, "phase", 0x40);
+  scope("second");
+  nvtx_if_hooked(ev::pop, nullptr, 0x40);
+  REQUIRE(wait_for_file(env.path("any.json")));
+  CHECK(wait_unhooked());
+  scope("after");
+  cuprof::detail::finish_environment_profile();
+  CHECK(scopes_in(env.path("any.json")) == std::set<std::string>{"first"});
+  CHECK(std::distance(fs::directory_iterator(env.dir.path), fs::directory_iterator()) == 1);  // no second window
+}
+
+TEST_CASE("capture range nvtx:MESSAGE, stop: the first range of any domain ends at its own pop, and no window follows") {
+  run_case("[child] capture range nvtx any domain stop");
+}
+
+TEST_CASE("[child] capture range nvtx back to back repeat") {
+  if (!is_child_run()) return;
+  capture_env env("b2b.json", "nvtx:phase", "repeat");
+  REQUIRE(cuprof::detail::start_environment_profile());
+  using ev = nvtx_range_event;
+  nvtx(ev::domain_created, "mine", 0x40);
+  nvtx(ev::push, "phase", 0);
+  scope("one");
+  nvtx(ev::pop, nullptr, 0);
+  nvtx(ev::push, "phase", 0x40);  // the next range opens before the window's thread closed the first
+  scope("two");
+  nvtx(ev::pop, nullptr, 0x40);
+  REQUIRE(wait_for_file(env.path("b2b.2.json")));
+  cuprof::detail::finish_environment_profile();
+  CHECK(scopes_in(env.path("b2b.1.json")) == std::set<std::string>{"one"});
+  CHECK(scopes_in(env.path("b2b.2.json")) == std::set<std::string>{"two"});
+  CHECK_FALSE(fs::exists(env.path("b2b.3.json")));
+}
+
+TEST_CASE("capture range nvtx, repeat: a range that opens as the last one closes gets its own window") {
+  run_case("[child] capture range nvtx back to back repeat");
 }
 
 TEST_CASE("[child] capture range open at exit") {

@@ -90,9 +90,9 @@ struct clock_sample {
 
 // Bumped whenever process_state, runtime_hooks or the thread buffers change
 // layout: copies of different layouts then never meet (each keeps its own).
-constexpr int process_state_abi = 4;
-#define CUPROF_PROCESS_STATE_VARIABLE "CUPROF_PROCESS_STATE_4"
-#define CUPROF_PROCESS_STATE_MAPPING "cuprof_process_state_4"
+constexpr int process_state_abi = 5;
+#define CUPROF_PROCESS_STATE_VARIABLE "CUPROF_PROCESS_STATE_5"
+#define CUPROF_PROCESS_STATE_MAPPING "cuprof_process_state_5"
 
 // The first 8 bytes of every process state: an address is taken for a state
 // only where they are (an arbitrary 64-bit value, unlikely anywhere else).

@@ -186,6 +186,19 @@ class thread_buffer {
   std::uint64_t serial() const noexcept { return serial_; }
   bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
   void mark_exited() noexcept { exited_.store(true, std::memory_order_release); }
+
+  // ---- a recorded CUDA call in progress (cupti/call_recorder.hpp) ----------
+  // The owner publishes when its outermost recorded call started, so that the
+  // collector knows how far the thread's calls are all in: a window is
+  // complete only when no thread is still inside a call that started in it.
+  // entering_call: the owner is about to read the clock (its call started no
+  // earlier than the collector can tell); 0: not inside a recorded call.
+  static constexpr std::uint64_t entering_call = 1;
+  void call_entering() noexcept { call_since_.store(entering_call, std::memory_order_seq_cst); }
+  void call_started(std::uint64_t ticks) noexcept { call_since_.store(ticks, std::memory_order_release); }
+  // After the call's record was pushed: a collector that reads this drains it.
+  void call_ended() noexcept { call_since_.store(0, std::memory_order_release); }
+  std::uint64_t call_since() const noexcept { return call_since_.load(std::memory_order_acquire); }
   void count_dropped() noexcept { dropped_.fetch_add(1, std::memory_order_relaxed); }
   // Records lost since the last call (past the cap, or no memory for a chunk).
   std::uint64_t take_dropped() noexcept { return dropped_.exchange(0, std::memory_order_relaxed); }
@@ -231,6 +244,7 @@ class thread_buffer {
   std::uint32_t read_index_ = 0;
   std::atomic<bool> exited_{false};
   std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> call_since_{0};
 };
 
 // This copy's cache of the calling thread's buffer; the runtime holds the

@@ -107,9 +107,29 @@ class call_recorder {
       if (sync && !driver) t_inside_runtime_sync = true;
       if ((entry & event_record_flag) && !driver) t_inside_runtime_event_record = true;
       if (CUPROF_UNLIKELY(entry & stack_flag) && !driver) t_inside_runtime_stack_call = true;
-      *call.correlationData = now_ticks();
+      // The outermost call publishes its start (thread_buffer::call_since):
+      // the store takes a window only once every thread's calls that started
+      // in it are drained. An outer call whose exit callback never came (the
+      // callbacks went off mid-call) left a start from before this recording.
+      thread_buffer* calls = thread_calls();
+      const bool outer = calls && (!t_outer_call || calls->call_since() < recording_since_.load(std::memory_order_relaxed));
+      if (outer) {
+        t_outer_call = call.correlationData;
+        calls->call_entering();
+      }
+      const std::uint64_t now = now_ticks();
+      *call.correlationData = now;
+      if (outer) calls->call_started(now);
       return;
     }
+    // Whatever happens to the record, the outer call is over once it is pushed (or not).
+    struct leave_call {
+      thread_buffer* calls;
+      ~leave_call() {
+        if (calls) calls->call_ended();
+      }
+    } leave{t_outer_call == call.correlationData ? t_calls : nullptr};
+    if (leave.calls) t_outer_call = nullptr;
     const std::uint64_t start = *call.correlationData;
     const std::uint64_t end = now_ticks();
     // The driver call a runtime synchronization makes is the same wait: one
@@ -157,9 +177,14 @@ class call_recorder {
   }
 
   // Moves every call recorded so far into `store`; calls lost for want of
-  // memory are counted there.
+  // memory are counted there. Tells the store how far its calls are complete
+  // (record_store::set_call_horizon): every call that started before the
+  // drain is in it, but for the calls still in progress, whose starts it lists.
   void drain_into(record_store& store) {
     live_callers_.clear();
+    std::uint64_t horizon = now_ticks();  // read before the threads: a call entered after it starts later
+    const std::uint64_t since = recording_since_.load(std::memory_order_relaxed);
+    running_.clear();
     if (store.stacks().generation() != stacks_generation_) {  // the store forgot its stacks
       stack_ids_.clear();
       stacks_generation_ = store.stacks().generation();
@@ -167,6 +192,15 @@ class call_recorder {
     threads_.for_each([&](thread_buffer& b) {
       const bool exited = b.exited();
       if (!exited) live_callers_.push_back(b.tid());
+      // Read before the drain: what the thread pushed before publishing this is drained below.
+      std::uint64_t in_call = exited ? 0 : b.call_since();
+      // A thread stamping its call's start is done in a few instructions, unless it was preempted there.
+      for (int spin = 0; in_call == thread_buffer::entering_call && spin < 64; ++spin) in_call = b.call_since();
+      if (in_call == thread_buffer::entering_call) {
+        horizon = 0;                                  // its start is being stamped: known at the next drain
+      } else if (in_call != 0 && in_call >= since) {  // older: a call whose exit was never heard
+        running_.push_back(in_call);
+      }
       std::vector<std::uint32_t>* ids = nullptr;  // the thread's stack ids -> the store's stacks
       b.drain([&](const slot* s, std::size_t n) {
         std::size_t i = 0;
@@ -220,6 +254,7 @@ class call_recorder {
       store.add_dropped_calls(b.take_dropped());
       if (exited) stack_ids_.erase(b.serial());
     });
+    store.set_call_horizon(horizon, running_);
   }
 
   // Whether a thread other than `tid` has made a recorded call and was still
@@ -375,6 +410,8 @@ class call_recorder {
   };
 
   static inline thread_local thread_buffer* t_calls = nullptr;
+  // The outermost recorded call the thread is in: its CUPTI correlation data slot, unique to the call.
+  static inline thread_local std::uint64_t* t_outer_call = nullptr;
   static inline thread_local bool t_calls_given_back = false;
   static inline thread_local bool t_inside_runtime_sync = false;
   static inline thread_local bool t_inside_runtime_event_record = false;
@@ -392,6 +429,7 @@ class call_recorder {
   chunk_pool& pool_;
   thread_registry threads_;
   std::vector<std::uint32_t> live_callers_;  // as of the last drain_into
+  std::vector<std::uint64_t> running_;       // the starts of the calls in progress at the last drain_into
   std::atomic<std::uint64_t> recording_since_{~std::uint64_t(0)};
 };
 

@@ -323,9 +323,30 @@ class record_store {
     collectives_.push_back(c);
   }
 
-  // True when every launch, copy and memset called in [start, end] has its
-  // GPU record staged: the window can be finalised without a device sync.
+  // Every call that started before `ticks` is staged but those still in
+  // progress then, whose starts are `running` (one a thread at most): the
+  // call recorder's drain says so. Without a recorder (tests feeding calls
+  // themselves), all are.
+  void set_call_horizon(std::uint64_t ticks, const std::vector<std::uint64_t>& running) {
+    drained_at_ = ticks;
+    running_calls_ = running;
+    call_horizon_ = ticks;
+    for (const std::uint64_t r : running) call_horizon_ = std::min(call_horizon_, r);
+  }
+  // Every call that started in [start, end] is staged. A call in progress
+  // that started before `start` is no matter: it is not the window's.
+  bool calls_complete_through(std::uint64_t start, std::uint64_t end) const noexcept {
+    if (drained_at_ <= end) return false;
+    for (const std::uint64_t r : running_calls_)
+      if (r >= start && r <= end) return false;
+    return true;
+  }
+
+  // True when every call that started in [start, end] is staged and every
+  // launch, copy and memset among them has its GPU record staged: the window
+  // can be finalised without a device sync.
   bool window_complete(std::uint64_t start, std::uint64_t end) {
+    if (!calls_complete_through(start, end)) return false;
     window_calls w = select(start, end);
     std::vector<char> has_record(w.kept.size(), 0);
     gpu_.for_each([&](const staged_gpu& g) {
@@ -376,15 +397,22 @@ class record_store {
     out.api_calls.reserve(out.api_calls.size() + w.kept.size());
     populating_appender<api_call> calls_out(out.api_calls);
     chunked_vector<staged_call> later_api;
+    // By position: 1 + the kind of GPU work the call still owes (kernel, memcpy, memset), 0 none.
+    std::vector<std::uint8_t> owed(w.kept.size(), 0);
+    std::vector<std::uint32_t> later_ids;  // the later calls' correlation ids: their GPU records stay
     std::size_t index = 0;
     api_.consume([&](const staged_call& staged) {
       const std::size_t i = index++;
       if (staged.start_ns > end) {
         later_api.push_back(staged);
+        later_ids.push_back(staged.correlation);
+        if (staged.folded_offset) later_ids.push_back(staged.folded_correlation());
         return;
       }
       const std::uint32_t pos = w.owner.find(staged.correlation);
       if (pos == no_index || w.kept[pos] != i) return;  // before the window, or folded into a kept call
+      const staged_kind& k = call_kinds_[staged.kind];
+      if (k.expects_gpu_record && staged.return_value == 0) owed[pos] = std::uint8_t(1 + k.work);
       api_call c;
       c.start_ns = staged.start_ns;
       c.end_ns = staged.end_ns;
@@ -428,6 +456,17 @@ class record_store {
     const auto unlinked_in_window = [&](const staged_gpu& g) {
       return g.correlation == 0 && g.start_ns >= start && g.start_ns <= end;
     };
+    std::sort(later_ids.begin(), later_ids.end());
+    const std::size_t later_calls = later_ids.size();
+    for (const auto& [inner, outer] : folded_)
+      if (std::binary_search(later_ids.begin(), later_ids.begin() + std::ptrdiff_t(later_calls), outer))
+        later_ids.push_back(inner);
+    std::sort(later_ids.begin(), later_ids.end());
+    // The newest call ever left out for starting before its window: an unknown
+    // id at or below it is such a call's (or one never recorded between windows).
+    newest_left_out_ = std::max(newest_left_out_, discarding_ && !w.owner.empty() ? w.owner.highest() : w.newest_before);
+    window_edges& edges = out.meta.edges;
+    const auto edge_kind = [&](const staged_gpu& g) { return std::size_t(forms_[g.form].kind); };
     // Reserving every staged record costs address space, not memory: pages
     // are touched as records are written, and staged chunks freed as read.
     out.gpu.reserve(out.gpu.size() + gpu_.size());
@@ -438,9 +477,26 @@ class record_store {
     gpu_.consume([&](const staged_gpu& staged) {
       const std::uint32_t pos = w.owner.find(staged.correlation);
       if (pos == no_index && !unlinked_in_window(staged)) {
-        const bool launched_before = staged.correlation != 0 && (staged.correlation <= w.newest_before ||
-                                                                 (!w.owner.empty() && staged.correlation < w.owner.lowest()));
-        if (!launched_before && !(staged.correlation == 0 && staged.start_ns < start)) {
+        // Not this window's: its call's later (it stays), before the window
+        // or never recorded (it goes, counted where it ran in the window), or
+        // not staged yet, which only a record newer than the call horizon can wait for.
+        const std::uint32_t id = staged.correlation;
+        const bool sync = forms_[staged.form].kind == gpu_kind::sync;
+        bool stays = false;
+        if (id == 0) {
+          stays = staged.start_ns > end;
+        } else if (std::binary_search(later_ids.begin(), later_ids.end(), id)) {
+          stays = true;
+        } else if (id <= newest_left_out_) {
+          if (!sync && staged.end_ns >= start && staged.start_ns <= end) ++edges.launched_before[edge_kind(staged)];
+        } else if (staged.start_ns >= call_horizon_ && staged.start_ns != 0) {
+          stays = true;
+        } else if (!sync && staged.start_ns <= end) {
+          ++edges.gpu_work_without_call[edge_kind(staged)];
+        } else {
+          stays = !sync;  // after the window: a later window's to count
+        }
+        if (stays) {
           staged_gpu kept = staged;
           if (moves_bytes(staged)) {
             kept.details = std::uint32_t(later_bytes.size());
@@ -454,6 +510,7 @@ class record_store {
         return;
       }
       const gpu_form& form = forms_[staged.form];
+      if (pos != no_index) owed[pos] = 0;
       gpu_activity a;
       a.name = name_in_out(form.name);
       // Folded calls' records belong to the outer call.
@@ -490,6 +547,10 @@ class record_store {
     gpu_ = std::move(later);
     bytes_ = std::move(later_bytes);
     waited_events_ = std::move(later_waited);
+    for (const std::uint8_t k : owed)
+      if (k) ++edges.calls_without_gpu_work[k - 1];
+    // The calls still in progress when the calls were last drained that started in the window.
+    for (const std::uint64_t running : running_calls_) edges.calls_running_at_end += running >= start && running <= end;
     // A wait in a later window resolves to records in that window only.
     event_records_.erase(std::remove_if(event_records_.begin(), event_records_.end(),
                                         [&](const staged_event_record& r) { return r.start <= end; }),
@@ -578,6 +639,8 @@ class record_store {
     std::vector<std::pair<std::uint32_t, std::uint32_t>>().swap(folded_);
     stacks_.clear();
     dropped_ = lost_timestamps_ = over_cap_ = dropped_calls_ = 0;  // after the last window: not the next one's
+    running_calls_.clear();
+    newest_left_out_ = 0;  // a new CUPTI session numbers its calls afresh
   }
 
   // The native call stacks (with_stack) the call recorder publishes.
@@ -777,7 +840,11 @@ class record_store {
       const api_class c = classify_api(domain, shown);
       if (c.display_name) {
         entry.kind = std::uint32_t(call_kinds_.size());
-        call_kinds_.push_back({{names_.intern(shown), std::uint16_t(cbid), domain, c.has_flow}, c.expects_gpu_record});
+        const bool copy = starts_with(shown, "cudaMemcpy") || starts_with(shown, "cuMemcpy");
+        const bool set = starts_with(shown, "cudaMemset") || starts_with(shown, "cuMemset");
+        const gpu_kind work = copy ? gpu_kind::memcpy : set ? gpu_kind::memset : gpu_kind::kernel;
+        call_kinds_.push_back(
+            {{names_.intern(shown), std::uint16_t(cbid), domain, c.has_flow}, c.expects_gpu_record, std::uint8_t(work)});
       }
       entry.known = true;
     }
@@ -1045,6 +1112,7 @@ class record_store {
   struct staged_kind {
     call_kind kind;
     bool expects_gpu_record = false;
+    std::uint8_t work = 0;  // the GPU work it makes, as window_edges counts it: 0 kernels, 1 copies, 2 memsets
   };
 
   // What a GPU record is, with its name in the store's table.
@@ -1094,6 +1162,10 @@ class record_store {
   std::unordered_map<std::uint32_t, open_range> open_ranges_;    // NVTX range id -> its start
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_;  // (driver call, runtime call it is inside),
                                                                  // those not in the runtime call's folded_offset
+  std::uint64_t drained_at_ = ~std::uint64_t(0);                 // the calls' last drain (set_call_horizon)
+  std::vector<std::uint64_t> running_calls_;                     // the starts of the calls in progress then
+  std::uint64_t call_horizon_ = ~std::uint64_t(0);               // every call that started before it is staged
+  std::uint32_t newest_left_out_ = 0;                            // the newest call id a take() left out as before its window
   std::uint64_t api_changes_ = 0;  // API records added: a checked window's selection is stale after one
   std::optional<checked_window> checked_;
   std::uint64_t dropped_ = 0;

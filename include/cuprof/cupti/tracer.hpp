@@ -184,14 +184,15 @@ class tracer {
   // How the last session let CUPTI go: finalized, or only unsubscribed (detach()).
   bool finalized_at_last_detach() const noexcept { return finalized_; }
 
-  // `detaching`: detach() follows at once, so the call callbacks stay on
-  // (see there); between windows they go off, sparing the calls their cost.
+  // Activities off; the call callbacks stay on, ignored while disabled (see the body).
   void disable(bool detaching = false) {
     std::lock_guard<std::mutex> lock(control_);
     if (!enabled_ || forked_child()) return;
     if (!closed_)
       at_exit_guarded("disabling CUPTI", [this, detaching] {
-        if (!detaching) record_shown_calls(false);
+        // Turned off and on again while other threads are inside calls, the call callbacks lost
+        // whole threads' calls (and so their kernels) in every later window.
+        (void)detaching;
         for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
         pm_.pause();
       });

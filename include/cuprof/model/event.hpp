@@ -6,6 +6,7 @@
 #include "gpu_metrics.hpp"
 #include "string_table.hpp"
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -181,6 +182,47 @@ struct thread_info {
   std::string name;
 };
 
+// What a window's edges left out, and what came without its partner, counted
+// when the window is taken (the edge rule: a CUDA call belongs to the window
+// in which it started and brings its GPU work with it; docs/guide.md).
+struct window_edges {
+  static constexpr std::size_t kinds = 3;  // kernel, memcpy, memset (gpu_kind's first three)
+  // GPU work of the window's calls that never came (given up on): by the kind of work the call makes.
+  std::array<std::uint64_t, kinds> calls_without_gpu_work{};
+  // GPU work whose call was never recorded: not a call before the window, none in it.
+  std::array<std::uint64_t, kinds> gpu_work_without_call{};
+  // GPU work that ran in the window for a call made before it: left out by the rule.
+  std::array<std::uint64_t, kinds> launched_before{};
+  // Calls that started in the window and had not returned when it was taken: left out, with their work.
+  std::uint64_t calls_running_at_end = 0;
+  // Something is missing that belongs in the window (the rule's own cuts are not losses).
+  bool lost() const {
+    std::uint64_t n = calls_running_at_end;
+    for (std::size_t k = 0; k < kinds; ++k) n += calls_without_gpu_work[k] + gpu_work_without_call[k];
+    return n != 0;
+  }
+};
+
+// "2 kernel launches without their GPU work, 1 call still running at the
+// window's end": what window_edges::lost() counts, in words; empty when none.
+inline std::string window_losses(const window_edges& e) {
+  static constexpr const char* work[window_edges::kinds] = {"kernel", "copy", "memset"};
+  std::string out;
+  const auto say = [&out](std::uint64_t n, const std::string& what) {
+    if (!n) return;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(n) + " " + what;
+  };
+  for (std::size_t k = 0; k < window_edges::kinds; ++k) {
+    const std::uint64_t calls = e.calls_without_gpu_work[k], gpu = e.gpu_work_without_call[k];
+    say(calls, std::string(work[k]) + (calls == 1 ? " call" : " calls") + " without their GPU record");
+    say(gpu, std::string(work[k]) + (gpu == 1 ? " record" : " records") + " on the GPU without their call");
+  }
+  say(e.calls_running_at_end, e.calls_running_at_end == 1 ? "call still running when the window was taken"
+                                                          : "calls still running when the window was taken");
+  return out;
+}
+
 struct trace_metadata {
   std::uint32_t pid = 0;
   std::string process_name;
@@ -198,6 +240,7 @@ struct trace_metadata {
   std::string dropped_gpu_detail;           // why, for the message (not written to the trace)
   std::uint64_t dropped_cpu_events = 0;     // scopes and CUDA calls lost when memory ran out
   std::uint64_t unmatched_gpu_records = 0;  // GPU work whose launch was not found
+  window_edges edges;                       // what the window's edges cut, what came unpaired
   std::string cuda_status;                  // why CUDA tracing is off, empty when on
   bool memory_recorded = false;             // allocations were recorded (torch's profile_memory)
   // distributedInfo: the backend the process shows (detail::distributed_backend),

@@ -491,6 +491,7 @@ class chrome_trace_writer {
       next_key(schema::cuprof_trace_detail);
       out_ += "\"lean\"";
     }
+    window_edges_block(m.edges);
     if (!t_.gpu_metrics.empty()) gpu_metrics_block();
     out_ += "},\n  ";
     if (m.memory_recorded) {
@@ -507,6 +508,28 @@ class chrome_trace_writer {
 
   // What was sampled: the period, the samples lost on every GPU together, the
   // GPUs, and each metric's CUPTI name and its label, the counters' name.
+  // What the window's edges cut and what came unpaired, always written: a
+  // reader tells "none" from "not counted".
+  void window_edges_block(const window_edges& e) {
+    next_key(schema::cuprof_window_edges);
+    const auto by_kind = [&](std::string_view name, const std::array<std::uint64_t, window_edges::kinds>& n) {
+      key(name);
+      for (std::size_t k = 0; k < window_edges::kinds; ++k) {
+        out_ += k ? ',' : '{';
+        key(schema::edge_kind_names[k]);
+        append_int(out_, n[k]);
+      }
+      out_ += "},";
+    };
+    out_ += '{';
+    by_kind(schema::edges_calls_without_gpu_work, e.calls_without_gpu_work);
+    by_kind(schema::edges_gpu_work_without_call, e.gpu_work_without_call);
+    by_kind(schema::edges_launched_before, e.launched_before);
+    key(schema::edges_calls_running_at_end);
+    append_int(out_, e.calls_running_at_end);
+    out_ += '}';
+  }
+
   void gpu_metrics_block() {
     const std::vector<gpu_metric_series>& series = t_.gpu_metrics;
     next_key(schema::cuprof_gpu_metrics);

@@ -159,6 +159,16 @@ inline constexpr std::string_view cuda_status_on = "on";  // the cuda_status of 
 inline constexpr std::string_view cuprof_window_start_ns = "window_start_ns";
 inline constexpr std::string_view cuprof_window_end_ns = "window_end_ns";
 inline constexpr std::string_view cuprof_trace_detail = "trace_detail";  // written only when not Kineto's
+// Inside key_cuprof, what the window's edges cut and what came unpaired
+// (model/event.hpp's window_edges): {"calls_without_gpu_work":{"kernel":N,
+// "memcpy":N,"memset":N},"gpu_work_without_call":{...},"launched_before":{...},
+// "calls_running_at_end":N}.
+inline constexpr std::string_view cuprof_window_edges = "window_edges";
+inline constexpr std::string_view edges_calls_without_gpu_work = "calls_without_gpu_work";
+inline constexpr std::string_view edges_gpu_work_without_call = "gpu_work_without_call";
+inline constexpr std::string_view edges_launched_before = "launched_before";
+inline constexpr std::string_view edges_calls_running_at_end = "calls_running_at_end";
+inline constexpr std::string_view edge_kind_names[3] = {"kernel", "memcpy", "memset"};  // window_edges' kinds
 // Inside key_cuprof, where metrics were sampled: {"interval_ns":N,"dropped":N,
 // "devices":[D,...],"metrics":[{"name":CUPTI_NAME,"label":LABEL},...]}.
 inline constexpr std::string_view cuprof_gpu_metrics = "gpu_metrics";

@@ -224,7 +224,7 @@ struct environment_session {
   // the one that closes it: a range's or a trigger's, never both.
   enum : int { no_window, range_window, trigger_window };
   std::atomic<int> owner{no_window};
-  std::atomic<bool> open_asked{false};
+  std::atomic<std::uint64_t> open_asked_ticks{0};   // when a range or trigger asked for a window; 0: not asked
   std::atomic<std::uint64_t> close_asked_ticks{0};  // where the window ends; 0: not asked
   std::atomic<std::uint32_t> range_tid{0};          // nvtx: the thread that opened the range
   std::atomic<std::uintptr_t> range_domain{0};      // nvtx: its domain
@@ -233,6 +233,7 @@ struct environment_session {
   std::atomic<std::uintptr_t> named_domain{0};      // the handle of the domain CUPROF_CAPTURE_RANGE names, once created
   int ranges_written = 0;                           // the ranges' traces, under `mutex`
   std::atomic<bool> ranges_done{false};             // as many as CUPROF_CAPTURE_RANGE_END asked for
+  std::atomic<int> ranges_closed{0};                // the ranges the hooks closed, counted at the closing call
   int windows_written = 0;                          // every window's, for %n, under `mutex`
   // A trigger's window (cuprof trigger, runtime/control_endpoint.hpp): its
   // path, and its end, a steady-clock reading or a count of program steps.
@@ -433,7 +434,7 @@ struct window_control {
     if (!s.owner.compare_exchange_strong(expected, start ? environment_session::range_window : environment_session::no_window))
       return;
     if (start) ask_open(s);
-    else ask_close(s);
+    else range_closed(s);
   }
 
   static void on_nvtx(const nvtx_range_event& e) noexcept {
@@ -480,7 +481,7 @@ struct window_control {
         break;
     }
     int expected = environment_session::range_window;
-    if (s.owner.compare_exchange_strong(expected, environment_session::no_window)) ask_close(s);
+    if (s.owner.compare_exchange_strong(expected, environment_session::no_window)) range_closed(s);
   }
 
   // The endpoint's handler, on its thread: the window opens now (a
@@ -512,8 +513,11 @@ struct window_control {
     environment_session& s = environment();
     const int n = ++s.windows_written;
     const bool triggered = !s.trigger_path.empty();
-    const std::string path =
-        triggered ? s.trigger_path : numbered_trace_path(s.config.trace_path, n, s.config.capture.ranges != 1 ? "" : nullptr);
+    // A window after the first never replaces an earlier trace of the run: numbered, as %n would.
+    const bool numbered = s.config.capture.ranges != 1 || n > 1;
+    const std::string path = triggered ? s.trigger_path : numbered_trace_path(s.config.trace_path, n, numbered ? "" : nullptr);
+    if (!triggered && n > 1 && s.config.capture.ranges == 1 && s.config.trace_path.find("%n") == std::string::npos)
+      log_line("window " + std::to_string(n) + " is written to " + terminal_safe(path) + ", beside the first trace, not over it");
     s.trigger_path.clear();
     if (!triggered) ++s.ranges_written;
     const trace* t = &p.last_trace();
@@ -582,6 +586,17 @@ struct window_control {
   static void run(profile* p);
 
  private:
+  static void close_asked(profile* p, environment_session& e, std::uint64_t end);
+
+  // The hook that closes a range counts it at once: a range that opens
+  // before the window's thread wrote the last one asked for opens nothing.
+  static void range_closed(environment_session& s) noexcept {
+    const int ranges = s.config.capture.ranges;
+    if (ranges > 0 && s.ranges_closed.fetch_add(1, std::memory_order_relaxed) + 1 >= ranges)
+      s.ranges_done.store(true, std::memory_order_relaxed);
+    ask_close(s);
+  }
+
   static bool same_thread_and_domain(environment_session& s, const nvtx_range_event& e) noexcept {
     return e.domain == s.range_domain.load(std::memory_order_relaxed) &&
            std::uint32_t(::syscall(SYS_gettid)) == s.range_tid.load(std::memory_order_relaxed);
@@ -617,9 +632,9 @@ struct window_control {
   static void ask_open(environment_session& s) noexcept {
     try {
       std::unique_lock<std::mutex> lock(s.capture_mutex);
-      s.open_asked.store(true);
+      s.open_asked_ticks.store(now_ticks());
       s.capture_signal.notify_one();
-      s.capture_opened.wait_for(lock, open_wait, [&s] { return !s.open_asked.load(); });
+      s.capture_opened.wait_for(lock, open_wait, [&s] { return s.open_asked_ticks.load() == 0; });
     } catch (...) {
       // The window opens when the thread gets to it.
     }
@@ -635,7 +650,7 @@ struct window_control {
 
   static void release_waiting(environment_session& s) {
     std::lock_guard<std::mutex> lock(s.capture_mutex);
-    s.open_asked.store(false);
+    s.open_asked_ticks.store(0);
     s.capture_opened.notify_all();
   }
 };
@@ -839,42 +854,56 @@ inline void window_control::run(profile* p) {
     {
       std::unique_lock<std::mutex> wait(e.capture_mutex);
       e.capture_signal.wait_for(wait, std::chrono::milliseconds(20),
-                                [&e] { return e.open_asked.load() || e.close_asked_ticks.load() != 0; });
+                                [&e] { return e.open_asked_ticks.load() != 0 || e.close_asked_ticks.load() != 0; });
     }
     const std::uint64_t deadline = e.trigger_deadline_ns.load();
     if (deadline > 0 && monotonic_ns() >= deadline) {
       e.trigger_deadline_ns.store(0);
       e.close_asked_ticks.store(now_ticks());
     }
-    if (!e.open_asked.load() && e.close_asked_ticks.load() == 0) continue;
+    if (e.open_asked_ticks.load() == 0 && e.close_asked_ticks.load() == 0) continue;
     std::lock_guard<std::mutex> l(e.mutex);
     if (e.prof != p) return;  // written meanwhile (exit, a signal)
-    if (e.open_asked.load()) {
+    // A range can close and the next one open before this thread wakes:
+    // the window that was asked to close first goes first.
+    const std::uint64_t open_at = e.open_asked_ticks.load();
+    std::uint64_t end = e.close_asked_ticks.load();
+    if (end != 0 && open_at != 0 && end < open_at) {
+      e.close_asked_ticks.store(0);
+      close_asked(p, e, end);
+      end = 0;
+    }
+    if (open_at != 0) {
       p->open_window();
       release_waiting(e);
     }
-    const std::uint64_t end = e.close_asked_ticks.exchange(0);
-    if (end == 0) continue;
-    const bool triggered = e.owner.load() == environment_session::trigger_window;
-    try {
-      p->close_window(end);
-    } catch (const std::exception& x) {
-      log_line("could not write the trace: " + message_of(x));
-    }
-    if (triggered) {
-      e.trigger_deadline_ns.store(0);
-      e.trigger_steps_left.store(0);
-      if (e.config.capture.kind == capture_range::trigger || e.ranges_done.load()) hook(false);
-      e.owner.store(environment_session::no_window);
-    }
-    const int ranges = e.config.capture.ranges;
-    if (!triggered && ranges > 0 && e.ranges_written >= ranges) {
-      // No more ranges: the program's calls are no longer watched. The
-      // profile waits as before (a trigger may still come); CUPTI is let go
-      // at exit, not here, where the program's threads may be in CUDA calls.
-      e.ranges_done.store(true);
-      hook(false);
-    }
+    if (end == 0) end = e.close_asked_ticks.exchange(0);
+    else e.close_asked_ticks.store(0);
+    if (end != 0) close_asked(p, e, end);
+  }
+}
+
+// The window asked to close at `end`, written; with the session's lock held.
+inline void window_control::close_asked(profile* p, environment_session& e, std::uint64_t end) {
+  const bool triggered = e.owner.load() == environment_session::trigger_window;
+  try {
+    p->close_window(end);
+  } catch (const std::exception& x) {
+    log_line("could not write the trace: " + message_of(x));
+  }
+  if (triggered) {
+    e.trigger_deadline_ns.store(0);
+    e.trigger_steps_left.store(0);
+    if (e.config.capture.kind == capture_range::trigger || e.ranges_done.load()) hook(false);
+    e.owner.store(environment_session::no_window);
+  }
+  const int ranges = e.config.capture.ranges;
+  if (!triggered && ranges > 0 && e.ranges_written >= ranges) {
+    // No more ranges: the program's calls are no longer watched. The
+    // profile waits as before (a trigger may still come); CUPTI is let go
+    // at exit, not here, where the program's threads may be in CUDA calls.
+    e.ranges_done.store(true);
+    hook(false);
   }
 }
 

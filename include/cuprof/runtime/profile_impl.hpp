@@ -13,7 +13,9 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
 
 namespace cuprof {
 
@@ -129,7 +131,9 @@ void profile::close_window(std::uint64_t end_ticks) {
   if (!running_ || options_.schedule || action_ != profiler_action::record || refused_in_handler("close_window()")) return;
   const std::uint64_t now = detail::now_ticks();
   action_ = profiler_action::none;
-  transition(profiler_action::record, action_, end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now);
+  const std::uint64_t end = end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now;
+  transition(profiler_action::record, action_, end);
+  settle_calls(end);
   if (tracer_) {
     tracer_->sync_devices();
     tracer_->flush(true);
@@ -150,7 +154,9 @@ void profile::stop_at(std::uint64_t end_ticks) {
     else from = profiler_action::warmup;  // no kept window waits: the ring is thrown away, as a warmup is
     detail::log_line(slow_->summary());
   }
-  transition(from, profiler_action::none, end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now);
+  const std::uint64_t end = end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now;
+  transition(from, profiler_action::none, end);
+  if (detail::records(from)) settle_calls(end);
   if (tracer_) {
     tracer_->sync_devices();
     tracer_->flush(true);
@@ -189,6 +195,18 @@ void profile::step() {
   }
   open_step_scope();
   finalize_pending();
+}
+
+void profile::settle_calls(std::uint64_t end_ticks) {
+  if (!tracer_ || detail::process_ending_on_signal()) return;  // a signal's trace is written at once
+  const std::uint64_t deadline = detail::monotonic_ns() + settle_ns;
+  for (;;) {
+    tracer_->flush(false);
+    if (tracer_->with_store([&](detail::cupti::record_store& s) { return s.calls_complete_through(window_start_, end_ticks); }) ||
+        detail::monotonic_ns() >= deadline)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void profile::finalize_pending() {
@@ -433,10 +451,14 @@ void profile::name_api_threads(trace& t) {
 
 void profile::report_drops(const trace& t) {
   const trace_metadata& m = t.meta;
+  const std::string unpaired = window_losses(m.edges);
   if (m.dropped_gpu_records || m.dropped_cpu_events)
     detail::log_line("this window lost " + std::to_string(m.dropped_gpu_records) + " GPU records" +
                      (m.dropped_gpu_detail.empty() ? "" : " (" + m.dropped_gpu_detail + ")") + " and " +
-                     std::to_string(m.dropped_cpu_events) + " CPU events (counts are in the trace metadata)");
+                     std::to_string(m.dropped_cpu_events) + " CPU events" + (unpaired.empty() ? "" : "; " + unpaired) +
+                     " (counts are in the trace metadata)");
+  else if (!unpaired.empty())
+    detail::log_line("this window is incomplete: " + unpaired + " (counts are in the trace's cuprof.window_edges)");
 }
 
 }  // namespace cuprof
