@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>  // and through tracer.hpp's cupti.h, generated_cuda_runtime_api_meta.h (no include guard)
 
 #include "support/child_process.hpp"
+#include "support/cupti_calls.hpp"
 #include "support/files.hpp"
 #include "support/flow_arrows.hpp"
 #include "support/stderr_capture.hpp"
@@ -1267,31 +1268,6 @@ TEST_CASE("graph launches: every node kernel links to the one launch") {
       REQUIRE(in);
       CHECK(in->v2 == (e["name"] == "node_a"));
     }
-}
-
-// One CUDA call as CUPTI's callback API reports it: entry, what the call
-// does inside (a nested driver call), exit with its result.
-template <class Inside>
-void traced_call(cuprof::detail::cupti::call_recorder& r, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                 std::uint32_t correlation, std::int32_t result, Inside&& inside, const void* params = nullptr,
-                 std::uint32_t context_uid = 0) {
-  std::uint64_t per_call = 0;  // CUPTI's correlationData: one slot per call, entry to exit
-  CUpti_CallbackData d;
-  std::memset(static_cast<void*>(&d), 0, sizeof d);
-  d.correlationData = &per_call;
-  d.correlationId = correlation;
-  d.functionReturnValue = &result;
-  d.functionParams = params;
-  d.contextUid = context_uid;
-  d.callbackSite = CUPTI_API_ENTER;
-  r.on_call(domain, cbid, d);
-  inside();
-  d.callbackSite = CUPTI_API_EXIT;
-  r.on_call(domain, cbid, d);
-}
-void traced_call(cuprof::detail::cupti::call_recorder& r, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                 std::uint32_t correlation, std::int32_t result = 0) {
-  traced_call(r, domain, cbid, correlation, result, [] {});
 }
 
 constexpr std::uint64_t whole_time = std::uint64_t(1) << 62;

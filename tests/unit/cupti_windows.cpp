@@ -11,6 +11,8 @@
 
 #include <cuprof/cupti/call_recorder.hpp>
 
+#include "support/cupti_calls.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -43,24 +45,6 @@ std::string window_raw_name(api_domain d, std::uint32_t cbid) {
   if (d == api_domain::runtime && cbid == sync_cbid) return "cudaStreamSynchronize_v3020";
   if (d == api_domain::driver && cbid == driver_launch_cbid) return "cuLaunchKernel";
   return "cbid" + std::to_string(cbid);
-}
-
-// A call as CUPTI's callback API reports it: entry, `inside` (a nested call,
-// or time spent in the call), exit.
-template <class Inside>
-void call(call_recorder& r, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, std::uint32_t correlation, Inside&& inside) {
-  std::uint64_t per_call = 0;
-  std::int32_t result = 0;
-  CUpti_CallbackData d;
-  std::memset(static_cast<void*>(&d), 0, sizeof d);
-  d.correlationData = &per_call;
-  d.correlationId = correlation;
-  d.functionReturnValue = &result;
-  d.callbackSite = CUPTI_API_ENTER;
-  r.on_call(domain, cbid, d);
-  inside();
-  d.callbackSite = CUPTI_API_EXIT;
-  r.on_call(domain, cbid, d);
 }
 
 // What a worker knows of one of its launches: the recorder stamps the call's
@@ -135,11 +119,11 @@ class busy_process {
       l.correlation = id;
       l.before = now_ticks();
       std::uint64_t returned = 0;
-      call(recorder(), CUPTI_CB_DOMAIN_RUNTIME_API, launch_cbid, id, [&] {
+      cuprof_test::traced_call(recorder(), CUPTI_CB_DOMAIN_RUNTIME_API, launch_cbid, id, 0, [&] {
         l.after = now_ticks();
         // Now and then a launch that takes a while: in flight across an edge.
         if (random() % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
-        call(recorder(), CUPTI_CB_DOMAIN_DRIVER_API, driver_launch_cbid, id + 1, [] {});
+        cuprof_test::traced_call(recorder(), CUPTI_CB_DOMAIN_DRIVER_API, driver_launch_cbid, id + 1);
         returned = now_ticks();
       });
       log.push_back(l);
@@ -160,8 +144,8 @@ class busy_process {
       // A launch costs a GPU program a few microseconds; a pause keeps 8 threads on 2 cores at that pace.
       if (n % 4 == 3) std::this_thread::sleep_for(std::chrono::microseconds(20));
       if (n % 64 == 63) {  // a stream sync: a call without GPU work of its own
-        call(recorder(), CUPTI_CB_DOMAIN_RUNTIME_API, sync_cbid, next_id_.fetch_add(1),
-             [] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
+        cuprof_test::traced_call(recorder(), CUPTI_CB_DOMAIN_RUNTIME_API, sync_cbid, next_id_.fetch_add(1), 0,
+                                 [] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
       }
     }
   }
@@ -294,28 +278,28 @@ void check_windows(const std::vector<taken_window>& taken, const std::vector<lau
   MESSAGE(taken.size() << " windows, " << exact << " launches placed exactly, " << straddling << " stamped across an edge");
 }
 
+// 8 threads launching nonstop through 100 windows, checked against their own log.
+std::vector<taken_window> windows_while_busy(bool back_to_back) {
+  constexpr int threads = 8;
+  busy_process p(threads);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<taken_window> taken = run_windows(p, 100, back_to_back);
+  p.finish();
+  REQUIRE(taken.size() == 100);
+  check_windows(taken, p.launches(), threads);
+  return taken;
+}
+
 }  // namespace
 
 TEST_SUITE("cupti_windows") {
 TEST_CASE("8 threads launching nonstop, 100 windows back to back: every launch in its window with its kernel, once") {
-  constexpr int threads = 8;
-  busy_process p(threads);
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const std::vector<taken_window> taken = run_windows(p, 100, /*back_to_back=*/true);
-  p.finish();
-  REQUIRE(taken.size() == 100);
+  const std::vector<taken_window> taken = windows_while_busy(/*back_to_back=*/true);
   for (std::size_t i = 1; i < taken.size(); ++i) CHECK(taken[i].span.start == taken[i - 1].span.end);
-  check_windows(taken, p.launches(), threads);
 }
 
 TEST_CASE("8 threads launching nonstop, 100 windows with gaps: nothing of a gap in a window, every window whole") {
-  constexpr int threads = 8;
-  busy_process p(threads);
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const std::vector<taken_window> taken = run_windows(p, 100, /*back_to_back=*/false);
-  p.finish();
-  REQUIRE(taken.size() == 100);
-  check_windows(taken, p.launches(), threads);
+  const std::vector<taken_window> taken = windows_while_busy(/*back_to_back=*/false);
   // The gaps' work that ran inside a window is counted as launched before it, not lost.
   std::uint64_t before = 0;
   for (const taken_window& w : taken) before += w.edges.launched_before[0];

@@ -83,7 +83,7 @@ class call_recorder {
   void set_stack_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
     if (std::atomic<std::uint8_t>* e = entry_of(domain, cbid)) e->fetch_or(stack_candidate, std::memory_order_relaxed);
   }
-  // with_stack, while no callback of a shown call is enabled: the stack calls'
+  // with_stack, while nothing records (tracer::enable()): the stack calls'
   // flag, the one bit the callback tests, so that stacks off cost nothing.
   void set_stacks(bool on) {
     if (on) unwind_ = stack_unwinder();

@@ -330,8 +330,6 @@ class record_store {
   void set_call_horizon(std::uint64_t ticks, const std::vector<std::uint64_t>& running) {
     drained_at_ = ticks;
     running_calls_ = running;
-    call_horizon_ = ticks;
-    for (const std::uint64_t r : running) call_horizon_ = std::min(call_horizon_, r);
   }
   // Every call that started in [start, end] is staged. A call in progress
   // that started before `start` is no matter: it is not the window's.
@@ -465,6 +463,9 @@ class record_store {
     // The newest call ever left out for starting before its window: an unknown
     // id at or below it is such a call's (or one never recorded between windows).
     newest_left_out_ = std::max(newest_left_out_, discarding_ && !w.owner.empty() ? w.owner.highest() : w.newest_before);
+    // Every call that started before it is staged: GPU work of an unknown call older than it has no call to wait for.
+    std::uint64_t call_horizon = drained_at_;
+    for (const std::uint64_t r : running_calls_) call_horizon = std::min(call_horizon, r);
     window_edges& edges = out.meta.edges;
     const auto edge_kind = [&](const staged_gpu& g) { return std::size_t(forms_[g.form].kind); };
     // Reserving every staged record costs address space, not memory: pages
@@ -489,7 +490,7 @@ class record_store {
           stays = true;
         } else if (id <= newest_left_out_) {
           if (!sync && staged.end_ns >= start && staged.start_ns <= end) ++edges.launched_before[edge_kind(staged)];
-        } else if (staged.start_ns >= call_horizon_ && staged.start_ns != 0) {
+        } else if (staged.start_ns >= call_horizon && staged.start_ns != 0) {
           stays = true;
         } else if (!sync && staged.start_ns <= end) {
           ++edges.gpu_work_without_call[edge_kind(staged)];
@@ -840,9 +841,7 @@ class record_store {
       const api_class c = classify_api(domain, shown);
       if (c.display_name) {
         entry.kind = std::uint32_t(call_kinds_.size());
-        const bool copy = starts_with(shown, "cudaMemcpy") || starts_with(shown, "cuMemcpy");
-        const bool set = starts_with(shown, "cudaMemset") || starts_with(shown, "cuMemset");
-        const gpu_kind work = copy ? gpu_kind::memcpy : set ? gpu_kind::memset : gpu_kind::kernel;
+        const gpu_kind work = is_copy(shown) ? gpu_kind::memcpy : is_memset(shown) ? gpu_kind::memset : gpu_kind::kernel;
         call_kinds_.push_back(
             {{names_.intern(shown), std::uint16_t(cbid), domain, c.has_flow}, c.expects_gpu_record, std::uint8_t(work)});
       }
@@ -1164,7 +1163,6 @@ class record_store {
                                                                  // those not in the runtime call's folded_offset
   std::uint64_t drained_at_ = ~std::uint64_t(0);                 // the calls' last drain (set_call_horizon)
   std::vector<std::uint64_t> running_calls_;                     // the starts of the calls in progress then
-  std::uint64_t call_horizon_ = ~std::uint64_t(0);               // every call that started before it is staged
   std::uint32_t newest_left_out_ = 0;                            // the newest call id a take() left out as before its window
   std::uint64_t api_changes_ = 0;  // API records added: a checked window's selection is stale after one
   std::optional<checked_window> checked_;

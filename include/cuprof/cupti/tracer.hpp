@@ -113,11 +113,16 @@ class tracer {
       if (why.empty()) pm_.resume();
       else if (!said_metrics_off_) log_line("GPU metrics are off: " + why), said_metrics_off_ = true;
     }
+    // The call callbacks, once on, stay on until detach(): turned off and on
+    // again while other threads were inside calls, they lost whole threads'
+    // calls (and so their kernels) in every later window. Between windows
+    // on_callback() ignores them.
+    if (!shown_calls_on_) record_shown_calls();
+    calls_.set_stacks(stacks_on_);  // before anything records: the flag below publishes it
     calls_.start_recording(now_ticks());
     nvtx_.start_recording(now_ticks());
     enabled_ = true;
-    enabled_flag_.store(true, std::memory_order_relaxed);
-    record_shown_calls(true);
+    enabled_flag_.store(true, std::memory_order_release);
     return {};
   }
 
@@ -161,7 +166,7 @@ class tracer {
     // PyTorch process now and then (H200, CUDA 13.0: 8 of 28 processes, none
     // with them left on): they go back on first, and on_callback() ignores
     // them while nothing records.
-    if (finalize && !shown_calls_on_ && !shown_calls_.empty()) record_shown_calls(true);
+    if (finalize && !shown_calls_on_ && !shown_calls_.empty()) record_shown_calls();
     cupti_.unsubscribe(subscriber_);
     if (finalize) {
       cupti_.finalize();
@@ -184,20 +189,18 @@ class tracer {
   // How the last session let CUPTI go: finalized, or only unsubscribed (detach()).
   bool finalized_at_last_detach() const noexcept { return finalized_; }
 
-  // Activities off; the call callbacks stay on, ignored while disabled (see the body).
-  void disable(bool detaching = false) {
+  // Nothing records until the next enable(): the activities go off, the call
+  // callbacks stay on and are ignored (see enable()).
+  void disable() {
     std::lock_guard<std::mutex> lock(control_);
     if (!enabled_ || forked_child()) return;
     if (!closed_)
-      at_exit_guarded("disabling CUPTI", [this, detaching] {
-        // Turned off and on again while other threads are inside calls, the call callbacks lost
-        // whole threads' calls (and so their kernels) in every later window.
-        (void)detaching;
+      at_exit_guarded("disabling CUPTI", [this] {
         for (CUpti_ActivityKind kind : kinds()) cupti_.disable(kind);
         pm_.pause();
       });
     enabled_ = false;
-    enabled_flag_.store(false, std::memory_order_relaxed);
+    enabled_flag_.store(false, std::memory_order_release);
   }
 
   // Gives back the idle buffers but a few: after a session, so a stopped
@@ -468,7 +471,7 @@ class tracer {
       const int start = profiler_api(domain, cbid);
       if (void (*hook)(bool) = start < 0 ? nullptr : process().on_profiler_api.load(std::memory_order_relaxed)) hook(start == 1);
     }
-    if (!t->enabled_flag_.load(std::memory_order_relaxed)) return;
+    if (!t->enabled_flag_.load(std::memory_order_acquire)) return;
     if (CUPROF_UNLIKELY(call.callbackSite == CUPTI_API_ENTER && tears_down_context(domain, cbid))) {
       t->driver_.ctx_synchronize();  // the context the call destroys is current
       t->cupti_.flush_all(0);
@@ -548,8 +551,8 @@ class tracer {
 
   // Only the calls cuprof shows get a callback: the others (cuBLAS makes
   // dozens of driver calls per GEMM, PyTorch several runtime getters per
-  // kernel) then cost nothing. Turning them off keeps the teardown calls' on.
-  void record_shown_calls(bool on) {
+  // kernel) then cost nothing. On from the first enable() to detach().
+  void record_shown_calls() {
     if (shown_calls_.empty()) {
       for (const auto& [domain, size] : {std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE)},
                                          std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)}}) {
@@ -566,11 +569,8 @@ class tracer {
       }
       calls_.set_stream_id_lookup(cupti_.get_stream_id_ex);
     }
-    if (on) calls_.set_stacks(stacks_on_);  // before their callbacks are on
-    for (const auto& [domain, cbid] : shown_calls_)
-      if (on || (!tears_down_context(domain, cbid) && profiler_api(domain, cbid) < 0))
-        cupti_.enable_callback(on, subscriber_, domain, cbid);
-    shown_calls_on_ = on;
+    for (const auto& [domain, cbid] : shown_calls_) cupti_.enable_callback(true, subscriber_, domain, cbid);
+    shown_calls_on_ = true;
   }
 
   std::string callback_name(api_domain domain, std::uint32_t cbid) const {

@@ -44,12 +44,24 @@ inline bool is_kernel_launch(std::string_view name) {
   return (starts_with(n, "cudaLaunch") || starts_with(n, "cuLaunch")) && !is_host_function_launch(n);
 }
 
+// A copy (CUPTI's memcpy records): cudaMemcpy*, cuMemcpy*.
+inline bool is_copy(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return starts_with(n, "cudaMemcpy") || starts_with(n, "cuMemcpy");
+}
+
+// A memset (CUPTI's memset records): cudaMemset*, cuMemset*.
+inline bool is_memset(std::string_view name) {
+  const std::string_view n = api_base_name(name);
+  return starts_with(n, "cudaMemset") || starts_with(n, "cuMemset");
+}
+
 // Enqueues GPU work that CUPTI reports as kernel, memcpy or memset records
 // carrying the call's correlation id: kernel and graph launches, copies, memsets.
 inline bool enqueues_gpu_work(std::string_view name) {
   const std::string_view n = api_base_name(name);
-  return is_kernel_launch(n) || starts_with(n, "cudaGraphLaunch") || starts_with(n, "cuGraphLaunch") ||
-         starts_with(n, "cudaMemcpy") || starts_with(n, "cuMemcpy") || starts_with(n, "cudaMemset") || starts_with(n, "cuMemset");
+  return is_kernel_launch(n) || starts_with(n, "cudaGraphLaunch") || starts_with(n, "cuGraphLaunch") || is_copy(n) ||
+         is_memset(n);
 }
 
 // A synchronization, as CUPTI records one (a cuda_sync record) and as Kineto

@@ -163,7 +163,7 @@ void profile::stop_at(std::uint64_t end_ticks) {
     // The window's records are all in the store: CUPTI goes now, not after
     // the trace is built and handed over, which the program would otherwise
     // spend running traced (every kernel and call recorded, then discarded).
-    tracer_->disable(/*detaching=*/true);
+    tracer_->disable();
     // A process a signal ends keeps CUPTI as it is: its other threads may
     // still be in CUDA calls, which a finalize could crash.
     if (!detail::process_ending_on_signal()) tracer_->detach();
