@@ -5,6 +5,8 @@
 //   cupti_driver  the same with the DRIVER domain too, the activity set cuprof needs
 //   cuprof        cuprof tracing everything: kernels, runtime and driver calls, flows, attribution
 //   cuprof_idle   cuprof running a schedule whose steps are all outside active windows
+//   cuprof_after_window  cuprof after its schedule's one window (its first step): the
+//                 shown calls' callbacks stay on, ignored, as between any two windows
 //   cuprof_cycles cuprof with a repeating schedule, each cycle's trace written to disk (memory bound)
 //   cupti_idle    a CUPTI subscriber with no activity enabled: the anchor for cuprof_idle
 // Reliability modes (tests/gpu/gpu_check.py, docs/reliability.md):
@@ -211,6 +213,13 @@ int main(int argc, char** argv) {
   } else if (mode == "cuprof_idle") {
     cuprof::profile_options o;
     o.schedule = cuprof::schedule(/*wait*/ 1, /*warmup*/ 1, /*active*/ 1, /*repeat*/ 1, /*skip_first*/ 1 << 30);
+    cuprof::profile prof(o);
+    prof.start();
+    t = launch_loop(launches, batch, [&] { prof.step(); });
+    prof.stop();
+  } else if (mode == "cuprof_after_window") {
+    cuprof::profile_options o;
+    o.schedule = cuprof::schedule(/*wait*/ 0, /*warmup*/ 0, /*active*/ 1, /*repeat*/ 1);
     cuprof::profile prof(o);
     prof.start();
     t = launch_loop(launches, batch, [&] { prof.step(); });

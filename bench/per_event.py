@@ -74,7 +74,7 @@ def cpu_parts(build):
 
 def gpu_parts(build, reps, launches, cycle_launches):
     bench = os.path.join(build, "bench", "launch_bench")
-    modes = ["untraced", "cupti", "cupti_driver", "cuprof", "cuprof_idle", "cupti_idle"]
+    modes = ["untraced", "cupti", "cupti_driver", "cuprof", "cuprof_idle", "cuprof_after_window", "cupti_idle"]
     runs = {m: [] for m in modes}
     for rep in range(reps):
         # The bare-subscriber anchor needs fewer repetitions than the modes under test.
@@ -114,6 +114,10 @@ def gpu_parts(build, reps, launches, cycle_launches):
     row("6. steps outside active windows, cuprof_idle / untraced (medians)", f"{med['cuprof_idle'] / launches:.0f} ns per launch",
         f"untraced {med['untraced'] / launches:.0f} ns; a bare CUPTI subscriber {med['cupti_idle'] / launches:.0f} ns "
         f"({med['cupti_idle'] / med['untraced']:.3f}x)", f"{idle_ratio:.3f}", "<= 1.05", idle_ratio <= 1.05)
+    after_ratio = med["cuprof_after_window"] / med["untraced"]
+    row("6. steps after a window (the shown calls' callbacks on, ignored), cuprof_after_window / untraced (medians)",
+        f"{med['cuprof_after_window'] / launches:.0f} ns per launch", f"untraced {med['untraced'] / launches:.0f} ns",
+        f"{after_ratio:.3f}", "<= 1.05", after_ratio <= 1.05)
 
     big = run_kv([bench, "--mode", "cuprof", "--launches", "1000000"])
     per_event = (int(big["rss_after_kb"]) - int(big["rss_before_kb"])) * 1024 / int(big["events"])

@@ -10,7 +10,8 @@ The suite is this folder, tests/gpu/:
                         a CUDA graph, NVTX, several GPUs
   gpu_check_exit.py     every way a traced program ends (exit_modes.cu)
   gpu_check_windows.py  every window exact while threads launch nonstop (threaded_windows.cu),
-                        windows chosen every way: schedule, capture ranges, steps, triggers
+                        windows chosen every way: schedule, capture ranges, steps, triggers;
+                        a PyTorch loop with a DataLoader and a side stream (torch_windows_loop.py)
   gpu_check_corpus.py   programs nobody here wrote (scripts/build-corpus) against an
                         independent CUPTI counter (cupti_counter.cpp), and the PyTorch
                         NVTX programs (torch_train_step.py, torch_emit_nvtx.py)

@@ -19,7 +19,18 @@ Where the windows lie comes from the program's own calls (and, for the schedule,
 torch.profiler's schedule semantics computed here), never from cuprof's output. One check per
 mode and property; figures per mode in summary["windows"].
 
+Two more modes run a PyTorch loop (tests/gpu/torch_windows_loop.py: an MLP trained from a
+DataLoader with 2 workers and pinned memory, its steps NVTX ranges "step N", while a thread named
+"side-stream" launches nonstop on its own stream): torch-nvtx (three NVTX ranges "capture" under
+--capture-range nvtx:capture --capture-range-end repeat) and torch-slow (steps 10 and 20 slowed
+under --slow-steps 2x). There, launches are cudaLaunchKernel, cuLaunchKernel and cuLaunchKernelEx
+calls (PyTorch's own kernels, cuBLAS's), property 1 is launches from both the main thread and the
+side-stream thread, property 4 is instead: each window holds its steps (NVTX ranges "step N" for
+torch-nvtx, ProfilerStep#N, the slow step with one before and one after, for torch-slow); and the
+traced run's exit status and stdout equal those of a plain run of the loop (one per mode).
+
   GPU_CHECK_WINDOW_RUNS=N      runs per mode (default 10)
+  GPU_CHECK_WINDOW_TORCH_RUNS=N  runs per torch mode (default: GPU_CHECK_WINDOW_RUNS, at most 3)
   GPU_CHECK_WINDOW_MODES=a,b   only these modes
   GPU_CHECK_WINDOW_KEEP=1      keep every run's traces (by default only the first failed run's, per mode)
 
@@ -47,9 +58,22 @@ SLOW_BEFORE, SLOW_AFTER = 1, 1  # slow_steps' defaults (include/cuprof/schedule.
 TRIGGERS = ("trigger_1.json", "trigger_2.json")
 TRIGGER_RUN_S = 4
 TRIGGER_DURATION_S = "0.3"
-MODES = ("schedule", "cuda", "nvtx", "nvtx-domain", "nvtx-mixed", "start-step", "slow", "trigger")
+TORCH_MODES = ("torch-nvtx", "torch-slow")
+MODES = ("schedule", "cuda", "nvtx", "nvtx-domain", "nvtx-mixed", "start-step", "slow", "trigger") + TORCH_MODES
 KERNEL = re.compile(r"\bspin<(\d+)>")
 EDGE_KINDS = ("kernel", "memcpy", "memset")
+# The calls that launch a kernel, by category: PyTorch's kernels come through cudaLaunchKernel,
+# cuBLAS's through cuLaunchKernelEx (a driver call made directly, shown as such).
+LAUNCH_CALLS = {"cuda_runtime": {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel"},
+                "cuda_driver": {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel"}}
+# torch_windows_loop.py's windows, as the check asks for them.
+TORCH_LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_windows_loop.py")
+TORCH_CAPTURE = ((5, 8), (15, 18), (25, 28))
+TORCH_SLOWED = (10, 20)
+TORCH_RUNS_MAX = 3
+SIDE_THREAD = "side-stream"  # the OS name of the loop's launching thread
+STEP_NAME = re.compile(r"step (\d+)")
+PROFILER_STEP = re.compile(r"ProfilerStep#(\d+)")
 
 
 # --- the windows each mode makes, from the program's calls ---------------------------------------
@@ -99,10 +123,48 @@ def expected_windows(mode):
     if mode == "slow":
         return [(f"slow_{k}.json", f"step {s - SLOW_BEFORE}", f"step {s + SLOW_AFTER + 1}")
                 for k, s in enumerate(SLOWED, 1)]
+    if mode == "torch-nvtx":
+        return [(f"torch_{k}.json", None, None) for k in range(1, len(TORCH_CAPTURE) + 1)]
+    if mode == "torch-slow":
+        return [(f"tslow_{k}.json", None, None) for k in range(1, len(TORCH_SLOWED) + 1)]
     return [(name, None, None) for name in TRIGGERS]
 
 
+def expected_steps(mode):
+    """{window trace: (what a step is called in it, the steps it holds)} for the torch modes, else {}."""
+    if mode == "torch-nvtx":
+        return {f"torch_{k}.json": ("step", list(range(a, b))) for k, (a, b) in enumerate(TORCH_CAPTURE, 1)}
+    if mode == "torch-slow":
+        return {f"tslow_{k}.json": ("ProfilerStep", list(range(s - SLOW_BEFORE, s + SLOW_AFTER + 1)))
+                for k, s in enumerate(TORCH_SLOWED, 1)}
+    return {}
+
+
+def torch_loop_args(mode):
+    """The loop's own arguments in a torch mode: the same for the plain run and the traced ones."""
+    if mode == "torch-nvtx":
+        return ["--capture", ",".join(f"{a}:{b}" for a, b in TORCH_CAPTURE)]
+    return ["--slow", ",".join(str(s) for s in TORCH_SLOWED)]
+
+
+def mode_runs(mode, runs, env=None):
+    """Runs of `mode`: `runs`, or for a torch mode (its start-up is slow) GPU_CHECK_WINDOW_TORCH_RUNS,
+    else at most TORCH_RUNS_MAX. Raises ValueError on a malformed variable."""
+    env = os.environ if env is None else env
+    if mode not in TORCH_MODES:
+        return runs
+    if env.get("GPU_CHECK_WINDOW_TORCH_RUNS"):
+        return int(env["GPU_CHECK_WINDOW_TORCH_RUNS"])
+    return min(runs, TORCH_RUNS_MAX)
+
+
 def command(mode, cli, exe, work, threads):
+    if mode in TORCH_MODES:
+        flags = {"torch-nvtx": ["--capture-range", "nvtx:capture", "--capture-range-end", "repeat"],
+                 "torch-slow": ["--slow-steps", "2x"]}[mode]
+        output = {"torch-nvtx": "torch_%n.json", "torch-slow": "tslow_%n.json"}[mode]
+        return [cli, "run", "--no-table", *flags, "--output", os.path.join(work, output), "--",
+                sys.executable, TORCH_LOOP, *torch_loop_args(mode)]
     prog = [exe, "--mode", mode, "--threads", str(threads), "--out", work]
     if mode == "schedule":
         return prog
@@ -173,14 +235,32 @@ def analyse_trace(path):
     keys = []
     duplicate_correlations = 0
     other_kernels = 0
+    main_launches = 0       # launches on a process's main thread (tid == pid)
+    thread_names = {}       # tid -> the OS name its lane shows
+    steps = {"step": [], "ProfilerStep": []}
     for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if not isinstance(e, dict):
             continue
-        cat, args = e.get("cat"), e.get("args") if isinstance(e.get("args"), dict) else {}
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            m = re.fullmatch(r"thread \d+ \((.*)\)", str(args.get("name", "")), re.S)
+            if m:
+                thread_names[e.get("tid")] = m.group(1)
+            continue
+        if e.get("ph") != "X":
+            continue
+        cat, name = e.get("cat"), e.get("name")
         corr = args.get("correlation")
-        if cat == "cuda_runtime" and e.get("name") == "cudaLaunchKernel":
+        if (isinstance(cat, str) and isinstance(name, str) and name in LAUNCH_CALLS.get(cat, ())
+                and isinstance(corr, int) and not isinstance(corr, bool)):
             duplicate_correlations += corr in launches
             launches[corr] = e.get("tid")
+            main_launches += e.get("tid") == e.get("pid")
+        elif cat == "user_annotation" and isinstance(name, str):
+            for kind, pattern in (("step", STEP_NAME), ("ProfilerStep", PROFILER_STEP)):
+                m = pattern.fullmatch(name)
+                if m:
+                    steps[kind].append(int(m.group(1)))
         elif cat == "kernel":
             m = KERNEL.search(str(e.get("name", "")))
             worker = int(m.group(1)) if m else -1
@@ -196,8 +276,12 @@ def analyse_trace(path):
         if kernels.get(corr, -1) >= 0:
             tid_workers[tid].add(kernels[corr])
     block = obj.get("cuprof") if isinstance(obj.get("cuprof"), dict) else {}
+    side = sorted(t for t, n in thread_names.items() if n == SIDE_THREAD and isinstance(t, int))
     return {"path": path, "events": len(events), "launches": len(launches), "kernels": len(kernels),
             "launch_threads": len(launch_tids),
+            "main_thread_launches": main_launches, "side_threads": side,
+            "side_thread_launches": sum(n for t, n in launch_tids.items() if t in side),
+            "steps": {k: sorted(v) for k, v in steps.items()},
             "workers_with_launches": sorted({w for ws in tid_workers.values() for w in ws}),
             "kernels_by_worker": {str(w): n for w, n in sorted(by_worker.items())},
             "other_kernels": other_kernels,
@@ -219,12 +303,18 @@ def analyse_all(paths):
     return [analyse_trace(p) for p in paths]
 
 
-def run_figures(work, windows, marks, threads, exit_status, stderr):
-    """One run's figures: each expected window's trace read from `work` and judged."""
-    fig = {"exit": exit_status, "expected": len(windows), "windows": 0, "missing": [], "extra": [],
-           "unreadable": [], "threads_short": [], "unmatched_launches": 0, "unmatched_kernels": 0,
-           "unexplained": 0, "edges": collections.Counter(), "duplicates": 0, "out_of_bracket": [],
-           "kernels": [], "dropped_gpu_records": 0, "stderr": ""}
+def empty_figures(exit_status, expected):
+    return {"exit": exit_status, "expected": expected, "windows": 0, "missing": [], "extra": [],
+            "unreadable": [], "threads_short": [], "unmatched_launches": 0, "unmatched_kernels": 0,
+            "unexplained": 0, "edges": collections.Counter(), "duplicates": 0, "out_of_bracket": [],
+            "steps_wrong": [], "output_differs": "", "kernels": [], "dropped_gpu_records": 0, "stderr": ""}
+
+
+def run_figures(work, windows, marks, threads, exit_status, stderr, steps=None):
+    """One run's figures: each expected window's trace read from `work` and judged. `steps`
+    (expected_steps' answer) makes it a torch mode's: the main thread and the side-stream thread
+    must both launch in every window, and each window must hold its steps."""
+    fig = empty_figures(exit_status, len(windows))
     names = [w[0] for w in windows]
     present = [n for n in names if os.path.exists(os.path.join(work, n))]
     fig["missing"] = [n for n in names if n not in present]
@@ -244,7 +334,16 @@ def run_figures(work, windows, marks, threads, exit_status, stderr):
         fig["windows"] += 1
         fig["kernels"].append(r["kernels"])
         fig["dropped_gpu_records"] += r["dropped_gpu_records"] if isinstance(r["dropped_gpu_records"], int) else 0
-        if r["launch_threads"] != threads or r["workers_with_launches"] != list(range(threads)):
+        if steps is not None:
+            if not (r["launch_threads"] >= 2 and r["main_thread_launches"] and r["side_thread_launches"]):
+                fig["threads_short"].append(
+                    f"{name}: {r['launch_threads']} launching threads, {r['main_thread_launches']} launches on the "
+                    f"main thread, {r['side_thread_launches']} on {SIDE_THREAD} "
+                    f"{r['side_threads'] or '(no thread of that name)'}")
+            kind, want = steps.get(name, (None, None))
+            if kind is not None and r["steps"][kind] != want:
+                fig["steps_wrong"].append(f"{name}: {kind} {r['steps'][kind]}, want {want}")
+        elif r["launch_threads"] != threads or r["workers_with_launches"] != list(range(threads)):
             fig["threads_short"].append(f"{name}: {r['launch_threads']} launching threads, workers "
                                         f"{r['workers_with_launches']}")
         e = r["edges"]
@@ -278,7 +377,8 @@ def run_figures(work, windows, marks, threads, exit_status, stderr):
 
 def run_failed(fig):
     return bool(fig["exit"] != 0 or fig["missing"] or fig["extra"] or fig["unreadable"] or fig["threads_short"]
-                or fig["unexplained"] or fig["duplicates"] or fig["out_of_bracket"])
+                or fig["unexplained"] or fig["duplicates"] or fig["out_of_bracket"] or fig.get("steps_wrong")
+                or fig.get("output_differs"))
 
 
 # --- running the modes ---------------------------------------------------------------------------
@@ -291,7 +391,7 @@ def run_mode_once(mode, build, work, run, threads):
     cmd = command(mode, cli, exe, os.path.abspath(work), threads)
     if mode != "trigger":
         try:
-            p = run(cmd, work, label, timeout=180)
+            p = run(cmd, work, label, timeout=300 if mode in TORCH_MODES else 180)
             return p.returncode, p.stdout, p.stderr
         except (OSError, subprocess.SubprocessError) as e:
             return -1, "", f"{type(e).__name__}: {e}"
@@ -344,20 +444,38 @@ def windows_checks(build, out, summary, check, run, runs=10):
     for mode in modes:
         started = time.time()
         windows = expected_windows(mode)
+        try:
+            mode_n = mode_runs(mode, runs)
+        except ValueError:
+            check(f"windows {mode}: GPU_CHECK_WINDOW_TORCH_RUNS is a number", False,
+                  os.environ.get("GPU_CHECK_WINDOW_TORCH_RUNS", ""))
+            continue
+        steps = expected_steps(mode) if mode in TORCH_MODES else None
+        # A torch mode's traced runs must exit and print as the loop does untraced.
+        plain = None
+        if mode in TORCH_MODES:
+            try:
+                p = run([sys.executable, TORCH_LOOP, *torch_loop_args(mode)], root, f"{mode}_plain", timeout=300)
+                plain = (p.returncode, p.stdout, (p.stderr or "").strip()[-300:])
+            except (OSError, subprocess.SubprocessError) as e:
+                plain = (-1, "", f"{type(e).__name__}: {e}")
         figs, kept_failed = [], 0
-        for i in range(1, runs + 1):
+        for i in range(1, mode_n + 1):
             work = os.path.join(root, f"{mode}_{i}")
             shutil.rmtree(work, ignore_errors=True)
             os.makedirs(work)
             status, stdout, stderr = run_mode_once(mode, build, work, run, THREADS)
             try:
-                fig = run_figures(work, windows, parse_marks(stdout, THREADS), THREADS, status, stderr)
+                fig = run_figures(work, windows, parse_marks(stdout, THREADS), THREADS, status, stderr, steps)
             except Exception as e:  # a checker's fault is the run's failure, not the end of gpu-check
-                fig = {"exit": status, "expected": len(windows), "windows": 0, "missing": [], "extra": [],
-                       "unreadable": [f"checker: {type(e).__name__}: {e}"], "threads_short": [],
-                       "unmatched_launches": 0, "unmatched_kernels": 0, "unexplained": 0, "edges": {},
-                       "duplicates": 0, "out_of_bracket": [], "kernels": [], "dropped_gpu_records": 0,
-                       "stderr": (stderr or "")[-600:]}
+                fig = empty_figures(status, len(windows))
+                fig["unreadable"] = [f"checker: {type(e).__name__}: {e}"]
+                fig["stderr"] = (stderr or "")[-600:]
+            fig["edges"] = dict(fig["edges"])
+            if plain is not None:
+                fig["output_differs"] = output_difference(plain, status, stdout)
+                if fig["output_differs"]:
+                    fig["stderr"] = fig["stderr"] or (stderr or "").strip()[-600:]
             fig["run"] = i
             figs.append(fig)
             # The traces are large (hundreds of thousands of events): those of runs that passed go.
@@ -368,8 +486,21 @@ def windows_checks(build, out, summary, check, run, runs=10):
                     if f.endswith(".json"):
                         os.remove(os.path.join(work, f))
         result[mode] = mode_summary(figs, time.time() - started)
-        mode_checks(mode, figs, windows, check)
+        if plain is not None:
+            result[mode]["plain"] = {"exit": plain[0], "stdout": plain[1][-200:], "stderr": plain[2]}
+        mode_checks(mode, figs, windows, check, plain)
     return result
+
+
+def output_difference(plain, status, stdout):
+    """'' when a traced run exited and printed as the plain run did, else what differs."""
+    plain_status, plain_stdout = plain[0], plain[1]
+    notes = []
+    if status != plain_status:
+        notes.append(f"exit {status}, plain {plain_status}")
+    if (stdout or "") != (plain_stdout or ""):
+        notes.append(f"stdout {(stdout or '')[-120:]!r}, plain {(plain_stdout or '')[-120:]!r}")
+    return "; ".join(notes)
 
 
 def mode_summary(figs, wall_s):
@@ -387,14 +518,16 @@ def mode_summary(figs, wall_s):
             "unexplained": sum(f["unexplained"] for f in figs),
             "edges": dict(edges), "duplicates": sum(f["duplicates"] for f in figs),
             "out_of_bracket": sum(len(f["out_of_bracket"]) for f in figs),
+            "steps_wrong": sum(len(f.get("steps_wrong", [])) for f in figs),
+            "output_differs": sum(bool(f.get("output_differs")) for f in figs),
             "dropped_gpu_records": sum(f["dropped_gpu_records"] for f in figs),
             "kernels_per_window": [min(kernels), max(kernels)] if kernels else [],
             "per_run": [{k: v for k, v in f.items() if k != "stderr" or v} for f in figs]}
 
 
-def mode_checks(mode, figs, windows, check):
+def mode_checks(mode, figs, windows, check, plain=None):
     """One check per property over all runs of the mode; the detail gives the totals and, where
-    something failed, the worst run's figures."""
+    something failed, the worst run's figures. `plain`: a torch mode's plain run (exit, stdout, stderr)."""
     n, runs = len(windows), len(figs)
     seen = sum(f["windows"] for f in figs)
 
@@ -403,10 +536,21 @@ def mode_checks(mode, figs, windows, check):
         f = max(figs, key=score, default=None)
         return f if f is not None and score(f) else None
 
-    bad = [f for f in figs if f["exit"] != 0]
-    w = worst(lambda f: f["exit"] != 0)
-    check(f"windows {mode}: every run exits 0", runs and not bad,
-          f"{runs - len(bad)} of {runs} runs exit 0" + (f"; run {w['run']}: exit {w['exit']}: {w['stderr'][-300:]}" if w else ""))
+    if mode in TORCH_MODES:
+        plain = plain or (None, "", "no plain run")
+        bad = [f for f in figs if f["exit"] != 0 or f.get("output_differs")]
+        w = worst(lambda f: f["exit"] != 0 or bool(f.get("output_differs")))
+        check(f"windows {mode}: every run exits and prints as the loop does untraced (exit 0, 'done')",
+              runs and not bad and plain[0] == 0,
+              f"plain run: exit {plain[0]}, stdout {plain[1][-60:]!r}" + (f", {plain[2][-300:]}" if plain[0] != 0 else "")
+              + f"; {runs - len(bad)} of {runs} traced runs the same"
+              + (f"; run {w['run']}: exit {w['exit']}, {w.get('output_differs') or 'same output'}: {w['stderr'][-300:]}"
+                 if w else ""))
+    else:
+        bad = [f for f in figs if f["exit"] != 0]
+        w = worst(lambda f: f["exit"] != 0)
+        check(f"windows {mode}: every run exits 0", runs and not bad,
+              f"{runs - len(bad)} of {runs} runs exit 0" + (f"; run {w['run']}: exit {w['exit']}: {w['stderr'][-300:]}" if w else ""))
 
     w = worst(lambda f: len(f["missing"]) + len(f["unreadable"]) + len(f["extra"]))
     check(f"windows {mode}: each run writes its {n} window traces, readable, and no others",
@@ -415,7 +559,9 @@ def mode_checks(mode, figs, windows, check):
                                          f"extra {w['extra']}; {w['stderr'][-300:]}" if w else ""))
 
     w = worst(lambda f: len(f["threads_short"]))
-    check(f"windows {mode}: every window has launches from all {THREADS} worker threads", seen and not w,
+    who = (f"the main thread and the {SIDE_THREAD} thread" if mode in TORCH_MODES
+           else f"all {THREADS} worker threads")
+    check(f"windows {mode}: every window has launches from {who}", seen and not w,
           f"{sum(len(f['threads_short']) for f in figs)} of {seen} windows short"
           + (f"; run {w['run']}: {'; '.join(w['threads_short'][:2])}" if w else ""))
 
@@ -435,7 +581,15 @@ def mode_checks(mode, figs, windows, check):
     check(f"windows {mode}: no kernel in two windows of one run", seen and not w,
           f"{sum(f['duplicates'] for f in figs)} kernels seen twice" + (f"; run {w['run']}: {w['duplicates']}" if w else ""))
 
-    if windows and windows[0][1] is not None:
+    if mode in TORCH_MODES:
+        steps = expected_steps(mode)
+        w = worst(lambda f: len(f.get("steps_wrong", [])))
+        check(f"windows {mode}: each window holds its steps ("
+              + ", ".join(f"{kind} {want[0]}-{want[-1]}" for kind, want in steps.values()) + ")",
+              seen and not w,
+              f"{sum(len(f.get('steps_wrong', [])) for f in figs)} of {seen} windows wrong"
+              + (f"; run {w['run']}: {'; '.join(w['steps_wrong'][:2])}" if w else ""))
+    elif windows and windows[0][1] is not None:
         kernels = [k for f in figs for k in f["kernels"]]
         w = worst(lambda f: len(f["out_of_bracket"]))
         check(f"windows {mode}: each worker's kernels in each window within its launch counts at the marks",
@@ -451,7 +605,10 @@ def print_windows(summary):
         print(f"windows {mode}: {s['windows_seen']}/{s['windows_expected']} windows in {s['runs']} runs "
               f"({s['wall_s']} s), kernels per window {s['kernels_per_window']}, unpaired "
               f"{s['unmatched_launches']}+{s['unmatched_kernels']} ({s['unexplained']} unexplained), "
-              f"duplicates {s['duplicates']}, out of bracket {s['out_of_bracket']}, edges {s['edges'] or 0}")
+              f"duplicates {s['duplicates']}, out of bracket {s['out_of_bracket']}, "
+              + (f"steps wrong {s.get('steps_wrong', 0)}, output differs {s.get('output_differs', 0)}, "
+                 if mode in TORCH_MODES else "")
+              + f"edges {s['edges'] or 0}")
 
 
 # --- self-test: the reading and judging above on synthetic traces --------------------------------
@@ -554,6 +711,116 @@ def self_test():
         got = []
         mode_checks("cuda", [dict(fig, run=1)], good, lambda name, ok, detail="": got.append((name, bool(ok))))
         expect("mode checks: a good run passes them all", [ok for _, ok in got], [True] * 6)
+
+    # --- the torch modes ---
+    expect("torch-nvtx windows", [w[0] for w in expected_windows("torch-nvtx")],
+           ["torch_1.json", "torch_2.json", "torch_3.json"])
+    expect("torch-slow windows", expected_windows("torch-slow"), [("tslow_1.json", None, None), ("tslow_2.json", None, None)])
+    expect("torch-nvtx steps", expected_steps("torch-nvtx")["torch_2.json"], ("step", [15, 16, 17]))
+    expect("torch-slow steps", expected_steps("torch-slow"), {"tslow_1.json": ("ProfilerStep", [9, 10, 11]),
+                                                              "tslow_2.json": ("ProfilerStep", [19, 20, 21])})
+    expect("torch-nvtx command", command("torch-nvtx", "cuprof", "unused", "/w", THREADS),
+           ["cuprof", "run", "--no-table", "--capture-range", "nvtx:capture", "--capture-range-end", "repeat",
+            "--output", "/w/torch_%n.json", "--", sys.executable, TORCH_LOOP, "--capture", "5:8,15:18,25:28"])
+    expect("torch-slow command", command("torch-slow", "cuprof", "unused", "/w", THREADS)[3:],
+           ["--slow-steps", "2x", "--output", "/w/tslow_%n.json", "--", sys.executable, TORCH_LOOP, "--slow", "10,20"])
+    expect("mode runs", [mode_runs("nvtx", 10, {}), mode_runs("torch-nvtx", 10, {}), mode_runs("torch-slow", 2, {}),
+                         mode_runs("torch-slow", 10, {"GPU_CHECK_WINDOW_TORCH_RUNS": "5"})], [10, 3, 2, 5])
+    try:
+        mode_runs("torch-slow", 10, {"GPU_CHECK_WINDOW_TORCH_RUNS": "x"})
+        failures.append("mode runs: a malformed GPU_CHECK_WINDOW_TORCH_RUNS raises")
+    except ValueError:
+        pass
+    expect("output the same", output_difference((0, "done\n", ""), 0, "done\n"), "")
+    expect("output differs", output_difference((0, "done\n", ""), 1, "done\nmore\n"),
+           "exit 1, plain 0; stdout 'done\\nmore\\n', plain 'done\\n'")
+
+    pid, side_tid, grad_tid = 500, 501, 502
+
+    def call(cat, name, corr, tid, ts):
+        args = {} if corr is None else {"correlation": corr}
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": 1.0, "args": args}
+
+    def torch_kernel(corr, name, stream, ts):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": 2.0,
+                "args": {"correlation": corr, "stream": stream}}
+
+    def thread_name(tid, name):
+        return {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": f"thread {tid} ({name})"}}
+
+    def annotation(name, ts):
+        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": pid, "tid": pid, "ts": ts, "dur": 5.0,
+                "args": {"External id": 1}}
+
+    def torch_window(base, steps, side_name=SIDE_THREAD, step_kind="step"):
+        """The main thread's elementwise kernel, the autograd thread's, the side thread's GEMM
+        (cuLaunchKernelEx) and elementwise kernel, a launch without a correlation, a copy."""
+        c = base
+        ev = [thread_name(pid, "python3"), thread_name(side_tid, side_name), thread_name(grad_tid, "pt_autograd_0"),
+              call("cuda_runtime", "cudaLaunchKernel", c, pid, c), torch_kernel(c, "elementwise_kernel", 7, c + 1),
+              call("cuda_runtime", "cudaLaunchKernel", c + 1, grad_tid, c + 2),
+              torch_kernel(c + 1, "elementwise_kernel", 7, c + 3),
+              call("cuda_driver", "cuLaunchKernelEx", c + 2, side_tid, c + 4), torch_kernel(c + 2, "sm90_gemm", 20, c + 5),
+              call("cuda_runtime", "cudaLaunchKernel", c + 3, side_tid, c + 6),
+              torch_kernel(c + 3, "elementwise_kernel", 20, c + 7),
+              call("cuda_runtime", "cudaLaunchKernel", None, pid, c + 8),
+              call("cuda_runtime", "cudaMemcpyAsync", c + 4, pid, c + 9)]
+        return ev + [annotation(f"step {s}" if step_kind == "step" else f"ProfilerStep#{s}", c + s) for s in steps]
+
+    torch_windows = expected_windows("torch-nvtx")
+    with tempfile.TemporaryDirectory() as work:
+        def write_t(name, events):
+            with open(os.path.join(work, name), "w") as f:
+                json.dump(trace(events, no_edges), f)
+        for k, (a, b) in enumerate(TORCH_CAPTURE, 1):
+            write_t(f"torch_{k}.json", torch_window(100 * k, range(a, b)))
+        r = analyse_trace(os.path.join(work, "torch_1.json"))
+        expect("torch: launches of every kind, with a correlation", (r["launches"], r["kernels"], r["unmatched_launches"],
+                                                                     r["unmatched_kernels"]), (4, 4, 0, 0))
+        expect("torch: threads", (r["launch_threads"], r["main_thread_launches"], r["side_threads"],
+                                  r["side_thread_launches"]), (3, 1, [side_tid], 2))
+        expect("torch: steps", r["steps"], {"step": [5, 6, 7], "ProfilerStep": []})
+        steps = expected_steps("torch-nvtx")
+        fig = run_figures(work, torch_windows, {}, THREADS, 0, "", steps)
+        expect("torch: a good run passes", (run_failed(fig), fig["windows"], fig["threads_short"], fig["steps_wrong"],
+                                            fig["unexplained"], fig["duplicates"]), (False, 3, [], [], 0, 0))
+        plain = (0, "done\n", "")
+        got = []
+        mode_checks("torch-nvtx", [dict(fig, run=1)], torch_windows, lambda name, ok, detail="": got.append((name, bool(ok))),
+                    plain)
+        expect("torch mode checks: a good run passes them all", [ok for _, ok in got], [True] * 6)
+        got = []
+        mode_checks("torch-nvtx", [dict(fig, run=1)], torch_windows, lambda name, ok, detail="": got.append((name, bool(ok))),
+                    (1, "done\n", "Traceback"))
+        expect("torch mode checks: a failing plain run fails the first", [ok for _, ok in got], [False] + [True] * 5)
+        got = []
+        mode_checks("torch-nvtx", [dict(fig, run=1, output_differs="exit 1, plain 0")], torch_windows,
+                    lambda name, ok, detail="": got.append((name, bool(ok))), plain)
+        expect("torch mode checks: a traced run that differs fails the first", [ok for _, ok in got], [False] + [True] * 5)
+        # The side thread unnamed in window 2, only the main thread in window 3, steps off by one in 1,
+        # a kernel of window 1 again in window 2.
+        write_t("torch_1.json", torch_window(100, range(5, 9)))
+        write_t("torch_2.json", torch_window(100, range(15, 18), side_name="python3"))
+        write_t("torch_3.json", [e for e in torch_window(300, range(25, 28))
+                                 if e.get("tid") not in (side_tid, grad_tid) and e["args"].get("correlation") in (None, 300, 304)])
+        fig = run_figures(work, torch_windows, {}, THREADS, 0, "", steps)
+        expect("torch: threads short", [t.split(":")[0] for t in fig["threads_short"]], ["torch_2.json", "torch_3.json"])
+        expect("torch: steps wrong", fig["steps_wrong"], ["torch_1.json: step [5, 6, 7, 8], want [5, 6, 7]"])
+        expect("torch: duplicates", fig["duplicates"], 4)
+        expect("torch: a bad run fails", run_failed(fig), True)
+        got = []
+        mode_checks("torch-nvtx", [dict(fig, run=1)], torch_windows, lambda name, ok, detail="": got.append((name, bool(ok))),
+                    plain)
+        expect("torch mode checks: the bad run's", [ok for _, ok in got], [True, True, False, True, False, False])
+        # torch-slow: ProfilerStep#N.
+        for f in os.listdir(work):
+            os.remove(os.path.join(work, f))
+        write_t("tslow_1.json", torch_window(100, [9, 10, 11], step_kind="ProfilerStep"))
+        write_t("tslow_2.json", torch_window(200, [19, 20], step_kind="ProfilerStep"))
+        write_t("tslow_3.json", torch_window(300, [29, 30, 31], step_kind="ProfilerStep"))
+        fig = run_figures(work, expected_windows("torch-slow"), {}, THREADS, 0, "", expected_steps("torch-slow"))
+        expect("torch-slow: steps and extra", (fig["steps_wrong"], fig["extra"]),
+               (["tslow_2.json: ProfilerStep [19, 20], want [19, 20, 21]"], ["tslow_3.json"]))
     for f in failures:
         print(f"FAIL {f}")
     print(f"gpu_check_windows self-test: {'ok' if not failures else f'{len(failures)} failed'}")

@@ -30,7 +30,7 @@ void traced_call(cuprof::detail::cupti::call_recorder& r, CUpti_CallbackDomain d
   r.on_call(domain, cbid, d);
 }
 inline void traced_call(cuprof::detail::cupti::call_recorder& r, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                 std::uint32_t correlation, std::int32_t result = 0) {
+                        std::uint32_t correlation, std::int32_t result = 0) {
   traced_call(r, domain, cbid, correlation, result, [] {});
 }
 

@@ -893,6 +893,7 @@ TEST_CASE("reader: a window's edge counts read back as written; hostile values a
   CHECK(e.gpu_work_without_call == t.meta.edges.gpu_work_without_call);
   CHECK(e.launched_before == t.meta.edges.launched_before);
   CHECK(e.calls_running_at_end == 5);
+  CHECK(e.lost_count() == 3 + 1 + 2 + 5);  // launched_before is the rule's cut, not a loss
   CHECK(e.lost());
   CHECK(cuprof::window_losses(e) ==
         "3 kernel calls without their GPU record, 1 copy call without their GPU record, 2 memset records on the GPU without "

@@ -184,6 +184,7 @@ class call_recorder {
     live_callers_.clear();
     std::uint64_t horizon = now_ticks();  // read before the threads: a call entered after it starts later
     const std::uint64_t since = recording_since_.load(std::memory_order_relaxed);
+    store.note_recording(since);
     running_.clear();
     if (store.stacks().generation() != stacks_generation_) {  // the store forgot its stacks
       stack_ids_.clear();

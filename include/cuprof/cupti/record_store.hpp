@@ -287,6 +287,7 @@ class record_store {
   void add_call(const call_record& r) {
     if (at_cap()) return;
     ++api_changes_;
+    if (r.start >= recording_since_) first_recorded_id_ = std::min(first_recorded_id_, r.correlation);
     const std::uint32_t kind = api_kind(r.domain, r.cbid);
     if (kind == no_index) return;
     if (r.stack != no_index) stacks_.link(r.correlation, r.start, r.stack);
@@ -321,6 +322,15 @@ class record_store {
   void add_collective(const collective_call& c) {
     if (at_cap()) return;
     collectives_.push_back(c);
+  }
+
+  // The recording the calls drained from now on belong to began at `since`
+  // (call_recorder::start_recording): the lowest call id staged since then
+  // tells GPU work of calls made before it apart from work of unrecorded calls.
+  void note_recording(std::uint64_t since) {
+    if (since == recording_since_) return;
+    recording_since_ = since;
+    first_recorded_id_ = no_index;
   }
 
   // Every call that started before `ticks` is staged but those still in
@@ -478,20 +488,20 @@ class record_store {
     gpu_.consume([&](const staged_gpu& staged) {
       const std::uint32_t pos = w.owner.find(staged.correlation);
       if (pos == no_index && !unlinked_in_window(staged)) {
-        // Not this window's: its call's later (it stays), before the window
-        // or never recorded (it goes, counted where it ran in the window), or
-        // not staged yet, which only a record newer than the call horizon can wait for.
+        // Not this window's: its call's later, or not staged yet, which only
+        // a record newer than the call horizon can wait for (it stays); its
+        // call was made before the window or the recording, or never recorded
+        // (it goes, counted where it ran in the window).
         const std::uint32_t id = staged.correlation;
         const bool sync = forms_[staged.form].kind == gpu_kind::sync;
         bool stays = false;
         if (id == 0) {
           stays = staged.start_ns > end;
-        } else if (std::binary_search(later_ids.begin(), later_ids.end(), id)) {
+        } else if (std::binary_search(later_ids.begin(), later_ids.end(), id) ||
+                   (staged.start_ns >= call_horizon && staged.start_ns != 0)) {
           stays = true;
-        } else if (id <= newest_left_out_) {
+        } else if (id <= newest_left_out_ || id < first_recorded_id_) {
           if (!sync && staged.end_ns >= start && staged.start_ns <= end) ++edges.launched_before[edge_kind(staged)];
-        } else if (staged.start_ns >= call_horizon && staged.start_ns != 0) {
-          stays = true;
         } else if (!sync && staged.start_ns <= end) {
           ++edges.gpu_work_without_call[edge_kind(staged)];
         } else {
@@ -641,7 +651,8 @@ class record_store {
     stacks_.clear();
     dropped_ = lost_timestamps_ = over_cap_ = dropped_calls_ = 0;  // after the last window: not the next one's
     running_calls_.clear();
-    newest_left_out_ = 0;  // a new CUPTI session numbers its calls afresh
+    newest_left_out_ = first_recorded_id_ = 0;  // a new CUPTI session numbers its calls afresh
+    recording_since_ = 0;
   }
 
   // The native call stacks (with_stack) the call recorder publishes.
@@ -1163,6 +1174,8 @@ class record_store {
                                                                  // those not in the runtime call's folded_offset
   std::uint64_t drained_at_ = ~std::uint64_t(0);                 // the calls' last drain (set_call_horizon)
   std::vector<std::uint64_t> running_calls_;                     // the starts of the calls in progress then
+  std::uint64_t recording_since_ = 0;                            // note_recording()'s
+  std::uint32_t first_recorded_id_ = 0;                          // the lowest call id staged since then; 0 without a recorder
   std::uint32_t newest_left_out_ = 0;                            // the newest call id a take() left out as before its window
   std::uint64_t api_changes_ = 0;  // API records added: a checked window's selection is stale after one
   std::optional<checked_window> checked_;

@@ -195,12 +195,14 @@ struct window_edges {
   std::array<std::uint64_t, kinds> launched_before{};
   // Calls that started in the window and had not returned when it was taken: left out, with their work.
   std::uint64_t calls_running_at_end = 0;
-  // Something is missing that belongs in the window (the rule's own cuts are not losses).
-  bool lost() const {
+  // Records missing from the window that belong in it, or without their
+  // partner (the rule's own cuts are not losses).
+  std::uint64_t lost_count() const {
     std::uint64_t n = calls_running_at_end;
     for (std::size_t k = 0; k < kinds; ++k) n += calls_without_gpu_work[k] + gpu_work_without_call[k];
-    return n != 0;
+    return n;
   }
+  bool lost() const { return lost_count() != 0; }
 };
 
 // "2 kernel launches without their GPU work, 1 call still running at the

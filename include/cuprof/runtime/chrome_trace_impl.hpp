@@ -30,7 +30,8 @@ export_result export_chrome_trace(const trace& t, const detail::trace_directory&
   r.bytes = file.size();
   char size[32];
   std::snprintf(size, sizeof size, "%.1f MB", double(r.bytes) / 1e6);
-  const std::uint64_t dropped = t.meta.dropped_gpu_records + t.meta.dropped_cpu_events;
+  // "0 dropped" only when true: a call or GPU record left without its partner at the window's edges counts.
+  const std::uint64_t dropped = t.meta.dropped_gpu_records + t.meta.dropped_cpu_events + t.meta.edges.lost_count();
   detail::log_info("trace written to " + detail::terminal_safe(path) + " (" + std::to_string(r.events) + " events, " + size +
                    ", " + std::to_string(dropped) + " dropped records)");
   return r;
