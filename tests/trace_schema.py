@@ -152,6 +152,15 @@ CUDA_STATUS_ON = "on"  # the cuda_status of a trace with CUDA tracing on
 CUPROF_WINDOW_START_NS = "window_start_ns"
 CUPROF_WINDOW_END_NS = "window_end_ns"
 CUPROF_TRACE_DETAIL = "trace_detail"  # written only when not Kineto's
+# Inside KEY_CUPROF, what the window's edges cut and what came unpaired:
+# {"calls_without_gpu_work": {"kernel": N, "memcpy": N, "memset": N}, "gpu_work_without_call": {...},
+# "launched_before": {...}, "calls_running_at_end": N}.
+CUPROF_WINDOW_EDGES = "window_edges"
+EDGES_CALLS_WITHOUT_GPU_WORK = "calls_without_gpu_work"
+EDGES_GPU_WORK_WITHOUT_CALL = "gpu_work_without_call"
+EDGES_LAUNCHED_BEFORE = "launched_before"
+EDGES_CALLS_RUNNING_AT_END = "calls_running_at_end"
+EDGE_KIND_NAMES = ("kernel", "memcpy", "memset")
 # Inside KEY_CUPROF, where metrics were sampled: {"interval_ns": N, "dropped": N, "devices": [D, ...],
 # "metrics": [{"name": CUPTI_NAME, "label": LABEL}, ...]}.
 CUPROF_GPU_METRICS = "gpu_metrics"
