@@ -109,8 +109,8 @@ class call_recorder {
       if (CUPROF_UNLIKELY(entry & stack_flag) && !driver) t_inside_runtime_stack_call = true;
       // The outermost call publishes its start (thread_buffer::call_since):
       // the store takes a window only once every thread's calls that started
-      // in it are drained. An outer call whose exit callback never came (the
-      // callbacks went off mid-call) left a start from before this recording.
+      // in it are drained. An outer call whose exit this recorder never heard (recording
+      // stopped mid-call) left a start from before this recording.
       thread_buffer* calls = thread_calls();
       const bool outer = calls && (!t_outer_call || calls->call_since() < recording_since_.load(std::memory_order_relaxed));
       if (outer) {
