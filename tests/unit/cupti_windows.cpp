@@ -72,7 +72,11 @@ class busy_process {
   }
   ~busy_process() { finish(); }
 
+  // The workers launch no more (the windows are all closed); their calls in progress end.
+  void stop_launching() { launching_.store(false); }
+
   void finish() {
+    stop_launching();
     if (stop_.exchange(true)) return;
     for (std::thread& t : workers_) t.join();
     cupti_worker_.join();
@@ -114,7 +118,9 @@ class busy_process {
     std::minstd_rand random(std::uint32_t(index) * 7919u + 1);
     std::vector<launch_log>& log = logs_[std::size_t(index)];
     log.reserve(1 << 16);
-    for (int n = 0; !stop_.load(std::memory_order_relaxed); ++n) {
+    // Launches are capped, and end with the last window: under a sanitizer the windows are taken far
+    // slower than launches come, and what no window takes would pile up in the store.
+    for (int n = 0; n < max_launches && launching_.load(std::memory_order_relaxed); ++n) {
       const std::uint32_t id = next_id_.fetch_add(2);
       launch_log l;
       l.correlation = id;
@@ -166,6 +172,8 @@ class busy_process {
   std::mutex gpu_mutex_;
   std::deque<CUpti_ActivityKernel10> gpu_;
   std::atomic<std::uint32_t> next_id_{10};
+  static constexpr int max_launches = 40000;  // a thread's, about twice what 100 windows take unhindered
+  std::atomic<bool> launching_{true};
   std::atomic<bool> stop_{false};
   std::array<std::vector<launch_log>, 16> logs_;
   std::vector<std::thread> workers_;
@@ -232,6 +240,7 @@ std::vector<taken_window> run_windows(busy_process& p, int windows, bool back_to
     take_ready(false);  // what is complete already; the rest waits while the next window records
     start = end;
   }
+  p.stop_launching();
   take_ready(true);
   return taken;
 }
