@@ -28,6 +28,7 @@
 #include "activity.hpp"
 #include "base/config.hpp"
 #include "collect/clock.hpp"
+#include "collect/window_engine.hpp"
 #include "base/error.hpp"
 #include "model/event.hpp"
 #include "model/slow_steps.hpp"
@@ -36,7 +37,6 @@
 #include "schedule.hpp"
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -50,9 +50,15 @@ namespace detail::cupti {
 class tracer;
 }
 namespace detail {
-struct step_window;
-struct window_control;
-struct slow_step_marks;
+class profile_target;
+// The profile's records, for its window engine: the record store behind the
+// tracer (runtime/profile_impl.hpp); none without CUDA tracing.
+struct profile_records {
+  cupti::tracer* tracer = nullptr;
+  void discard_before(std::uint64_t ticks);
+  bool complete(std::uint64_t start, std::uint64_t end);
+  void take(trace& out, std::uint64_t start, std::uint64_t end, const tick_converter& clock);
+};
 // Defined where the runtime is compiled (base/config.hpp). A program that makes a
 // profile without it fails to link, and the linker names this symbol.
 extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime;
@@ -152,21 +158,18 @@ class profile {
   export_result export_chrome_trace(const std::string& path, const export_options& options = {}) const;
 
  private:
-  // The environment's window opened at a step (CUPROF_START_STEP, runtime/autostart.hpp).
-  friend struct detail::step_window;
-  // The environment's slow steps (CUPROF_SLOW_STEPS), from the same marks.
-  friend struct detail::slow_step_marks;
+  // The windows the environment's policies choose (runtime/windows/): the
+  // profile is their target, through this one door.
+  friend class detail::profile_target;
   // Moves the running window's start (no schedule) to `ticks`, a clock reading
   // already past: what was recorded before it is thrown away.
   void restart_window_at(std::uint64_t ticks);
   // stop(), the window ending at `end_ticks` (0: now), a clock reading already past.
   void stop_at(std::uint64_t end_ticks);
-  // Windows the program's calls or a trigger choose (runtime/autostart.hpp):
   // start_waiting() starts with no window open, CUPTI attached but recording
   // nothing; open_window() opens one now; close_window() ends it at
   // `end_ticks` (0: now) and hands its trace to on_trace_ready, then waits
   // for the next. None of them with a schedule.
-  friend struct detail::window_control;
   void start_waiting();
   void open_window();
   void close_window(std::uint64_t end_ticks);
@@ -177,13 +180,8 @@ class profile {
   // step 0 starts: what was recorded before it is thrown away.
   void slow_step_at(std::uint64_t ticks, bool first);
 
-  struct pending_window {
-    std::unique_ptr<trace> collected;
-    std::uint64_t start_ticks = 0;
-    std::uint64_t end_ticks = 0;
-    detail::tick_converter clock;
-    std::uint64_t give_up_at_ns = 0;
-  };
+  // The slow-step verdicts' window operations (follow_slow_step) on this profile.
+  struct slow_windows;
 
   // Tracing off and the process-wide slot free: the end of stop(), also when
   // a handler threw. Windows not yet handed over are dropped.
@@ -237,7 +235,7 @@ class profile {
   // most settle_ns, until no thread is still inside a call that started
   // before `end_ticks`, so that the window gets the calls other threads
   // were making when it closed. What is still running then is counted.
-  void settle_calls(std::uint64_t end_ticks);
+  void settle_calls(std::uint64_t start_ticks, std::uint64_t end_ticks);
   static constexpr std::uint64_t settle_ns = 200000000ull;
 
   // Threads that made CUDA calls but opened no scope still get a named lane.
@@ -254,10 +252,9 @@ class profile {
   bool in_on_trace_ready_ = false;
   std::int64_t step_num_ = 0;
   profiler_action action_ = profiler_action::none;
-  std::uint64_t window_start_ = 0;
   std::string cuda_status_;
   detail::cupti::tracer* tracer_ = nullptr;
-  std::deque<pending_window> pending_;
+  detail::window_engine<detail::profile_records> engine_;
   std::unique_ptr<trace> last_;
   std::optional<detail::slow_step_ring> slow_;  // slow_steps' ring, from start()
 };

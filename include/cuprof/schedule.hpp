@@ -35,6 +35,22 @@ inline const char* to_string(profiler_action a) noexcept {
 // skipped, then cycles of `wait` idle, `warmup` warmup and `active` recorded
 // steps repeat `repeat` times (0 = forever). With `skip_first_wait`, the first
 // cycle's wait is skipped too.
+namespace detail {
+inline bool records(profiler_action a) noexcept { return a != profiler_action::none; }
+inline bool is_active(profiler_action a) noexcept {
+  return a == profiler_action::record || a == profiler_action::record_and_save;
+}
+// The schedule as a window policy: a step whose action changes from `from`
+// to `to` closes the window that recorded (its cycle's trace is ready), opens
+// one, or both (cycles back to back).
+inline bool closes_window(profiler_action from, profiler_action to) noexcept {
+  return from == profiler_action::record_and_save || (is_active(from) && to == profiler_action::none);
+}
+inline bool opens_window(profiler_action from, profiler_action to) noexcept {
+  return is_active(to) && (!is_active(from) || from == profiler_action::record_and_save);
+}
+}  // namespace detail
+
 struct schedule {
   int wait = 0;
   int warmup = 0;

@@ -232,7 +232,7 @@ TEST_CASE(
   // each to the next step's start or the window's end, whatever NVTX ranges the trace holds.
   cuprof::trace t;
   t.meta.window_end_ns = 1000;
-  step_window::add_profiler_steps(t, 10, {100, 400, 700}, 7);
+  step_marks::add_profiler_steps(t, 10, {100, 400, 700}, 7);
   REQUIRE(t.spans.size() == 3);
   CHECK(t.names.str(t.spans[0].name) == "ProfilerStep#10");
   CHECK(t.spans[0].start_ns == 100);
@@ -243,7 +243,7 @@ TEST_CASE(
   CHECK(t.spans[2].end_ns == 1000);
   cuprof::trace late;
   late.meta.window_end_ns = 500;
-  step_window::add_profiler_steps(late, 0, {100, 600}, 7);  // a step starting after the window: none
+  step_marks::add_profiler_steps(late, 0, {100, 600}, 7);  // a step starting after the window: none
   CHECK(late.spans.size() == 1);
 
   for (const char* seconds : {"inf", "1e999", "-1", " 1", "1 ", "0x10", "1e8", "5s", "infinity"})

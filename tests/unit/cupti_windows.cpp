@@ -1,323 +1,75 @@
-// Windows while other threads work: the edge rule (docs/guide.md, "Windows
-// and their edges") held by the call recorder and the record store together,
-// with synthetic CUDA calls from 8 threads and their kernels delivered late
-// and out of order, across 100 windows back to back and with gaps between.
-//
-// The rule: a CUDA call belongs to the window in which it started and brings
-// its GPU work with it, even if that work ends after the window; a record
-// belongs to one window at most; back-to-back windows lose nothing between
-// them. Each worker thread logs, independently of cuprof, when each of its
-// launches entered; the windows taken must agree with that log exactly.
+// The window engine (collect/window_engine.hpp) over the real call recorder
+// and record store, driven by a schedule's steps as the profile drives it:
+// 8 threads launch nonstop, their kernels delivered late and out of order,
+// across 100 windows back to back and with gaps between. Each worker thread
+// logs, independently of cuprof, when each of its launches entered; the
+// windows taken must agree with that log exactly (support/busy_process.hpp
+// says the rule). The other ways of choosing windows: runtime_windows.cpp.
 
-#include <cuprof/cupti/call_recorder.hpp>
+#include <cuprof/schedule.hpp>
 
-#include "support/cupti_calls.hpp"
+#include "support/busy_process.hpp"
 
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <array>
-#include <atomic>
 #include <chrono>
-#include <cstring>
-#include <deque>
-#include <map>
-#include <mutex>
-#include <random>
-#include <set>
-#include <string>
 #include <thread>
 #include <vector>
 
 namespace {
 
-using cuprof::api_domain;
+using cuprof::profiler_action;
 using cuprof::detail::now_ticks;
-using cuprof::detail::cupti::call_recorder;
-using cuprof::detail::cupti::record_store;
+using cuprof_test::busy_process;
+using cuprof_test::busy_records;
+using cuprof_test::taken_window;
 
-constexpr CUpti_CallbackId launch_cbid = 211;  // cudaLaunchKernel
-constexpr CUpti_CallbackId driver_launch_cbid = 307;
-constexpr CUpti_CallbackId sync_cbid = 131;  // cudaStreamSynchronize
-
-std::string window_raw_name(api_domain d, std::uint32_t cbid) {
-  if (d == api_domain::runtime && cbid == launch_cbid) return "cudaLaunchKernel_v7000";
-  if (d == api_domain::runtime && cbid == sync_cbid) return "cudaStreamSynchronize_v3020";
-  if (d == api_domain::driver && cbid == driver_launch_cbid) return "cuLaunchKernel";
-  return "cbid" + std::to_string(cbid);
-}
-
-// What a worker knows of one of its launches: the recorder stamps the call's
-// start between `before` and `after`.
-struct launch_log {
-  std::uint32_t correlation = 0;
-  std::uint64_t before = 0, after = 0;
-  std::uint32_t tid = 0;
-};
-
-struct window_span {
-  std::uint64_t start = 0, end = 0;
-};
-
-// The process's CUDA calls, their GPU work and CUPTI's worker, simulated:
-// workers launch nonstop (some calls last long enough to straddle a window's
-// edge, every 64th launch a stream sync); each kernel reaches the "GPU" queue
-// and the store only after a delay, in batches, as CUPTI's buffers do.
-class busy_process {
- public:
-  explicit busy_process(int threads) : store_(window_raw_name) {
-    recorder().start_recording(now_ticks());
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
-    cupti_worker_ = std::thread([this] { deliver(); });
-  }
-  ~busy_process() { finish(); }
-
-  // The workers launch no more (the windows are all closed); their calls in progress end.
-  void stop_launching() { launching_.store(false); }
-
-  void finish() {
-    stop_launching();
-    if (stop_.exchange(true)) return;
-    for (std::thread& t : workers_) t.join();
-    cupti_worker_.join();
-  }
-
-  template <class Fn>
-  auto with_store(Fn&& fn) {
-    std::lock_guard<std::mutex> lock(store_mutex_);
-    return fn(store_);
-  }
-
-  // What tracer::flush does: the GPU records so far and the calls drained.
-  void flush() {
-    std::deque<CUpti_ActivityKernel10> ready;
-    {
-      std::lock_guard<std::mutex> lock(gpu_mutex_);
-      ready.swap(gpu_);
-    }
-    std::lock_guard<std::mutex> lock(store_mutex_);
-    for (const CUpti_ActivityKernel10& k : ready) store_.add(reinterpret_cast<const CUpti_Activity*>(&k));
-    recorder().drain_into(store_);
-  }
-
-  std::vector<launch_log> launches() const {
-    std::vector<launch_log> all;
-    for (const auto& l : logs_) all.insert(all.end(), l.begin(), l.end());
-    return all;
-  }
-
- private:
-  // One recorder per process, as the tracer's (threads keep their buffers in
-  // a thread_local): these threads are new, so they register with it.
-  static call_recorder& recorder() {
-    static auto* r = new call_recorder;
-    return *r;
-  }
-
-  void work(int index) {
-    std::minstd_rand random(std::uint32_t(index) * 7919u + 1);
-    std::vector<launch_log>& log = logs_[std::size_t(index)];
-    log.reserve(1 << 16);
-    // Launches are capped, and end with the last window: under a sanitizer the windows are taken far
-    // slower than launches come, and what no window takes would pile up in the store.
-    for (int n = 0; n < max_launches && launching_.load(std::memory_order_relaxed); ++n) {
-      const std::uint32_t id = next_id_.fetch_add(2);
-      launch_log l;
-      l.correlation = id;
-      l.tid = cuprof::detail::current_tid();
-      l.before = now_ticks();
-      std::uint64_t returned = 0;
-      cuprof_test::traced_call(recorder(), CUPTI_CB_DOMAIN_RUNTIME_API, launch_cbid, id, 0, [&] {
-        l.after = now_ticks();
-        // Now and then a launch that takes a while: in flight across an edge.
-        if (random() % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
-        cuprof_test::traced_call(recorder(), CUPTI_CB_DOMAIN_DRIVER_API, driver_launch_cbid, id + 1);
-        returned = now_ticks();
-      });
-      log.push_back(l);
-      // The kernel carries the driver call's id and runs after the launch, on this thread's stream.
-      CUpti_ActivityKernel10 k;
-      std::memset(static_cast<void*>(&k), 0, sizeof k);
-      k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-      k.start = returned + 1000 + random() % 50000;
-      k.end = k.start + 2000;
-      k.correlationId = id + 1;
-      k.streamId = std::uint32_t(index + 1);
-      k.contextId = 1;
-      k.name = "_Z4spinPfi";
-      {
-        std::lock_guard<std::mutex> lock(gpu_mutex_);
-        gpu_.push_back(k);
-      }
-      // A launch costs a GPU program a few microseconds; a pause keeps 8 threads on 2 cores at that pace.
-      if (n % 4 == 3) std::this_thread::sleep_for(std::chrono::microseconds(20));
-      if (n % 64 == 63) {  // a stream sync: a call without GPU work of its own
-        cuprof_test::traced_call(recorder(), CUPTI_CB_DOMAIN_RUNTIME_API, sync_cbid, next_id_.fetch_add(1), 0,
-                                 [] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
-      }
-    }
-  }
-
-  // CUPTI's worker: buffers come every millisecond or so, out of step with the windows.
-  void deliver() {
-    while (!stop_.load(std::memory_order_relaxed)) {
-      flush();
-      std::this_thread::sleep_for(std::chrono::microseconds(700));
-    }
-    flush();
-  }
-
-  record_store store_;
-  std::mutex store_mutex_;
-  std::mutex gpu_mutex_;
-  std::deque<CUpti_ActivityKernel10> gpu_;
-  std::atomic<std::uint32_t> next_id_{10};
-  static constexpr int max_launches = 40000;  // a thread's, about twice what 100 windows take unhindered
-  std::atomic<bool> launching_{true};
-  std::atomic<bool> stop_{false};
-  std::array<std::vector<launch_log>, 16> logs_;
-  std::vector<std::thread> workers_;
-  std::thread cupti_worker_;
-};
-
-struct taken_window {
-  window_span span;
-  std::set<std::uint32_t> launches;      // the runtime launch calls' ids
-  std::map<std::uint32_t, int> kernels;  // kernels by the id they were linked to
-  std::set<std::uint32_t> launch_tids;   // the threads whose launches it holds
-  cuprof::window_edges edges;
-};
-
-// The engine's order of work, as the profile does it: a window opens at a
-// tick (what lies before it goes, unless an earlier window still waits for
-// its records), closes at a tick, and is taken once complete, in order.
-std::vector<taken_window> run_windows(busy_process& p, int windows, bool back_to_back) {
-  std::vector<window_span> spans;
+// Steps of 0.8-3.2 ms through `s`, as profile::step() takes them: the
+// schedule's action at each step closes and opens windows on the engine.
+std::vector<taken_window> run_schedule(busy_process& p, const cuprof::schedule& s, int steps) {
+  busy_records records{p};
+  cuprof::detail::window_engine<busy_records> engine;
   std::vector<taken_window> taken;
-  std::deque<std::size_t> pending;
-  const auto take_ready = [&](bool wait) {
-    while (!pending.empty()) {
-      const window_span w = spans[pending.front()];
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      for (;;) {
-        p.flush();
-        if (p.with_store([&](record_store& s) { return s.window_complete(w.start, w.end); })) break;
-        if (!wait) return;
-        REQUIRE(std::chrono::steady_clock::now() < give_up);
-        std::this_thread::sleep_for(std::chrono::microseconds(500));
-      }
-      cuprof::trace t;
-      p.with_store([&](record_store& s) {
-        s.take(t, w.start, w.end, cuprof::detail::tick_converter{});
-        return 0;
-      });
-      taken_window out;
-      out.span = w;
-      out.edges = t.meta.edges;
-      for (const cuprof::api_call& c : t.api_calls)
-        if (t.names.str(t.name_of(c)) == "cudaLaunchKernel") out.launches.insert(c.correlation), out.launch_tids.insert(c.tid);
-      for (const cuprof::gpu_activity& g : t.gpu)
-        if (g.kind == cuprof::gpu_kind::kernel) ++out.kernels[g.correlation];
-      taken.push_back(std::move(out));
-      pending.pop_front();
-    }
-  };
-  std::uint64_t start = now_ticks();
-  for (int i = 0; i < windows; ++i) {
-    if (!back_to_back) {
-      std::this_thread::sleep_for(std::chrono::microseconds(300 + 200 * (i % 5)));  // the gap between
-      start = now_ticks();
-    }
-    if (pending.empty())
-      p.with_store([&](record_store& s) {
-        s.discard_before(start);
-        return 0;
-      });
-    std::this_thread::sleep_for(std::chrono::microseconds(800 + 400 * (i % 7)));
-    const std::uint64_t end = now_ticks();
-    spans.push_back({start, end});
-    pending.push_back(spans.size() - 1);
-    take_ready(false);  // what is complete already; the rest waits while the next window records
-    start = end;
+  profiler_action action = s(0);
+  if (cuprof::detail::opens_window(profiler_action::none, action)) engine.open_at(records, now_ticks());
+  for (int step = 1; step <= steps; ++step) {
+    std::this_thread::sleep_for(std::chrono::microseconds(800 + 400 * (step % 7)));
+    const std::uint64_t now = now_ticks();
+    const profiler_action next = s(step);
+    if (cuprof::detail::closes_window(action, next))
+      engine.close_at(now, cuprof::detail::tick_converter{}, cuprof::detail::monotonic_ns() + 20000000000ull);
+    if (cuprof::detail::opens_window(action, next)) engine.open_at(records, now);
+    action = next;
+    cuprof_test::hand_over(engine, records, taken, false);  // what is complete already; the rest waits
   }
   p.stop_launching();
-  take_ready(true);
+  cuprof_test::hand_over(engine, records, taken, true);
   return taken;
 }
 
-// Checks every window against the workers' own log and the rule.
-void check_windows(const std::vector<taken_window>& taken, const std::vector<launch_log>& log, int threads) {
-  std::map<std::uint32_t, int> windows_of;  // launch id -> how many windows hold it
-  std::size_t exact = 0, straddling = 0;
-  std::map<const taken_window*, std::set<std::uint32_t>> launched_in;  // by the workers' log: who launched in each window
-  for (const taken_window& w : taken) {
-    CAPTURE(w.span.start);
-    // One to one: each launch its kernel, each kernel its launch (linked to the runtime call).
-    for (std::uint32_t id : w.launches) {
-      const auto k = w.kernels.find(id);
-      CHECK_MESSAGE((k != w.kernels.end() && k->second == 1), "launch " << id << " without its one kernel");
-    }
-    for (const auto& [id, n] : w.kernels) CHECK_MESSAGE(w.launches.count(id) == 1, "kernel " << id << " without its launch");
-    CHECK_MESSAGE(!w.edges.lost(), cuprof::window_losses(w.edges));
-    for (std::uint32_t id : w.launches) ++windows_of[id];
-  }
-  for (const launch_log& l : log) {
-    CAPTURE(l.correlation);
-    const auto held = windows_of.find(l.correlation);
-    const int n = held == windows_of.end() ? 0 : held->second;
-    CHECK(n <= 1);  // a record belongs to one window at most
-    const auto inside = [&](std::uint64_t t) {
-      for (const taken_window& w : taken)
-        if (t >= w.span.start && t <= w.span.end) return &w;
-      return static_cast<const taken_window*>(nullptr);
-    };
-    const taken_window* at_before = inside(l.before);
-    const taken_window* at_after = inside(l.after);
-    if (at_before == at_after) {
-      ++exact;
-      if (at_before) launched_in[at_before].insert(l.tid);
-      if (at_before)
-        CHECK_MESSAGE(at_before->launches.count(l.correlation) == 1,
-                      "launch lost from its window (in " << n << " windows; window " << (at_before - taken.data()) << ")");
-      else CHECK(n == 0);
-    } else {
-      ++straddling;  // the call's start was stamped across an edge: either side, once
-    }
-  }
-  // Every thread that launched in a window, by its own log, is in it; on a busy
-  // machine a thread may get no launch into a short window, so not always all.
-  std::size_t whole = 0;
-  for (const auto& [w, tids] : launched_in) {
-    for (std::uint32_t tid : tids) CHECK_MESSAGE(w->launch_tids.count(tid) == 1, "thread " << tid << " missing from a window");
-    whole += tids.size() == std::size_t(threads);
-  }
-  CHECK(whole > 0);
-  CHECK(exact > 1000);
-  MESSAGE(taken.size() << " windows, " << exact << " launches placed exactly, " << straddling << " stamped across an edge");
-}
-
 // 8 threads launching nonstop through 100 windows, checked against their own log.
-std::vector<taken_window> windows_while_busy(bool back_to_back) {
+std::vector<taken_window> windows_while_busy(const cuprof::schedule& s, int steps) {
   constexpr int threads = 8;
-  busy_process p(threads);
+  // Launches for about as long as the steps last (2 ms each, on average).
+  busy_process p(threads, 40000 * steps / 100, 20 * steps / 100);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::vector<taken_window> taken = run_windows(p, 100, back_to_back);
+  std::vector<taken_window> taken = run_schedule(p, s, steps);
   p.finish();
   REQUIRE(taken.size() == 100);
-  check_windows(taken, p.launches(), threads);
+  cuprof_test::check_windows(taken, p.launches(), threads);
   return taken;
 }
 
 }  // namespace
 
 TEST_SUITE("cupti_windows") {
-TEST_CASE("8 threads launching nonstop, 100 windows back to back: every launch in its window with its kernel, once") {
-  const std::vector<taken_window> taken = windows_while_busy(/*back_to_back=*/true);
+TEST_CASE("schedule(active=1, repeat=100): 100 windows back to back, every launch in its window with its kernel, once") {
+  const std::vector<taken_window> taken = windows_while_busy(cuprof::schedule(0, 0, 1, 100), 100);
   for (std::size_t i = 1; i < taken.size(); ++i) CHECK(taken[i].span.start == taken[i - 1].span.end);
 }
 
-TEST_CASE("8 threads launching nonstop, 100 windows with gaps: nothing of a gap in a window, every window whole") {
-  const std::vector<taken_window> taken = windows_while_busy(/*back_to_back=*/false);
+TEST_CASE("schedule(wait=1, warmup=1, active=2, repeat=100): 100 windows with gaps, nothing of a gap in a window") {
+  const std::vector<taken_window> taken = windows_while_busy(cuprof::schedule(1, 1, 2, 100), 400);
   // The gaps' work that ran inside a window is counted as launched before it, not lost.
   std::uint64_t before = 0;
   for (const taken_window& w : taken) before += w.edges.launched_before[0];

@@ -365,4 +365,22 @@ inline std::uint64_t now_ticks() noexcept {
   return monotonic_ns();
 }
 
+// now_ticks(), read in program order with the memory accesses around it: the
+// TSC read is not ordered with loads and stores, so a reading taken just
+// after a store could be older than the store, or one taken just before a
+// load newer than the load. The call horizon depends on both (a call's
+// published start against a drain's clock, cupti/call_recorder.hpp).
+// monotonic_ns() reads the TSC in order already.
+inline std::uint64_t now_ticks_ordered() noexcept {
+#if defined(__x86_64__)
+  if (CUPROF_LIKELY(g_process->use_tsc.load(std::memory_order_relaxed))) {
+    __builtin_ia32_lfence();
+    const std::uint64_t t = __builtin_ia32_rdtsc();
+    __builtin_ia32_lfence();
+    return t;
+  }
+#endif
+  return monotonic_ns();
+}
+
 }  // namespace cuprof::detail

@@ -117,7 +117,8 @@ class call_recorder {
         t_outer_call = call.correlationData;
         calls->call_entering();
       }
-      const std::uint64_t now = now_ticks();
+      // Read after `entering` is visible: a drain that did not see it read its clock before this.
+      const std::uint64_t now = outer ? now_ticks_ordered() : now_ticks();
       *call.correlationData = now;
       if (outer) calls->call_started(now);
       return;
@@ -182,7 +183,7 @@ class call_recorder {
   // drain is in it, but for the calls still in progress, whose starts it lists.
   void drain_into(record_store& store) {
     live_callers_.clear();
-    std::uint64_t horizon = now_ticks();  // read before the threads: a call entered after it starts later
+    std::uint64_t horizon = now_ticks_ordered();  // read before the threads: a call entered after it starts later
     const std::uint64_t since = recording_since_.load(std::memory_order_relaxed);
     store.note_recording(since);
     running_.clear();

@@ -23,11 +23,6 @@ namespace detail {
 
 const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_link_cuprof_runtime = true;
 
-inline bool records(profiler_action a) noexcept { return a != profiler_action::none; }
-inline bool is_active(profiler_action a) noexcept {
-  return a == profiler_action::record || a == profiler_action::record_and_save;
-}
-
 // Staging grows on CUPTI's worker thread and is freed on the application
 // thread; glibc keeps such memory in its arenas unless asked to give it back.
 // Not in a process that a signal ends: the memory goes back anyway, and
@@ -62,7 +57,40 @@ inline void align_gpu_metrics(trace& t, std::uint64_t from_ns, std::uint64_t to_
   }
 }
 
+void profile_records::discard_before(std::uint64_t ticks) {
+  if (tracer)
+    tracer->with_store([&](cupti::record_store& s) {
+      s.discard_before(ticks);
+      return 0;
+    });
+}
+
+bool profile_records::complete(std::uint64_t start, std::uint64_t end) {
+  return !tracer || tracer->with_store([&](cupti::record_store& s) { return s.window_complete(start, end); });
+}
+
+void profile_records::take(trace& out, std::uint64_t start, std::uint64_t end, const tick_converter& clock) {
+  if (!tracer) return;
+  tracer->trim_buffers();
+  const std::size_t scopes = out.spans.size();
+  tracer->with_store([&](cupti::record_store& s) {
+    s.take(out, start, end, clock);
+    return 0;
+  });
+  if (out.spans.size() != scopes) link_spans(out);  // NVTX ranges joined the scopes
+}
+
 }  // namespace detail
+
+struct profile::slow_windows {
+  profile& p;
+  void move_start(std::uint64_t ticks) { p.restart_window_at(ticks); }
+  void close_at(std::uint64_t ticks) { p.end_window(ticks); }
+  void open_at(std::uint64_t ticks) {
+    detail::profile_records r{p.tracer_};
+    p.engine_.open_at(r, ticks);
+  }
+};
 
 profile::~profile() {
   try {
@@ -131,9 +159,10 @@ void profile::close_window(std::uint64_t end_ticks) {
   if (!running_ || options_.schedule || action_ != profiler_action::record || refused_in_handler("close_window()")) return;
   const std::uint64_t now = detail::now_ticks();
   action_ = profiler_action::none;
-  const std::uint64_t end = end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now;
+  const std::uint64_t start = engine_.start();
+  const std::uint64_t end = end_ticks && end_ticks < now && end_ticks > start ? end_ticks : now;
   transition(profiler_action::record, action_, end);
-  settle_calls(end);
+  settle_calls(start, end);
   if (tracer_) {
     tracer_->sync_devices();
     tracer_->flush(true);
@@ -154,9 +183,10 @@ void profile::stop_at(std::uint64_t end_ticks) {
     else from = profiler_action::warmup;  // no kept window waits: the ring is thrown away, as a warmup is
     detail::log_line(slow_->summary());
   }
-  const std::uint64_t end = end_ticks && end_ticks < now && end_ticks > window_start_ ? end_ticks : now;
+  const std::uint64_t start = engine_.start();
+  const std::uint64_t end = end_ticks && end_ticks < now && end_ticks > start ? end_ticks : now;
   transition(from, profiler_action::none, end);
-  if (detail::records(from)) settle_calls(end);
+  if (detail::records(from)) settle_calls(start, end);
   if (tracer_) {
     tracer_->sync_devices();
     tracer_->flush(true);
@@ -197,12 +227,12 @@ void profile::step() {
   finalize_pending();
 }
 
-void profile::settle_calls(std::uint64_t end_ticks) {
+void profile::settle_calls(std::uint64_t start_ticks, std::uint64_t end_ticks) {
   if (!tracer_ || detail::process_ending_on_signal()) return;  // a signal's trace is written at once
   const std::uint64_t deadline = detail::monotonic_ns() + settle_ns;
   for (;;) {
     tracer_->flush(false);
-    if (tracer_->with_store([&](detail::cupti::record_store& s) { return s.calls_complete_through(window_start_, end_ticks); }) ||
+    if (tracer_->with_store([&](detail::cupti::record_store& s) { return s.calls_complete_through(start_ticks, end_ticks); }) ||
         detail::monotonic_ns() >= deadline)
       return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -210,7 +240,7 @@ void profile::settle_calls(std::uint64_t end_ticks) {
 }
 
 void profile::finalize_pending() {
-  if (pending_.empty()) return;
+  if (!engine_.waiting()) return;
   if (tracer_) tracer_->flush(false);
   finalize_ready(false);
 }
@@ -225,7 +255,7 @@ export_result profile::export_chrome_trace(const std::string& path, const export
 }
 
 void profile::release() noexcept {
-  pending_.clear();
+  engine_.clear();
   if (tracer_) {
     tracer_->disable();
     if (!detail::process_ending_on_signal()) tracer_->detach();
@@ -292,41 +322,26 @@ std::uint64_t profile::close_step_scope() {
 void profile::transition(profiler_action from, profiler_action to, std::uint64_t now) {
   const bool recording_stops = detail::records(from) && !detail::records(to);
   if (recording_stops) detail::process().cpu_recording.store(false, std::memory_order_relaxed);
-  if (from == profiler_action::record_and_save || (detail::is_active(from) && to == profiler_action::none)) end_window(now);
+  if (detail::closes_window(from, to)) end_window(now);
   if (recording_stops) detail::discard_cpu_spans(detail::now_ticks());  // written after `now`: no window takes it
   if (!detail::records(from) && detail::records(to)) {
     detail::discard_cpu_spans(now);
     if (cpu()) detail::process().cpu_recording.store(true, std::memory_order_relaxed);
     if (tracer_) enable_cuda();  // already during warmup: CUPTI's start-up cost stays out of the window
   }
-  if (detail::is_active(to) && (!detail::is_active(from) || from == profiler_action::record_and_save)) {
+  if (detail::opens_window(from, to)) {
     if (from == profiler_action::warmup) detail::discard_cpu_spans(now);
-    // Records before `now` are no window's unless one waits for its GPU
-    // records (the window just ended, back to back with this one, or an
-    // earlier one): its take() then drops what lies before it, this window's
-    // what lies before `now`.
-    if (tracer_ && pending_.empty())
-      tracer_->with_store([&](detail::cupti::record_store& s) {
-        s.discard_before(now);
-        return 0;
-      });
-    window_start_ = now;
+    detail::profile_records r{tracer_};
+    engine_.open_at(r, now);
   }
-  if (!detail::records(to) && pending_.empty() && tracer_) tracer_->disable();
+  if (!detail::records(to) && !engine_.waiting() && tracer_) tracer_->disable();
 }
 
 void profile::restart_window_at(std::uint64_t ticks) {
-  if (!running_ || options_.schedule || !detail::is_active(action_) || ticks <= window_start_) return;
+  if (!running_ || options_.schedule || !detail::is_active(action_) || ticks <= engine_.start()) return;
   detail::discard_cpu_spans(ticks);
-  // A window cut before (slow_steps) still waits for its GPU records in the
-  // store, and discarding there would take them: they go with the first
-  // restart after it was handed over.
-  if (tracer_ && pending_.empty())
-    tracer_->with_store([&](detail::cupti::record_store& s) {
-      s.discard_before(ticks);
-      return 0;
-    });
-  window_start_ = ticks;
+  detail::profile_records r{tracer_};
+  engine_.move_start(r, ticks);
 }
 
 void profile::keep_slow_steps(std::uint64_t now) {
@@ -335,13 +350,8 @@ void profile::keep_slow_steps(std::uint64_t now) {
   const detail::slow_step_action a = slow_->step_ended(now, ended_ns > started_ns ? ended_ns - started_ns : 0, held_bytes());
   ++step_num_;
   if (a.shrunk_to) detail::log_line(slow_->shrunk_line(a.shrunk_to));
-  if (a.cut) {
-    restart_window_at(a.cut_start);
-    end_window(now);
-    window_start_ = now;  // the kept window took everything up to here
-  } else if (a.ring_start) {
-    restart_window_at(a.ring_start);
-  }
+  slow_windows windows{*this};
+  detail::follow_slow_step(a, now, windows);
 }
 
 void profile::slow_step_at(std::uint64_t ticks, bool first) {
@@ -376,12 +386,8 @@ std::size_t profile::held_bytes() {
 }
 
 void profile::end_window(std::uint64_t now) {
-  pending_window w;
-  w.collected = std::make_unique<trace>();
-  w.start_ticks = window_start_;
-  w.end_ticks = now;
-  w.clock = detail::tick_converter(detail::clock_anchor(), detail::sample_clocks());
-  w.give_up_at_ns = detail::monotonic_ns() + give_up_after_ns;
+  detail::closed_window& w = engine_.close_at(now, detail::tick_converter(detail::clock_anchor(), detail::sample_clocks()),
+                                              detail::monotonic_ns() + give_up_after_ns);
   trace& t = *w.collected;
   detail::collect_cpu_spans(t, w.clock, w.start_ticks, w.end_ticks);
   t.meta.window_start_ns = w.clock.to_epoch_ns(w.start_ticks);
@@ -391,26 +397,14 @@ void profile::end_window(std::uint64_t now) {
   t.meta.cuda_runtime_version = CUDA_VERSION;           // the toolkit cuprof was compiled with
   t.meta.cuda_status = has(options_.activities, activity::cuda) ? cuda_status_ : "not requested";
   t.meta.memory_recorded = options_.profile_memory && tracer_;
-  pending_.push_back(std::move(w));
 }
 
 void profile::finalize_ready(bool at_stop) {
-  while (!pending_.empty()) {
-    pending_window& w = pending_.front();
+  detail::profile_records records{tracer_};
+  engine_.hand_over(records, at_stop, detail::monotonic_ns(), [&](detail::closed_window& w) {
     if (tracer_) {
-      const bool complete =
-          at_stop || detail::monotonic_ns() >= w.give_up_at_ns ||
-          tracer_->with_store([&](detail::cupti::record_store& s) { return s.window_complete(w.start_ticks, w.end_ticks); });
-      if (!complete) return;
       // No window records after this one: tracing stops before the trace is built, not after.
-      if (!detail::records(action_) && pending_.size() == 1) tracer_->disable();
-      tracer_->trim_buffers();
-      const std::size_t scopes = w.collected->spans.size();
-      tracer_->with_store([&](detail::cupti::record_store& s) {
-        s.take(*w.collected, w.start_ticks, w.end_ticks, w.clock);
-        return 0;
-      });
-      if (w.collected->spans.size() != scopes) link_spans(*w.collected);  // NVTX ranges joined the scopes
+      if (!detail::records(action_) && !engine_.waiting()) tracer_->disable();
       tracer_->fill_metadata(w.collected->meta);
       if (options_.gpu_metrics) {
         // The window's GPU work runs after its launches, past the window's end
@@ -427,7 +421,6 @@ void profile::finalize_ready(bool at_stop) {
     attribute(*w.collected);
     name_api_threads(*w.collected);
     last_ = std::move(w.collected);
-    pending_.pop_front();
     report_drops(*last_);
     if (options_.on_trace_ready) {
       in_on_trace_ready_ = true;
@@ -438,7 +431,7 @@ void profile::finalize_ready(bool at_stop) {
       options_.on_trace_ready(*this);
     }
     detail::return_free_memory();
-  }
+  });
   if (!detail::records(action_) && tracer_) tracer_->disable();
 }
 
