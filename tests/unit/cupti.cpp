@@ -86,7 +86,7 @@ std::string raw_name(api_domain d, std::uint32_t cbid) {
       {591, "cuMemRelease"},       {592, "cuMemMap"},
       {593, "cuMemUnmap"},         {121, "cuEventSynchronize"},
       {119, "cuEventRecord"},      {295, "cuStreamWaitEvent"},
-      {441, "cuEventRecord_ptsz"},
+      {441, "cuEventRecord_ptsz"}, {900, "cuProfilerStart"},
   };
   const auto& m = d == api_domain::runtime ? runtime : driver;
   const auto it = m.find(cbid);
@@ -983,6 +983,26 @@ TEST_CASE("window_complete(): false until the kernel of every launch in the wind
   CHECK_FALSE(sc.store.window_complete(100001, 200000));
   kernel(sc.store, "k40", 162000, 163000, 40);
   CHECK(sc.store.window_complete(100001, 200000));
+}
+
+TEST_CASE("take(): GPU work of a call made before recording began is launched before, whatever hidden call came first") {
+  record_store store(raw_name);
+  store.note_recording(1000);
+  // cuProfilerStart, a call cuprof does not show, entered after recording
+  // began inside the cudaProfilerStart that waited for the window, with an
+  // id older than the launches other threads made meanwhile.
+  driver(store, 900, 1100, 1200, 5);
+  runtime(store, 211, 2000, 2100, 20);
+  kernel(store, "k20", 2200, 2300, 20);
+  kernel(store, "k10", 1300, 1400, 10);  // its launch began before recording: never recorded
+  store.set_call_horizon(5000, {});
+  REQUIRE(store.window_complete(1000, 3000));
+  cuprof::trace t;
+  store.take(t, 1000, 3000, cuprof::detail::tick_converter{});
+  CHECK(t.meta.edges.launched_before[0] == 1);
+  CHECK(t.meta.edges.gpu_work_without_call[0] == 0);
+  REQUIRE(t.gpu.size() == 1);
+  CHECK(t.gpu[0].correlation == 20);
 }
 
 TEST_CASE("take() after window_complete(): API records that arrived in between are taken too") {

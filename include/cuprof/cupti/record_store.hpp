@@ -287,9 +287,12 @@ class record_store {
   void add_call(const call_record& r) {
     if (at_cap()) return;
     ++api_changes_;
-    if (r.start >= recording_since_) first_recorded_id_ = std::min(first_recorded_id_, r.correlation);
     const std::uint32_t kind = api_kind(r.domain, r.cbid);
     if (kind == no_index) return;
+    // Among the calls kept only: a hidden call's id can be older than the
+    // recording (cuProfilerStart, made inside the cudaProfilerStart that
+    // waited for the window to open, while other threads launched).
+    if (r.start >= recording_since_) first_recorded_id_ = std::min(first_recorded_id_, r.correlation);
     if (r.stack != no_index) stacks_.link(r.correlation, r.start, r.stack);
     if (r.sync_kind) add_sync(r);
     if (r.records_event && r.event && r.return_value == 0) event_records_.push_back({r.start, r.event, r.correlation, r.stream});

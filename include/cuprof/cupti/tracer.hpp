@@ -469,7 +469,16 @@ class tracer {
     const auto& call = *static_cast<const CUpti_CallbackData*>(data);
     if (CUPROF_UNLIKELY(call.callbackSite == CUPTI_API_ENTER)) {
       const int start = profiler_api(domain, cbid);
-      if (void (*hook)(bool) = start < 0 ? nullptr : process().on_profiler_api.load(std::memory_order_relaxed)) hook(start == 1);
+      if (void (*hook)(bool) = start < 0 ? nullptr : process().on_profiler_api.load(std::memory_order_relaxed)) {
+        // The call's entry is stamped before the hook, which may wait for the
+        // window it opens: stamped after, the call would count as the
+        // recording's first, and its correlation id (older than every call
+        // other threads made meanwhile) would make their GPU work look as if
+        // cuprof had missed their calls, not as launched before the window.
+        if (t->enabled_flag_.load(std::memory_order_acquire)) t->calls_.on_call(domain, cbid, call);
+        else *call.correlationData = 0;  // no entry stamped: its exit is no window's
+        return hook(start == 1);
+      }
     }
     if (!t->enabled_flag_.load(std::memory_order_acquire)) return;
     if (CUPROF_UNLIKELY(call.callbackSite == CUPTI_API_ENTER && tears_down_context(domain, cbid))) {
