@@ -414,7 +414,9 @@ TEST_CASE("exit: exit() from main and from another thread write the trace and ke
 }
 
 TEST_CASE("abnormal ends: each catchable signal writes the trace, then ends the program as the signal would") {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+  // Every signal whose default action ends the process: a terminal's, kill -USR1, timers left at
+  // their default, a batch system's CPU limit.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGVTALRM, SIGPROF, SIGIO, SIGPWR}) {
     const ended_child r = end_traced_child(std::to_string(sig));
     CAPTURE(sig);
     CAPTURE(r.said);

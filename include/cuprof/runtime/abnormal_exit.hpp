@@ -42,7 +42,15 @@
 
 namespace cuprof::detail {
 
-constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+// Every signal whose default action ends the process and that a program
+// meets in practice: a terminal's, a batch system's CPU limit (SIGXCPU), a
+// timer the program set and left at the default (SIGALRM, SIGVTALRM,
+// SIGPROF), kill -USR1. Only where the program left the default action
+// (handle_abnormal_exits). Not SIGXFSZ, which the trace's own write raises
+// under a file-size limit, nor real-time signals, which libraries take for
+// their own use.
+constexpr int forwarded_signals[] = {SIGINT,  SIGTERM, SIGHUP,    SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2,
+                                     SIGALRM, SIGXCPU, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR};
 // A trace whose GPU never finishes its work (the program was interrupted
 // because a kernel hangs) or whose writer is stuck must not keep the program
 // from ending: past this, the signal ends it without the trace.

@@ -92,7 +92,7 @@ class capture_range_window final : public window_policy {
   void on_ask(const window_ask& a, window_target& t) override {
     if (a.kind == window_ask::open) {
       if (open_) return void(deferred_open_ = true);
-      open_ = true;
+      open_ = opened_any_ = true;
       return t.open();
     }
     if (a.kind != window_ask::close || !open_) return;
@@ -111,7 +111,6 @@ class capture_range_window final : public window_policy {
   // run: numbered, as %n would, and said.
   void write(profile& p) override {
     const int n = ++out_.windows_written;
-    ++written_;
     const bool numbered = range_.ranges != 1 || n > 1;
     const std::string path = numbered_trace_path(out_.path, n, numbered ? "" : nullptr);
     if (n > 1 && range_.ranges == 1 && out_.path.find("%n") == std::string::npos)
@@ -121,9 +120,9 @@ class capture_range_window final : public window_policy {
   }
 
   // A window still open at exit is ended by the profile's stop() and written
-  // here; no window at all is said.
+  // here; no range at all is said.
   void finish(window_target&) override {
-    if (written_ > 0 || open_) return;
+    if (opened_any_) return;
     log_line(std::string("no capture range started (") +
              (range_.kind == capture_range::cuda
                   ? "cudaProfilerStart was never called"
@@ -171,7 +170,7 @@ class capture_range_window final : public window_policy {
   // The driver's.
   bool open_ = false;
   bool deferred_open_ = false;
-  int written_ = 0;
+  bool opened_any_ = false;
 };
 
 }  // namespace cuprof::detail

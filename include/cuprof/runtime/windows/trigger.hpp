@@ -32,7 +32,8 @@ class trigger_window final : public window_policy {
   // driver opened it, or for steps once it is armed.
   trigger_reply on_request(const trigger_request& r) {
     if (driver_.stopped()) return {false, "the process is ending"};
-    if (!driver_.claim(index_)) return {false, "busy: a capture range's window is open"};
+    if (!driver_.claim(index_))
+      return {false, driver_.owner() == index_ ? "busy: a triggered window is open" : "busy: a capture range's window is open"};
     std::string path;
     {
       std::lock_guard<std::mutex> l(request_mutex_);
@@ -132,8 +133,10 @@ class trigger_window final : public window_policy {
     steps_ = 0;
     deadline_ns_ = 0;
     steps_armed_.store(false, std::memory_order_relaxed);
-    t.close_at(ticks);
+    // Free before the window is written: the requester is told it was, and
+    // may ask for the next at once. That one's open comes after this close.
     driver_.release(index_);
+    t.close_at(ticks);
   }
 
   // A closed window's, until its trace is written.
