@@ -51,7 +51,8 @@ std::vector<taken_window> run_schedule(busy_process& p, const cuprof::schedule& 
 std::vector<taken_window> windows_while_busy(const cuprof::schedule& s, int steps) {
   constexpr int threads = 8;
   // Launches for about as long as the steps last (2 ms each, on average).
-  busy_process p(threads, 40000 * steps / 100, 20 * steps / 100);
+  const int scale = cuprof_test::under_sanitizer ? 4 : 1;
+  busy_process p(threads, 40000 * steps / 100 / scale, 20 * steps / 100 * scale);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::vector<taken_window> taken = run_schedule(p, s, steps);
   p.finish();

@@ -35,8 +35,8 @@ using cuprof_test::taken_window;
 constexpr int threads = 8;
 constexpr int windows = 100;
 // Windows of a timer or a trigger last 20 ms or more (the driver wakes every 20 ms): launches last seconds.
-constexpr int launches = 150000;
-constexpr int launch_pause_us = 200;
+constexpr int launches = cuprof_test::under_sanitizer ? 25000 : 150000;
+constexpr int launch_pause_us = cuprof_test::under_sanitizer ? 1000 : 200;
 
 // The policies' target as the profile is in a program: here the window
 // engine over the busy process. Called with the driver's lock held.
