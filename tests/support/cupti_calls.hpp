@@ -9,6 +9,18 @@
 
 namespace cuprof_test {
 
+// An NVTX range event as the runtime's hook (process_state::on_nvtx_range) gets it.
+inline cuprof::detail::nvtx_range_event nvtx_event(cuprof::detail::nvtx_range_event::kind_t kind, const char* message,
+                                                   std::uintptr_t domain = 0, std::uint64_t id = 0) {
+  cuprof::detail::nvtx_range_event e;
+  e.kind = kind;
+  e.message = message;
+  e.length = message ? std::strlen(message) : 0;
+  e.domain = domain;
+  e.id = id;
+  return e;
+}
+
 // One CUDA call as CUPTI's callback API reports it: entry, what the call
 // does inside (a nested driver call), exit with its result.
 template <class Inside>

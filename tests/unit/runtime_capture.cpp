@@ -9,6 +9,7 @@
 
 #include "support/child_process.hpp"
 #include "support/cli.hpp"
+#include "support/cupti_calls.hpp"
 #include "support/files.hpp"
 
 #include <doctest/doctest.h>
@@ -61,13 +62,7 @@ void nvtx(nvtx_range_event::kind_t kind, const char* message, std::uintptr_t dom
   void (*hook)(const nvtx_range_event&) = process().on_nvtx_range.load();
   const bool hooked = hook != nullptr;
   REQUIRE(hooked);
-  nvtx_range_event e;
-  e.kind = kind;
-  e.message = message;
-  e.length = message ? std::strlen(message) : 0;
-  e.domain = domain;
-  e.id = id;
-  hook(e);
+  hook(cuprof_test::nvtx_event(kind, message, domain, id));
 }
 
 // As CUPTI's NVTX callback does: the hook if one is set (the capture may be over).

@@ -30,6 +30,7 @@ using cuprof::detail::nvtx_range_event;
 using cuprof::detail::window_driver;
 using cuprof_test::busy_process;
 using cuprof_test::busy_records;
+using cuprof_test::nvtx_event;
 using cuprof_test::taken_window;
 
 constexpr int threads = 8;
@@ -148,16 +149,6 @@ void wait_for(driven& d, Fn&& done) {
   }
 }
 
-nvtx_range_event nvtx(nvtx_range_event::kind_t kind, const char* message, std::uintptr_t domain, std::uint64_t id = 0) {
-  nvtx_range_event e;
-  e.kind = kind;
-  e.message = message;
-  e.length = message ? std::strlen(message) : 0;
-  e.domain = domain;
-  e.id = id;
-  return e;
-}
-
 // A window's length and the gap before the next, varied so that edges fall anywhere in the launches.
 int window_us(int i) { return 800 + 400 * (i % 7); }
 int gap_us(int i) { return i % 3 == 0 ? 0 : 200 + 150 * (i % 5); }
@@ -171,8 +162,8 @@ void check(busy_process& p, const std::vector<taken_window>& taken, std::size_t 
 // Steps marked the way programs mark them: an NVTX range per step, on the main thread.
 void step(cuprof::detail::window_policy& policy, int n) {
   const std::string message = "step " + std::to_string(n);
-  policy.on_nvtx(nvtx(nvtx_range_event::push, message.c_str(), 0));
-  policy.on_nvtx(nvtx(nvtx_range_event::pop, nullptr, 0));
+  policy.on_nvtx(nvtx_event(nvtx_range_event::push, message.c_str(), 0));
+  policy.on_nvtx(nvtx_event(nvtx_range_event::pop, nullptr, 0));
 }
 
 }  // namespace
@@ -213,18 +204,18 @@ TEST_CASE("capture range nvtx:MSG@DOMAIN, repeat: only the named domain's range,
   cuprof::detail::capture_range_window policy(d.driver, c, out);
   d.start(target);
   constexpr std::uintptr_t mine = 0x1000, other = 0x2000;
-  policy.on_nvtx(nvtx(nvtx_range_event::domain_created, "other", other));
-  policy.on_nvtx(nvtx(nvtx_range_event::domain_created, "mine", mine));
+  policy.on_nvtx(nvtx_event(nvtx_range_event::domain_created, "other", other));
+  policy.on_nvtx(nvtx_event(nvtx_range_event::domain_created, "mine", mine));
   for (int i = 0; i < windows; ++i) {
     pause_us(gap_us(i));
-    policy.on_nvtx(nvtx(nvtx_range_event::push, "train", other));  // another domain's range of that name: no window
-    policy.on_nvtx(nvtx(nvtx_range_event::push, "train", mine));
-    policy.on_nvtx(nvtx(nvtx_range_event::push, "inner", mine));  // nested: its pop does not end the range
+    policy.on_nvtx(nvtx_event(nvtx_range_event::push, "train", other));  // another domain's range of that name: no window
+    policy.on_nvtx(nvtx_event(nvtx_range_event::push, "train", mine));
+    policy.on_nvtx(nvtx_event(nvtx_range_event::push, "inner", mine));  // nested: its pop does not end the range
     pause_us(window_us(i) / 2);
-    policy.on_nvtx(nvtx(nvtx_range_event::pop, nullptr, mine));
-    policy.on_nvtx(nvtx(nvtx_range_event::pop, nullptr, other));
+    policy.on_nvtx(nvtx_event(nvtx_range_event::pop, nullptr, mine));
+    policy.on_nvtx(nvtx_event(nvtx_range_event::pop, nullptr, other));
     pause_us(window_us(i) / 2);
-    policy.on_nvtx(nvtx(nvtx_range_event::pop, nullptr, mine));
+    policy.on_nvtx(nvtx_event(nvtx_range_event::pop, nullptr, mine));
   }
   d.finish();
   check(p, target.take_all(), windows);
@@ -245,18 +236,18 @@ TEST_CASE("capture range nvtx:MSG without a domain: the first range of any domai
     const std::uintptr_t domain = i % 2 ? 0 : 0x3000;  // the default domain and a program's own, in turn
     pause_us(gap_us(i));
     if (i % 4 == 3) {  // a started range (nvtxRangeStart/End): ended by its id
-      policy.on_nvtx(nvtx(nvtx_range_event::start, "train", domain, 100 + std::uint64_t(i)));
-      policy.on_nvtx(nvtx(nvtx_range_event::end, nullptr, domain, 7));  // another range's end
+      policy.on_nvtx(nvtx_event(nvtx_range_event::start, "train", domain, 100 + std::uint64_t(i)));
+      policy.on_nvtx(nvtx_event(nvtx_range_event::end, nullptr, domain, 7));  // another range's end
       pause_us(window_us(i));
-      policy.on_nvtx(nvtx(nvtx_range_event::end, nullptr, domain, 100 + std::uint64_t(i)));
+      policy.on_nvtx(nvtx_event(nvtx_range_event::end, nullptr, domain, 100 + std::uint64_t(i)));
       continue;
     }
-    policy.on_nvtx(nvtx(nvtx_range_event::push, "train", domain));
-    policy.on_nvtx(nvtx(nvtx_range_event::push, "train", domain ^ 0x5000));  // the same name in another domain, inside
+    policy.on_nvtx(nvtx_event(nvtx_range_event::push, "train", domain));
+    policy.on_nvtx(nvtx_event(nvtx_range_event::push, "train", domain ^ 0x5000));  // the same name in another domain, inside
     pause_us(window_us(i));
-    policy.on_nvtx(nvtx(nvtx_range_event::pop, nullptr, domain ^ 0x5000));  // not the range's pop
+    policy.on_nvtx(nvtx_event(nvtx_range_event::pop, nullptr, domain ^ 0x5000));  // not the range's pop
     pause_us(50);
-    policy.on_nvtx(nvtx(nvtx_range_event::pop, nullptr, domain));
+    policy.on_nvtx(nvtx_event(nvtx_range_event::pop, nullptr, domain));
   }
   d.finish();
   check(p, target.take_all(), windows);
@@ -274,9 +265,9 @@ TEST_CASE("capture range nvtx, end rule stop: one window, none after it") {
   cuprof::detail::capture_range_window policy(d.driver, c, out);
   d.start(target);
   for (int i = 0; i < 5; ++i) {
-    policy.on_nvtx(nvtx(nvtx_range_event::push, "train", i % 2 ? 0x10 : 0));
+    policy.on_nvtx(nvtx_event(nvtx_range_event::push, "train", i % 2 ? 0x10 : 0));
     pause_us(20000);  // one window: long enough for every thread to launch in it on a loaded machine
-    policy.on_nvtx(nvtx(nvtx_range_event::pop, nullptr, i % 2 ? 0x10 : 0));
+    policy.on_nvtx(nvtx_event(nvtx_range_event::pop, nullptr, i % 2 ? 0x10 : 0));
   }
   d.finish();
   check(p, target.take_all(), 1);

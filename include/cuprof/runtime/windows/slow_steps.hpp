@@ -18,10 +18,6 @@ namespace cuprof::detail {
 
 class slow_steps_window final : public window_policy {
  public:
-  // Each mark is this much before the step's range started, as a window that
-  // opens at a step is (start_step_window::lead_ticks), so that the range is in it.
-  static constexpr std::uint64_t lead_ticks = 20000;
-
   slow_steps_window(window_driver& d, trace_destination& out, std::string step_range)
       : driver_(d), out_(out), step_range_(std::move(step_range)) {
     index_ = d.add(this);
@@ -33,7 +29,7 @@ class slow_steps_window final : public window_policy {
 
   void on_ask(const window_ask& a, window_target& t) override {
     if (a.kind != window_ask::step) return;
-    const std::uint64_t at = a.ticks > lead_ticks ? a.ticks - lead_ticks : 0;
+    const std::uint64_t at = before_step(a.ticks);  // the range in the window, as a step window opens
     marks_.mark(seen_, at, a.tid);
     t.step_boundary(at, seen_ == 0);
     ++seen_;

@@ -15,11 +15,6 @@ namespace cuprof::detail {
 
 class start_step_window final : public window_policy {
  public:
-  // The range's own start is stamped by CUPTI just before the hook runs: the
-  // window opens this many ticks earlier (about 10 us on the TSC, 20 on
-  // nanosecond ticks) so that the step's range is in it.
-  static constexpr std::uint64_t lead_ticks = 20000;
-
   start_step_window(window_driver& d, int start_step, int steps, double duration_s, std::string step_range)
       : driver_(d),
         start_step_(start_step),
@@ -40,7 +35,7 @@ class start_step_window final : public window_policy {
       ended_ = true;
       return t.end_at(a.ticks);
     }
-    if (step <= start_step_) t.move_start(a.ticks > lead_ticks ? a.ticks - lead_ticks : 0);
+    if (step <= start_step_) t.move_start(before_step(a.ticks));
     if (step == start_step_) opened_ns_ = monotonic_ns();
     if (step >= start_step_) marks_.mark(step, a.ticks, a.tid);
   }
