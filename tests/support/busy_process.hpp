@@ -34,11 +34,7 @@
 
 namespace cuprof_test {
 
-// Sanitizers make every launch many times slower: the tests launch fewer,
-// further apart. There the window checks below are said, not asserted: the
-// sanitizer's own reports are what such a build asserts. Open: under
-// ThreadSanitizer's timing a policy case has taken one launch without its
-// kernel, and left one window incomplete for 20 s; the plain build asserts both.
+// Sanitizers make every launch many times slower: the tests launch fewer, further apart.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define CUPROF_TEST_SANITIZED 1
 #elif defined(__has_feature)
@@ -48,10 +44,8 @@ namespace cuprof_test {
 #endif
 #ifdef CUPROF_TEST_SANITIZED
 inline constexpr bool under_sanitizer = true;
-#define CUPROF_WINDOW_CHECK(cond, msg) WARN_MESSAGE(cond, msg)
 #else
 inline constexpr bool under_sanitizer = false;
-#define CUPROF_WINDOW_CHECK(cond, msg) CHECK_MESSAGE(cond, msg)
 #endif
 
 using cuprof::api_domain;
@@ -259,7 +253,7 @@ inline void hand_over(cuprof::detail::window_engine<busy_records>& engine, busy_
                      [&](cuprof::detail::closed_window& w) { taken.push_back(summary_of(w)); });
     if (!wait || !engine.waiting()) return;
     if (std::chrono::steady_clock::now() >= give_up) {
-      CUPROF_WINDOW_CHECK(false, "a window still incomplete after 20 s");
+      CHECK_MESSAGE(false, "a window still incomplete after 20 s");
       engine.hand_over(r, true, cuprof::detail::monotonic_ns(),
                        [&](cuprof::detail::closed_window& w) { taken.push_back(summary_of(w)); });
       return;
@@ -291,12 +285,10 @@ inline void check_windows(const std::vector<taken_window>& taken, const std::vec
     // One to one: each launch its kernel, each kernel its launch (linked to the runtime call).
     for (std::uint32_t id : w.launches) {
       const auto k = w.kernels.find(id);
-      CUPROF_WINDOW_CHECK((k != w.kernels.end() && k->second == 1),
-                          "launch " << id << " without its one kernel: " << whereabouts(id));
+      CHECK_MESSAGE((k != w.kernels.end() && k->second == 1), "launch " << id << " without its one kernel: " << whereabouts(id));
     }
-    for (const auto& [id, n] : w.kernels)
-      CUPROF_WINDOW_CHECK(w.launches.count(id) == 1, "kernel " << id << " without its launch");
-    CUPROF_WINDOW_CHECK(!w.edges.lost(), cuprof::window_losses(w.edges));
+    for (const auto& [id, n] : w.kernels) CHECK_MESSAGE(w.launches.count(id) == 1, "kernel " << id << " without its launch");
+    CHECK_MESSAGE(!w.edges.lost(), cuprof::window_losses(w.edges));
     for (std::uint32_t id : w.launches) ++windows_of[id];
   }
   for (const launch_log& l : log) {

@@ -1350,6 +1350,42 @@ TEST_CASE("call_recorder: a call entered before recording began is not recorded"
   CHECK(t.names.str(t.name_of(t.api_calls[0])) == "cudaDeviceSynchronize");
 }
 
+TEST_CASE("call_recorder: a drain during a launch keeps its nested driver call for the launch, whose window gets the kernel") {
+  cuprof::detail::cupti::call_recorder& recorder = process_recorder();
+  record_store store(raw_name);
+  const std::uint64_t before = cuprof::detail::now_ticks();
+  recorder.start_recording(before);
+  std::uint64_t edge = 0;  // the window ends after the launch started, before its driver call did
+  traced_call(recorder, CUPTI_CB_DOMAIN_RUNTIME_API, 211, 20, 0, [&] {
+    edge = cuprof::detail::now_ticks();
+    traced_call(recorder, CUPTI_CB_DOMAIN_DRIVER_API, 307, 21);
+    recorder.drain_into(store);                // CUPTI's worker drains while the launch returns
+    cuprof::detail::cupti::call_record other;  // another thread's call, staged in between
+    other.start = edge + 1;
+    other.end = edge + 2;
+    other.tid = cuprof::detail::current_tid() + 1;
+    other.cbid = 165;
+    other.correlation = 30;
+    store.add_call(other);
+    CHECK_FALSE(store.window_complete(before, edge));  // the launch is in progress
+  });
+  recorder.drain_into(store);
+  kernel(store, "k", cuprof::detail::now_ticks() + 10, cuprof::detail::now_ticks() + 20, 21);
+  REQUIRE(store.window_complete(before, edge));
+  cuprof::trace t;
+  store.take(t, before, edge, cuprof::detail::tick_converter{});
+  REQUIRE(t.api_calls.size() == 1);
+  CHECK(t.names.str(t.name_of(t.api_calls[0])) == "cudaLaunchKernel");
+  CHECK(t.api_calls[0].correlation == 20);
+  REQUIRE(t.gpu.size() == 1);
+  CHECK(t.gpu[0].correlation == 20);
+  CHECK_FALSE(t.meta.edges.lost());
+  cuprof::trace later;  // the driver call went with its launch: the next window has only the other thread's call
+  store.take(later, edge + 1, whole_time, cuprof::detail::tick_converter{});
+  REQUIRE(later.api_calls.size() == 1);
+  CHECK(later.api_calls[0].correlation == 30);
+}
+
 TEST_CASE("call_recorder: each thread's calls carry its id, also once the thread has exited") {
   cuprof::detail::cupti::call_recorder& recorder = process_recorder();
   record_store store(raw_name);

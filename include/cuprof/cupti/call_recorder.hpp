@@ -183,7 +183,8 @@ class call_recorder {
   // drain is in it, but for the calls still in progress, whose starts it lists.
   void drain_into(record_store& store) {
     live_callers_.clear();
-    std::uint64_t horizon = now_ticks_ordered();  // read before the threads: a call entered after it starts later
+    const std::uint64_t drained_at = now_ticks_ordered();  // read before the threads: a call entered after it starts later
+    std::uint64_t horizon = drained_at;
     const std::uint64_t since = recording_since_.load(std::memory_order_relaxed);
     store.note_recording(since);
     running_.clear();
@@ -198,10 +199,18 @@ class call_recorder {
       std::uint64_t in_call = exited ? 0 : b.call_since();
       // A thread stamping its call's start is done in a few instructions, unless it was preempted there.
       for (int spin = 0; in_call == thread_buffer::entering_call && spin < 64; ++spin) in_call = b.call_since();
+      // The calls nested in the one in progress (the cuLaunchKernel inside a
+      // cudaLaunchKernel) stay for the drain that reads their outer call: they
+      // arrive together and fold into it. Taken alone, a nested call that
+      // started after a window's end left its outer call in the window without
+      // the GPU work it is linked to.
+      std::uint64_t hold_from = ~std::uint64_t(0);
       if (in_call == thread_buffer::entering_call) {
         horizon = 0;                                  // its start is being stamped: known at the next drain
+        hold_from = drained_at;                       // ... and later than that, as any call nested in it
       } else if (in_call != 0 && in_call >= since) {  // older: a call whose exit was never heard
         running_.push_back(in_call);
+        hold_from = in_call;
       }
       std::vector<std::uint32_t>* ids = nullptr;  // the thread's stack ids -> the store's stacks
       b.drain([&](const slot* s, std::size_t n) {
@@ -224,6 +233,7 @@ class call_recorder {
           const bool has_sync = (s[i + 1].payload >> sync_bit) & 1, has_event = (s[i + 1].payload >> event_bit) & 1;
           const std::size_t used = record_slots + has_sync + has_event;
           if (i + used > n) break;  // pushed whole: cannot happen
+          if (s[i].payload >= hold_from) break;
           call_record r;
           r.start = s[i].payload;
           r.end = s[i].head;
