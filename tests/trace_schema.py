@@ -161,11 +161,12 @@ EDGES_GPU_WORK_WITHOUT_CALL = "gpu_work_without_call"
 EDGES_LAUNCHED_BEFORE = "launched_before"
 EDGES_CALLS_RUNNING_AT_END = "calls_running_at_end"
 EDGE_KIND_NAMES = ("kernel", "memcpy", "memset")
-# Inside KEY_CUPROF, where metrics were sampled: {"interval_ns": N, "dropped": N, "devices": [D, ...],
-# "metrics": [{"name": CUPTI_NAME, "label": LABEL}, ...]}.
+# Inside KEY_CUPROF, where metrics were sampled: {"interval_ns": N, "dropped": N, "out_of_range": N,
+# "devices": [D, ...], "metrics": [{"name": CUPTI_NAME, "label": LABEL}, ...]}.
 CUPROF_GPU_METRICS = "gpu_metrics"
 GPU_METRICS_INTERVAL_NS = "interval_ns"
 GPU_METRICS_DROPPED = "dropped"
+GPU_METRICS_OUT_OF_RANGE = "out_of_range"
 GPU_METRICS_DEVICES = "devices"
 GPU_METRICS_METRICS = "metrics"
 GPU_METRICS_NAME = "name"

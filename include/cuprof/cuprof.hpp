@@ -7,6 +7,9 @@
 //   std::puts(prof.key_averages().table("cuda_time_total", 15).c_str());
 #pragma once
 
+// A C file gets nothing: a build that forces this header into every file
+// (`nvcc -include`, a compiler wrapper) also compiles the program's C files.
+#ifdef __cplusplus
 #ifdef CUPROF_DISABLE
 #include "disabled_api.hpp"  // macros and empty stubs only
 #else
@@ -26,3 +29,4 @@
 #include "runtime/runtime.hpp"
 #endif
 #endif  // CUPROF_DISABLE
+#endif  // __cplusplus

@@ -125,7 +125,9 @@ struct slow_steps {
                   ", ring_steps=" + std::to_string(ring_steps) + ", max_traces=" + std::to_string(max_traces) +
                   ", ring_bytes=" + std::to_string(ring_bytes) + "): " + why);
     };
-    if (!std::isfinite(threshold_ms) || threshold_ms < 0) fail("threshold_ms must be 0 (use factor) or a positive time");
+    // 1 us to 1e7 s (115 days): shorter rounds to no threshold in ns, longer overflows them.
+    if (!std::isfinite(threshold_ms) || threshold_ms < 0 || (threshold_ms > 0 && threshold_ms < 1e-3) || threshold_ms > 1e10)
+      fail("threshold_ms must be 0 (use factor) or a time from 0.001 (1 us) to 1e10 (1e7 s)");
     if (threshold_ms == 0 && !(std::isfinite(factor) && factor > 1)) fail("factor must be more than 1");
     if (before < 0 || after < 0) fail("before and after must be at least 0");
     if (ring_steps < 1LL + before + after || ring_steps > max_ring_steps)

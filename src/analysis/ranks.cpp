@@ -377,10 +377,29 @@ std::string collective_kind(std::string_view kernel_name, const collective_args*
 
 rank_report analyze_ranks(const std::vector<loaded_trace>& traces, const rank_options& options) {
   rank_report r;
-  r.traces = traces.size();
+  // The job is the world size most ranked traces give. Where there is one (over one rank), a trace
+  // without distributedInfo, or of another world size, is not one of its ranks: left out, said.
+  std::map<int, std::size_t> worlds;
+  for (const loaded_trace& lt : traces)
+    if (lt.rank >= 0 && lt.t.meta.world_size > 1) ++worlds[lt.t.meta.world_size];
+  int job_world = 0;
+  std::size_t most = 0;
+  for (const auto& [world, n] : worlds)
+    if (n > most) job_world = world, most = n;
   std::vector<window> windows;
   windows.reserve(traces.size());
-  for (const loaded_trace& lt : traces) windows.push_back(window_of(lt));
+  for (const loaded_trace& lt : traces) {
+    if (job_world > 0 && (lt.rank < 0 || lt.t.meta.world_size != job_world)) {
+      r.notes.push_back("'" + lt.source + "' left out: " +
+                        (lt.rank < 0 ? std::string("it has no distributedInfo (a process of no job)")
+                                     : "its world size is " + std::to_string(lt.t.meta.world_size) + ", the job's " +
+                                           std::to_string(job_world)) +
+                        ", not one of the job's ranks");
+      continue;
+    }
+    windows.push_back(window_of(lt));
+  }
+  r.traces = windows.size();
   // Windows of one rank in time order.
   std::stable_sort(windows.begin(), windows.end(),
                    [](const window& a, const window& b) { return a.rank != b.rank ? a.rank < b.rank : a.first_ns < b.first_ns; });

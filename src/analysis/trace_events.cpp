@@ -632,11 +632,12 @@ void trace_event_reader::counter(const json_node& e) {
   raw_metric_sample m;
   std::int64_t device = 0;
   if (!us_to_ns(ts->text, m.ts) || !to_int(*pid, device) || device < 0 || device > 0xFFFF) return;
+  // A value that is no number, or no finite one, is a broken sample: kept as one no metric can take, so
+  // that the series counts it (gpu_metric_series::add) rather than the trace reading as unsampled.
   const json_node* value = args->find(schema::arg_counter_value);
-  if (!value || !value->is_number()) return;
   errno = 0;
-  m.value = std::strtod(std::string(value->text).c_str(), nullptr);
-  if (errno == ERANGE || !std::isfinite(m.value)) return;
+  m.value = value && value->is_number() ? std::strtod(std::string(value->text).c_str(), nullptr) : -HUGE_VAL;
+  if (errno == ERANGE || !std::isfinite(m.value)) m.value = -HUGE_VAL;
   m.device = std::uint16_t(device);
   m.label = name_id_of(*name);
   ++raw_.used;
@@ -649,6 +650,8 @@ void trace_event_reader::metric_block(const json_node& v) {
   std::int64_t x = 0;
   if (const json_node* f = v.find(schema::gpu_metrics_interval_ns); f && to_int(*f, x) && x > 0) b.interval_ns = std::uint64_t(x);
   if (const json_node* f = v.find(schema::gpu_metrics_dropped); f && to_int(*f, x) && x > 0) b.dropped = std::uint64_t(x);
+  if (const json_node* f = v.find(schema::gpu_metrics_out_of_range); f && to_int(*f, x) && x > 0)
+    b.out_of_range = std::uint64_t(x);
   if (const json_node* d = v.find(schema::gpu_metrics_devices); d && d->is_array()) {
     const json_node* item = d->first();
     for (std::uint32_t i = 0; i < d->count; ++i, item = item->next())

@@ -111,7 +111,7 @@ struct raw_metric_sample {
 // What the cuprof block says of the metric samples (schema::cuprof_gpu_metrics).
 struct raw_metric_block {
   bool present = false;
-  std::uint64_t interval_ns = 0, dropped = 0;
+  std::uint64_t interval_ns = 0, dropped = 0, out_of_range = 0;
   std::vector<gpu_metric> metrics;     // distinct labels, at most max_gpu_metrics
   std::vector<std::uint16_t> devices;  // distinct
 };

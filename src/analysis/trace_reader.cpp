@@ -89,7 +89,8 @@ void build_gpu_metrics(const raw_trace& raw, std::int64_t base, trace& t) {
     gpu_metric_series s;
     s.device = samples[i].device;
     s.interval_ns = interval;
-    s.dropped = t.gpu_metrics.empty() ? block.dropped : 0;  // the block's one count, on the first GPU's series
+    s.dropped = t.gpu_metrics.empty() ? block.dropped : 0;            // the block's counts, on the first GPU's series
+    s.out_of_range = t.gpu_metrics.empty() ? block.out_of_range : 0;  // and add() counts what this file has
     s.metrics = metrics;
     for (; i < samples.size() && samples[i].device == s.device;) {
       const std::uint64_t ts = samples[i].ts;
@@ -555,10 +556,40 @@ loaded_trace trace_of_bytes(std::string bytes, const std::string& source, bool c
 
 loaded_trace read_stream(std::FILE* f, const std::string& source, std::uint64_t size, const read_progress& progress,
                          std::uint64_t limit) {
-  const auto over_limit = [&](std::size_t held) {
+  const auto over_limit = [&](std::uint64_t held) {
     if (size == 0 && held > limit)
       throw error("'" + source + "' holds more than " + std::to_string(limit) + " bytes, more than cuprof reads from a pipe");
   };
+  // A stream of unknown size goes to a temporary file first, then is read as
+  // a file of known size: one allocation of exactly its size, where growing
+  // a buffer by doubling held up to twice the text, and copied it, before
+  // the cap refused it.
+  if (size == 0) {
+    std::FILE* spool = std::tmpfile();
+    if (!spool) throw error("cannot read '" + source + "': no temporary file to hold it: " + std::strerror(errno));
+    struct closer {
+      std::FILE* f;
+      ~closer() { std::fclose(f); }
+    } close_spool{spool};
+    char block[1 << 16];
+    std::uint64_t total = 0;
+    json_text_check check(source, "");  // garbage is refused at its first bytes, not spooled whole
+    bool gzip = false;
+    for (std::size_t n; (n = std::fread(block, 1, sizeof block, f)) > 0;) {
+      if (total == 0) gzip = is_gzip(std::string_view(block, n));
+      if (!gzip) check.feed(block, n);
+      total += n;
+      over_limit(total);
+      if (std::fwrite(block, 1, n, spool) != n)
+        throw error("cannot read '" + source + "': its temporary file: " + std::strerror(errno));
+      progress(read_stage::reading, total, 0);
+    }
+    if (std::ferror(f)) throw error("cannot read '" + source + "': " + std::strerror(errno));
+    if (total == 0) return trace_of_bytes(std::string(), source, true, progress);
+    if (std::fflush(spool) != 0 || std::fseek(spool, 0, SEEK_SET) != 0)
+      throw error("cannot read '" + source + "': its temporary file: " + std::strerror(errno));
+    return read_stream(spool, source, total, progress, limit);
+  }
   std::string bytes;
   json_text_check check(source, "");
   bool gzip = false;

@@ -64,12 +64,12 @@ inline int in_child(const std::function<int()>& fn, double seconds = 60) {
 // nothing in a plain run of the test binary.
 inline bool is_child_run() { return std::getenv("CUPROF_TEST_CHILD") != nullptr; }
 
-// Runs this test binary's `[child] ...` case in a fresh process (cuprof's once-per-process state
+// Starts this test binary's `[child] ...` case in a fresh process (cuprof's once-per-process state
 // starts afresh there) with the environment `env` on top of this one and CUPROF_TEST_CHILD set,
-// its stdout and stderr to `output`, the signals a shell leaves at their default; returns its
-// exit status (doctest's: 0 when every check passed), 128 + signal, or -1 when it had to be killed.
-inline int run_child_case(const std::string& test_case, const std::vector<std::pair<std::string, std::string>>& env,
-                          const std::string& output, double seconds = 120) {
+// its stdout and stderr to `output`, the signals a shell leaves at their default; returns its pid.
+// `before_exec` runs in the child before the binary starts again (resource limits, say).
+inline pid_t start_child_case(const std::string& test_case, const std::vector<std::pair<std::string, std::string>>& env,
+                              const std::string& output, const std::function<void()>& before_exec = nullptr) {
   std::fflush(nullptr);
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
@@ -83,11 +83,19 @@ inline int run_child_case(const std::string& test_case, const std::vector<std::p
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGABRT}) ::signal(sig, SIG_DFL);
+    if (before_exec) before_exec();
     const std::string selector = "--test-case=" + test_case;
     ::execl("/proc/self/exe", "cuprof_tests", selector.c_str(), "--no-intro", static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  return wait_or_kill(child, seconds);
+  return child;
+}
+
+// start_child_case(), then waits for it: its exit status (doctest's: 0 when every check passed),
+// 128 + signal, or -1 when it had to be killed after `seconds`.
+inline int run_child_case(const std::string& test_case, const std::vector<std::pair<std::string, std::string>>& env,
+                          const std::string& output, double seconds = 120, const std::function<void()>& before_exec = nullptr) {
+  return wait_or_kill(start_child_case(test_case, env, output, before_exec), seconds);
 }
 
 // Restores an environment variable when it goes out of scope; given a value, sets

@@ -227,4 +227,27 @@ TEST_CASE("ranks: without steps, the collectives are grouped by kind; one rank a
   CHECK_FALSE(finding_of(one, "straggler"));
 }
 
+TEST_CASE("ranks: a trace that is not one of the job's ranks (no distributedInfo, another world size) is left out, said") {
+  std::vector<cuprof::loaded_trace> traces = ranks_of("same_host");
+  const cuprof::rank_report job = cuprof::analyze_ranks(traces);
+  cuprof::loaded_trace single = cuprof::read_trace_file(rank_trace("same_host", 0));  // the same process, unranked
+  single.source = "single.json";
+  single.rank = -1;
+  single.t.meta.world_size = 1;
+  cuprof::loaded_trace other = cuprof::read_trace_file(rank_trace("same_host", 1));
+  other.source = "other_job.json";
+  other.t.meta.world_size = 8;
+  traces.push_back(std::move(single));
+  traces.push_back(std::move(other));
+  const cuprof::rank_report r = cuprof::analyze_ranks(traces);
+  CHECK(r.traces == 2);
+  REQUIRE(r.ranks.size() == 2);
+  CHECK(r.ranks[0].sources == std::vector<std::string>{rank_trace("same_host", 0)});  // not folded into rank 0
+  CHECK(r.ranks[0].gpu_ns == job.ranks[0].gpu_ns);
+  CHECK(r.matched == job.matched);
+  REQUIRE(r.notes.size() >= 2);
+  CHECK(r.notes[0] == "'single.json' left out: it has no distributedInfo (a process of no job), not one of the job's ranks");
+  CHECK(r.notes[1] == "'other_job.json' left out: its world size is 8, the job's 2, not one of the job's ranks");
+}
+
 }  // TEST_SUITE("analysis_ranks")

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -1158,6 +1159,36 @@ TEST_CASE("reader: a FIFO or /dev/fd/N (process substitution) is read to its end
         std::string::npos);  // table reads a directory's traces
 }
 
+TEST_CASE("reader: a pipe is held in memory once, at its size: no buffer doubled while it is read") {
+  // A trace of about 6 MiB through a pipe; what malloc holds is sampled as it is read.
+  std::string text = R"({"traceEvents":[)";
+  for (int i = 0; i < 60000; ++i)
+    text += std::string(i ? "," : "") + R"({"ph":"X","cat":"user_annotation","name":"scope","pid":1,"tid":1,"ts":)" +
+            std::to_string(i) + R"(,"dur":1})";
+  text += "]}";
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::FILE* f = ::fdopen(fds[0], "rb");
+  REQUIRE(f != nullptr);
+  std::size_t before = 0, most = 0;
+  {
+    pipe_writer writer(fds[1], text);
+    before = ::mallinfo2().uordblks;
+    cuprof::read_progress sample;
+    sample.context = &most;
+    sample.report = [](void* most_held, cuprof::read_stage stage, std::uint64_t, std::uint64_t) {
+      std::size_t& m = *static_cast<std::size_t*>(most_held);
+      if (stage == cuprof::read_stage::reading) m = std::max(m, std::size_t(::mallinfo2().uordblks));
+    };
+    const cuprof::loaded_trace lt = cuprof::detail::read_stream(f, "-", 0, sample);
+    CHECK(lt.t.spans.size() == 60000);
+    std::fclose(f);
+  }
+  // Held while reading: the one buffer of the text's size, not twice it (under sanitizers malloc's figures are theirs).
+  CAPTURE(text.size());
+  CHECK(most <= before + text.size() + (1u << 20));
+}
+
 TEST_CASE("reader: what a pipe gives is read up to a cap, then refused") {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
@@ -1273,6 +1304,43 @@ TEST_CASE("reader: GPU metric samples without the cuprof block: labels from the 
   CHECK(std::isnan(s.value(3, 4)));               // no L2 figure at 1020 us
   CHECK(metric_values(s, 32)[0] == 1);
   CHECK(std::isnan(metric_values(s, 32)[1]));
+}
+
+TEST_CASE("reader: GPU metric values no metric can take are left out and counted, a trace of only those is not unsampled") {
+  const std::uint64_t base = 1700000000000000000ull;
+  std::string text = edited_metrics_trace([](json& doc) {
+    json& events = doc["traceEvents"];
+    // After the file's samples: 393 % of peak, -50 % occupancy, a string, and a percentage a little over 100.
+    events.push_back(metric_event("DRAM throughput %", 0, 1700, {{"value", 393}}));
+    events.push_back(metric_event("Achieved occupancy %", 0, 1700, {{"value", -50}}));
+    events.push_back(metric_event("SM throughput %", 0, 1700, {{"value", "high"}}));
+    events.push_back(metric_event("Tensor pipe active %", 0, 1700, {{"value", 103.5}}));
+    doc["cuprof"]["gpu_metrics"]["out_of_range"] = 2;  // what the recording left out
+  });
+  text.insert(text.rfind(']'),
+              R"(,{"ph":"C","cat":"gpu_metric","name":"SM throughput %","pid":0,"tid":0,"ts":1720,"args":{"value":1e400}})");
+  const cuprof::loaded_trace lt = cuprof::parse_trace(text, "t");
+  REQUIRE(lt.t.gpu_metrics.size() == 1);
+  const cuprof::detail::gpu_metric_series& s = lt.t.gpu_metrics[0];
+  CHECK(s.out_of_range == 2 + 4);
+  REQUIRE(s.size() == 34);
+  CHECK(s.start_ns[32] == base + 1700000);
+  const std::vector<double> at_1700 = metric_values(s, 32);
+  CHECK(std::isnan(at_1700[0]));
+  CHECK(std::isnan(at_1700[1]));
+  CHECK(at_1700[2] == 103.5);
+  CHECK(std::isnan(at_1700[3]));
+  // Written again, the count stays: the values left out are not written.
+  const cuprof::loaded_trace again = cuprof::parse_trace(cuprof::chrome_trace_json(lt.t), "again");
+  REQUIRE(again.t.gpu_metrics.size() == 1);
+  CHECK(again.t.gpu_metrics[0].out_of_range == 6);
+  // Only broken values: a series of nothing but none, counted; not a trace recorded without sampling.
+  const cuprof::loaded_trace broken = cuprof::parse_trace(
+      R"({"traceEvents":[{"ph":"C","cat":"gpu_metric","name":"SM throughput %","pid":0,"tid":0,"ts":5,"args":{"value":"inf"}},)"
+      R"({"ph":"C","cat":"gpu_metric","name":"DRAM throughput %","pid":0,"tid":0,"ts":5,"args":{"value":5000}}]})",
+      "t");
+  REQUIRE(broken.t.gpu_metrics.size() == 1);
+  CHECK(broken.t.gpu_metrics[0].out_of_range == 2);
 }
 
 TEST_CASE("reader: damaged GPU metric samples and blocks are skipped, never refused; time order is the reader's") {

@@ -133,6 +133,33 @@ TEST_CASE("average_metrics: NaN everywhere, before and after the samples, empty 
   CHECK_FALSE(zero.too_short);
 }
 
+TEST_CASE("add(): a value no metric can take is left out as none and counted; a percentage may overshoot 100 a little") {
+  const std::vector<gpu_metric> metrics = {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM throughput %"},
+                                           {"sm__warps_active_realtime.avg.pct_of_peak_sustained_active", "occupancy"},
+                                           {"user__bytes.sum", "bytes"}};
+  CHECK(cuprof::detail::is_percentage(metrics[0]));
+  CHECK(cuprof::detail::is_percentage(metrics[1]));  // by its name
+  CHECK_FALSE(cuprof::detail::is_percentage(metrics[2]));
+  const double inf = std::numeric_limits<double>::infinity();
+  const gpu_metric_series s = series_of(0, 0, 10, metrics,
+                                        {{393, -50, 5000},       // 393 % of peak, -50 % occupancy: broken; 5000 bytes: fine
+                                         {104.9, 0, -1},         // within the margin; 0; no count is negative
+                                         {inf, no_value, 1e12},  // inf broken; NaN is none, not broken
+                                         {1230, 100, -inf}});
+  CHECK(s.out_of_range == 6);
+  CHECK(std::isnan(s.value(0, 0)));
+  CHECK(std::isnan(s.value(0, 1)));
+  CHECK(s.value(0, 2) == 5000);
+  CHECK(s.value(1, 0) == doctest::Approx(104.9));
+  CHECK(std::isnan(s.value(1, 2)));
+  CHECK(s.value(2, 2) == 1e12);
+  CHECK(s.value(3, 1) == 100);
+  // The broken values reach no kernel's average: only 104.9 of DRAM's, in the second sample.
+  const kernel_metric_averages a = average_metrics(s, 0, 40);
+  CHECK(a.values[0] == doctest::Approx(104.9));
+  CHECK(a.values[1] == doctest::Approx(50.0));  // the second sample's 0 and the fourth's 100
+}
+
 TEST_CASE("metrics_of: every series' metrics, each label once, in the order first met") {
   std::vector<gpu_metric_series> series(2);
   series[0].metrics = two_metrics();

@@ -136,11 +136,11 @@ TEST_CASE("CUPROF_CAPTURE_RANGE and CUPROF_CAPTURE_RANGE_END are read strictly")
   CHECK(c.ranges == 0);
   CHECK(problem.empty());
 
-  for (const char* bad : {"nvtx:", "nvtx:@app", "nvtx:x@", "cudaa", "NVTX:x", "hotkey"}) {
+  for (const char* bad : {"nvtx:", "nvtx:@app", "nvtx:x@", "cudaa", "NVTX:x", "hotkey", " cuda", "cuda "}) {
     problem.clear();
     c = cuprof::detail::read_capture_range(bad, nullptr, problem);
-    CHECK_MESSAGE(c.kind == capture_range::none, bad);
-    CHECK_MESSAGE(!problem.empty(), bad);
+    CHECK_MESSAGE(c.kind == capture_range::refused, bad);
+    CHECK_MESSAGE(problem.find("nothing is traced") != std::string::npos, bad);
   }
   for (const char* bad : {"repeat:0", "repeat:-1", "repeat:x", "again", "repeat:1e3"}) {
     problem.clear();
@@ -156,6 +156,51 @@ TEST_CASE("CUPROF_CAPTURE_RANGE and CUPROF_CAPTURE_RANGE_END are read strictly")
   problem.clear();
   cuprof::detail::read_capture_range("\x1b[2Jevil", nullptr, problem);
   CHECK(problem.find('\x1b') == std::string::npos);
+}
+
+TEST_CASE("a capture range not understood traces nothing and says so in one line, the value cut to 64 bytes") {
+  const std::string long_value = "NVTX:" + std::string(10000, 'x');
+  for (const std::string& value : {std::string("NVTX:x"), std::string(" cuda"), std::string("nvtx:"), long_value}) {
+    const auto env = [&](const char* name) -> const char* {
+      if (std::string(name) == "CUPROF_TRACE") return "t.json";
+      if (std::string(name) == "CUPROF_CAPTURE_RANGE") return value.c_str();
+      return nullptr;
+    };
+    const cuprof::detail::environment_config c = cuprof::detail::read_environment(env, false, 1, "h", 0, 1);
+    CAPTURE(value.substr(0, 20));
+    CHECK_FALSE(c.enabled);  // not the whole run instead
+    REQUIRE(c.problems.size() == 1);
+    CHECK(c.problems[0].find("nothing is traced") != std::string::npos);
+    CHECK(c.problems[0].size() < 200);
+  }
+  std::string problem;
+  cuprof::detail::read_capture_range(long_value.c_str(), nullptr, problem);
+  CHECK(problem.find("CUPROF_CAPTURE_RANGE=NVTX:" + std::string(59, 'x') + "... (10005 bytes) is not cuda") == 0);
+}
+
+TEST_CASE("CUPROF_STEP_RANGE without anything that steps choose windows for: said and ignored, as CUPROF_STEPS alone is") {
+  const auto read = [](const char* start_step, const char* capture) {
+    return cuprof::detail::read_environment(
+        [=](const char* name) -> const char* {
+          const std::string n = name;
+          if (n == "CUPROF_TRACE") return "t.json";
+          if (n == "CUPROF_STEP_RANGE") return "train";
+          if (n == "CUPROF_START_STEP") return start_step;
+          if (n == "CUPROF_CAPTURE_RANGE") return capture;
+          return nullptr;
+        },
+        false, 1, "h", 0, 1);
+  };
+  const cuprof::detail::environment_config alone = read(nullptr, nullptr);
+  REQUIRE(alone.problems.size() == 1);
+  CHECK(alone.problems[0] ==
+        "CUPROF_STEP_RANGE needs CUPROF_START_STEP, CUPROF_SLOW_STEPS or CUPROF_CAPTURE_RANGE (what steps choose windows for); "
+        "ignored");
+  CHECK(alone.step_range.empty());
+  for (const auto& c : {read("3", nullptr), read(nullptr, "trigger")}) {
+    CHECK(c.problems.empty());
+    CHECK(c.step_range == "train");
+  }
 }
 
 TEST_CASE("a capture range with a time window: the range wins, said once") {

@@ -18,12 +18,14 @@
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
+#include <nvtx3/nvToolsExt.h>
 
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +47,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -272,6 +275,40 @@ TEST_CASE("CUPROF_START_STEP: the window is the steps asked for, opened and writ
   CHECK(std::regex_search(said, std::regex(R"(test cases: +1 \| +1 passed)")));
 }
 
+// The child half of the next case: 30 steps marked as a program marks them, with NVTX.
+TEST_CASE("[child] NVTX steps") {
+  if (!std::getenv("CUPROF_TEST_NVTX_STEPS") || !is_child_run()) return;
+  for (int i = 0; i < 30; ++i) {
+    nvtxRangePushA(("ProfilerStep#" + std::to_string(i)).c_str());
+    { CUPROF_SCOPE("work"); }
+    nvtxRangePop();
+  }
+}
+
+// NVTX reaches cuprof through CUPTI: where CUDA tracing is off (no driver, libcupti not
+// loadable), the steps cannot be seen, and that is what is said, not "0 steps".
+TEST_CASE("steps that cannot be seen: CUPROF_START_STEP and CUPROF_SLOW_STEPS say why, not that the program ran 0 steps") {
+  temp_dir dir;
+  const std::string trace = (dir.path / "t.json").string(), out = (dir.path / "out.txt").string();
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"CUPROF_START_STEP", "2"}, {"CUPROF_SLOW_STEPS", "2x"}}) {
+    const int rc = run_child_case("[child] NVTX steps",
+                                  {{"CUPROF_TEST_NVTX_STEPS", "1"},
+                                   {"CUPROF_TRACE", trace},
+                                   {"CUPROF_TABLE", "0"},
+                                   {"CUPROF_CUPTI_LIBRARY", "/nonexistent/libcupti.so"},
+                                   {name, value}},
+                                  out);
+    const std::string said = slurp(out);
+    CAPTURE(name);
+    CAPTURE(said);
+    CHECK(rc == 0);
+    CHECK(said.find("no step could be seen (NVTX ranges reach cuprof through CUPTI, and CUDA tracing is off: ") !=
+          std::string::npos);
+    CHECK(said.find("0 steps") == std::string::npos);
+  }
+}
+
 // --- Exit and fork ----------------------------------------------------------------
 
 // The child half of the next test: does nothing unless started by it.
@@ -450,6 +487,201 @@ TEST_CASE("abnormal ends: std::terminate and quick_exit write the trace; abort()
   CHECK(aborted.status == 128 + SIGABRT);
   CHECK_FALSE(aborted.trace_written);
   CHECK(aborted.said.find("cuprof: the program aborted (SIGABRT): the trace was not written") != std::string::npos);
+}
+
+// The spans named `name` in a trace's text.
+std::size_t spans_named(const std::string& trace_text, const std::string& name) {
+  const json doc = json::parse(trace_text);  // kept: a range over a temporary's member would dangle
+  std::size_t n = 0;
+  for (const json& e : doc["traceEvents"]) n += e["ph"] == "X" && e["name"] == name;
+  return n;
+}
+
+// --- Two processes, one path ---------------------------------------------------------
+
+// The child half of the next case: records a scope named by CUPROF_TEST_NAME, then exits once
+// the file CUPROF_TEST_GO names is there.
+TEST_CASE("[child] one of two on a path") {
+  const char* go = std::getenv("CUPROF_TEST_GO");
+  if (!go || !is_child_run()) return;
+  { cuprof::record_function scope{std::string_view(std::getenv("CUPROF_TEST_NAME"))}; }
+  while (!fs::exists(go)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+// `export CUPROF_TRACE=t.json; a | b`: two unrelated processes traced to one path. The second to
+// write keeps the first's trace and writes its own beside it, with its pid, and says so; a trace
+// from before either started is replaced as ever.
+TEST_CASE("two processes traced to one path: the second writes beside the first's trace, with its pid, and says so") {
+  temp_dir dir;
+  const std::string trace = (dir.path / "t.json").string();
+  { std::ofstream(trace) << "a trace from an earlier run"; }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // older than both, by the file clock
+  const auto start = [&](const std::string& name) {
+    return start_child_case("[child] one of two on a path",
+                            {{"CUPROF_TEST_GO", (dir.path / ("go_" + name)).string()},
+                             {"CUPROF_TEST_NAME", name},
+                             {"CUPROF_TRACE", trace},
+                             {"CUPROF_ACTIVITIES", "cpu"},
+                             {"CUPROF_TABLE", "0"}},
+                            (dir.path / (name + ".out")).string());
+  };
+  const pid_t a = start("first"), b = start("second");
+  const auto go = [&](const std::string& name, pid_t pid) {
+    std::ofstream(dir.path / ("go_" + name)) << "";
+    return wait_or_kill(pid, 60);
+  };
+  CHECK(go("first", a) == 0);
+  CHECK(go("second", b) == 0);
+  const std::string first_said = slurp(dir.path / "first.out"), second_said = slurp(dir.path / "second.out");
+  CAPTURE(first_said);
+  CAPTURE(second_said);
+  const std::string beside = (dir.path / ("t." + std::to_string(b) + ".json")).string();
+  CHECK(first_said.find("trace written to " + trace + " ") != std::string::npos);
+  CHECK(second_said.find("cuprof: '" + trace +
+                         "' was written by another process while this one ran (two processes traced to one path): this "
+                         "trace goes to '" +
+                         beside + "'") != std::string::npos);
+  CHECK(second_said.find("trace written to " + beside + " ") != std::string::npos);
+  CHECK(spans_named(slurp(trace), "first") == 1);
+  CHECK(spans_named(slurp(beside), "second") == 1);
+}
+
+// --- Resource limits (docs/reliability.md) -------------------------------------------
+
+// The child half of the next cases: records, writes a line of its own to stdout
+// without flushing it (exit flushes it, a death by signal loses it), and exits
+// with 3. CUPROF_TEST_LIMIT says which limit it runs under.
+TEST_CASE("[child] under a resource limit") {
+  const char* limit = std::getenv("CUPROF_TEST_LIMIT");
+  if (!limit || !is_child_run()) return;
+  if (std::string(limit) == "threads") {
+    bool threads = true;
+    try {
+      std::thread([] {}).join();
+    } catch (const std::system_error&) {
+      threads = false;
+    }
+    if (threads) ::_exit(77);  // the limit did not take here: nothing to check
+  }
+  for (int i = 0; i < 20000; ++i) CUPROF_SCOPE("under_the_limit");
+  std::printf("the program's own output\n");
+  std::exit(3);
+}
+
+struct limited_child {
+  int status;
+  std::string said;  // its stdout and stderr
+};
+
+limited_child run_under_limit(const char* limit, const std::vector<std::pair<std::string, std::string>>& env, const fs::path& dir,
+                              int resource, rlim_t value) {
+  const std::string out = (dir / "out.txt").string();
+  std::vector<std::pair<std::string, std::string>> all = env;
+  all.emplace_back("CUPROF_TEST_LIMIT", limit);
+  all.emplace_back("CUPROF_ACTIVITIES", "cpu");
+  all.emplace_back("CUPROF_TABLE", "0");
+  const int status = run_child_case("[child] under a resource limit", all, out, 60, [resource, value] {
+    const rlimit r{value, value};
+    ::setrlimit(resource, &r);
+  });
+  return {status, slurp(out)};
+}
+
+std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+// No thread to spare (a container's pids limit, ulimit -u, which root escapes): a stack limit of
+// 1 TiB makes each new thread's default stack too large to map, for root too.
+TEST_CASE("no thread to spare: the program runs and ends as it would; cuprof says in one line what goes without") {
+  constexpr rlim_t one_tib = rlim_t(1) << 40;
+  temp_dir dir;
+  const fs::path trace = dir.path / "t.json";
+  // The whole run: only the signal watcher needs a thread; the trace is written at exit as ever.
+  const limited_child whole = run_under_limit("threads", {{"CUPROF_TRACE", trace.string()}}, dir.path, RLIMIT_STACK, one_tib);
+  if (whole.status == 77) {
+    MESSAGE("not checked: this machine maps a thread stack of 1 TiB");
+    return;
+  }
+  CAPTURE(whole.said);
+  CHECK(whole.status == 3);
+  CHECK(whole.said.find("the program's own output") != std::string::npos);
+  CHECK(occurrences(whole.said, "cannot start a thread") == 1);
+  CHECK(whole.said.find("a signal such as SIGTERM ends the program without writing the trace") != std::string::npos);
+  REQUIRE(fs::exists(trace));
+  CHECK(spans_named(slurp(trace), "under_the_limit") == 20000);
+  // Windows a policy chooses (a trigger's, a timer's, steps'): nothing chooses them, the program runs untraced.
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"CUPROF_CAPTURE_RANGE", "trigger"}, {"CUPROF_DURATION", "5"}, {"CUPROF_START_STEP", "2"}}) {
+    fs::remove(trace);
+    const limited_child r =
+        run_under_limit("threads", {{"CUPROF_TRACE", trace.string()}, {name, value}}, dir.path, RLIMIT_STACK, one_tib);
+    CAPTURE(name);
+    CAPTURE(r.said);
+    CHECK(r.status == 3);
+    CHECK(r.said.find("the program's own output") != std::string::npos);
+    CHECK(occurrences(r.said, "cuprof: ") == 1);
+    CHECK(r.said.find("cannot start a thread (Resource temporarily unavailable): the windows asked for cannot be chosen; the "
+                      "program runs untraced") != std::string::npos);
+    CHECK_FALSE(fs::exists(trace));
+  }
+}
+
+// ulimit -f: the trace's write past the limit fails as a full disk does (EFBIG), said in one
+// line; the program keeps its exit status and its output, no temporary file stays, and the
+// trace already at the path is kept.
+TEST_CASE("a file-size limit: the write fails with one line; the program ends as it would, the old trace kept") {
+  temp_dir dir;
+  const fs::path trace = dir.path / "t.json";
+  { std::ofstream(trace) << "an earlier trace"; }
+  const limited_child r = run_under_limit("file size", {{"CUPROF_TRACE", trace.string()}}, dir.path, RLIMIT_FSIZE, 20 * 1024);
+  CAPTURE(r.said);
+  CHECK(r.status == 3);
+  CHECK(r.said.find("the program's own output") != std::string::npos);
+  CHECK(r.said.find("could not write the trace: cannot write '" + trace.string() + "': File too large") != std::string::npos);
+  CHECK(slurp(trace) == "an earlier trace");
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir.path)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  CHECK(files == std::vector<std::string>{"out.txt", "t.json"});
+}
+
+// The child half of the next case: an uncaught exception in another thread once the exit's
+// write of the trace has begun (its temporary file is there).
+TEST_CASE("[child] terminate while the exit writes") {
+  const char* dir = std::getenv("CUPROF_TEST_TRACE_DIR");
+  if (!dir || !is_child_run()) return;
+  for (int i = 0; i < 200000; ++i) CUPROF_SCOPE("in_the_trace");
+  std::thread([d = std::string(dir)] {
+    for (bool writing = false; !writing; std::this_thread::sleep_for(std::chrono::milliseconds(1)))
+      for (const auto& e : fs::directory_iterator(d))
+        writing = writing || e.path().filename().string().find(".tmp.") != std::string::npos;
+    throw std::runtime_error("nobody catches this");
+  }).detach();
+  std::exit(3);
+}
+
+TEST_CASE("std::terminate while the exit writes the trace: the write finishes before the program ends") {
+  temp_dir dir;
+  const fs::path trace = dir.path / "t.json";
+  const std::string out = (dir.path.parent_path() / (dir.path.filename().string() + ".out")).string();
+  const int status = run_child_case("[child] terminate while the exit writes",
+                                    {{"CUPROF_TEST_TRACE_DIR", dir.path.string()},
+                                     {"CUPROF_TRACE", trace.string()},
+                                     {"CUPROF_ACTIVITIES", "cpu"},
+                                     {"CUPROF_TABLE", "0"}},
+                                    out);
+  const std::string said = slurp(out);
+  fs::remove(out);
+  CAPTURE(said);
+  // Once the write is done, terminate's abort and the exit that was writing race to end the process.
+  CHECK((status == 128 + SIGABRT || status == 3));
+  CHECK(said.find("std::terminate was called (an uncaught exception?) while the trace was being written: letting the write "
+                  "finish first") != std::string::npos);
+  REQUIRE(fs::exists(trace));
+  CHECK(spans_named(slurp(trace), "in_the_trace") == 200000);
 }
 
 // --- Interrupted profiles: signals that arrive while the program holds locks -----

@@ -177,8 +177,11 @@ TEST_CASE("slow_steps: invalid settings and a schedule beside it throw cuprof::e
   CHECK(message(o).find("factor must be more than 1") != std::string::npos);
   o.slow_steps->threshold_ms = 5;  // a threshold needs no factor
   CHECK(message(o).empty());
-  o.slow_steps->threshold_ms = -1;
-  CHECK(message(o).find("threshold_ms must be 0") != std::string::npos);
+  for (double bad : {-1.0, 1e-4, 2e13}) {  // below 1 us, above 1e7 s
+    o.slow_steps->threshold_ms = bad;
+    CHECK(message(o).find("threshold_ms must be 0 (use factor) or a time from 0.001 (1 us) to 1e10 (1e7 s)") !=
+          std::string::npos);
+  }
   o.slow_steps->threshold_ms = 0;
   o.slow_steps->factor = 2;
   o.slow_steps->before = 31;  // 31 + 1 + 1 steps in a ring of 32
@@ -208,6 +211,8 @@ TEST_CASE("CUPROF_SLOW_STEPS: a factor or a time, then before, after, keep, ring
   CHECK(parse("1.5s")->threshold_ms == 1500);
   CHECK(parse("250us")->threshold_ms == doctest::Approx(0.25));
   CHECK(parse("2000000ns")->threshold_ms == doctest::Approx(2));
+  CHECK(parse("1us")->threshold_ms == doctest::Approx(0.001));
+  CHECK(parse("10000000s")->threshold_ms == doctest::Approx(1e10));
   o = parse("3.5x,before=2,after=3,keep=4,ring=16,ring_mb=64");
   REQUIRE(o);
   CHECK(o->factor == 3.5);
@@ -217,7 +222,9 @@ TEST_CASE("CUPROF_SLOW_STEPS: a factor or a time, then before, after, keep, ring
   CHECK(o->ring_steps == 16);
   CHECK(o->ring_bytes == std::size_t(64) << 20);
   for (const char* bad : {"x", "2", "abc", "-2x", "0ms", "2x,", "2x,before=-1", "2x,before=", "2x,foo=1", "1x", "2x,before=40",
-                          "2x,keep=0", "2x,ring_mb=0", "50 ms", "2x ,after=1"}) {
+                          "2x,keep=0", "2x,ring_mb=0", "50 ms", "2x ,after=1",
+                          // Below 1 us (0 ns: no threshold at all) or above 1e7 s (past 2^64 ns).
+                          "0.9ns", "999ns", "20000000000s", "1e30ms"}) {
     CAPTURE(bad);
     CHECK_FALSE(parse(bad));
   }

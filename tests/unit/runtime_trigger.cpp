@@ -13,9 +13,11 @@
 
 #include <doctest/doctest.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,7 +27,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,8 +42,9 @@ using cuprof::detail::trigger_request;
 namespace {
 
 // How the test's windows end: after their duration (written), inside the
-// handler (finish() before the "ok" is sent), or by the process's _exit.
-enum class window_end { after_duration, inside_handler, process_exits };
+// handler (finish() before the "ok" is sent), by the process's _exit, or only
+// when cancelled (a window for steps that never begin).
+enum class window_end { after_duration, inside_handler, process_exits, when_cancelled };
 
 struct test_server {
   std::atomic<control_endpoint*> endpoint{nullptr};
@@ -64,10 +69,20 @@ trigger_reply test_handler(const trigger_request& r) {
   if (g_server.ending == window_end::inside_handler) {
     g_server.idle.store(true);
     g_server.endpoint.load()->finish(true, path + " (test)");
+  } else if (g_server.ending == window_end::when_cancelled) {
+    // Waits for test_cancel().
   } else {
     std::thread(&end_window, r.steps > 0 ? 0.2 : r.duration_s, path).detach();
   }
   return {true, path};
+}
+
+// The test's canceller: the window waiting for its steps is dropped, its client told.
+bool test_cancel() {
+  if (g_server.idle.load()) return false;
+  g_server.idle.store(true);
+  g_server.endpoint.load()->finish(false, "cancelled (test)");
+  return true;
 }
 
 // XDG_RUNTIME_DIR on a fresh private directory: the endpoints go to its cuprof/.
@@ -96,7 +111,9 @@ bool wait_for(const std::string& path, double seconds = 10) {
 // then it closes the endpoint and exits. Its stderr goes to `log`.
 class served_process {
  public:
-  served_process(const runtime_dir& where, window_end ending, const std::string& log, bool fork_a_child = false) {
+  // `at_fd_limit`: once its endpoint is open, the process has no descriptor to spare (RLIMIT_NOFILE).
+  served_process(const runtime_dir& where, window_end ending, const std::string& log, bool fork_a_child = false,
+                 bool at_fd_limit = false) {
     int go[2];
     REQUIRE(::pipe2(go, O_CLOEXEC) == 0);
     std::fflush(nullptr);
@@ -107,7 +124,7 @@ class served_process {
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       ::dup2(fd, 2);
       g_server.ending = ending;
-      control_endpoint* e = control_endpoint::open(&test_handler);
+      control_endpoint* e = control_endpoint::open(&test_handler, nullptr, &test_cancel);
       if (!e) ::_exit(3);
       g_server.endpoint.store(e);
       if (fork_a_child) {  // a child that closes "its" endpoint and exits through exit()
@@ -117,6 +134,16 @@ class served_process {
           std::exit(0);
         }
         ::waitpid(child, nullptr, 0);
+      }
+      if (at_fd_limit) {  // every descriptor below the limit taken: the gaps filled, the limit just above
+        int highest = 0;
+        if (DIR* d = ::opendir("/proc/self/fd")) {
+          while (const dirent* f = ::readdir(d)) highest = std::max(highest, std::atoi(f->d_name));
+          ::closedir(d);
+        }
+        for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0 && fd < highest;) {}
+        const rlimit r{rlim_t(highest), rlim_t(highest)};  // descriptors 0 to highest - 1, all open
+        if (::setrlimit(RLIMIT_NOFILE, &r) != 0) ::_exit(4);
       }
       char byte;
       while (::read(go[0], &byte, 1) != 0) {}
@@ -244,7 +271,8 @@ TEST_CASE("trigger requests: the version-1 line parses strictly; numbers are pla
       {"cuprof-trigger 1 window duration_ms=0x10 steps=0 output=", "duration_ms is not"},
       {"cuprof-trigger 1 window duration_ms=1e3 steps=0 output=", "duration_ms is not"},
       {"cuprof-trigger 1 window duration_ms=99999999999999999999 steps=0 output=", "duration_ms is not"},
-      {"cuprof-trigger 1 window duration_ms=10000000001 steps=0 output=", "duration_ms is not"},
+      {"cuprof-trigger 1 window duration_ms=86400001 steps=0 output=", "duration_ms is not"},  // a day at most
+      {"cuprof-trigger 1 window duration_ms=10000000000 steps=0 output=", "duration_ms is not"},
       {"cuprof-trigger 1 window duration_ms=0 steps=-1 output=", "steps is not"},
       {"cuprof-trigger 1 window duration_ms=0 steps=1073741824 output=", "steps is not"},
       {"cuprof-trigger 1 window duration_ms=1000 steps=3 output=", "not both"},
@@ -573,10 +601,10 @@ TEST_CASE("hostile requests: each is refused with one line and the endpoint keep
       {window_request("duration_ms=0 steps=0 output=/t\x1b[2J.json"), "refused the output path has a control character\n"},
       {window_request("duration_ms=0 steps=0 output=/t\t.json"), "refused the output path has a control character\n"},
       {window_request("duration_ms=18446744073709551617 steps=0 output="),
-       "refused duration_ms is not a whole number of milliseconds up to 10000000000\n"},
+       "refused duration_ms is not a whole number of milliseconds up to 86400000\n"},
       {window_request("duration_ms=0 steps=99999999999 output="), "refused steps is not a whole number up to 1073741823\n"},
       {window_request("duration_ms=-1 steps=0 output="),
-       "refused duration_ms is not a whole number of milliseconds up to 10000000000\n"},
+       "refused duration_ms is not a whole number of milliseconds up to 86400000\n"},
       {window_request("duration_ms=5 steps=5 output="), "refused a window lasts a duration or a number of steps, not both\n"},
       {window_request("duration_ms=5 steps=0 output=relative.json"), "refused the output path is not absolute\n"},
   };
@@ -611,6 +639,166 @@ TEST_CASE("a forked child neither serves nor removes its parent's endpoint") {
   CHECK(ask(path, window_request("duration_ms=10 steps=0 output=/p.json")) == "ok /p.json\nwritten /p.json (test)\n");
 }
 
+// A process at its descriptor limit cannot accept: the endpoint backs off instead of polling the
+// same failure at full speed for the rest of the process's life.
+TEST_CASE("an endpoint in a process out of descriptors backs off: no busy loop while a connection waits") {
+  runtime_dir where;
+  served_process server(where, window_end::after_duration, where.tmp.file("log"), false, /*at_fd_limit=*/true);
+  const auto cpu_ticks = [&] {  // utime + stime of the server, in clock ticks
+    std::ifstream stat("/proc/" + std::to_string(server.pid()) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    std::istringstream fields(text.substr(text.rfind(')') + 2));
+    std::string field;
+    long long ticks = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i)
+      if (i >= 14) ticks += std::stoll(field);
+    return ticks;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the limit is set once the endpoint is there
+  const int fd = connect_to(where.socket_of(server.pid()));
+  REQUIRE(fd >= 0);
+  send_all(fd, cuprof::detail::format_status_request());
+  const long long before = cpu_ticks();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const long long used = cpu_ticks() - before;
+  ::close(fd);
+  CAPTURE(used);
+  CHECK(used < ::sysconf(_SC_CLK_TCK) / 4);  // under a quarter of a second of CPU in two; a busy loop takes two
+  CHECK(server.end() == 0);
+}
+
+// 30 connections that send nothing: each is given its time at once, and a status request
+// after them is answered without waiting for theirs to run out.
+TEST_CASE("silent connections hold back no other: a status request after 30 of them is answered first") {
+  runtime_dir where;
+  served_process server(where, window_end::after_duration, where.tmp.file("log"));
+  const std::string path = where.socket_of(server.pid());
+  std::vector<int> silent;
+  for (int i = 0; i < 30; ++i) {
+    const int fd = connect_to(path);
+    REQUIRE(fd >= 0);
+    silent.push_back(fd);
+  }
+  const std::string answer = ask(path, cuprof::detail::format_status_request());
+  int refused = 0;  // silent ones answered by then
+  for (const int fd : silent) {
+    char byte;
+    refused += ::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK) > 0;
+  }
+  CHECK(answer.rfind("status pid=" + std::to_string(server.pid()) + " window=closed", 0) == 0);
+  CHECK(refused < 30);
+  for (const int fd : silent) {
+    CHECK(read_all(fd) == "refused no request line within 2000 ms\n");
+    ::close(fd);
+  }
+}
+
+// A stopped process (Ctrl-Z, a debugger) whose listen backlog is full: connect() would wait until it
+// runs again. Here a socket that listens and never accepts, its backlog filled, stands for it.
+TEST_CASE("a stopped process with a full backlog: --list lists it as not answering, trigger PID says so in time") {
+  runtime_dir where;
+  REQUIRE(::mkdir(where.dir().c_str(), 0700) == 0);
+  const std::string path = where.socket_of(::getpid());
+  sockaddr_un address;
+  REQUIRE(cuprof::detail::unix_address(path, address));
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 0) == 0);
+  std::vector<int> queued;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      REQUIRE(errno == EAGAIN);  // full
+      ::close(fd);
+      break;
+    }
+    queued.push_back(fd);
+  }
+  // In a child: before, the command waited in connect() for good.
+  const std::string said = where.tmp.file("said");
+  const auto run = [&](const std::vector<std::string>& args) {
+    return in_child(
+        [&] {
+          const cli_run r = cli(args);
+          std::ofstream(said) << r.out << r.err;
+          return r.rc;
+        },
+        30);
+  };
+  CHECK(run({"trigger", "--list"}) == 0);
+  CHECK(slurp(said) == "PID      WINDOW  PROGRAM\n" + std::to_string(::getpid()) +
+                           std::string(9 - std::min<std::size_t>(std::to_string(::getpid()).size(), 8), ' ') +
+                           "?       (not answering)\n");
+  CHECK(run({"trigger", std::to_string(::getpid()), "--timeout", "1"}) == 1);
+  CHECK(slurp(said) == "cuprof: pid " + std::to_string(::getpid()) +
+                           " is not answering: its endpoint has no room for a connection (is the process stopped, by Ctrl-Z "
+                           "or a debugger?)\n");
+  for (const int fd : queued) ::close(fd);
+  ::close(listener);
+}
+
+TEST_CASE("cancel: a window whose client goes away before it opens is dropped; trigger PID --cancel drops one too") {
+  runtime_dir where;
+  served_process server(where, window_end::when_cancelled, where.tmp.file("log"));
+  const std::string pid = std::to_string(server.pid());
+  const std::string path = where.socket_of(server.pid());
+  // The client asks for steps that never come, then goes away: the window is dropped, and the next is taken.
+  int fd = connect_to(path);
+  REQUIRE(fd >= 0);
+  send_all(fd, window_request("duration_ms=0 steps=3 output=/steps.json"));
+  char ok[64] = {};
+  CHECK(::recv(fd, ok, sizeof ok - 1, 0) > 0);
+  CHECK(std::string(ok) == "ok /steps.json\n");
+  CHECK(ask(path, window_request("duration_ms=0 steps=3 output=/busy.json")).rfind("refused busy", 0) == 0);
+  ::close(fd);
+  std::string again;
+  for (int i = 0;
+       i < 200 && (again = ask(path, cuprof::detail::format_status_request())).find("window=open") != std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(again.find("window=closed") != std::string::npos);
+  // Another waits for its steps; `cuprof trigger PID --cancel` drops it, and its own client hears so.
+  fd = connect_to(path);
+  REQUIRE(fd >= 0);
+  send_all(fd, window_request("duration_ms=0 steps=3 output=/steps.json"));
+  pollfd p{fd, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);  // its "ok" is in: the window is the endpoint's now
+  cli_run r = cli({"trigger", pid, "--cancel"});
+  CHECK(r.rc == 0);
+  CHECK(r.out == "pid " + pid + ": its triggered window is cancelled\n");
+  CHECK(read_all(fd) == "ok /steps.json\nfailed cancelled (test)\n");
+  ::close(fd);
+  r = cli({"trigger", pid, "--cancel"});
+  CHECK(r.rc == 1);
+  CHECK(r.err == "cuprof: pid " + pid + ": no triggered window to cancel\n");
+  CHECK(cli({"trigger", pid, "--cancel", "--duration", "2"}).err.find("--cancel takes the PID alone") != std::string::npos);
+}
+
+// A process of a container sharing the directory names its endpoint by its pid there, which is
+// another process's here: the peer's pid, as this namespace sees it, must be the one asked.
+// Here this process serves an endpoint named by its parent's pid.
+TEST_CASE("an endpoint named by a pid that is not its server's (another pid namespace): not asked, and said") {
+  runtime_dir where;
+  REQUIRE(::mkdir(where.dir().c_str(), 0700) == 0);
+  const pid_t named = ::getppid();
+  const std::string path = where.socket_of(named);
+  sockaddr_un address;
+  REQUIRE(cuprof::detail::unix_address(path, address));
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 16) == 0);
+  const std::string other = "its endpoint is served by pid " + std::to_string(::getpid()) +
+                            " as this pid namespace sees it (a process of another pid namespace sharing the directory, a "
+                            "container's)";
+  cli_run r = cli({"trigger", std::to_string(named), "--duration", "1"});
+  CHECK(r.rc == 1);
+  CHECK(r.err == "cuprof: pid " + std::to_string(named) + ": not asking it: " + other + "\n");
+  r = cli({"trigger", "--list"});
+  CHECK(r.rc == 0);
+  CHECK(r.out == "no process of this user accepts cuprof trigger (" + where.dir() + ")\npid " + std::to_string(named) +
+                     ": left out: " + other + "\n");
+  ::close(listener);
+}
+
 TEST_CASE("cuprof trigger: no endpoint, a pid not running, and usage errors say so") {
   runtime_dir where;
   cli_run r = cli({"trigger", "--list"});
@@ -633,7 +821,11 @@ TEST_CASE("cuprof trigger: no endpoint, a pid not running, and usage errors say 
       {{"trigger", "12x"}, "the PID is a process id, not '12x'"},
       {{"trigger", "0"}, "the PID is a process id, not '0'"},
       {{"trigger", "1", "--duration", "2", "--steps", "3"}, "--duration and --steps both say how long the window lasts"},
-      {{"trigger", "1", "--duration", "0"}, "--duration takes a number of seconds above 0 up to 1e7, not '0'"},
+      {{"trigger", "1", "--duration", "0"}, "--duration takes a number of seconds from 0.001 to 86400 (a day), not '0'"},
+      {{"trigger", "1", "--duration", "0.0004"},
+       "--duration takes a number of seconds from 0.001 to 86400 (a day), not '0.0004'"},
+      {{"trigger", "1", "--duration", "1e7"}, "--duration takes a number of seconds from 0.001 to 86400 (a day)"},
+      {{"trigger", "1", "--duration", "86400.5"}, "--duration takes a number of seconds from 0.001 to 86400 (a day)"},
       {{"trigger", "1", "--duration", "inf"}, "--duration takes a number of seconds"},
       {{"trigger", "1", "--steps", "-2"}, "--steps takes a whole number from 1 to 2^30, not '-2'"},
       {{"trigger", "1", "--steps", "0"}, "--steps takes a whole number from 1 to 2^30, not '0'"},

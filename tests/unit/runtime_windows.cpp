@@ -10,6 +10,7 @@
 #include <cuprof/runtime/autostart.hpp>
 
 #include "support/busy_process.hpp"
+#include "support/stderr_capture.hpp"
 
 #include <doctest/doctest.h>
 
@@ -292,6 +293,71 @@ TEST_CASE("triggers by duration, 100 in a row") {
   }
   d.finish();
   check(p, target.take_all(), windows);
+}
+
+TEST_CASE("a trigger whose trace cannot be written where it asks is refused before its window opens") {
+  std::mutex lock;
+  window_driver driver{lock};
+  cuprof::detail::trace_destination out;
+  out.path = "/tmp/unused.json";
+  cuprof::detail::trigger_window policy(driver, out, "");
+  cuprof::detail::trigger_request r;
+  r.duration_s = 1;
+  r.output = "/nonexistent-cuprof-dir/t.json";
+  cuprof::detail::trigger_reply reply = policy.on_request(r);
+  CHECK_FALSE(reply.accepted);
+  CHECK(reply.text.find("cannot write into '/nonexistent-cuprof-dir': No such file or directory") == 0);
+  r.output = "/dev/null";
+  reply = policy.on_request(r);
+  CHECK_FALSE(reply.accepted);
+  CHECK(reply.text == "cannot write '/dev/null': it exists and is not a regular file");
+  CHECK(driver.owner() == window_driver::no_owner);  // nothing claimed, nothing opened
+}
+
+// A target that only notes what was asked of it.
+struct noting_target final : cuprof::detail::window_target {
+  int opened = 0, closed = 0;
+  void open() override { ++opened; }
+  void move_start(std::uint64_t) override {}
+  void close_at(std::uint64_t) override { ++closed; }
+  void end_at(std::uint64_t) override {}
+  void step_boundary(std::uint64_t, bool) override {}
+};
+
+TEST_CASE("a trigger for steps that never begin: cancel drops it unopened; at the end it is said that nothing was recorded") {
+  std::mutex lock;
+  window_driver driver{lock};
+  noting_target target;
+  cuprof::detail::trace_destination out;
+  out.path = "/tmp/unused.json";
+  cuprof::detail::trigger_window policy(driver, out, "");
+  std::thread thread = driver.start(&target);
+  cuprof::detail::trigger_request r;
+  r.steps = 3;
+  REQUIRE(policy.on_request(r).accepted);
+  CHECK(driver.owner() != window_driver::no_owner);
+  CHECK(policy.cancel());
+  for (int i = 0; i < 2000 && driver.owner() != window_driver::no_owner; ++i) pause_us(1000);
+  CHECK(driver.owner() == window_driver::no_owner);  // free for the next request
+  CHECK_FALSE(policy.cancel());                      // nothing left to cancel
+  CHECK(target.opened == 0);
+  // Armed again, and the process ends before a step: said, nothing opened or written.
+  REQUIRE(policy.on_request(r).accepted);
+  std::string said;
+  {
+    cuprof_test::stderr_capture err;
+    {
+      std::lock_guard<std::mutex> l(lock);
+      driver.finish();
+    }
+    said = err.finish();
+  }
+  thread.join();
+  CAPTURE(said);
+  CHECK(said.find("cuprof: a triggered window was never opened: the process ended before the first of its 3 steps began") == 0);
+  CHECK(said.find(": nothing was recorded\n") != std::string::npos);
+  CHECK(target.opened == 0);
+  CHECK(target.closed == 0);
 }
 
 TEST_CASE("triggers by steps, 100 in a row: each window from a step's start to the start N steps later") {

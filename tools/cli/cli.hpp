@@ -304,6 +304,15 @@ inline std::vector<loaded_trace> load_traces(const std::vector<std::string>& pos
       err += "cuprof: skipped: " + detail::terminal_safe(detail::message_of(e)) + "\n";
     }
   }
+  // Values no metric can take were left out of every average and verdict (gpu_metric_series::add): said, counted.
+  for (const loaded_trace& lt : traces) {
+    std::uint64_t out_of_range = 0;
+    for (const detail::gpu_metric_series& s : lt.t.gpu_metrics) out_of_range += s.out_of_range;
+    if (out_of_range)
+      err += "cuprof: " + detail::terminal_safe(lt.source) + ": " + std::to_string(out_of_range) + " GPU metric value" +
+             (out_of_range == 1 ? "" : "s") +
+             " no metric can take (a percentage outside 0-105, a negative value, not a number) left out\n";
+  }
   if (traces.empty()) {
     std::string dirs;
     for (const std::string& p : positional) dirs += (dirs.empty() ? "" : ", ") + p;
@@ -737,8 +746,8 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
   if (!steps.empty() && start_step.empty()) throw usage_error("--steps needs --start-step (the step the window opens at)", "run");
   if (!start_step.empty() && !delay.empty())
     throw usage_error("--start-step and --delay both choose when the window opens", "run");
-  if (!step_range.empty() && start_step.empty() && slow_steps.empty())
-    throw usage_error("--step-range needs --start-step or --slow-steps", "run");
+  if (!step_range.empty() && start_step.empty() && slow_steps.empty() && capture_range.empty())
+    throw usage_error("--step-range needs --start-step, --slow-steps or --capture-range (what steps choose windows for)", "run");
   if (!slow_steps.empty()) {
     std::string why;
     if (!detail::parse_slow_steps<cuprof::slow_steps>(slow_steps.c_str(), why))
@@ -816,25 +825,32 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
 }
 
 inline int trigger_command(const std::vector<std::string>& args, std::string& out, std::string& err, const terminal& term) {
-  const parsed p = parse(args, 2, {"duration", "steps", "output", "timeout"}, {"list"}, "trigger");
+  const parsed p = parse(args, 2, {"duration", "steps", "output", "timeout"}, {"list", "cancel"}, "trigger");
   const std::string *duration = option(p, "duration"), *steps = option(p, "steps"), *output = option(p, "output"),
                     *timeout = option(p, "timeout");
   if (option(p, "list")) {
     if (!p.positional.empty() || p.options.size() > 1) throw usage_error("--list takes nothing else", "trigger");
     return list_endpoints(out, err);
   }
+  const bool cancel = option(p, "cancel") != nullptr;
+  if (cancel && p.options.size() > 1) throw usage_error("--cancel takes the PID alone", "trigger");
   if (p.positional.size() != 1)
     throw usage_error(p.positional.empty() ? "missing the PID to trigger (or --list)" : "trigger takes one PID", "trigger");
   const std::string& pid_text = p.positional[0];
   const std::optional<int> pid = detail::parse_env_int(pid_text.c_str());
   if (!pid || *pid == 0 || pid_text.find_first_not_of("0123456789") != std::string::npos)
     throw usage_error("the PID is a process id, not '" + pid_text + "'", "trigger");
+  if (cancel) return cancel_window(*pid, out, err);
   if (duration && steps) throw usage_error("--duration and --steps both say how long the window lasts: give one", "trigger");
   detail::trigger_request request;
   request.duration_s = detail::trigger_default_seconds;
   if (duration) {
+    // Sent in whole milliseconds, where 0 means the default: at least 1 ms.
     const std::optional<double> s = option_seconds(*duration);
-    if (!s) throw usage_error("--duration takes a number of seconds above 0 up to 1e7, not '" + *duration + "'", "trigger");
+    if (!s || *s < 0.001 || *s * 1000 > double(detail::trigger_max_ms))
+      throw usage_error("--duration takes a number of seconds from 0.001 to " + std::to_string(detail::trigger_max_ms / 1000) +
+                            " (a day), not '" + *duration + "'",
+                        "trigger");
     request.duration_s = *s;
   }
   if (steps) {

@@ -10,6 +10,7 @@
 #include <cuprof/runtime/control_endpoint.hpp>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -21,26 +22,33 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cuprof::cli {
 
 inline const char* trigger_help =
     "usage: cuprof trigger PID [--duration S | --steps N] [--output PATH] [--timeout S]\n"
+    "       cuprof trigger PID --cancel\n"
     "       cuprof trigger --list\n"
     "\n"
     "Asks a running process of yours, started under `cuprof run` or with CUPROF_TRACE, for a\n"
     "trace window now, and waits until its trace is written. One window at a time: a trigger\n"
     "that comes while another's window is open is refused (busy).\n"
     "\n"
-    "  --duration S        the window's length in seconds (default 2; \"2s\" is read as 2)\n"
+    "  --duration S        the window's length in seconds, 0.001 to 86400 (default 2; \"2s\" is\n"
+    "                      read as 2)\n"
     "  --steps N           N program steps instead (NVTX ranges named \"step ...\")\n"
     "  --output PATH       where the process writes this window's trace (default: its own\n"
     "                      trace path); a relative PATH is taken from this directory\n"
     "  --timeout S         how long to wait for the trace (default: the duration and 60 s more;\n"
     "                      with --steps, until the process writes it or ends)\n"
+    "  --cancel            the process's triggered window: one waiting for its first step is\n"
+    "                      dropped, an open one ends now and is written (the window's own\n"
+    "                      client hears which); so is one whose client goes away before it opens\n"
     "  --list              the processes that accept a trigger, and whether a window is open;\n"
     "                      removes endpoints left by processes that are gone\n"
     "\n"
@@ -75,25 +83,48 @@ class endpoint_client {
     if (fd_ >= 0) ::close(fd_);
   }
 
-  // Connects to the endpoint at `path`; false with errno set when it cannot,
-  // or with errno EPERM when another user serves it (a socket this user's
-  // private directory should not hold).
-  bool connect(const std::string& path) {
+  // Connects to the endpoint at `path`, trying for at most `seconds`: a
+  // stopped process (Ctrl-Z, a debugger) with a full listen backlog refuses
+  // with EAGAIN until it runs again, where a blocking connect would wait for
+  // good. False with errno set when it cannot (ETIMEDOUT: no room in time),
+  // with errno EPERM when another user serves it (a socket this user's
+  // private directory should not hold), or with ESRCH when a process other
+  // than `pid` as this pid namespace sees it serves it (peer_pid()): a
+  // container's process sharing the directory names its endpoint by its own
+  // pid, which is another process's here.
+  bool connect(const std::string& path, double seconds, long pid) {
     sockaddr_un address;
     if (!detail::unix_address(path, address)) {
       errno = ENAMETOOLONG;
       return false;
     }
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return false;
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd_ < 0) return false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(seconds, 0.0));
+    while (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) return false;
+      if (std::chrono::steady_clock::now() >= until) {
+        errno = ETIMEDOUT;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);  // connected: sends may wait for room
     ucred peer{};
     socklen_t size = sizeof peer;
     if (::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::geteuid()) {
       errno = EPERM;
       return false;
     }
+    peer_pid_ = peer.pid;  // as this namespace sees it; 0 when it cannot see the process at all
+    if (peer.pid != pid) {
+      errno = ESRCH;
+      return false;
+    }
     return true;
   }
+  long peer_pid() const noexcept { return peer_pid_; }
 
   bool send(const std::string& line) {
     for (std::size_t done = 0; done < line.size();) {
@@ -137,6 +168,7 @@ class endpoint_client {
 
  private:
   int fd_ = -1;
+  long peer_pid_ = 0;
   std::string pending_;
 };
 
@@ -172,10 +204,20 @@ inline std::string describe_window(const detail::trigger_request& r) {
   return r.steps > 0 ? std::to_string(r.steps) + " step" + (r.steps == 1 ? "" : "s") : seconds_text(r.duration_s);
 }
 
+// What serves an endpoint named by another pid than its server's here.
+inline std::string other_namespace(long peer_pid) {
+  return "its endpoint is served by " + (peer_pid ? "pid " + std::to_string(peer_pid) : std::string("a process")) +
+         " as this pid namespace sees it (a process of another pid namespace sharing the directory, a container's)";
+}
+
 struct endpoint_status {
   long pid = 0;
-  std::string window = "?", name = "(no answer)";
+  std::string window = "?", name = "(not answering)";
 };
+
+// How long --list tries to reach each endpoint, and waits for all their answers together.
+constexpr double list_connect_seconds = 0.5;
+constexpr double list_answer_seconds = 2;
 
 // `cuprof trigger --list`.
 inline int list_endpoints(std::string& out, std::string& err) {
@@ -208,32 +250,44 @@ inline int list_endpoints(std::string& out, std::string& err) {
   std::sort(pids.begin(), pids.end());
   for (const std::string& name : leftovers) ::unlink((dir + "/" + name).c_str());
   std::vector<endpoint_status> live;
+  std::vector<std::unique_ptr<endpoint_client>> asked;  // by position in `live`; null: not reached
   std::string notes;
   for (const long pid : pids) {
     const std::string path = detail::endpoint_path(dir, pid);
-    endpoint_client client;
-    if (!client.connect(path)) {
+    auto client = std::make_unique<endpoint_client>();
+    const bool connected = client->connect(path, list_connect_seconds, pid);
+    const int error = errno;
+    if (!connected && error != ETIMEDOUT) {
       // Nothing listens (an endpoint is renamed into place only once it listens): its process ended
       // without removing it, and the process with that pid now, if any, made none.
-      if (errno == ECONNREFUSED && ::unlink(path.c_str()) == 0)
+      if (error == ECONNREFUSED && ::unlink(path.c_str()) == 0)
         notes += "removed a stale endpoint: pid " + std::to_string(pid) +
                  (process_exists(pid) ? " is another process now" : " is not running") + "\n";
-      else if (errno != ENOENT)
-        notes += "pid " + std::to_string(pid) + ": cannot connect to its endpoint: " + std::strerror(errno) + "\n";
+      else if (error == ESRCH)
+        notes += "pid " + std::to_string(pid) + ": left out: " + other_namespace(client->peer_pid()) + "\n";
+      else if (error != ENOENT)
+        notes += "pid " + std::to_string(pid) + ": cannot connect to its endpoint: " + std::strerror(error) + "\n";
       continue;
     }
-    std::string line;
     endpoint_status s;
     s.pid = pid;
-    if (client.send(detail::format_status_request()) && client.next_line(5, line) == endpoint_client::got::line) {
-      const std::string prefix = "status pid=" + std::to_string(pid) + " window=";
-      const std::size_t name_at = line.find(" name=");
-      if (detail::starts_with(line, prefix) && name_at != std::string::npos && name_at > prefix.size()) {
-        s.window = line.substr(prefix.size(), name_at - prefix.size());
-        s.name = line.substr(name_at + 6);
-      }
-    }
     live.push_back(s);
+    // A process that is stopped, or whose backlog is full, is listed as not answering.
+    asked.push_back(connected && client->send(detail::format_status_request()) ? std::move(client) : nullptr);
+  }
+  // The answers, all awaited together: a process that does not answer holds back no other.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(list_answer_seconds);
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    if (!asked[i]) continue;
+    const double left = std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count();
+    std::string line;
+    if (asked[i]->next_line(std::max(left, 0.0), line) != endpoint_client::got::line) continue;
+    const std::string prefix = "status pid=" + std::to_string(live[i].pid) + " window=";
+    const std::size_t name_at = line.find(" name=");
+    if (detail::starts_with(line, prefix) && name_at != std::string::npos && name_at > prefix.size()) {
+      live[i].window = line.substr(prefix.size(), name_at - prefix.size());
+      live[i].name = line.substr(name_at + 6);
+    }
   }
   if (live.empty()) out += "no process of this user accepts cuprof trigger (" + detail::terminal_safe(dir) + ")\n";
   else out += "PID      WINDOW  PROGRAM\n";
@@ -247,9 +301,16 @@ inline int list_endpoints(std::string& out, std::string& err) {
   return 0;
 }
 
+// How long `cuprof trigger PID` tries to reach the endpoint without --timeout.
+constexpr double connect_seconds = 10;
+
 // Why `pid` has no endpoint to talk to (connecting to `path` failed with `error`).
-inline std::string no_endpoint(long pid, const std::string& path, int error) {
+inline std::string no_endpoint(long pid, const std::string& path, int error, long peer_pid = 0) {
   const std::string who = "pid " + std::to_string(pid);
+  if (error == ETIMEDOUT)
+    return who +
+           " is not answering: its endpoint has no room for a connection (is the process stopped, by Ctrl-Z or a "
+           "debugger?)";
   if (!process_exists(pid))
     return who + " is not running" +
            (error == ECONNREFUSED ? " (its stale endpoint is left: cuprof trigger --list removes it)" : "");
@@ -260,7 +321,37 @@ inline std::string no_endpoint(long pid, const std::string& path, int error) {
            "'s endpoint is stale: the process that made it ended and the pid is another process's now (cuprof "
            "trigger --list removes it)";
   if (error == EPERM) return detail::terminal_safe(path) + " is served by another user: not asking it";
+  if (error == ESRCH) return who + ": not asking it: " + other_namespace(peer_pid);
   return "cannot connect to " + detail::terminal_safe(path) + ": " + std::strerror(error);
+}
+
+// `cuprof trigger PID --cancel`: 0 once the process passed the cancel on; 1,
+// with a line on `err`, when it has no triggered window or cannot be reached.
+inline int cancel_window(long pid, std::string& out, std::string& err) {
+  const std::string who = "pid " + std::to_string(pid);
+  bool missing = false;
+  std::string why;
+  const std::string dir = trusted_control_directory(missing, why);
+  const std::string path = detail::endpoint_path(dir.empty() ? detail::control_directory_path() : dir, pid);
+  endpoint_client client;
+  if (dir.empty() || !client.connect(path, connect_seconds, pid)) {
+    err += "cuprof: " +
+           (dir.empty() && !missing ? "will not use the endpoints' directory " + why
+                                    : no_endpoint(pid, path, errno, client.peer_pid())) +
+           "\n";
+    return 1;
+  }
+  std::string line;
+  if (!client.send(detail::format_cancel_request()) || client.next_line(10, line) != endpoint_client::got::line) {
+    err += "cuprof: " + who + " did not answer the cancel\n";
+    return 1;
+  }
+  if (line == "cancelled") {
+    out += who + ": its triggered window is cancelled\n";
+    return 0;
+  }
+  err += "cuprof: " + who + ": " + detail::terminal_safe(detail::starts_with(line, "refused ") ? line.substr(8) : line) + "\n";
+  return 1;
 }
 
 // Asks `pid` for the window `request` and waits for its trace: 0 once
@@ -283,8 +374,8 @@ inline int trigger_window(long pid, const detail::trigger_request& request, std:
   }
   const std::string path = detail::endpoint_path(dir, pid);
   endpoint_client client;
-  if (!client.connect(path)) {
-    err += "cuprof: " + no_endpoint(pid, path, errno) + "\n";
+  if (!client.connect(path, wait_s.value_or(connect_seconds), pid)) {
+    err += "cuprof: " + no_endpoint(pid, path, errno, client.peer_pid()) + "\n";
     return 1;
   }
   const auto unknown = [&](const std::string& line) {

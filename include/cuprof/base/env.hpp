@@ -85,6 +85,14 @@ inline std::optional<bool> parse_lean_trace(const char* v) {
   return std::nullopt;
 }
 
+// A variable's value as a line quotes it: safe for a terminal, and cut after
+// 64 bytes (a value can be kilobytes long; the line must stay one line).
+inline std::string quoted_value(std::string_view text) {
+  constexpr std::size_t shown = 64;
+  if (text.size() <= shown) return terminal_safe(text);
+  return terminal_safe(text.substr(0, shown)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 // A setting as its variable gives it: the parsed value, or the default and the
 // one line that says what was wrong and what is used instead. Unset or empty
 // is the default, silently.
@@ -99,7 +107,7 @@ env_setting<T> read_setting(const char* name, const char* text, const std::optio
                             const char* expected, const std::string& used) {
   if (!text || !*text) return {fallback, {}};
   if (parsed) return {*parsed, {}};
-  return {fallback, std::string(name) + "=" + terminal_safe(text) + " is not " + expected + "; using " + used};
+  return {fallback, std::string(name) + "=" + quoted_value(text) + " is not " + expected + "; using " + used};
 }
 
 inline env_setting<bool> read_switch(const char* name, const char* text, bool fallback) {
@@ -180,7 +188,7 @@ inline gpu_metrics_setting read_gpu_metrics(const char* list, const char* interv
       if (name.empty()) continue;
       if (name.size() > 200 ||
           name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos) {
-        problems.push_back("CUPROF_GPU_METRICS: '" + terminal_safe(name) +
+        problems.push_back("CUPROF_GPU_METRICS: '" + quoted_value(name) +
                            "' is not a CUPTI metric name (letters, digits, '_' and '.'); GPU metrics are off");
         return {};
       }
@@ -191,7 +199,7 @@ inline gpu_metrics_setting read_gpu_metrics(const char* list, const char* interv
   if (interval && *interval) {
     if (const std::optional<std::uint64_t> ns = parse_metric_interval(interval)) g.interval_ns = *ns;
     else
-      problems.push_back("CUPROF_GPU_METRICS_INTERVAL=" + terminal_safe(interval) +
+      problems.push_back("CUPROF_GPU_METRICS_INTERVAL=" + quoted_value(interval) +
                          " is not a period from 1us to 1000ms (ns, us or ms); using 100us");
   }
   return g;
@@ -244,7 +252,7 @@ std::optional<SlowSteps> parse_slow_steps(const char* v, std::string& why) {
     const std::string key = item.substr(0, eq);
     const std::optional<int> n = eq == std::string::npos ? std::nullopt : parse_env_int(item.substr(eq + 1).c_str());
     if (key != "before" && key != "after" && key != "keep" && key != "ring" && key != "ring_mb") {
-      why = "'" + terminal_safe(item) + "' is not before=N, after=N, keep=N, ring=N or ring_mb=N";
+      why = "'" + quoted_value(item) + "' is not before=N, after=N, keep=N, ring=N or ring_mb=N";
       return std::nullopt;
     }
     if (!n) {
@@ -273,7 +281,7 @@ env_setting<std::optional<SlowSteps>> read_slow_steps(const char* text) {
   std::optional<SlowSteps> parsed = parse_slow_steps<SlowSteps>(text, why);
   if (parsed) return {parsed, {}};
   return {std::nullopt,
-          "CUPROF_SLOW_STEPS=" + terminal_safe(text) + " is not a slow-step rule (" + why + "); slow steps are not kept"};
+          "CUPROF_SLOW_STEPS=" + quoted_value(text) + " is not a slow-step rule (" + why + "); slow steps are not kept"};
 }
 
 // The libcupti paths to try, in order. An explicit CUPROF_CUPTI_LIBRARY is the
@@ -296,14 +304,17 @@ inline std::vector<std::string> cupti_library_candidates(const char* forced, con
 // cudaProfilerStart and cudaProfilerStop calls, or inside an NVTX range of
 // a given message. Outside them nothing records.
 struct capture_range {
-  enum kind_t { none, cuda, nvtx, trigger } kind = none;  // trigger: only the windows `cuprof trigger` asks for
-  std::string message;                                    // nvtx: the range's message, matched whole
-  std::string domain;                                     // nvtx: its domain's name; empty: any domain
-  int ranges = 1;                                         // how many ranges are captured, each a trace; 0: every one
+  // trigger: only the windows `cuprof trigger` asks for; refused: a value not understood, which traces nothing
+  enum kind_t { none, cuda, nvtx, trigger, refused } kind = none;
+  std::string message;  // nvtx: the range's message, matched whole
+  std::string domain;   // nvtx: its domain's name; empty: any domain
+  int ranges = 1;       // how many ranges are captured, each a trace; 0: every one
 };
 
 // "cuda", "nvtx:MSG" or "nvtx:MSG@DOMAIN", and "stop", "repeat" or "repeat:N".
-// `problem` says what was wrong; the capture is then none.
+// `problem` says what was wrong: a range not understood is refused (a window
+// was asked for: the whole run is not what the user wants), an end not
+// understood is "stop".
 inline capture_range read_capture_range(const char* range, const char* end, std::string& problem) {
   capture_range c;
   const std::string r = range ? range : "";
@@ -323,12 +334,15 @@ inline capture_range read_capture_range(const char* range, const char* end, std:
     c.message = r.substr(5, at == std::string::npos || at < 5 ? std::string::npos : at - 5);
     if (at != std::string::npos && at >= 5) c.domain = r.substr(at + 1);
     if (c.message.empty() || (at != std::string::npos && c.domain.empty())) {
-      problem = "CUPROF_CAPTURE_RANGE=" + terminal_safe(r) + " names no range message or an empty domain; nothing is captured";
-      return capture_range{};
+      problem = "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
+                " names no range message or an empty domain (nvtx:MESSAGE or nvtx:MESSAGE@DOMAIN); nothing is traced";
+      c.kind = capture_range::refused;
+      return c;
     }
   } else {
-    problem = "CUPROF_CAPTURE_RANGE=" + terminal_safe(r) +
-              " is not cuda, nvtx:MESSAGE, nvtx:MESSAGE@DOMAIN or trigger; nothing is captured";
+    problem = "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
+              " is not cuda, nvtx:MESSAGE, nvtx:MESSAGE@DOMAIN or trigger; nothing is traced";
+    c.kind = capture_range::refused;
     return c;
   }
   if (e.empty() || e == "stop") return c;
@@ -338,7 +352,7 @@ inline capture_range read_capture_range(const char* range, const char* end, std:
   }
   const std::optional<int> n = e.compare(0, 7, "repeat:") == 0 ? parse_env_int(e.c_str() + 7) : std::nullopt;
   if (!n || *n < 1) {
-    problem = "CUPROF_CAPTURE_RANGE_END=" + terminal_safe(e) + " is not stop, repeat or repeat:N (N at least 1); using stop";
+    problem = "CUPROF_CAPTURE_RANGE_END=" + quoted_value(e) + " is not stop, repeat or repeat:N (N at least 1); using stop";
     return c;
   }
   c.ranges = *n;

@@ -18,6 +18,39 @@
 
 namespace cuprof::detail {
 
+// Holds `sig` off the calling thread while cuprof writes: SIGPIPE (a closed
+// pipe) and SIGXFSZ (past a file-size limit, ulimit -f) would end the
+// program, whose default action they have; held, the write fails with EPIPE
+// or EFBIG instead and cuprof says so. One such signal raised meanwhile is
+// taken at the end, unless it was pending or blocked before. Async-signal-safe.
+class signal_held {
+ public:
+  explicit signal_held(int sig) noexcept : sig_(sig) {
+    sigemptyset(&only_);
+    sigaddset(&only_, sig);
+    ::pthread_sigmask(SIG_BLOCK, &only_, &before_);
+    sigset_t pending;
+    was_pending_ = ::sigpending(&pending) == 0 && sigismember(&pending, sig);
+  }
+  signal_held(const signal_held&) = delete;
+  signal_held& operator=(const signal_held&) = delete;
+  ~signal_held() {
+    const int saved_errno = errno;
+    sigset_t pending;
+    if (!was_pending_ && !sigismember(&before_, sig_) && ::sigpending(&pending) == 0 && sigismember(&pending, sig_)) {
+      const timespec now{0, 0};
+      ::sigtimedwait(&only_, nullptr, &now);
+    }
+    ::pthread_sigmask(SIG_SETMASK, &before_, nullptr);
+    errno = saved_errno;
+  }
+
+ private:
+  int sig_;
+  sigset_t only_, before_;
+  bool was_pending_ = false;
+};
+
 // Writes to stderr with write(2), not stdio: a program thread may hold
 // stderr's lock (stopped by a signal, or blocked on a full pipe), and a line
 // written in one call is not interleaved with the program's. A closed pipe
@@ -25,28 +58,16 @@ namespace cuprof::detail {
 // Async-signal-safe.
 inline void write_stderr(const char* data, std::size_t n) noexcept {
   const int saved_errno = errno;
-  sigset_t pipe_only, before;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
-  sigset_t pending;
-  const bool was_pending = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-  bool broken_pipe = false;
-  while (n > 0) {
-    const ssize_t w = ::write(STDERR_FILENO, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      broken_pipe = w < 0 && errno == EPIPE;
-      break;
+  {
+    const signal_held pipe(SIGPIPE);
+    while (n > 0) {
+      const ssize_t w = ::write(STDERR_FILENO, data, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      data += w;
+      n -= std::size_t(w);
     }
-    data += w;
-    n -= std::size_t(w);
   }
-  if (broken_pipe && !was_pending && !sigismember(&before, SIGPIPE)) {
-    const timespec now{0, 0};
-    ::sigtimedwait(&pipe_only, nullptr, &now);  // the SIGPIPE this write raised, and only it
-  }
-  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   errno = saved_errno;
 }
 

@@ -20,6 +20,7 @@
 #include "../base/dynamic_library.hpp"
 #include "../base/env.hpp"
 #include "../base/log.hpp"
+#include "../base/threads.hpp"
 #include "../collect/clock.hpp"
 #include "../model/gpu_metrics.hpp"
 #include "libraries.hpp"
@@ -144,8 +145,9 @@ class pm_sampler {
     if (request_.metrics.empty()) request_.metrics = default_gpu_metrics();
     if (request_.interval_ns == 0) request_.interval_ns = 100000;
     max_kept_ = max_kept_samples();
+    std::string no_thread;
+    if (!start_detached_thread(no_thread, &pm_sampler::run_thread, this)) return no_thread;
     opened_ = true;
-    std::thread(&pm_sampler::run_thread, this).detach();
     return {};
   }
 
@@ -200,7 +202,7 @@ class pm_sampler {
         const std::uint64_t a = to_epoch(d, d.raw.start_ns[i], clock), b = to_epoch(d, d.raw.end_ns[i], clock);
         if (b <= from_ns) continue;  // before the window: nobody's
         if (a >= to_ns) {
-          kept.add(d.raw.start_ns[i], d.raw.end_ns[i], &d.raw.values[i * nm]);
+          kept.add_unchecked(d.raw.start_ns[i], d.raw.end_ns[i], &d.raw.values[i * nm]);
           continue;
         }
         // A stretch the hardware left unsampled (seen on an H200 now and then,
@@ -507,7 +509,7 @@ class pm_sampler {
           ++d.dropped;
           continue;
         }
-        d.raw.add(si.startTimestamp, si.endTimestamp, values.data());
+        d.raw.add_unchecked(si.startTimestamp, si.endTimestamp, values.data());
         ++kept_total_;
       }
       d.image = d.blank_image;

@@ -29,6 +29,7 @@
 #include "../base/crash_guard.hpp"
 #include "../base/env.hpp"
 #include "../base/log.hpp"
+#include "../base/threads.hpp"
 #include "../model/event.hpp"
 
 #include <pthread.h>
@@ -362,9 +363,12 @@ class tracer {
     driver_.driver_get_version(&driver_version_);
     if (!process().inside_cuda_init.load()) read_devices();  // else at the first window, once CUDA is up
     sem_init(&work_ready_, 0, 0);
-    // A function pointer, not a lambda: std::thread's code for a lambda type is
-    // shared by every copy of cuprof and would run one copy's worker body.
-    std::thread(&tracer::run_worker, this).detach();
+    std::string no_worker;
+    if (!start_detached_thread(no_worker, &tracer::run_worker, this)) {  // no thread to spare: CUPTI let go
+      detach();
+      self() = nullptr;
+      return no_worker;
+    }
     pthread_atfork(nullptr, nullptr, &mark_forked_child);
     return {};
   }

@@ -39,11 +39,31 @@ inline std::vector<gpu_metric> default_gpu_metrics() {
           {"sm__warps_active_realtime.avg.pct_of_peak_sustained_active", metric_label_occupancy}};
 }
 
+// Whether a metric is a percentage: CUPTI's ".pct" forms, and a label that
+// says "%" (the default set's, a trace's).
+inline bool is_percentage(const gpu_metric& m) {
+  return m.name.find(".pct") != std::string::npos || (!m.label.empty() && m.label.back() == '%');
+}
+
+// Percentages of peak read over an interval overshoot 100 a little (the
+// interval's edges are not the counters' exactly); past this margin a value
+// is broken, not high.
+inline constexpr double percentage_margin = 5;
+
+// A value a metric can take: finite, not below 0, and for a percentage not
+// above 100 + percentage_margin. Anything else (393 % of peak DRAM, -50 %
+// occupancy, inf) is a broken sample: dropped and counted, never averaged,
+// tabled or judged.
+inline bool plausible_metric_value(const gpu_metric& m, double v) {
+  return std::isfinite(v) && v >= 0 && (!is_percentage(m) || v <= 100 + percentage_margin);
+}
+
 // The samples of one GPU, in time order, on the trace's clock (epoch ns).
 struct gpu_metric_series {
   std::uint32_t device = 0;
   std::uint64_t interval_ns = 0;    // the period asked for
   std::uint64_t dropped = 0;        // samples lost (hardware buffer overflow, memory cap)
+  std::uint64_t out_of_range = 0;   // values add() left out: not plausible_metric_value()
   std::int64_t shift_ns = 0;        // moved by this to lie on the kernels' clock (align_to_kernels)
   bool aligned = false;             // shift_ns was found in the data; false: as CUPTI stamped them
   std::vector<gpu_metric> metrics;  // the columns of `values`
@@ -52,10 +72,22 @@ struct gpu_metric_series {
 
   std::size_t size() const { return start_ns.size(); }
   double value(std::size_t sample, std::size_t metric) const { return values[sample * metrics.size() + metric]; }
-  void add(std::uint64_t start, std::uint64_t end, const double* v) {
+  // One sample as CUPTI gave it: the decoder's buffer, checked when a window takes it (add()).
+  void add_unchecked(std::uint64_t start, std::uint64_t end, const double* v) {
     start_ns.push_back(start);
     end_ns.push_back(end);
     values.insert(values.end(), v, v + metrics.size());
+  }
+  // One sample; a value no metric can take is kept as NaN (none) and counted.
+  void add(std::uint64_t start, std::uint64_t end, const double* v) {
+    start_ns.push_back(start);
+    end_ns.push_back(end);
+    for (std::size_t m = 0; m < metrics.size(); ++m) {
+      const bool none = v[m] != v[m];
+      const bool kept = none || plausible_metric_value(metrics[m], v[m]);
+      out_of_range += !kept;
+      values.push_back(kept ? v[m] : __builtin_nan(""));
+    }
   }
 };
 

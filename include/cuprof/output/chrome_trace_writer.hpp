@@ -536,10 +536,12 @@ class chrome_trace_writer {
     out_ += '{';
     key(schema::gpu_metrics_interval_ns);
     append_int(out_, series[0].interval_ns);
-    std::uint64_t dropped = 0;
-    for (const gpu_metric_series& s : series) dropped += s.dropped;
+    std::uint64_t dropped = 0, out_of_range = 0;
+    for (const gpu_metric_series& s : series) dropped += s.dropped, out_of_range += s.out_of_range;
     next_key(schema::gpu_metrics_dropped);
     append_int(out_, dropped);
+    next_key(schema::gpu_metrics_out_of_range);
+    append_int(out_, out_of_range);
     next_key(schema::gpu_metrics_devices);
     out_ += '[';
     for (std::size_t i = 0; i < series.size(); ++i) {

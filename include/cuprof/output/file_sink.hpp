@@ -20,6 +20,7 @@
 #pragma once
 
 #include "../base/dynamic_library.hpp"
+#include "../base/log.hpp"
 #include "../base/text.hpp"
 #include "../base/error.hpp"
 
@@ -106,6 +107,29 @@ inline std::pair<std::string, std::string> split_path(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   if (slash == std::string::npos) return {".", path};
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// `path` with `tag` before its file name's first '.' ("t.json", ".7" -> "t.7.json"),
+// or at its end: the names of the traces that share a path pattern.
+inline std::string with_tag_before_extension(std::string path, const std::string& tag) {
+  const std::size_t slash = path.rfind('/');
+  const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+  return path.insert(dot == std::string::npos ? path.size() : dot, tag);
+}
+
+// Why a trace cannot be written to `path`, checked without writing: its
+// directory is missing or closed to this process, or the path is there and
+// not a regular file. Empty when it looks writable (the write may still
+// fail: a full disk). A window asked for by another process is refused on
+// this before it opens, not after it was recorded.
+inline std::string why_unwritable(const std::string& path) {
+  const std::string dir = split_path(path).first;
+  if (::faccessat(AT_FDCWD, dir.empty() ? "." : dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+    return "cannot write into '" + terminal_safe(dir) + "': " + std::strerror(errno);
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return "cannot write '" + terminal_safe(path) + "': it exists and is not a regular file";
+  return {};
 }
 
 // The directory of a trace's path, opened when the path is given and held
@@ -204,6 +228,7 @@ class atomic_file {
     // for the write to report. What the flush bought, a crash soon after the
     // rename finding the new bytes on disk, was never promised (no fsync).
     // Only on ext4: elsewhere (NFS) a reservation can cost a round trip.
+    const signal_held size_limit(SIGXFSZ);  // past ulimit -f: EFBIG, said, and the program goes on
     if (ext4_) ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, off_t(written_), off_t(n));
     while (n > 0) {
       errno = 0;

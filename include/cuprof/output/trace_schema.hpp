@@ -170,10 +170,11 @@ inline constexpr std::string_view edges_launched_before = "launched_before";
 inline constexpr std::string_view edges_calls_running_at_end = "calls_running_at_end";
 inline constexpr std::string_view edge_kind_names[3] = {"kernel", "memcpy", "memset"};  // window_edges' kinds
 // Inside key_cuprof, where metrics were sampled: {"interval_ns":N,"dropped":N,
-// "devices":[D,...],"metrics":[{"name":CUPTI_NAME,"label":LABEL},...]}.
+// "out_of_range":N,"devices":[D,...],"metrics":[{"name":CUPTI_NAME,"label":LABEL},...]}.
 inline constexpr std::string_view cuprof_gpu_metrics = "gpu_metrics";
 inline constexpr std::string_view gpu_metrics_interval_ns = "interval_ns";
 inline constexpr std::string_view gpu_metrics_dropped = "dropped";
+inline constexpr std::string_view gpu_metrics_out_of_range = "out_of_range";
 inline constexpr std::string_view gpu_metrics_devices = "devices";
 inline constexpr std::string_view gpu_metrics_metrics = "metrics";
 inline constexpr std::string_view gpu_metrics_name = "name";

@@ -7,8 +7,10 @@
 //       aside, which a program writing to a closed pipe raises at every write),
 //       or a write that takes longer than signal_write_limit_s, ends the
 //       process at once, without the trace.
-//   std::terminate (an uncaught exception)  the trace is written, then the
-//       previous terminate handler runs (abort by default).
+//   std::terminate (an uncaught exception)  the trace is written, or the
+//       write in progress (the exit's) finishes, then the previous terminate
+//       handler runs (abort by default); waited for signal_write_limit_s at
+//       most, past which the trace is abandoned, and said so.
 //   quick_exit  the trace is written (at_quick_exit).
 //   abort(), SIGABRT  one line: the trace was not written (the heap may be
 //       corrupt, so nothing is attempted).
@@ -25,6 +27,7 @@
 #pragma once
 
 #include "../base/log.hpp"
+#include "../base/threads.hpp"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -46,9 +49,9 @@ namespace cuprof::detail {
 // meets in practice: a terminal's, a batch system's CPU limit (SIGXCPU), a
 // timer the program set and left at the default (SIGALRM, SIGVTALRM,
 // SIGPROF), kill -USR1. Only where the program left the default action
-// (handle_abnormal_exits). Not SIGXFSZ, which the trace's own write raises
-// under a file-size limit, nor real-time signals, which libraries take for
-// their own use.
+// (handle_abnormal_exits). Not SIGXFSZ: past a file-size limit the trace's
+// write fails too (cuprof's writes hold it off: file_sink.hpp), nor real-time
+// signals, which libraries take for their own use.
 constexpr int forwarded_signals[] = {SIGINT,  SIGTERM, SIGHUP,    SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2,
                                      SIGALRM, SIGXCPU, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR};
 // A trace whose GPU never finishes its work (the program was interrupted
@@ -59,9 +62,11 @@ constexpr int signal_write_limit_s = 60;
 struct abnormal_exit_state {
   void (*write_trace)() = nullptr;                   // writes the trace once; later calls wait for a write in progress
   const std::atomic<bool>* trace_pending = nullptr;  // the trace is still to be written
+  const std::atomic<bool>* trace_writing = nullptr;  // ... or being written
   pid_t owner = 0;                                   // a forked child takes the default action
   sem_t wake;                                        // posted by the handler: a signal came
   sem_t written;                                     // posted by the writer: the trace is written
+  sem_t written_on_terminate;                        // likewise, for std::terminate
   std::atomic<int> signal{0};                        // the first signal taken
   std::atomic<bool> ending{false};                   // the process ends once the trace is written
   std::terminate_handler previous_terminate = nullptr;
@@ -130,16 +135,6 @@ inline void on_abort_signal(int sig) {
   ::raise(sig);
 }
 
-inline void on_terminate() {
-  abnormal_exit_state& s = abnormal_exit();
-  if (::getpid() == s.owner && s.trace_pending->load()) {
-    log_line("std::terminate was called (an uncaught exception?): writing the trace first");
-    s.write_trace();
-  }
-  if (s.previous_terminate) s.previous_terminate();
-  std::abort();
-}
-
 inline bool has_default_action(int sig) {
   struct sigaction current {};
   return ::sigaction(sig, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL;
@@ -179,7 +174,8 @@ inline void watch_for_signals() {
   const int sig = st.signal.load();
   log_line(std::string("signal ") + std::to_string(sig) + " (" + ::strsignal(sig) +
            "): writing the trace before the program ends as the signal says (a second signal ends it at once)");
-  std::thread(&write_trace_for_signal).detach();
+  std::string why;
+  if (!start_detached_thread(why, &write_trace_for_signal)) write_trace_for_signal();  // unbounded, on this thread
   timespec until{};
   ::clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += signal_write_limit_s;
@@ -189,20 +185,67 @@ inline void watch_for_signals() {
   end_with_signal(sig);
 }
 
+// Writes the trace for std::terminate, on a thread of its own.
+inline void write_trace_for_terminate() {
+  block_forwarded_signals();
+  abnormal_exit_state& st = abnormal_exit();
+  st.write_trace();
+  sem_post(&st.written_on_terminate);
+}
+
+// The trace is written (or a write in progress, the exit's, finished) before
+// the program ends, waited for at most signal_write_limit_s: the terminating
+// thread may hold a lock the write needs, and a stuck write must not keep the
+// program from ending. Past that, the trace is abandoned, and said so.
+inline void on_terminate() {
+  abnormal_exit_state& s = abnormal_exit();
+  const bool pending = s.trace_pending && s.trace_pending->load();
+  const bool writing = s.trace_writing && s.trace_writing->load();
+  if (::getpid() == s.owner && (pending || writing)) {
+    log_line(pending ? "std::terminate was called (an uncaught exception?): writing the trace first"
+                     : "std::terminate was called (an uncaught exception?) while the trace was being written: letting the "
+                       "write finish first");
+    std::string why;
+    if (start_detached_thread(why, &write_trace_for_terminate)) {
+      timespec until{};
+      ::clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_sec += signal_write_limit_s;
+      int r;
+      while ((r = sem_timedwait(&s.written_on_terminate, &until)) != 0 && errno == EINTR) {}
+      if (r != 0)
+        log_line("the trace could not be written within " + std::to_string(signal_write_limit_s) +
+                 " s: abandoned, the program ends without it");
+    } else {
+      s.write_trace();  // no thread to spare: on this one, unbounded
+    }
+  }
+  if (s.previous_terminate) s.previous_terminate();
+  std::abort();
+}
+
 // Once per process, by the process that owns the environment's profile.
 // `write_trace` must be callable from any thread, write at most once, and
 // return only once no write is in progress; `*trace_pending` says whether it
-// still has something to write.
-inline void handle_abnormal_exits(void (*write_trace)(), const std::atomic<bool>* trace_pending) {
+// still has something to write, `*trace_writing` whether it is writing.
+// Without a thread to spare for the signal watcher, signals keep their
+// default action (said in one line).
+inline void handle_abnormal_exits(void (*write_trace)(), const std::atomic<bool>* trace_pending,
+                                  const std::atomic<bool>* trace_writing) {
   abnormal_exit_state& s = abnormal_exit();
   s.write_trace = write_trace;
   s.trace_pending = trace_pending;
+  s.trace_writing = trace_writing;
   s.owner = ::getpid();
   sem_init(&s.wake, 0, 0);
   sem_init(&s.written, 0, 0);
-  std::thread(&watch_for_signals).detach();
-  for (int sig : forwarded_signals)
-    if (has_default_action(sig)) install_handler(sig, &on_forwarded_signal);
+  sem_init(&s.written_on_terminate, 0, 0);
+  std::string why;
+  if (start_detached_thread(why, &watch_for_signals)) {
+    for (int sig : forwarded_signals)
+      if (has_default_action(sig)) install_handler(sig, &on_forwarded_signal);
+  } else {
+    log_line(why + ": a signal such as SIGTERM ends the program without writing the trace");
+  }
   if (has_default_action(SIGABRT)) install_handler(SIGABRT, &on_abort_signal);
   s.previous_terminate = std::set_terminate(&on_terminate);
   std::at_quick_exit(write_trace);

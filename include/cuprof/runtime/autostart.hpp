@@ -115,11 +115,7 @@ inline std::string expand_trace_path(const std::string& pattern, std::uint32_t p
     else if (c == '%') out.push_back('%');
     else out.push_back('%'), out.push_back(c);
   }
-  if (world_size > 1 && !has_rank) {
-    const std::size_t slash = out.rfind('/');
-    const std::size_t dot = out.find('.', slash == std::string::npos ? 0 : slash + 1);
-    out.insert(dot == std::string::npos ? out.size() : dot, ".rank" + std::to_string(rank));
-  }
+  if (world_size > 1 && !has_rank) out = with_tag_before_extension(out, ".rank" + std::to_string(rank));
   return out;
 }
 
@@ -145,7 +141,7 @@ inline environment_config read_environment(const std::function<const char*(const
     if (v == "cpu") c.activities = activity::cpu;
     else if (v == "cuda") c.activities = activity::cuda;
     else if (v != "cpu,cuda" && v != "cuda,cpu" && !v.empty())
-      c.problems.push_back("CUPROF_ACTIVITIES=" + terminal_safe(v) + " is not cpu, cuda or cpu,cuda; using cpu,cuda");
+      c.problems.push_back("CUPROF_ACTIVITIES=" + quoted_value(v) + " is not cpu, cuda or cpu,cuda; using cpu,cuda");
   }
   c.delay_s = use(read_seconds("CUPROF_DELAY", env("CUPROF_DELAY")));
   c.duration_s = use(read_seconds("CUPROF_DURATION", env("CUPROF_DURATION")));
@@ -168,6 +164,10 @@ inline environment_config read_environment(const std::function<const char*(const
   std::string capture_problem;
   c.capture = read_capture_range(env("CUPROF_CAPTURE_RANGE"), env("CUPROF_CAPTURE_RANGE_END"), capture_problem);
   if (!capture_problem.empty()) c.problems.push_back(capture_problem);
+  if (c.capture.kind == capture_range::refused) {
+    c.enabled = false;  // the problem says so; nothing else applies
+    return c;
+  }
   if (c.capture.kind != capture_range::none && (c.start_step >= 0 || c.delay_s > 0 || c.duration_s > 0 || c.slow)) {
     c.problems.push_back(
         "CUPROF_CAPTURE_RANGE chooses the windows: CUPROF_DELAY, CUPROF_DURATION, CUPROF_START_STEP and CUPROF_SLOW_STEPS are "
@@ -179,6 +179,13 @@ inline environment_config read_environment(const std::function<const char*(const
   if (c.start_step < 0 && c.steps > 0) {
     c.problems.push_back("CUPROF_STEPS needs CUPROF_START_STEP (the step the window opens at); ignored");
     c.steps = 0;
+  }
+  // Steps choose windows for CUPROF_START_STEP, CUPROF_SLOW_STEPS and triggers by steps (a capture range's).
+  if (!c.step_range.empty() && c.start_step < 0 && !c.slow && c.capture.kind == capture_range::none) {
+    c.problems.push_back(
+        "CUPROF_STEP_RANGE needs CUPROF_START_STEP, CUPROF_SLOW_STEPS or CUPROF_CAPTURE_RANGE (what steps "
+        "choose windows for); ignored");
+    c.step_range.clear();
   }
   return c;
 }
@@ -217,6 +224,7 @@ struct environment_session {
   std::mutex mutex;
   profile* prof = nullptr;                 // running or waiting for its window; null once written
   std::atomic<bool> trace_pending{false};  // prof != nullptr, readable from signal handlers
+  std::atomic<bool> trace_writing{false};  // write_environment_trace() is writing it
   environment_config config;
   std::unique_ptr<trace_directory> directory;  // the trace's, held from start; null: it was not there then
   std::uint32_t owner_pid = 0;
@@ -241,11 +249,8 @@ struct environment_session {
 // pattern names no pid gets ".<pid>" before the extension: children of one run
 // never overwrite each other's trace, and the first process keeps the name.
 inline std::string resolve_trace_path(std::string path, std::uint32_t pid, const char* root_pid, bool pattern_has_pid) {
-  if (root_pid && *root_pid && std::to_string(pid) != root_pid && !pattern_has_pid) {
-    const std::size_t slash = path.rfind('/');
-    const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
-    path.insert(dot == std::string::npos ? path.size() : dot, "." + std::to_string(pid));
-  }
+  if (root_pid && *root_pid && std::to_string(pid) != root_pid && !pattern_has_pid)
+    path = with_tag_before_extension(path, "." + std::to_string(pid));
   if (!path.empty() && path[0] != '/') {
     char cwd[4096];
     if (::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
@@ -314,7 +319,12 @@ inline void write_environment_trace(environment_session& s, std::uint64_t end_ti
   if (!s.prof || s.owner_pid != std::uint32_t(::getpid())) return;
   profile* p = s.prof;
   s.prof = nullptr;
+  s.trace_writing.store(true);
   s.trace_pending.store(false);
+  struct written {
+    std::atomic<bool>& writing;
+    ~written() { writing.store(false); }
+  } done{s.trace_writing};
   process().environment_profile_claimed.store(false);
   const char* root = std::getenv("CUPROF_ROOT_PID");
   const bool run_root = root && std::to_string(s.owner_pid) == root;
@@ -350,10 +360,12 @@ inline void write_environment_trace(environment_session& s, std::uint64_t end_ti
     if (s.start_step) {
       if (!s.start_step->opened()) {
         const int seen = s.start_step->steps_seen();
-        log_line("the window never opened: CUPROF_START_STEP=" + std::to_string(s.config.start_step) + " but the program ran " +
-                 std::to_string(seen) + " step" + (seen == 1 ? "" : "s") +
-                 " (NVTX ranges named as CUPROF_STEP_RANGE says); no trace written, '" + terminal_safe(s.config.trace_path) +
-                 "' left as it was");
+        const std::string unseen = seen == 0 ? why_nvtx_unseen() : std::string();
+        log_line("the window never opened: CUPROF_START_STEP=" + std::to_string(s.config.start_step) +
+                 (unseen.empty() ? " but the program ran " + std::to_string(seen) + " step" + (seen == 1 ? "" : "s") +
+                                       " (NVTX ranges named as CUPROF_STEP_RANGE says)"
+                                 : ", but no step could be seen (" + unseen + ")") +
+                 "; no trace written, '" + terminal_safe(s.config.trace_path) + "' left as it was");
         return;
       }
       with_steps = *written;
@@ -377,10 +389,7 @@ inline void adopt_if_daemon(environment_session& s) {
   if (!s.prof || s.owner_pid == std::uint32_t(self) || ::getsid(0) == s.owner_session) return;
   s.owner_pid = std::uint32_t(self);
   s.owner_session = ::getsid(0);
-  const std::string& path = s.config.trace_path;
-  const std::size_t slash = path.rfind('/');
-  const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
-  s.config.trace_path.insert(dot == std::string::npos ? path.size() : dot, "." + std::to_string(self));
+  s.config.trace_path = with_tag_before_extension(s.config.trace_path, "." + std::to_string(self));
   s.out.path = s.config.trace_path;
   log_line("this process left its parent's session (daemon()): it writes its own trace, to " +
            terminal_safe(s.config.trace_path));
@@ -405,11 +414,15 @@ inline void finish_environment_profile() {
 // CUPROF_DURATION), on the driver's thread with the session's lock held.
 inline void end_environment_window(std::uint64_t end_ticks) { write_environment_trace(environment(), end_ticks); }
 
-// The endpoint's handler and --list's probe (control_endpoint.hpp).
+// The endpoint's handler, its cancel and --list's probe (control_endpoint.hpp).
 inline trigger_reply on_environment_trigger(const trigger_request& r) {
   environment_session& s = environment();
   if (!s.trigger) return {false, "the process is ending"};
   return s.trigger->on_request(r);
+}
+inline bool on_environment_cancel() {
+  environment_session& s = environment();
+  return s.trigger && s.trigger->cancel();
 }
 inline bool environment_window_open() {
   environment_session& s = environment();
@@ -425,12 +438,13 @@ inline bool start_environment_profile(bool injected = false) {
   if (s.prof) return false;
   s.config = read_environment([](const char* n) { return std::getenv(n); }, injected, std::uint32_t(::getpid()), host_name(),
                               process_rank(), process_world_size());
-  if (!s.config.enabled) return false;
+  if (!s.config.enabled && s.config.problems.empty()) return false;
   // Every copy of cuprof in the process (the program's, its libraries', the
   // injection library of `cuprof run`) gets here; the first owns the profile.
   if (process().environment_profile_claimed.exchange(true)) return false;
   const std::string pid = std::to_string(::getpid());
   for (const std::string& problem : s.config.problems) log_line(problem);
+  if (!s.config.enabled) return false;  // a setting refused: nothing is traced, as said
   const char* pattern = std::getenv("CUPROF_TRACE");
   // A path with the pid, or with the rank in a process a launcher gave one, is its own.
   const bool own_path = pattern && (std::strstr(pattern, "%p") || (std::strstr(pattern, "%r") && launched_with_rank()));
@@ -464,12 +478,13 @@ inline bool start_environment_profile(bool injected = false) {
   // CUDA was never traced.
   std::atexit(finish_environment_profile);
   process().before_exit.store(&finish_environment_profile);
-  if (!process().abnormal_exits_handled.exchange(true))
-    handle_abnormal_exits(&finish_environment_profile, &environment().trace_pending);
   s.out.path = s.config.trace_path;
   s.out.directory = s.directory.get();
   s.out.options = s.config.export_with;
   s.out.print_table = s.config.print_table;
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &now);  // the clock file times are read from
+  s.out.started_ns = std::uint64_t(now.tv_sec) * 1000000000u + std::uint64_t(now.tv_nsec);
   // The policy that chooses the windows (windows/driver.hpp); none for the whole run.
   s.target = std::make_unique<profile_target>(*s.prof, &end_environment_window);
   const environment_config& c = s.config;
@@ -477,19 +492,28 @@ inline bool start_environment_profile(bool injected = false) {
     s.target->wait_for_windows();
     if (c.capture.kind != capture_range::trigger) s.capture = std::make_unique<capture_range_window>(s.driver, c.capture, s.out);
     s.trigger = std::make_unique<trigger_window>(s.driver, s.out, c.step_range);
-  } else {
-    if (c.delay_s == 0) s.prof->start();
-    if (c.slow) s.slow = std::make_unique<slow_steps_window>(s.driver, s.out, c.step_range);
-    else if (c.start_step >= 0)
-      s.start_step = std::make_unique<start_step_window>(s.driver, c.start_step, c.steps, c.duration_s, c.step_range);
-    else if (c.delay_s > 0 || c.duration_s > 0)
-      s.timer = std::make_unique<timer_window>(s.driver, c.delay_s, c.duration_s, monotonic_ns());
-    else return true;
+  } else if (c.slow) {
+    s.slow = std::make_unique<slow_steps_window>(s.driver, s.out, c.step_range);
+  } else if (c.start_step >= 0) {
+    s.start_step = std::make_unique<start_step_window>(s.driver, c.start_step, c.steps, c.duration_s, c.step_range);
+  } else if (c.delay_s > 0 || c.duration_s > 0) {
+    s.timer = std::make_unique<timer_window>(s.driver, c.delay_s, c.duration_s, monotonic_ns());
   }
+  const bool policy = s.waits_for_windows() || s.slow || s.start_step || s.timer;
+  std::string why;
+  if (policy && !s.driver.start_detached(s.target.get(), why)) {
+    log_line(why + ": the windows asked for cannot be chosen; the program runs untraced");
+    s.prof = nullptr;  // never started: nothing to write at exit
+    s.trace_pending.store(false);
+    return false;
+  }
+  if (!process().abnormal_exits_handled.exchange(true))
+    handle_abnormal_exits(&finish_environment_profile, &s.trace_pending, &s.trace_writing);
+  if (!s.waits_for_windows() && c.delay_s == 0) s.prof->start();
+  if (!policy) return true;
   if (!s.timer) s.driver.hook(true);
-  s.driver.start(s.target.get()).detach();
   if (s.trigger) {
-    s.endpoint = control_endpoint::open(&on_environment_trigger, &environment_window_open);
+    s.endpoint = control_endpoint::open(&on_environment_trigger, &environment_window_open, &on_environment_cancel);
     s.trigger->set_endpoint(s.endpoint);
   }
   return true;

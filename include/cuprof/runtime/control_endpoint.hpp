@@ -27,10 +27,16 @@
 //       own trace path.
 //   cuprof-trigger 1 status\n
 //       what `cuprof trigger --list` shows.
+//   cuprof-trigger 1 cancel\n
+//       the triggered window: one still waiting for its first step is
+//       dropped, an open one ends now and is written. A window whose client
+//       goes away before it opens is dropped the same way.
 //
 // The process's answers, one line each, after which it closes the connection:
 //
 //   status pid=<pid> window=open|closed name=<program name>\n
+//   cancelled\n                      the cancel was passed on (the window's
+//                                     own client hears what became of it)
 //   refused <why>\n                   nothing was opened ("refused busy: ..."
 //                                     while another trigger's window is open)
 //   ok <path>\n                       the window is open; its trace goes to <path>.
@@ -46,6 +52,7 @@
 #include "../base/error.hpp"
 #include "../base/log.hpp"
 #include "../base/text.hpp"
+#include "../base/threads.hpp"
 #include "process_info.hpp"
 
 #include <fcntl.h>
@@ -69,17 +76,20 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace cuprof::detail {
 
 constexpr int trigger_protocol_version = 1;
-constexpr std::size_t trigger_line_max = 4096;         // a request line with its '\n'
-constexpr double trigger_default_seconds = 2;          // a request that names neither a duration nor steps
-constexpr std::uint64_t trigger_max_ms = 10000000000;  // 1e7 s, as CUPROF_DURATION (parse_seconds)
+constexpr std::size_t trigger_line_max = 4096;      // a request line with its '\n'
+constexpr double trigger_default_seconds = 2;       // a request that names neither a duration nor steps
+constexpr std::uint64_t trigger_max_ms = 86400000;  // a day: a window nobody can end early is bounded
 constexpr std::uint64_t trigger_max_steps = (1u << 30) - 1;
-// How long a client has to send its request line: the endpoint serves one
-// connection at a time, so a silent client holds the others back this long.
+// How long a client has to send its request line. The endpoint reads every
+// connection's line at once: a silent client holds back no other.
 constexpr int trigger_request_timeout_ms = 2000;
+// Connections whose request line is still awaited, at most; more wait to be accepted.
+constexpr std::size_t trigger_max_waiting = 64;
 
 struct trigger_request {
   double duration_s = 0;  // never both 0 with steps once parsed: the default is trigger_default_seconds
@@ -102,6 +112,9 @@ struct trigger_reply {
 // std::function: several copies of cuprof can live in one process, and a
 // lambda's std::function code is shared between them (docs/architecture.md).
 using trigger_handler = trigger_reply (*)(const trigger_request&);
+// Cancels the triggered window (its client went away, or asked `cancel`);
+// false when there is none.
+using trigger_canceller = bool (*)();
 // Whether a window is open now apart from a triggered one (CUPROF_DURATION's, say), for --list.
 using window_probe = bool (*)();
 
@@ -113,6 +126,7 @@ inline std::string format_trigger_request(const trigger_request& r) {
 }
 
 inline std::string format_status_request() { return "cuprof-trigger " + std::to_string(trigger_protocol_version) + " status\n"; }
+inline std::string format_cancel_request() { return "cuprof-trigger " + std::to_string(trigger_protocol_version) + " cancel\n"; }
 
 // 1 to 11 decimal digits and nothing else, at most `max`.
 inline std::optional<std::uint64_t> parse_protocol_number(std::string_view s, std::uint64_t max) {
@@ -133,7 +147,8 @@ inline bool has_control_character(std::string_view s) {
 }
 
 struct control_request {
-  bool status = false;  // else a window
+  bool status = false;  // else a window or a cancel
+  bool cancel = false;
   trigger_request window;
 };
 
@@ -154,14 +169,15 @@ inline bool parse_control_request(std::string_view line, control_request& out, s
     return false;
   }
   line = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
-  if (line == "status") {
+  if (line == "status" || line == "cancel") {
     out = {};
-    out.status = true;
+    out.status = line == "status";
+    out.cancel = line == "cancel";
     return true;
   }
   const std::string_view window = "window duration_ms=";
   if (!starts_with(line, window)) {
-    why = "unknown request (window or status)";
+    why = "unknown request (window, status or cancel)";
     return false;
   }
   line.remove_prefix(window.size());
@@ -254,7 +270,7 @@ class control_endpoint {
   // Creates this process's endpoint and starts its thread; nullptr, with one
   // line saying why, when it cannot. Never destroyed: its thread and exit
   // handlers may use it until the process ends.
-  static control_endpoint* open(trigger_handler handler, window_probe window_open = nullptr) {
+  static control_endpoint* open(trigger_handler handler, window_probe window_open = nullptr, trigger_canceller cancel = nullptr) {
     std::string why;
     const std::string dir = control_directory(true, why);
     if (dir.empty()) {
@@ -264,10 +280,13 @@ class control_endpoint {
     auto* e = new control_endpoint;
     e->handler_ = handler;
     e->window_open_ = window_open;
+    e->cancel_ = cancel;
     e->owner_ = ::getpid();
     e->path_ = endpoint_path(dir, e->owner_);
-    if (!e->listen(why)) {
+    const bool listening = e->listen(why);
+    if (!listening || !start_detached_thread(why, &control_endpoint::serve, e)) {
       log_line("no control endpoint (cuprof trigger) at " + terminal_safe(e->path_) + ": " + why);
+      if (listening) ::unlink(e->path_.c_str());
       e->close_fds();
       delete e;
       return nullptr;
@@ -275,7 +294,6 @@ class control_endpoint {
     forked_child_closes() = e;
     static const bool registered = ::pthread_atfork(nullptr, nullptr, &close_in_forked_child) == 0;
     (void)registered;
-    std::thread(&control_endpoint::serve, e).detach();
     return e;
   }
 
@@ -351,11 +369,13 @@ class control_endpoint {
     return true;
   }
 
+  // Whether something listens at `path`. Never blocks: a stopped process
+  // (Ctrl-Z, a debugger) whose backlog is full refuses with EAGAIN, and is live.
   static bool answers(const std::string& path) {
     sockaddr_un address;
     if (!unix_address(path, address)) return false;
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool live = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const bool live = fd >= 0 && (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 || errno == EAGAIN);
     if (fd >= 0) ::close(fd);
     return live;
   }
@@ -382,28 +402,154 @@ class control_endpoint {
   }
 
   // The endpoint's thread. A plain function, as every thread cuprof starts.
+  // Reads the request lines of every waiting connection at once, each with
+  // its own deadline, and answers each once its line is in. Out of
+  // descriptors (the program at its limit), accepting fails while the
+  // connection waits: the thread backs off, 50 ms doubling to 2 s, instead
+  // of polling the same failure at full speed.
   static void serve(control_endpoint* self) {
     block_forwarded_signals();
+    std::vector<waiting_client> waiting;
+    served_watch watch;
+    std::chrono::milliseconds back_off{0};
+    std::chrono::steady_clock::time_point accept_again{};
     for (;;) {
-      pollfd fds[2] = {{self->listen_fd_, POLLIN, 0}, {self->wake_[0], POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool full = waiting.size() >= trigger_max_waiting;  // the next connections wait in the listen backlog
+      const bool accepting = !full && now >= accept_again;
+      self->follow(watch);
+      std::vector<pollfd> fds = {
+          {self->wake_[0], POLLIN, 0}, {accepting ? self->listen_fd_ : -1, POLLIN, 0}, {watch.fd, POLLIN | POLLRDHUP, 0}};
+      auto next = full || accepting ? std::chrono::steady_clock::time_point::max() : accept_again;
+      for (const waiting_client& w : waiting) {
+        fds.push_back({w.fd, POLLIN, 0});
+        next = std::min(next, w.until);
+      }
+      const int timeout_ms =
+          next == std::chrono::steady_clock::time_point::max()
+              ? -1
+              : int(std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
+      if (::poll(fds.data(), nfds_t(fds.size()), timeout_ms) < 0) {
         if (errno == EINTR) continue;
         break;
       }
-      if (fds[1].revents != 0 || (fds[0].revents & (POLLERR | POLLNVAL)) != 0) break;
-      if ((fds[0].revents & POLLIN) == 0) continue;
-      const int client = ::accept4(self->listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (client < 0) continue;
-      try {
-        self->serve_client(client);
-      } catch (const std::exception& e) {
-        send_line(client, "refused " + terminal_safe(message_of(e)) + "\n");
-        self->release_unanswered(client);
+      if (fds[0].revents != 0 || (fds[1].revents & (POLLERR | POLLNVAL)) != 0) break;
+      if (fds[2].revents != 0 && self->client_gone(watch)) self->cancel_served(watch);
+      // Lines in, connections gone, deadlines passed.
+      std::vector<waiting_client> still;
+      for (std::size_t i = 0; i < waiting.size(); ++i) {
+        waiting_client& w = waiting[i];
+        std::string why;
+        std::optional<std::string> line;
+        bool done = false;
+        if (fds[3 + i].revents != 0) done = !read_more(w, line, why);
+        if (!done && !line && std::chrono::steady_clock::now() >= w.until) {
+          why = "no request line within " + std::to_string(trigger_request_timeout_ms) + " ms";
+          done = true;
+        }
+        if (line) {
+          self->answer(w.fd, w.peer, *line);
+        } else if (done) {
+          if (!why.empty()) send_line(w.fd, "refused " + why + "\n");
+          ::close(w.fd);
+        } else {
+          still.push_back(std::move(w));
+        }
       }
+      waiting = std::move(still);
+      if ((fds[1].revents & POLLIN) == 0) continue;
+      const int client = ::accept4(self->listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (client < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          back_off = std::min(back_off.count() ? back_off * 2 : std::chrono::milliseconds(50), std::chrono::milliseconds(2000));
+          accept_again = std::chrono::steady_clock::now() + back_off;
+        }
+        continue;
+      }
+      back_off = std::chrono::milliseconds(0);
+      if (std::optional<ucred> peer = self->admitted(client))
+        waiting.push_back(
+            {client, *peer, {}, std::chrono::steady_clock::now() + std::chrono::milliseconds(trigger_request_timeout_ms)});
     }
+    for (const waiting_client& w : waiting) ::close(w.fd);
+    if (watch.fd >= 0) ::close(watch.fd);
     std::lock_guard<std::mutex> lock(self->mutex_);
     self->stopped_ = true;
     self->stopped_signal_.notify_all();
+  }
+
+  // The served window's client, watched for going away: a copy of its
+  // descriptor, which finish() closing the served one leaves valid.
+  struct served_watch {
+    int fd = -1;
+    std::uint64_t serial = 0;
+  };
+
+  // Watches the served window's client, or none once its window ended.
+  void follow(served_watch& w) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool serving = busy_ && served_fd_ >= 0;
+    if (serving && w.serial == served_serial_) return;  // watched already, or its hangup handled
+    if (w.fd >= 0) ::close(w.fd);
+    w.fd = -1;
+    if (serving) {
+      w.fd = ::fcntl(served_fd_, F_DUPFD_CLOEXEC, 0);
+      w.serial = served_serial_;
+    }
+  }
+
+  // Whether the watched client hung up (what it sends meanwhile is read and ignored).
+  static bool client_gone(served_watch& w) {
+    char buffer[256];
+    for (;;) {
+      const ssize_t n = ::recv(w.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) continue;
+      return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+  }
+
+  // The served window's client went away: its window is cancelled (one not
+  // yet open is dropped; an open one ends and is written), once.
+  void cancel_served(served_watch& w) {
+    bool current;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      current = busy_ && w.serial == served_serial_;
+    }
+    ::close(w.fd);
+    w.fd = -1;
+    if (current && cancel_) cancel_();
+  }
+
+  // A connection whose request line is awaited.
+  struct waiting_client {
+    int fd;
+    ucred peer;
+    std::string received;
+    std::chrono::steady_clock::time_point until;
+  };
+
+  // Reads what `w` sent: false once it is done (gone, or `why` refuses it),
+  // `line` once its line is in.
+  static bool read_more(waiting_client& w, std::optional<std::string>& line, std::string& why) {
+    char buffer[512];
+    for (;;) {
+      const ssize_t n = ::recv(w.fd, buffer, sizeof buffer, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) return false;
+      w.received.append(buffer, std::size_t(n));
+      const std::size_t newline = w.received.find('\n');
+      if (newline != std::string::npos && newline < trigger_line_max) {
+        line = w.received.substr(0, newline);
+        return true;
+      }
+      if (w.received.size() >= trigger_line_max) {
+        why = "the request is longer than " + std::to_string(trigger_line_max) + " bytes";
+        return false;
+      }
+    }
   }
 
   // Closes a client that holds no window.
@@ -413,51 +559,44 @@ class control_endpoint {
     else ::close(client);
   }
 
-  // The request line, without its '\n'; nullopt when the client sent none in
-  // time (then `why` is the refusal's text, or empty when the client is gone).
-  std::optional<std::string> read_request(int client, std::string& why) {
-    std::string line;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(trigger_request_timeout_ms);
-    char buffer[512];
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        why = "no request line within " + std::to_string(trigger_request_timeout_ms) + " ms";
-        return std::nullopt;
-      }
-      pollfd fds[2] = {{client, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-      const int r = ::poll(fds, 2, int(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 || fds[1].revents != 0) return std::nullopt;
-      if (r == 0) continue;
-      const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return std::nullopt;
-      line.append(buffer, std::size_t(n));
-      const std::size_t newline = line.find('\n');
-      if (newline != std::string::npos && newline < trigger_line_max) return line.substr(0, newline);
-      if (line.size() >= trigger_line_max) {
-        why = "the request is longer than " + std::to_string(trigger_line_max) + " bytes";
-        return std::nullopt;
-      }
+  // The peer, if it is this process's user; another user's is refused, and logged.
+  std::optional<ucred> admitted(int client) {
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    if (::getsockopt(client, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 && peer.uid == ::geteuid()) return peer;
+    const std::string uid = size == sizeof peer ? std::to_string(peer.uid) : std::string("unknown");
+    send_line(client, "refused uid " + uid + " may not trigger this process (only uid " + std::to_string(::geteuid()) + ")\n");
+    log_line("refused a trigger from uid " + uid + " (pid " + std::to_string(peer.pid) + "): only this process's user may");
+    ::close(client);
+    return std::nullopt;
+  }
+
+  // Answers a request line; a failure is the client's refusal.
+  void answer(int client, const ucred& peer, const std::string& line) {
+    try {
+      answer_request(client, peer, line);
+    } catch (const std::exception& e) {
+      send_line(client, "refused " + terminal_safe(message_of(e)) + "\n");
+      release_unanswered(client);
     }
   }
 
-  void serve_client(int client) {
-    ucred peer{};
-    socklen_t size = sizeof peer;
-    if (::getsockopt(client, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::geteuid()) {
-      const std::string uid = size == sizeof peer ? std::to_string(peer.uid) : std::string("unknown");
-      send_line(client, "refused uid " + uid + " may not trigger this process (only uid " + std::to_string(::geteuid()) + ")\n");
-      log_line("refused a trigger from uid " + uid + " (pid " + std::to_string(peer.pid) + "): only this process's user may");
+  void answer_request(int client, const ucred& peer, const std::string& line) {
+    std::string why;
+    control_request request;
+    if (!parse_control_request(line, request, why)) {
+      send_line(client, "refused " + why + "\n");
       ::close(client);
       return;
     }
-    std::string why;
-    const std::optional<std::string> line = read_request(client, why);
-    control_request request;
-    if (!line || !parse_control_request(*line, request, why)) {
-      if (!why.empty()) send_line(client, "refused " + why + "\n");
+    if (request.cancel) {
+      bool any;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        any = busy_;
+      }
+      any = any && cancel_ && cancel_();
+      send_line(client, any ? "cancelled\n" : "refused no triggered window to cancel\n");
       ::close(client);
       return;
     }
@@ -483,6 +622,7 @@ class control_endpoint {
       busy_ = true;
       served_fd_ = client;
       served_pid_ = peer.pid;
+      ++served_serial_;
     }
     const trigger_reply reply = handler_(request.window);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -501,6 +641,7 @@ class control_endpoint {
 
   trigger_handler handler_ = nullptr;
   window_probe window_open_ = nullptr;
+  trigger_canceller cancel_ = nullptr;
   pid_t owner_ = 0;
   std::string path_;
   int listen_fd_ = -1;
@@ -513,7 +654,8 @@ class control_endpoint {
   bool ok_sent_ = false;  // its client has the "ok" line
   int served_fd_ = -1;    // its client, until finish()
   pid_t served_pid_ = 0;
-  std::string finish_line_;  // finish() came before the "ok" was sent
+  std::uint64_t served_serial_ = 0;  // counts the windows accepted: which one a watch is of
+  std::string finish_line_;          // finish() came before the "ok" was sent
 };
 
 }  // namespace cuprof::detail

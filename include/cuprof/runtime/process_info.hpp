@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../base/env.hpp"
+#include "../base/process_state.hpp"
 #include "../model/event.hpp"
 
 #include <unistd.h>
@@ -12,6 +13,16 @@
 #include <string>
 
 namespace cuprof::detail {
+
+// Why the program's NVTX ranges (its steps, CUPROF_STEP_RANGE) cannot reach
+// cuprof, which sees them through CUPTI's NVTX hook; empty when they can.
+inline std::string why_nvtx_unseen() {
+  process_state& p = process();
+  if (p.tracer.load(std::memory_order_acquire)) return {};
+  const std::string failure = p.tracer_failure;
+  return "NVTX ranges reach cuprof through CUPTI, and CUDA tracing " +
+         (failure.empty() ? std::string("was not started") : "is off: " + failure);
+}
 
 inline std::string host_name() {
   char buf[256] = {0};

@@ -181,7 +181,8 @@ void profile::stop_at(std::uint64_t end_ticks) {
     const detail::slow_step_action kept = slow_->finish();
     if (kept.cut) restart_window_at(kept.cut_start);
     else from = profiler_action::warmup;  // no kept window waits: the ring is thrown away, as a warmup is
-    detail::log_line(slow_->summary());
+    const std::string unseen = slow_->steps() == 0 ? detail::why_nvtx_unseen() : std::string();
+    detail::log_line(unseen.empty() ? slow_->summary() : "slow steps: no step could be seen (" + unseen + "); nothing kept");
   }
   const std::uint64_t start = engine_.start();
   const std::uint64_t end = end_ticks && end_ticks < now && end_ticks > start ? end_ticks : now;

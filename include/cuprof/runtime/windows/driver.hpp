@@ -19,10 +19,13 @@
 #pragma once
 
 #include "../../base/process_state.hpp"
+#include "../../base/threads.hpp"
 #include "../../collect/clock.hpp"
 #include "../../output/file_sink.hpp"
 #include "../../profile.hpp"
 #include "../abnormal_exit.hpp"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
@@ -40,7 +43,7 @@ namespace cuprof::detail {
 
 // What a hook asks, stamped where the program asked it.
 struct window_ask {
-  enum kind_t : std::uint8_t { open, close, step } kind = open;
+  enum kind_t : std::uint8_t { open, close, step, cancel } kind = open;
   std::uint8_t policy = 0;   // the driver's index of the policy that asked
   std::uint32_t tid = 0;     // the thread that asked
   std::uint64_t ticks = 0;   // when (the tick clock)
@@ -75,9 +78,7 @@ inline std::string numbered_trace_path(std::string path, int n, const char* tag)
     numbered = true;
   }
   if (numbered || !tag) return path;
-  const std::size_t slash = path.rfind('/');
-  const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
-  return path.insert(dot == std::string::npos ? path.size() : dot, "." + std::string(tag) + std::to_string(n));
+  return with_tag_before_extension(path, "." + std::string(tag) + std::to_string(n));
 }
 
 // Where the environment's traces go (CUPROF_TRACE), for the policies that
@@ -87,10 +88,30 @@ struct trace_destination {
   const trace_directory* directory = nullptr;  // the path's, held from start; null: looked up when written
   export_options options;
   bool print_table = true;
-  int windows_written = 0;  // capture ranges' and triggers' windows, for %n
+  int windows_written = 0;       // capture ranges' and triggers' windows, for %n
+  std::uint64_t started_ns = 0;  // the session's start, CLOCK_REALTIME_COARSE; 0: every path is this process's
 
-  export_result write(const trace& t, const std::string& to) const {
-    return directory ? cuprof::export_chrome_trace(t, *directory, to, options) : cuprof::export_chrome_trace(t, to, options);
+  // Writes `t` to `to`: a name of this session's path (`own`: CUPROF_TRACE's,
+  // numbered or not) goes elsewhere when another process wrote a file there
+  // since the session started (two processes traced to one path:
+  // `export CUPROF_TRACE=t.json; a | b`): to the name with this process's pid,
+  // as a forked child's, said in one line. A trace from before is replaced.
+  export_result write(const trace& t, const std::string& to, bool own = true) const {
+    const std::string path = own ? unshared_path(to) : to;
+    return directory ? cuprof::export_chrome_trace(t, *directory, path, options) : cuprof::export_chrome_trace(t, path, options);
+  }
+
+ private:
+  std::string unshared_path(const std::string& to) const {
+    struct stat st;
+    if (started_ns == 0 || ::stat(to.c_str(), &st) != 0) return to;
+    const std::uint64_t written = std::uint64_t(st.st_mtim.tv_sec) * 1000000000u + std::uint64_t(st.st_mtim.tv_nsec);
+    if (written < started_ns) return to;
+    const std::string mine = with_tag_before_extension(to, "." + std::to_string(::getpid()));
+    log_line("'" + terminal_safe(to) +
+             "' was written by another process while this one ran (two processes traced to one path): this trace goes to '" +
+             terminal_safe(mine) + "'");
+    return mine;
   }
 };
 
@@ -133,18 +154,25 @@ class window_driver {
   }
 
   // Starts the thread that applies the asks to `target`; it ends at its
-  // next wake after finish(). A program's driver lives to the process's end
-  // and its thread is detached; a test's is joined.
+  // next wake after finish(). A test's driver is joined; a program's lives
+  // to the process's end, its thread detached.
   std::thread start(window_target* target) {
     target_ = target;
     return std::thread(&window_driver::run_thread, this);
+  }
+  // A program's: false, with `why`, when the system gives no thread.
+  bool start_detached(window_target* target, std::string& why) {
+    target_ = target;
+    if (start_detached_thread(why, &window_driver::run_thread, this)) return true;
+    target_ = nullptr;
+    return false;
   }
 
   // The policies see the program's NVTX ranges and profiler calls from now on.
   void hook(bool on) {
     if (!on && !hooked_) return;  // another copy's hooks, or none, are left alone
     hooked_ = on;
-    current() = on ? this : nullptr;
+    current().store(on ? this : nullptr, std::memory_order_release);
     process().on_nvtx_range.store(on ? &dispatch_nvtx : nullptr, std::memory_order_relaxed);
     process().on_profiler_api.store(on ? &dispatch_profiler_api : nullptr, std::memory_order_relaxed);
   }
@@ -289,16 +317,17 @@ class window_driver {
     void step_boundary(std::uint64_t ticks, bool first) override { d.target_->step_boundary(ticks, first); }
   };
 
-  static window_driver*& current() {
-    static window_driver* d = nullptr;
+  // The hooked driver: set by the driver's thread, read by the program's inside their calls.
+  static std::atomic<window_driver*>& current() {
+    static std::atomic<window_driver*> d{nullptr};
     return d;
   }
   static void dispatch_nvtx(const nvtx_range_event& e) noexcept {
-    if (window_driver* d = current())
+    if (window_driver* d = current().load(std::memory_order_acquire))
       for (window_policy* p : d->policies_) p->on_nvtx(e);
   }
   static void dispatch_profiler_api(bool start) noexcept {
-    if (window_driver* d = current())
+    if (window_driver* d = current().load(std::memory_order_acquire))
       for (window_policy* p : d->policies_) p->on_profiler_api(start);
   }
 

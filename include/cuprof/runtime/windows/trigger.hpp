@@ -3,7 +3,9 @@
 // now or for the program's next N steps (from the next step's start to the
 // start N steps later), written to the path the request names or to the
 // process's trace path numbered. One window at a time, and none while a
-// capture range's window is open.
+// capture range's window is open. Cancelled (its client went away, or
+// `cuprof trigger PID --cancel`), a window still waiting for its first step
+// is dropped and an open one ends now and is written.
 #pragma once
 
 #include "steps.hpp"
@@ -32,13 +34,17 @@ class trigger_window final : public window_policy {
   // driver opened it, or for steps once it is armed.
   trigger_reply on_request(const trigger_request& r) {
     if (driver_.stopped()) return {false, "the process is ending"};
-    if (!driver_.claim(index_))
-      return {false, driver_.owner() == index_ ? "busy: a triggered window is open" : "busy: a capture range's window is open"};
     std::string path;
     {
       std::lock_guard<std::mutex> l(request_mutex_);
-      request_ = r;
       path = r.output.empty() ? numbered_trace_path(out_.path, out_.windows_written + 1, "") : r.output;
+    }
+    if (const std::string why = why_unwritable(path); !why.empty()) return {false, why};
+    if (!driver_.claim(index_))
+      return {false, driver_.owner() == index_ ? "busy: a triggered window is open" : "busy: a capture range's window is open"};
+    {
+      std::lock_guard<std::mutex> l(request_mutex_);
+      request_ = r;
       path_ = path;
     }
     window_ask a;
@@ -56,6 +62,17 @@ class trigger_window final : public window_policy {
     return {true, path};
   }
 
+  // The endpoint's thread: cancels this policy's window, if it has one.
+  bool cancel() {
+    if (driver_.owner() != index_) return false;
+    window_ask a;
+    a.kind = window_ask::cancel;
+    a.policy = std::uint8_t(index_);
+    a.ticks = now_ticks();
+    driver_.post(a);
+    return true;
+  }
+
   void on_nvtx(const nvtx_range_event& e) noexcept override {
     if (steps_armed_.load(std::memory_order_acquire))
       post_step(driver_, index_, e, step_range_, [this] { return first_step_.exchange(false, std::memory_order_relaxed); });
@@ -64,6 +81,11 @@ class trigger_window final : public window_policy {
   bool watches() const override { return steps_armed_.load(std::memory_order_relaxed); }
 
   void on_ask(const window_ask& a, window_target& t) override {
+    if (a.kind == window_ask::cancel) {
+      if (open_) close(t, a.ticks);
+      else if (waiting_for_step()) drop_unopened("cancelled before its first step began: nothing was recorded");
+      return;
+    }
     if (a.kind == window_ask::open) {
       std::lock_guard<std::mutex> l(request_mutex_);
       steps_ = request_.steps;
@@ -105,7 +127,7 @@ class trigger_window final : public window_policy {
       t = &with_steps;
     }
     try {
-      const export_result written = out_.write(*t, w.path);
+      const export_result written = out_.write(*t, w.path, /*own=*/!w.asked_path);
       if (endpoint_) endpoint_->finish(true, written.path + " (" + std::to_string(written.events) + " events)");
     } catch (const std::exception& e) {
       if (endpoint_) endpoint_->finish(false, message_of(e));
@@ -114,9 +136,19 @@ class trigger_window final : public window_policy {
     if (out_.print_table) write_stderr(p.key_averages().table("self_cuda_time_total", 30));
   }
 
-  // A window still open at exit ends now and is written.
+  // A window still open at exit ends now and is written; one still waiting
+  // for its first step was never recorded, and that is what is said.
   void finish(window_target& t) override {
-    if (open_) close(t, now_ticks());
+    if (open_) {
+      close(t, now_ticks());
+    } else if (waiting_for_step()) {
+      const std::string unseen = why_nvtx_unseen();
+      const std::string why = "the process ended before the first of its " + std::to_string(steps_) + " steps began" +
+                              (unseen.empty() ? std::string() : " (no step could be seen: " + unseen + ")") +
+                              ": nothing was recorded";
+      log_line("a triggered window was never opened: " + why);
+      drop_unopened(why);
+    }
   }
 
   // For `cuprof trigger --list`: a window is open (a range's or a trigger's).
@@ -126,7 +158,7 @@ class trigger_window final : public window_policy {
   void close(window_target& t, std::uint64_t ticks) {
     {
       std::lock_guard<std::mutex> l(request_mutex_);
-      closed_.push_back({path_, std::move(marks_), first_number_});
+      closed_.push_back({path_, std::move(marks_), first_number_, !request_.output.empty()});
     }
     marks_.clear();
     open_ = false;
@@ -139,11 +171,23 @@ class trigger_window final : public window_policy {
     t.close_at(ticks);
   }
 
+  // Armed by a request for steps, its first step not yet begun.
+  bool waiting_for_step() const { return !open_ && steps_ > 0 && step_count_ < 0; }
+
+  // The armed request goes, unopened: its client is told why.
+  void drop_unopened(const std::string& why) {
+    steps_ = 0;
+    steps_armed_.store(false, std::memory_order_relaxed);
+    driver_.release(index_);
+    if (endpoint_) endpoint_->finish(false, why);
+  }
+
   // A closed window's, until its trace is written.
   struct closed_window_info {
     std::string path;
     step_marks marks;
     std::int64_t first_number = 0;
+    bool asked_path = false;  // the request named it (--output): replaced as asked
   };
 
   window_driver& driver_;
