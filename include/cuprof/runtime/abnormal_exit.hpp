@@ -66,7 +66,6 @@ struct abnormal_exit_state {
   pid_t owner = 0;                                   // a forked child takes the default action
   sem_t wake;                                        // posted by the handler: a signal came
   sem_t written;                                     // posted by the writer: the trace is written
-  sem_t written_on_terminate;                        // likewise, for std::terminate
   std::atomic<int> signal{0};                        // the first signal taken
   std::atomic<bool> ending{false};                   // the process ends once the trace is written
   std::terminate_handler previous_terminate = nullptr;
@@ -157,16 +156,36 @@ inline void block_forwarded_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-// Writes the trace for a signal, then ends the process with it.
-inline void write_trace_for_signal() {
+// Writes the trace, then says so through `written`: the thread of write_trace_in_time().
+inline void write_trace_and_post() {
   block_forwarded_signals();
   abnormal_exit_state& st = abnormal_exit();
   st.write_trace();
   sem_post(&st.written);
 }
 
-// The thread that waits for a forwarded signal: it starts the writer and
-// gives it signal_write_limit_s.
+// Writes the trace (or waits for the write in progress) on a thread of its
+// own, for signal_write_limit_s at most: the caller may hold a lock the write
+// needs, and a trace whose GPU work never finishes or whose writer is stuck
+// must not keep the program from ending. False when the time ran out.
+// Without a thread to spare, on this one, unbounded.
+inline bool write_trace_in_time() {
+  abnormal_exit_state& st = abnormal_exit();
+  std::string why;
+  if (!start_detached_thread(why, &write_trace_and_post)) {
+    st.write_trace();
+    return true;
+  }
+  timespec until{};
+  ::clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += signal_write_limit_s;
+  int r;
+  while ((r = sem_timedwait(&st.written, &until)) != 0 && errno == EINTR) {}
+  return r == 0;
+}
+
+// The thread that waits for a forwarded signal: the trace is written in
+// time, then the process ends with the signal.
 inline void watch_for_signals() {
   block_forwarded_signals();
   abnormal_exit_state& st = abnormal_exit();
@@ -174,29 +193,13 @@ inline void watch_for_signals() {
   const int sig = st.signal.load();
   log_line(std::string("signal ") + std::to_string(sig) + " (" + ::strsignal(sig) +
            "): writing the trace before the program ends as the signal says (a second signal ends it at once)");
-  std::string why;
-  if (!start_detached_thread(why, &write_trace_for_signal)) write_trace_for_signal();  // unbounded, on this thread
-  timespec until{};
-  ::clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += signal_write_limit_s;
-  int r;
-  while ((r = sem_timedwait(&st.written, &until)) != 0 && errno == EINTR) {}
-  if (r != 0) say_from_signal_handler("cuprof: the trace could not be written in time; exiting without it\n");
+  if (!write_trace_in_time()) say_from_signal_handler("cuprof: the trace could not be written in time; exiting without it\n");
   end_with_signal(sig);
 }
 
-// Writes the trace for std::terminate, on a thread of its own.
-inline void write_trace_for_terminate() {
-  block_forwarded_signals();
-  abnormal_exit_state& st = abnormal_exit();
-  st.write_trace();
-  sem_post(&st.written_on_terminate);
-}
-
 // The trace is written (or a write in progress, the exit's, finished) before
-// the program ends, waited for at most signal_write_limit_s: the terminating
-// thread may hold a lock the write needs, and a stuck write must not keep the
-// program from ending. Past that, the trace is abandoned, and said so.
+// the program ends, in time (write_trace_in_time()); past that, it is
+// abandoned, and said so.
 inline void on_terminate() {
   abnormal_exit_state& s = abnormal_exit();
   const bool pending = s.trace_pending && s.trace_pending->load();
@@ -205,19 +208,9 @@ inline void on_terminate() {
     log_line(pending ? "std::terminate was called (an uncaught exception?): writing the trace first"
                      : "std::terminate was called (an uncaught exception?) while the trace was being written: letting the "
                        "write finish first");
-    std::string why;
-    if (start_detached_thread(why, &write_trace_for_terminate)) {
-      timespec until{};
-      ::clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_sec += signal_write_limit_s;
-      int r;
-      while ((r = sem_timedwait(&s.written_on_terminate, &until)) != 0 && errno == EINTR) {}
-      if (r != 0)
-        log_line("the trace could not be written within " + std::to_string(signal_write_limit_s) +
-                 " s: abandoned, the program ends without it");
-    } else {
-      s.write_trace();  // no thread to spare: on this one, unbounded
-    }
+    if (!write_trace_in_time())
+      log_line("the trace could not be written within " + std::to_string(signal_write_limit_s) +
+               " s: abandoned, the program ends without it");
   }
   if (s.previous_terminate) s.previous_terminate();
   std::abort();
@@ -238,7 +231,6 @@ inline void handle_abnormal_exits(void (*write_trace)(), const std::atomic<bool>
   s.owner = ::getpid();
   sem_init(&s.wake, 0, 0);
   sem_init(&s.written, 0, 0);
-  sem_init(&s.written_on_terminate, 0, 0);
   std::string why;
   if (start_detached_thread(why, &watch_for_signals)) {
     for (int sig : forwarded_signals)
