@@ -86,11 +86,12 @@ inline std::optional<bool> parse_lean_trace(const char* v) {
 }
 
 // A variable's value as a line quotes it: safe for a terminal, and cut after
-// 64 bytes (a value can be kilobytes long; the line must stay one line).
+// 64 characters, whole UTF-8 ones (a value can be kilobytes long; the line
+// must stay one line), with its length in bytes.
 inline std::string quoted_value(std::string_view text) {
   constexpr std::size_t shown = 64;
-  if (text.size() <= shown) return terminal_safe(text);
-  return terminal_safe(text.substr(0, shown)) + "... (" + std::to_string(text.size()) + " bytes)";
+  if (utf8_length(text) <= shown) return terminal_safe(text);
+  return terminal_safe(utf8_prefix(text, shown)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
 // A setting as its variable gives it: the parsed value, or the default and the

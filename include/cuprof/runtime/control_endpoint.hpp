@@ -552,6 +552,12 @@ class control_endpoint {
     }
   }
 
+  // Whether a triggered window is open (or its handler runs).
+  bool serving() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return busy_;
+  }
+
   // Closes a client that holds no window.
   void release_unanswered(int client) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -590,23 +596,13 @@ class control_endpoint {
       return;
     }
     if (request.cancel) {
-      bool any;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        any = busy_;
-      }
-      any = any && cancel_ && cancel_();
+      const bool any = serving() && cancel_ && cancel_();
       send_line(client, any ? "cancelled\n" : "refused no triggered window to cancel\n");
       ::close(client);
       return;
     }
     if (request.status) {
-      bool open;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        open = busy_;
-      }
-      open = open || (window_open_ && window_open_());
+      const bool open = serving() || (window_open_ && window_open_());
       send_line(client, "status pid=" + std::to_string(owner_) + " window=" + (open ? "open" : "closed") +
                             " name=" + terminal_safe(process_name()) + "\n");
       ::close(client);
