@@ -122,7 +122,7 @@ def make_modes(a):
              cuprof_run[:2] + ["--memory"] + cuprof_run[2:] + python),
         Mode("py_cuprof_stacks", "py", "cuprof run --stacks --no-table (native call stacks captured)",
              cuprof_run[:2] + ["--stacks"] + cuprof_run[2:] + python),
-        Mode("py_cuprof_metrics", "py", "cuprof run --gpu-metrics --no-table (GPU hardware metrics, the default set every 100 us)",
+        Mode("py_cuprof_metrics", "py", "cuprof run --gpu-metrics --no-table (GPU hardware metrics, the default set at the default interval)",
              cuprof_run[:2] + ["--gpu-metrics"] + cuprof_run[2:] + python),
         Mode("py_cuprof_nvtx", "py", "cuprof run --no-table, emit_nvtx() in the script", cuprof_run + python + ["--emit-nvtx"]),
         # Windows chosen by the program or on demand: what waiting for one costs (no window ever

@@ -14,7 +14,7 @@ static const char* const usage =
   --compare-events  afterwards, time the GEMM 5 times with CUDA events and print the median
                     as cuda_event_gemm_us=<us>
   --gpu-metrics     also sample the GPU's hardware metrics (SM, DRAM, tensor pipe, occupancy)
-  --gpu-metrics-interval US   their sampling period with --gpu-metrics (default 100)
+  --gpu-metrics-interval US   their sampling period with --gpu-metrics (default 200)
   --trace PATH      Chrome trace to write (default traces/matmul_add_<N>_bf16_<cold|warm>[_bmm].json)
 )";
 
@@ -106,7 +106,8 @@ int main(int argc, char** argv) try {
   const bool warmup = args.flag("--warmup");
   const int steps = args.integer("--steps", 5);
   const bool compare_events = args.flag("--compare-events");
-  const int gpu_metrics_us = args.flag("--gpu-metrics") ? args.integer("--gpu-metrics-interval", 100) : 0;
+  const int gpu_metrics_us =
+      args.flag("--gpu-metrics") ? args.integer("--gpu-metrics-interval", int(cuprof::gpu_metrics_options{}.interval_us)) : 0;
   const std::string trace = args.text("--trace", "traces/matmul_add_" + std::to_string(size) + "_bf16_" +
                                                      (warmup ? "warm" : "cold") + (batched ? "_bmm" : "") + ".json");
   args.done();

@@ -18,7 +18,7 @@ static const char* const usage =
   --hidden N    hidden width (default 3072)
   --variant V   unfused: a GeLU kernel, then a mul kernel; fused: one gelu*mul kernel (default unfused)
   --gpu-metrics also sample the GPU's hardware metrics (SM, DRAM, tensor pipe, occupancy)
-  --gpu-metrics-interval US  their sampling period with --gpu-metrics (default 100)
+  --gpu-metrics-interval US  their sampling period with --gpu-metrics (default 200)
   --trace PATH  Chrome trace to write (default traces/mlp_<variant>.json)
   Runs 5 steps under schedule(wait=1, warmup=1, active=3, repeat=1).
 )";
@@ -117,7 +117,8 @@ int main(int argc, char** argv) try {
   const int dim = args.integer("--dim", 768);
   const int hidden = args.integer("--hidden", 3072);
   const std::string name = args.choice("--variant", "unfused", {"unfused", "fused"});
-  const int gpu_metrics_us = args.flag("--gpu-metrics") ? args.integer("--gpu-metrics-interval", 100) : 0;
+  const int gpu_metrics_us =
+      args.flag("--gpu-metrics") ? args.integer("--gpu-metrics-interval", int(cuprof::gpu_metrics_options{}.interval_us)) : 0;
   const std::string trace = args.text("--trace", "traces/mlp_" + name + ".json");
   args.done();
   const bool fused = name == "fused";

@@ -162,7 +162,9 @@ EDGES_LAUNCHED_BEFORE = "launched_before"
 EDGES_CALLS_RUNNING_AT_END = "calls_running_at_end"
 EDGE_KIND_NAMES = ("kernel", "memcpy", "memset")
 # Inside KEY_CUPROF, where metrics were sampled: {"interval_ns": N, "dropped": N, "out_of_range": N,
-# "devices": [D, ...], "metrics": [{"name": CUPTI_NAME, "label": LABEL}, ...]}.
+# "devices": [D, ...], "metrics": [{"name": CUPTI_NAME, "label": LABEL}, ...], "held_values": true,
+# "alignment": [{"device": D, "shift_ns": S, "aligned": B}, ...],
+# "gaps": [{"device": D, "ts": T, "dur": US, "cause": one of GAP_CAUSE_NAMES}, ...]}.
 CUPROF_GPU_METRICS = "gpu_metrics"
 GPU_METRICS_INTERVAL_NS = "interval_ns"
 GPU_METRICS_DROPPED = "dropped"
@@ -171,6 +173,16 @@ GPU_METRICS_DEVICES = "devices"
 GPU_METRICS_METRICS = "metrics"
 GPU_METRICS_NAME = "name"
 GPU_METRICS_LABEL = "label"
+GPU_METRICS_HELD_VALUES = "held_values"
+GPU_METRICS_ALIGNMENT = "alignment"
+GPU_METRICS_DEVICE = "device"
+GPU_METRICS_SHIFT_NS = "shift_ns"
+GPU_METRICS_ALIGNED = "aligned"
+GPU_METRICS_GAPS = "gaps"
+GPU_METRICS_GAP_TS = "ts"
+GPU_METRICS_GAP_DUR = "dur"
+GPU_METRICS_GAP_CAUSE = "cause"
+GAP_CAUSE_NAMES = ("overflow", "sample_cap", "skipped", "late")
 
 # ----------------------------------------------- the writer's, not in the header
 # Metadata events for viewers (Perfetto, chrome://tracing): name -> the arg holding the value.

@@ -126,7 +126,7 @@ class profile;
 
 struct gpu_metrics_options {
   detail::ignored_value metrics;
-  double interval_us = 100;
+  double interval_us = 200;
 };
 
 struct profile_options {

@@ -69,13 +69,14 @@ extern const bool runtime_missing_define_CUPROF_IMPLEMENTATION_in_one_file_or_li
 // table's metric columns (table_options::metrics) and the insights' verdicts.
 struct gpu_metrics_options {
   // CUPTI metric names that fit one PM sampling pass together; empty: SM
-  // throughput, DRAM throughput, tensor pipe activity and achieved occupancy,
-  // as percentages of peak (model/gpu_metrics.hpp's default set).
+  // throughput, DRAM throughput and tensor pipe activity, as percentages of
+  // peak (model/gpu_metrics.hpp's default set; achieved occupancy is named).
   std::vector<std::string> metrics;
-  // The sampling period: kernels shorter than it get no averages. Each sample
-  // of the default set costs CUPTI about 0.1 ms of one CPU core to decode
-  // (H200): shorter periods with it fall behind, lighter metric sets keep up.
-  double interval_us = 100;
+  // The sampling period: kernels shorter than it get no averages. CUPTI's
+  // decoding of the default set costs about half a CPU core while the GPU is
+  // busy, whatever the period (H200: about 90 us a sample at 200 us), on a
+  // thread of cuprof's; more metrics can need more than a core and lose samples.
+  double interval_us = double(detail::default_gpu_metrics_interval_ns) / 1000.0;
 };
 
 struct profile_options {

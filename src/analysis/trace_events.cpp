@@ -658,6 +658,42 @@ void trace_event_reader::metric_block(const json_node& v) {
       if (to_int(*item, x) && x >= 0 && x <= 0xFFFF && std::find(b.devices.begin(), b.devices.end(), x) == b.devices.end())
         b.devices.push_back(std::uint16_t(x));
   }
+  if (const json_node* h = v.find(schema::gpu_metrics_held_values); h && h->type == json_kind::boolean)
+    b.held_values = h->boolean;
+  if (const json_node* a = v.find(schema::gpu_metrics_alignment); a && a->is_array()) {
+    const json_node* item = a->first();
+    for (std::uint32_t i = 0; i < a->count; ++i, item = item->next()) {
+      const json_node* device = item->is_object() ? item->find(schema::gpu_metrics_device) : nullptr;
+      const json_node* shift = item->is_object() ? item->find(schema::gpu_metrics_shift_ns) : nullptr;
+      const json_node* aligned = item->is_object() ? item->find(schema::gpu_metrics_aligned) : nullptr;
+      std::int64_t d = 0, ns = 0;
+      if (!device || !to_int(*device, d) || d < 0 || d > 0xFFFF || !shift || !to_int(*shift, ns)) continue;
+      const auto same = [&](const raw_metric_block::alignment& x) { return x.device == d; };
+      if (std::none_of(b.alignments.begin(), b.alignments.end(), same))
+        b.alignments.push_back({std::uint16_t(d), ns, aligned && aligned->type == json_kind::boolean && aligned->boolean});
+    }
+  }
+  if (const json_node* g = v.find(schema::gpu_metrics_gaps); g && g->is_array()) {
+    const json_node* item = g->first();
+    for (std::uint32_t i = 0; i < g->count && b.gaps.size() < max_metric_gaps; ++i, item = item->next()) {
+      if (!item->is_object()) continue;
+      const json_node* device = item->find(schema::gpu_metrics_device);
+      const json_node* ts = item->find(schema::gpu_metrics_gap_ts);
+      const json_node* dur = item->find(schema::gpu_metrics_gap_dur);
+      const json_node* cause = item->find(schema::gpu_metrics_gap_cause);
+      raw_metric_block::gap gap{};
+      std::int64_t d = 0;
+      if (!device || !to_int(*device, d) || d < 0 || d > 0xFFFF || !ts || !ts->is_number() || !us_to_ns(ts->text, gap.ts) ||
+          !dur || !dur->is_number() || !us_to_ns(dur->text, gap.dur) || gap.dur <= 0 || !cause || !cause->is_string())
+        continue;
+      std::size_t c = 0;
+      while (c < std::size(schema::gap_cause_names) && schema::gap_cause_names[c] != cause->text) ++c;
+      if (c == std::size(schema::gap_cause_names)) continue;
+      gap.device = std::uint16_t(d);
+      gap.cause = metric_gap_cause(c);
+      b.gaps.push_back(gap);
+    }
+  }
   const json_node* list = v.find(schema::gpu_metrics_metrics);
   if (!list || !list->is_array()) return;
   const json_node* item = list->first();

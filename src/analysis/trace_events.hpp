@@ -111,10 +111,27 @@ struct raw_metric_sample {
 // What the cuprof block says of the metric samples (schema::cuprof_gpu_metrics).
 struct raw_metric_block {
   bool present = false;
+  bool held_values = false;  // a counter holds until its track's next event or a gap
   std::uint64_t interval_ns = 0, dropped = 0, out_of_range = 0;
   std::vector<gpu_metric> metrics;     // distinct labels, at most max_gpu_metrics
   std::vector<std::uint16_t> devices;  // distinct
+  struct alignment {
+    std::uint16_t device;
+    std::int64_t shift_ns;
+    bool aligned;
+  };
+  std::vector<alignment> alignments;  // at most one a device
+  struct gap {
+    std::uint16_t device;
+    std::int64_t ts, dur;  // ns; ts as events' before the base is added
+    metric_gap_cause cause;
+  };
+  std::vector<gap> gaps;  // at most max_metric_gaps
 };
+
+// A trace reads this many metric gaps at most: a GPU sampled without trouble
+// has none; more is a hostile file.
+inline constexpr std::size_t max_metric_gaps = 100000;
 
 // A trace reads this many metrics at most (the default set has 4): a file
 // naming more is hostile or broken, and each costs a value per sample.

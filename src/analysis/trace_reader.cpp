@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <limits>
+#include <optional>
 #include <cstring>
 #include <map>
 #include <system_error>
@@ -32,11 +33,15 @@ namespace {
 // interval are the cuprof block's; without a block (another tool's trace),
 // the counters' names are the labels (a default label keeps its CUPTI name)
 // and the interval is the median gap between a GPU's samples. A GPU's counters
-// at one time are one sample, which ends at the next sample's start or an
-// interval after its own, whichever comes first. Left out: a sample of a
-// metric or GPU the block does not name, of a metric past max_gpu_metrics, or
-// at a time outside 64-bit epoch nanoseconds; a metric given twice at one
-// time keeps its first value.
+// at one time are one sample. With held values (the block says so) a counter
+// holds its value until its track's next event, and a sample ends at the
+// GPU's next one, or an interval after its start where a gap (the block's)
+// begins before that or none follows. Otherwise each event is one sample,
+// which ends at the next sample's start or an interval after its own,
+// whichever comes first. Left out: a sample of a metric or GPU the block does
+// not name, of a metric past max_gpu_metrics, or at a time outside 64-bit
+// epoch nanoseconds; a metric given twice at one time keeps its first value.
+// The block's gaps and alignment go to their GPU's series.
 void build_gpu_metrics(const raw_trace& raw, std::int64_t base, trace& t) {
   if (raw.metric_samples.empty()) return;
   const raw_metric_block& block = raw.metric_block;
@@ -51,7 +56,7 @@ void build_gpu_metrics(const raw_trace& raw, std::int64_t base, trace& t) {
       if (metrics[m].label == text) return it->second = m;
     if (named || metrics.size() >= max_gpu_metrics) return it->second;
     std::string cupti_name = text;
-    for (const gpu_metric& d : default_gpu_metrics())
+    for (const gpu_metric& d : labelled_gpu_metrics())
       if (d.label == text) cupti_name = d.name;
     metrics.push_back({std::move(cupti_name), text});
     return it->second = std::uint32_t(metrics.size() - 1);
@@ -84,7 +89,15 @@ void build_gpu_metrics(const raw_trace& raw, std::int64_t base, trace& t) {
         gaps.push_back(samples[i].ts - samples[i - 1].ts);
     interval = summarize(std::move(gaps)).median_ns;
   }
-  std::vector<double> values(metrics.size());
+  const auto plus = [](std::uint64_t a, std::uint64_t b) {
+    return a > std::numeric_limits<std::uint64_t>::max() - b ? std::numeric_limits<std::uint64_t>::max() : a + b;
+  };
+  const auto epoch = [&](std::int64_t ts) -> std::optional<std::uint64_t> {
+    std::int64_t at = 0;
+    if (__builtin_add_overflow(ts, base, &at) || at < 0) return std::nullopt;
+    return std::uint64_t(at);
+  };
+  std::vector<double> values(metrics.size()), held(metrics.size());
   for (std::size_t i = 0; i < samples.size();) {
     gpu_metric_series s;
     s.device = samples[i].device;
@@ -92,6 +105,15 @@ void build_gpu_metrics(const raw_trace& raw, std::int64_t base, trace& t) {
     s.dropped = t.gpu_metrics.empty() ? block.dropped : 0;            // the block's counts, on the first GPU's series
     s.out_of_range = t.gpu_metrics.empty() ? block.out_of_range : 0;  // and add() counts what this file has
     s.metrics = metrics;
+    for (const raw_metric_block::gap& g : block.gaps)
+      if (g.device == s.device)
+        if (const auto a = epoch(g.ts)) s.gaps.push_back({*a, plus(*a, std::uint64_t(g.dur)), g.cause});
+    std::sort(s.gaps.begin(), s.gaps.end(),
+              [](const gpu_metric_gap& a, const gpu_metric_gap& b) { return a.start_ns < b.start_ns; });
+    for (const raw_metric_block::alignment& a : block.alignments)
+      if (a.device == s.device) s.shift_ns = a.shift_ns, s.aligned = a.aligned;
+    std::size_t next_gap = 0;  // the first gap not ending by the sample
+    std::fill(held.begin(), held.end(), __builtin_nan(""));
     for (; i < samples.size() && samples[i].device == s.device;) {
       const std::uint64_t ts = samples[i].ts;
       std::fill(values.begin(), values.end(), __builtin_nan(""));
@@ -99,11 +121,20 @@ void build_gpu_metrics(const raw_trace& raw, std::int64_t base, trace& t) {
         if (values[samples[i].column] != values[samples[i].column]) values[samples[i].column] = samples[i].value;
       const bool last = i == samples.size() || samples[i].device != s.device;
       std::uint64_t end = last ? ts : samples[i].ts;
-      if (interval && (last || end - ts > interval))
-        end =
-            ts > std::numeric_limits<std::uint64_t>::max() - interval ? std::numeric_limits<std::uint64_t>::max() : ts + interval;
+      if (block.held_values) {
+        while (next_gap < s.gaps.size() && s.gaps[next_gap].end_ns <= ts) ++next_gap;
+        const bool gap_before_next = next_gap < s.gaps.size() && s.gaps[next_gap].start_ns < end;
+        if (interval && (last || gap_before_next)) end = std::min(last ? plus(ts, interval) : end, plus(ts, interval));
+        for (std::size_t m = 0; m < values.size(); ++m)
+          if (values[m] == values[m]) held[m] = values[m];
+          else values[m] = held[m];
+        if (last || gap_before_next) std::fill(held.begin(), held.end(), __builtin_nan(""));  // a gap: nothing holds across it
+      } else if (interval && (last || end - ts > interval)) {
+        end = plus(ts, interval);
+      }
       s.add(ts, end, values.data());
     }
+    list_unlisted_gaps(s);  // a trace without the block's gaps (older, or another tool's) says them by its times
     t.gpu_metrics.push_back(std::move(s));
   }
 }

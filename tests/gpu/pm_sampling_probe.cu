@@ -176,7 +176,20 @@ struct Options {
   std::vector<std::string> metrics;  // --metrics overrides the candidate lists
   bool sysclk = false;               // --sysclk: interval in SYS clock cycles, not ns
   int decode_every_ms = 0;           // --decode-every-ms: decode while the workloads run
+  bool reuse_image = false;          // --reuse-image: decode into one image until it is full
 };
+
+// Where the decoding thread's time goes (--decode-every-ms), in ns of wall
+// time on that thread: CUPTI's decode, the image's initialization, the
+// samples' info and their evaluation.
+struct DecodeCost {
+  uint64_t decode = 0, init = 0, info = 0, evaluate = 0, samples = 0, calls = 0;
+};
+DecodeCost g_cost;
+uint64_t steady_ns() {
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> v;
@@ -194,7 +207,8 @@ std::vector<std::string> split_commas(const std::string& s) {
 void usage() {
   std::printf(
       "usage: pm_sampling_probe [--out DIR] [--interval-us N] [--reps N] [--hw-buffer-mb N]\n"
-      "                         [--max-samples N] [--device N] [--metrics a,b,c] [--sysclk] [--decode-every-ms N]\n"
+      "                         [--max-samples N] [--device N] [--metrics a,b,c] [--sysclk] [--decode-every-ms N] "
+      "[--reuse-image]\n"
       "       pm_sampling_probe --workloads-only [--reps N]\n"
       "       pm_sampling_probe --host-only --chip GH100 [--out DIR] [--metrics a,b,c]\n"
       "       pm_sampling_probe --decode DIR\n");
@@ -224,6 +238,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--decode") o.decode_dir = next();
     else if (a == "--sysclk") o.sysclk = true;
     else if (a == "--decode-every-ms") o.decode_every_ms = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--reuse-image") o.reuse_image = true;
     else if (a == "-h" || a == "--help") {
       usage();
       std::exit(0);
@@ -600,7 +615,8 @@ struct Sample {
 // Reads every completed sample of one counter data image. `pm` may be null
 // (offline decode): GetSampleInfo takes a PM sampling object in its params.
 CUptiResult read_samples(const Host& h, CUpti_PmSampling_Object* pm, const std::vector<uint8_t>& image,
-                         const std::vector<std::string>& metrics, std::vector<Sample>& out, size_t* completed, std::string* err) {
+                         const std::vector<std::string>& metrics, std::vector<Sample>& out, size_t* completed, std::string* err,
+                         size_t first = 0) {
   CUpti_PmSampling_GetCounterDataInfo_Params info{CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
   info.pPriv = nullptr;
   info.pCounterDataImage = image.data();
@@ -613,8 +629,9 @@ CUptiResult read_samples(const Host& h, CUpti_PmSampling_Object* pm, const std::
   *completed = info.numCompletedSamples;
   std::vector<const char*> names;
   for (auto& m : metrics) names.push_back(m.c_str());
-  for (size_t i = 0; i < info.numCompletedSamples; ++i) {
+  for (size_t i = first; i < info.numCompletedSamples; ++i) {
     Sample s;
+    const uint64_t t0 = steady_ns();
     CUpti_PmSampling_CounterData_GetSampleInfo_Params si{CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
     si.pPmSamplingObject = pm;
     si.pCounterDataImage = image.data();
@@ -628,6 +645,7 @@ CUptiResult read_samples(const Host& h, CUpti_PmSampling_Object* pm, const std::
     s.start = si.startTimestamp;
     s.end = si.endTimestamp;
     s.values.assign(metrics.size(), NAN);
+    const uint64_t t1 = steady_ns();
     CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
     ev.pHostObject = h.obj;
     ev.pCounterDataImage = image.data();
@@ -641,6 +659,10 @@ CUptiResult read_samples(const Host& h, CUpti_PmSampling_Object* pm, const std::
       *err = "cuptiProfilerHostEvaluateToGpuValues(" + std::to_string(i) + "): " + cupti_str(r);
       return r;
     }
+    const uint64_t t2 = steady_ns();
+    g_cost.info += t1 - t0;
+    g_cost.evaluate += t2 - t1;
+    ++g_cost.samples;
     out.push_back(std::move(s));
   }
   return CUPTI_SUCCESS;
@@ -1099,16 +1121,27 @@ int main(int argc, char** argv) {
   bool overflow = false;
   int decode_calls = 0;
   int chunk = 0;
+  std::vector<uint8_t> kept_image;  // --reuse-image: decoded into until full
+  size_t kept_read = 0;             // its samples already read
   auto decode_pass = [&](bool final_pass) {
     for (int guard = 0; guard < 1000; ++guard) {
-      std::vector<uint8_t> img;
-      fresh_image(img);
+      std::vector<uint8_t> fresh;
+      const bool reuse = o.reuse_image && !kept_image.empty();
+      const uint64_t t0 = steady_ns();
+      if (!reuse) fresh_image(o.reuse_image ? kept_image : fresh);
+      std::vector<uint8_t>& img = o.reuse_image ? kept_image : fresh;
+      if (!reuse) kept_read = 0;
+      const uint64_t t1 = steady_ns();
       CUpti_PmSampling_DecodeData_Params dd{CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
       dd.pPriv = nullptr;
       dd.pPmSamplingObject = pm;
       dd.pCounterDataImage = img.data();
       dd.counterDataImageSize = img.size();
       CUptiResult r = cuptiPmSamplingDecodeData(&dd);
+      const uint64_t t2 = steady_ns();
+      g_cost.init += t1 - t0;
+      g_cost.decode += t2 - t1;
+      ++g_cost.calls;
       ++decode_calls;
       if (dd.overflow) overflow = true;
       if (r != CUPTI_SUCCESS) {
@@ -1117,18 +1150,22 @@ int main(int argc, char** argv) {
       }
       size_t completed = 0;
       std::string err;
-      CUptiResult rr = read_samples(h, pm, img, metrics, samples, &completed, &err);
-      if (completed > 0 && (final_pass || chunk < 4)) {
+      CUptiResult rr = read_samples(h, pm, img, metrics, samples, &completed, &err, kept_read);
+      const size_t new_samples = completed - std::min(completed, kept_read);
+      kept_read = completed;
+      const bool full = dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
+      if (o.reuse_image && full) kept_image.clear();
+      if (!o.reuse_image && completed > 0 && (final_pass || chunk < 4)) {
         std::string file = chunk == 0 ? "pm_counter_data.bin" : "pm_counter_data." + std::to_string(chunk) + ".bin";
         write_bytes(o.out + "/" + file, img);
         image_files.push_back(file);
         image_sizes.push_back(img.size());
         ++chunk;
       }
-      if (final_pass || completed > 0)
-        std::printf("decode %d: stop reason %d, overflow %d, %zu completed samples%s%s\n", decode_calls, int(dd.decodeStopReason),
-                    int(dd.overflow), completed, rr == CUPTI_SUCCESS ? "" : "; ", rr == CUPTI_SUCCESS ? "" : err.c_str());
-      if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) return;
+      if (final_pass || new_samples > 0)
+        std::printf("decode %d: stop reason %d, overflow %d, %zu new samples%s%s\n", decode_calls, int(dd.decodeStopReason),
+                    int(dd.overflow), new_samples, rr == CUPTI_SUCCESS ? "" : "; ", rr == CUPTI_SUCCESS ? "" : err.c_str());
+      if (!full) return;
     }
   };
   uint64_t start_cupti = cupti_now();
@@ -1136,6 +1173,7 @@ int main(int argc, char** argv) {
   st.pPriv = nullptr;
   st.pPmSamplingObject = pm;
   SETUP_CUPTI(cuptiPmSamplingStart(&st));
+  const uint64_t started_cupti = cupti_now();
   std::atomic<bool> sampling{true};
   std::thread decoder;
   if (o.decode_every_ms > 0)
@@ -1155,7 +1193,24 @@ int main(int argc, char** argv) {
   CHECK_CUPTI(cuptiPmSamplingStop(&sp));
   uint64_t stop_cupti = cupti_now();
   std::printf("sampled %.3f ms (cuptiGetTimestamp), %zu spans\n", double(stop_cupti - start_cupti) / 1e6, spans.size());
+  const uint64_t live_samples = g_cost.samples;
+  const DecodeCost live = g_cost;
   decode_pass(true);
+  if (!samples.empty())
+    std::printf(
+        "START: cuptiPmSamplingStart between host %llu and %llu (%.1f us); first sample [%llu, %llu]: start - host before %+.1f "
+        "us\n",
+        (unsigned long long)start_cupti, (unsigned long long)started_cupti, double(started_cupti - start_cupti) / 1e3,
+        (unsigned long long)samples.front().start, (unsigned long long)samples.front().end,
+        double(int64_t(samples.front().start - start_cupti)) / 1e3);
+  if (live.samples)
+    std::printf(
+        "COST (while sampling, %llu samples, %llu decode calls, image %zu bytes%s): per sample decode %.1f us, image init "
+        "%.1f us, info %.1f us, evaluate %.1f us\n",
+        (unsigned long long)live_samples, (unsigned long long)live.calls, size_t(ds.counterDataSize),
+        o.reuse_image ? ", reused" : "", double(live.decode) / 1e3 / double(live.samples),
+        double(live.init) / 1e3 / double(live.samples), double(live.info) / 1e3 / double(live.samples),
+        double(live.evaluate) / 1e3 / double(live.samples));
   {
     // The hardware's actual period: gaps between consecutive sample starts,
     // and each sample's own length.
@@ -1169,6 +1224,15 @@ int main(int argc, char** argv) {
       std::sort(v.begin(), v.end());
       return v[size_t(q * double(v.size() - 1))];
     };
+    // Stretches the GPU left unsampled: a sample starting more than 1.5 intervals after the previous one ended.
+    size_t holes = 0;
+    double hole_us = 0;
+    for (size_t i = 1; i < samples.size(); ++i)
+      if (samples[i].start > samples[i - 1].end && double(samples[i].start - samples[i - 1].end) > 1500.0 * o.interval_us) {
+        ++holes;
+        hole_us += double(samples[i].start - samples[i - 1].end) / 1000.0;
+      }
+    std::printf("HOLES: %zu stretches without samples, %.1f ms in all\n", holes, hole_us / 1000.0);
     std::printf(
         "PERIOD: mode %s interval %.1f, %zu samples over %.3f ms; gap us p10 %.2f p50 %.2f p90 %.2f max %.2f; "
         "length us p50 %.2f; overflow %d; decode calls %d\n",

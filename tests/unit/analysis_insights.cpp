@@ -1070,7 +1070,7 @@ cuprof::trace sampled_kernel(const std::string& name, std::uint64_t us, std::vec
   b.gpu(name, t0, t0 + us * 1000, 1);
   cuprof::detail::gpu_metric_series s;
   s.interval_ns = 20000;
-  s.metrics = cuprof::detail::default_gpu_metrics();
+  s.metrics = cuprof::detail::labelled_gpu_metrics();
   for (std::uint64_t at = t0; at + 20000 <= t0 + us * 1000; at += 20000) s.add(at, at + 20000, values.data());
   b.t.gpu_metrics.push_back(s);
   return b.t;

@@ -1238,7 +1238,7 @@ TEST_CASE("reader: GPU metric samples become one series per GPU, with the cuprof
   CHECK(s.device == 0);
   CHECK(s.interval_ns == 20000);
   CHECK(s.dropped == 2);
-  const std::vector<cuprof::detail::gpu_metric> defaults = cuprof::detail::default_gpu_metrics();
+  const std::vector<cuprof::detail::gpu_metric> defaults = cuprof::detail::labelled_gpu_metrics();  // recorded with the four
   REQUIRE(s.metrics.size() == defaults.size());
   for (std::size_t m = 0; m < defaults.size(); ++m) {
     CHECK(s.metrics[m].name == defaults[m].name);
@@ -1343,6 +1343,42 @@ TEST_CASE("reader: GPU metric values no metric can take are left out and counted
   CHECK(broken.t.gpu_metrics[0].out_of_range == 2);
 }
 
+TEST_CASE("reader: the block's gaps and alignment are read; hostile entries are skipped, a gap list past its cap cut") {
+  const std::string text = edited_metrics_trace([](json& doc) {
+    json& g = doc["cuprof"]["gpu_metrics"];
+    g["alignment"] = json::parse(R"([{"device":0,"shift_ns":-250000,"aligned":true},{"device":0,"shift_ns":7,"aligned":false},
+        {"device":-1,"shift_ns":1},{"device":"1","shift_ns":1},{"device":1,"shift_ns":"far"},{"device":2,"shift_ns":1e300},5,null])");
+    g["gaps"] = json::parse(R"([{"device":0,"ts":1100,"dur":40,"cause":"overflow"},
+        {"device":0,"ts":1200,"dur":20,"cause":"meteor"},{"device":0,"ts":1200,"dur":-20,"cause":"skipped"},
+        {"device":0,"ts":1200,"dur":0,"cause":"skipped"},{"device":0,"ts":"1200","dur":20,"cause":"skipped"},
+        {"device":70000,"ts":1200,"dur":20,"cause":"skipped"},{"device":0,"ts":1e300,"dur":20,"cause":"skipped"},
+        {"device":0,"ts":1200,"dur":20,"cause":7},{"device":0,"ts":1200,"dur":20},[],"gap",
+        {"device":0,"ts":1300,"dur":1e300,"cause":"sample_cap"}])");
+  });
+  const cuprof::loaded_trace lt = cuprof::parse_trace(text, "t");
+  REQUIRE(lt.t.gpu_metrics.size() == 1);
+  const cuprof::detail::gpu_metric_series& s = lt.t.gpu_metrics[0];
+  CHECK(s.shift_ns == -250000);  // the first entry for a GPU
+  CHECK(s.aligned);
+  REQUIRE(s.gaps.size() >= 1);
+  const std::uint64_t base = 1700000000000000000ull;
+  CHECK(s.gaps[0].start_ns == base + 1100000);
+  CHECK(s.gaps[0].end_ns == base + 1140000);
+  CHECK(s.gaps[0].cause == cuprof::detail::metric_gap_cause::overflow);
+  for (const cuprof::detail::gpu_metric_gap& gap : s.gaps) CHECK(gap.start_ns != base + 1200000);  // none of the broken ones
+
+  // More gaps than any recording has: the reader keeps max_metric_gaps of them.
+  std::string many =
+      R"({"traceEvents":[{"ph":"C","cat":"gpu_metric","name":"SM throughput %","pid":0,"tid":0,"ts":5,"args":{"value":1}}],)"
+      R"("cuprof":{"gpu_metrics":{"interval_ns":1000,"gaps":[)";
+  for (int i = 0; i < 150000; ++i)
+    many += std::string(i ? "," : "") + R"({"device":0,"ts":)" + std::to_string(10 + i) + R"(,"dur":1,"cause":"skipped"})";
+  many += "]}}}";
+  const cuprof::loaded_trace capped = cuprof::parse_trace(many, "many");
+  REQUIRE(capped.t.gpu_metrics.size() == 1);
+  CHECK(capped.t.gpu_metrics[0].gaps.size() == 100000);
+}
+
 TEST_CASE("reader: damaged GPU metric samples and blocks are skipped, never refused; time order is the reader's") {
   const std::uint64_t base = 1700000000000000000ull;
   const cuprof::loaded_trace clean = cuprof::read_trace_file(metrics_trace("gpu_metrics.json"));
@@ -1425,8 +1461,9 @@ TEST_CASE("reader: damaged GPU metric samples and blocks are skipped, never refu
 
 }  // TEST_SUITE("analysis_reader")
 
-// A run recorded on an H200 with `cuprof run --gpu-metrics` (tests/gpu/metrics_kernels.cu: 8 bf16
-// GEMMs of 4096 back to back, a GELU over 256 Mi floats and a copy of 1 GiB, 5 times each), its
+// A run recorded on an H200 with `cuprof run --gpu-metrics` (tests/gpu/metrics_kernels.cu with
+// three of its families: 8 bf16 GEMMs of 4096 back to back, a GELU over 256 Mi floats and a copy
+// of 1 GiB, 5 times each), its
 // counters trimmed to the kernels' time (gpu_check_metrics.py): the samples as CUPTI decoded them,
 // the kernels' averages as the GPU machine's runtime wrote them.
 TEST_CASE("a recorded H200 run: its samples, each kernel's averages as recorded, table columns and verdicts") {
@@ -1435,7 +1472,7 @@ TEST_CASE("a recorded H200 run: its samples, each kernel's averages as recorded,
   REQUIRE(lt.t.gpu_metrics.size() == 1);
   const cuprof::detail::gpu_metric_series& s = lt.t.gpu_metrics[0];
   CHECK(s.interval_ns == 100000);
-  const std::vector<cuprof::detail::gpu_metric> defaults = cuprof::detail::default_gpu_metrics();
+  const std::vector<cuprof::detail::gpu_metric> defaults = cuprof::detail::labelled_gpu_metrics();  // recorded with the four
   REQUIRE(s.metrics.size() == defaults.size());
   for (std::size_t m = 0; m < defaults.size(); ++m) CHECK(s.metrics[m].label == defaults[m].label);
   CHECK(s.size() > 5000);
@@ -1481,12 +1518,28 @@ TEST_CASE("a recorded H200 run: its samples, each kernel's averages as recorded,
   const std::string table = avg.table(o);
   CHECK(table.find("DRAM throughput %") != std::string::npos);
 
-  // Written again, the samples are the same counter events.
-  const json again = json::parse(cuprof::chrome_trace_json(lt.t));
+  // Written again, a counter event only where a value moved by more than half a point (the file has
+  // one per sample and metric): far fewer, and read back every kernel's averages within that step.
+  const std::string again_text = cuprof::chrome_trace_json(lt.t);
+  const json again = json::parse(again_text);
   std::size_t counters = 0, counters_before = 0;
   for (const json& e : again["traceEvents"]) counters += e.value("cat", "") == "gpu_metric";
   for (const json& e : doc["traceEvents"]) counters_before += e.value("cat", "") == "gpu_metric";
-  CHECK(counters == counters_before);
+  CHECK(counters * 10 < counters_before);
+  const cuprof::loaded_trace back = cuprof::parse_trace(again_text, "again");
+  REQUIRE(back.t.gpu_metrics.size() == 1);
+  std::size_t kernels_compared = 0;
+  for (const cuprof::gpu_activity& g : lt.t.gpu) {
+    if (g.kind != cuprof::gpu_kind::kernel || g.end_ns - g.start_ns < 4 * s.interval_ns) continue;
+    const auto before_avg = cuprof::detail::average_metrics(s, g.start_ns, g.end_ns);
+    const auto after_avg = cuprof::detail::average_metrics(back.t.gpu_metrics[0], g.start_ns, g.end_ns);
+    for (std::size_t m = 0; m < before_avg.values.size(); ++m)
+      if (before_avg.values[m] == before_avg.values[m]) {
+        CHECK(std::fabs(after_avg.values[m] - before_avg.values[m]) <= 0.5 + 1e-9);
+        ++kernels_compared;
+      }
+  }
+  CHECK(kernels_compared > 20);
 
   // The verdicts rest on the counters: the copy memory-bound, the GEMM tensor-bound.
   const cuprof::insights in = cuprof::analyze(lt.t);

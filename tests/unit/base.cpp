@@ -308,7 +308,7 @@ TEST_CASE("CUPROF_GPU_METRICS and its interval: switches, the default set, named
     const auto g = read_gpu_metrics(on, nullptr, problems);
     CHECK(g.on);
     CHECK(g.names.empty());
-    CHECK(g.interval_ns == 100000);
+    CHECK(g.interval_ns == 200000);
   }
   CHECK(problems.empty());
   auto g = read_gpu_metrics("dram__throughput.avg.pct_of_peak_sustained_elapsed,,sm__x.sum", "50us", problems);
@@ -322,7 +322,7 @@ TEST_CASE("CUPROF_GPU_METRICS and its interval: switches, the default set, named
   for (const char* bad : {"0.5us", "2s", "-3us", "1e3us", "us", "20 us", "inf"}) {
     problems.clear();
     CAPTURE(bad);
-    CHECK(read_gpu_metrics("1", bad, problems).interval_ns == 100000);
+    CHECK(read_gpu_metrics("1", bad, problems).interval_ns == 200000);
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].find("CUPROF_GPU_METRICS_INTERVAL=") == 0);
   }

@@ -160,6 +160,59 @@ TEST_CASE("add(): a value no metric can take is left out as none and counted; a 
   CHECK(a.values[1] == doctest::Approx(50.0));  // the second sample's 0 and the fourth's 100
 }
 
+TEST_CASE("gaps: unlisted stretches between samples are the GPU's skips; a kernel without samples says why") {
+  using cuprof::detail::gpu_metric_gap;
+  using cuprof::detail::metric_gap_cause;
+  using cuprof::detail::unsampled_reason;
+  // Samples over [0, 30), then [60, 80) and [200, 210): 30 to 60 lost to an overflow (listed), 80 to 200 not listed.
+  gpu_metric_series s = series_of(0, 0, 10, two_metrics(), {{1, 1}, {2, 2}, {3, 3}});
+  const double v[] = {4, 4};
+  s.add(60, 70, v);
+  s.add(70, 80, v);
+  s.add(200, 210, v);
+  s.gaps.push_back({30, 60, metric_gap_cause::overflow});
+  const std::vector<gpu_metric_gap> found = cuprof::detail::unlisted_gaps(s);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].start_ns == 80);
+  CHECK(found[0].end_ns == 200);
+  CHECK(found[0].cause == metric_gap_cause::skipped);
+  // 5 ns between samples is no gap: less than half an interval.
+  gpu_metric_series close = series_of(0, 0, 10, two_metrics(), {{1, 1}});
+  close.add(15, 25, v);
+  CHECK(cuprof::detail::unlisted_gaps(close).empty());
+
+  gpu_metric_series listed = s;
+  CHECK(cuprof::detail::list_unlisted_gaps(listed) == 12);  // 120 ns at 10 ns a sample
+  REQUIRE(listed.gaps.size() == 2);
+  CHECK(listed.gaps[1].start_ns == 80);
+  CHECK(cuprof::detail::list_unlisted_gaps(listed) == 0);  // all listed now
+
+  CHECK(unsampled_reason(listed, 35, 55).find("overflowed") != std::string::npos);
+  CHECK(unsampled_reason(listed, 100, 150) == "not sampled: the GPU took no sample and reported no overflow");
+  CHECK(unsampled_reason(s, 100, 150) == "not sampled: between two samples further apart than the interval");
+  CHECK(unsampled_reason(s, 100, 150, &listed.gaps) == unsampled_reason(listed, 100, 150));
+  CHECK(unsampled_reason(listed, 300, 400) == "not sampled: after the GPU's last sample in the window");
+  const gpu_metric_series late = series_of(0, 1000, 10, two_metrics(), {{1, 1}});
+  CHECK(unsampled_reason(late, 0, 500).find("before the GPU's first sample") != std::string::npos);
+  CHECK(unsampled_reason(gpu_metric_series{}, 0, 500) == "not sampled: no sample on this GPU in the window");
+  CHECK(unsampled_reason(listed, 5, 25).empty());  // sampled
+}
+
+TEST_CASE("the default set: SM, DRAM and tensor pipe; occupancy and the others named keep cuprof's labels") {
+  const std::vector<gpu_metric> all = cuprof::detail::labelled_gpu_metrics();
+  const std::vector<gpu_metric> defaults = cuprof::detail::default_gpu_metrics();
+  REQUIRE(all.size() == 4);
+  REQUIRE(defaults.size() == 3);
+  CHECK(defaults[0].label == cuprof::detail::metric_label_sm);
+  CHECK(defaults[1].label == cuprof::detail::metric_label_dram);
+  CHECK(defaults[2].label == cuprof::detail::metric_label_tensor);
+  const gpu_metric occupancy = cuprof::detail::named_gpu_metric("sm__warps_active_realtime.avg.pct_of_peak_sustained_active");
+  CHECK(occupancy.label == cuprof::detail::metric_label_occupancy);
+  const gpu_metric other = cuprof::detail::named_gpu_metric("lts__t_bytes.sum");
+  CHECK(other.name == "lts__t_bytes.sum");
+  CHECK(other.label == "lts__t_bytes.sum");
+}
+
 TEST_CASE("metrics_of: every series' metrics, each label once, in the order first met") {
   std::vector<gpu_metric_series> series(2);
   series[0].metrics = two_metrics();
@@ -187,7 +240,7 @@ const std::string quoted_label = "my \"metric\"";
 // nothing, is sampled once.
 struct sampled_fixture : fixture {
   sampled_fixture() {
-    std::vector<gpu_metric> metrics = cuprof::detail::default_gpu_metrics();
+    std::vector<gpu_metric> metrics = cuprof::detail::labelled_gpu_metrics();
     metrics.push_back({"user__metric.sum", quoted_label});
     gpu_metric_series s;
     s.device = 0;
@@ -225,7 +278,7 @@ const json* kernel_named(const json& events, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("chrome trace: a counter per metric and sample, on its GPU's process, after the other events") {
+TEST_CASE("chrome trace: a counter per metric where its value moves, on its GPU's process, after the other events") {
   sampled_fixture f;
   const std::string text = cuprof::chrome_trace_json(f.t, "metrics");
   keep_trace("writer_gpu_metrics.json", text);
@@ -249,19 +302,25 @@ TEST_CASE("chrome trace: a counter per metric and sample, on its GPU's process, 
     REQUIRE(e["args"]["value"].is_number());
     tracks[{e["pid"], e["name"]}].push_back(ns_of(e["ts"]));
   }
-  CHECK(counters == f.values());
   CHECK(last_other < first_counter);  // a section of their own, last, as the memory counters before them
   // Every metric a track on each GPU sampled, in time order; the first sample's tensor value was NaN.
   CHECK(tracks.size() == 10);
   const std::vector<std::int64_t>& sm = tracks[{0, "SM throughput %"}];
-  REQUIRE(sm.size() == 25);
+  REQUIRE(sm.size() == 25);  // a point more each sample: every one written
   CHECK(sm.front() == std::int64_t(epoch - base_ns));
   CHECK(std::is_sorted(sm.begin(), sm.end()));
   CHECK(sm[10] - sm[9] == std::int64_t(6 * interval));  // the lost samples: a gap, nothing written in it
-  CHECK(tracks[{0, "Tensor pipe active %"}].size() == 24);
-  CHECK(tracks[{0, "Tensor pipe active %"}].front() == std::int64_t(epoch + interval - base_ns));
-  CHECK(tracks[{0, quoted_label}].size() == 25);  // escaped in the file, read back whole
+  // Tensor (50.126) and occupancy (25) do not move: written where a stretch of samples starts and ends.
+  const auto at = [&](std::initializer_list<std::uint64_t> samples) {
+    std::vector<std::int64_t> ts;
+    for (std::uint64_t i : samples) ts.push_back(std::int64_t(epoch + i * interval - base_ns));
+    return ts;
+  };
+  CHECK(tracks[{0, "Tensor pipe active %"}] == at({1, 9, 15, 29}));  // none at 0: NaN there
+  CHECK(tracks[{0, "Achieved occupancy %"}] == at({0, 9, 15, 29}));
+  CHECK(tracks[{0, quoted_label}].size() == 25);  // escaped in the file, read back whole; i / 3 moves by 1/3 a sample
   CHECK(tracks[{1, "DRAM throughput %"}].size() == 1);
+  CHECK(counters == 25 + 25 + 4 + 4 + 25 + 5);
 
   // Values with two decimals; the second sample is 500.01 ms after the base, a whole day.
   CHECK(
@@ -329,6 +388,114 @@ TEST_CASE("chrome trace: a kernel in a gap of lost samples averages what overlap
   const json* untimed = kernel_named(doc["traceEvents"], "untimed");
   REQUIRE(untimed);
   CHECK_FALSE((*untimed)["args"].contains("metric samples"));
+}
+
+TEST_CASE("chrome trace: a counter is written where its value moves by more than a step; read back, values hold to the next") {
+  fixture f;
+  gpu_metric_series s;
+  s.device = 0;
+  s.interval_ns = interval;
+  s.metrics = {{"a__x.avg.pct_of_peak_sustained_elapsed", "A %"}, {"b__y.sum", "B"}};
+  // A, a percentage (step 0.5): 10, 10.3, ... up 0.3 a sample. B (step 0.5 % of its largest, 2000: 10): 1000, 1004, 1006, then 2000.
+  const double b_values[] = {1000, 1004, 1006, 2000, 2000, 2000, 2000, 2000};
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    const double v[] = {10 + 0.3 * double(i), b_values[i]};
+    s.add(epoch + i * interval, epoch + (i + 1) * interval, v);
+  }
+  f.t.gpu_metrics.push_back(s);
+  const std::string text = cuprof::chrome_trace_json(f.t);
+  const json doc = check_contract(text);
+  std::map<std::string, std::vector<std::uint64_t>> at;  // samples written, by track
+  std::map<std::string, std::vector<double>> values;
+  const std::uint64_t base_ns = doc["baseTimeNanoseconds"];
+  for (const json& e : doc["traceEvents"])
+    if (e.value("cat", "") == "gpu_metric") {
+      at[e["name"]].push_back((std::uint64_t(ns_of(e["ts"])) + base_ns - epoch) / interval);
+      values[e["name"]].push_back(e["args"]["value"]);
+    }
+  // A moves 0.6 from the last written every second sample; the last sample ends the stretch.
+  CHECK(at["A %"] == std::vector<std::uint64_t>{0, 2, 4, 6, 7});
+  REQUIRE(values["A %"].size() == 5);
+  CHECK(values["A %"][1] == doctest::Approx(10.6));
+  CHECK(values["A %"][4] == doctest::Approx(12.1));
+  CHECK(at["B"] == std::vector<std::uint64_t>{0, 3, 7});  // 1004 and 1006 within 10 of 1000
+  CHECK(doc["cuprof"]["gpu_metrics"]["held_values"] == true);
+
+  // Read back: the union of the tracks' times, each value held until its track's next event, the last an interval long.
+  const cuprof::loaded_trace lt = cuprof::parse_trace(text, "t");
+  REQUIRE(lt.t.gpu_metrics.size() == 1);
+  const gpu_metric_series& r = lt.t.gpu_metrics[0];
+  const std::vector<std::uint64_t> starts = {0, 2, 3, 4, 6, 7}, ends = {2, 3, 4, 6, 7, 8};
+  const std::vector<double> a_held = {10, 10.6, 10.6, 11.2, 11.8, 12.1}, b_held = {1000, 1000, 2000, 2000, 2000, 2000};
+  REQUIRE(r.size() == starts.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    CAPTURE(i);
+    CHECK(r.start_ns[i] == epoch + starts[i] * interval);
+    CHECK(r.end_ns[i] == epoch + ends[i] * interval);
+    CHECK(r.value(i, 0) == doctest::Approx(a_held[i]));
+    CHECK(r.value(i, 1) == doctest::Approx(b_held[i]));
+  }
+  // Every original sample's value is within a step of what is read back at its time.
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    const kernel_metric_averages back = average_metrics(r, epoch + i * interval, epoch + (i + 1) * interval);
+    CHECK(std::fabs(back.values[0] - s.value(i, 0)) <= 0.5);
+    CHECK(std::fabs(back.values[1] - s.value(i, 1)) <= 10);
+  }
+  // Written again, the same events.
+  const std::string again = cuprof::chrome_trace_json(lt.t);
+  const auto counters = [](const std::string& t) {
+    std::vector<std::string> lines;
+    for (const json& e : json::parse(t)["traceEvents"])
+      if (e.value("cat", "") == "gpu_metric") lines.push_back(e.dump());
+    return lines;
+  };
+  CHECK(counters(again) == counters(text));
+}
+
+TEST_CASE("chrome trace: gaps and alignment in the cuprof block; a kernel without samples says why; read back") {
+  using cuprof::detail::metric_gap_cause;
+  sampled_fixture f;
+  // GPU 0's samples miss [100, 150) us (not listed: the GPU's skip) and, listed, [300, 400) us to an overflow.
+  f.t.gpu_metrics[0].gaps.push_back({epoch + 30 * interval, epoch + 40 * interval, metric_gap_cause::overflow});
+  f.t.gpu_metrics[0].shift_ns = -123456;
+  f.t.gpu_metrics[0].aligned = true;
+  f.gpu("in_the_skip", 102000, 140000, 81);  // [102, 140) us
+  f.gpu("in_the_overflow", 320000, 380000, 82);
+  const std::string text = cuprof::chrome_trace_json(f.t);
+  const json doc = check_contract(text);
+  const json& g = doc["cuprof"]["gpu_metrics"];
+  REQUIRE(g["alignment"].size() == 2);
+  CHECK(g["alignment"][0] == json({{"device", 0}, {"shift_ns", -123456}, {"aligned", true}}));
+  CHECK(g["alignment"][1] == json({{"device", 1}, {"shift_ns", 0}, {"aligned", false}}));
+  REQUIRE(g["gaps"].size() == 2);
+  CHECK(g["gaps"][0] == json({{"device", 0}, {"ts", 500100}, {"dur", 50}, {"cause", "skipped"}}));
+  CHECK(g["gaps"][1] == json({{"device", 0}, {"ts", 500300}, {"dur", 100}, {"cause", "overflow"}}));
+  const json* skip = kernel_named(doc["traceEvents"], "in_the_skip");
+  REQUIRE(skip);
+  CHECK((*skip)["args"]["metric samples"] == 0);
+  CHECK((*skip)["args"]["metric note"] == "not sampled: the GPU took no sample and reported no overflow");
+  const json* overflow = kernel_named(doc["traceEvents"], "in_the_overflow");
+  REQUIRE(overflow);
+  CHECK((*overflow)["args"]["metric note"] ==
+        "not sampled: the GPU's sample buffer overflowed (decoding fell behind); sampling restarted");
+
+  const cuprof::loaded_trace lt = cuprof::parse_trace(text, "t");
+  REQUIRE(lt.t.gpu_metrics.size() == 2);
+  const gpu_metric_series& r = lt.t.gpu_metrics[0];
+  CHECK(r.shift_ns == -123456);
+  CHECK(r.aligned);
+  REQUIRE(r.gaps.size() == 2);
+  CHECK(r.gaps[0].start_ns == epoch + 10 * interval);
+  CHECK(r.gaps[0].end_ns == epoch + 15 * interval);
+  CHECK(r.gaps[0].cause == metric_gap_cause::skipped);
+  CHECK(r.gaps[1].start_ns == epoch + 30 * interval);
+  CHECK(r.gaps[1].end_ns == epoch + 40 * interval);
+  CHECK(r.gaps[1].cause == metric_gap_cause::overflow);
+  // Nothing holds across the skip: the sample before it is one interval long.
+  std::size_t before = 0;
+  while (before + 1 < r.size() && r.start_ns[before + 1] < epoch + 10 * interval) ++before;
+  CHECK(r.end_ns[before] == epoch + 10 * interval);
+  CHECK(cuprof::parse_trace(cuprof::chrome_trace_json(lt.t), "again").t.gpu_metrics[0].gaps.size() == 2);
 }
 
 TEST_CASE("chrome trace: the cuprof block's gpu_metrics; none without samples") {

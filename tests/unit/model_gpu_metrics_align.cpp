@@ -96,9 +96,12 @@ TEST_CASE("align_to_kernels finds the samples' offset and the kernels' averages 
     const auto kernels = make_kernels(rng, 60);
     gpu_metric_series s = make_series(rng, kernels, offset);
     if (offset != 0) CHECK(worst_kernel_error(s, kernels) > 0.1);  // off as on the H200
+    s.gaps.push_back({s.start_ns[0] + 1'000'000, s.start_ns[0] + 1'500'000, cuprof::detail::metric_gap_cause::overflow});
+    const std::uint64_t gap_start = s.gaps[0].start_ns;
     const metric_alignment a = align_to_kernels(s, kernels);
     CHECK(a.applied);
     CHECK(std::llabs(a.shift_ns + offset) <= std::int64_t(s.interval_ns / 2));
+    CHECK(std::int64_t(s.gaps[0].start_ns - gap_start) == a.shift_ns);  // the gap moved with the samples
     CHECK(a.correlation > 0.9);
     CHECK(a.correlation >= a.correlation_unshifted);
     CHECK(worst_kernel_error(s, kernels) < 0.02);

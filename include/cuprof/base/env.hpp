@@ -140,15 +140,22 @@ inline env_setting<bool> read_clock_forced_monotonic(const char* text) {
                       "the default clock (the TSC where it is invariant, else CLOCK_MONOTONIC)");
 }
 
+// The GPU metrics' sampling period unless one is asked for: a kernel of two
+// periods gets its own samples. CUPTI's decoding costs about the same CPU
+// time per second of GPU time at any period (a sample of the default set:
+// about 60 us at 100 us, 90 at 200, H200), but its bursts grew with shorter
+// periods: at 100 us the decoding fell behind now and then.
+inline constexpr std::uint64_t default_gpu_metrics_interval_ns = 200000;
+
 // CUPROF_GPU_METRICS (and `cuprof run --gpu-metrics[=LIST]`): 1, on, yes,
 // true or "default" for the default set, 0/off for none, or a comma-separated
 // list of CUPTI metric names (letters, digits, '_' and '.'). With it,
-// CUPROF_GPU_METRICS_INTERVAL: the sampling period, "100us" (ns, us or ms; a
+// CUPROF_GPU_METRICS_INTERVAL: the sampling period, "200us" (ns, us or ms; a
 // bare number is microseconds), from 1 us to 1 s.
 struct gpu_metrics_setting {
   bool on = false;
   std::vector<std::string> names;  // empty: the default set
-  std::uint64_t interval_ns = 100000;
+  std::uint64_t interval_ns = default_gpu_metrics_interval_ns;
 };
 
 inline std::optional<std::uint64_t> parse_metric_interval(const char* v) {

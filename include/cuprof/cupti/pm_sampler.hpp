@@ -4,10 +4,19 @@
 //
 // One sampler per process, owned by the tracer. Each device the program has a
 // context on gets a PM sampling object, a single-pass configuration of the
-// metrics and a hardware buffer; a thread of its own decodes that buffer every
-// few milliseconds into samples (CUPTI evaluates each metric on the CPU), so
-// neither the program's threads nor CUPTI's callbacks pay for it. Samples are
-// kept, up to a cap, until a window takes them; past the cap they are counted.
+// metrics and a hardware buffer. Two threads of its own empty that buffer, so
+// neither the program's threads nor CUPTI's callbacks pay for it:
+//   - the decoder moves the hardware buffer's records into counter data images
+//     every few milliseconds (CUPTI's decode: about 70 us of CPU a sample of
+//     the default set on an H200);
+//   - the evaluator turns a full image's samples into metric values (about
+//     45 us a sample) and gives the image back.
+// On one thread the two took more than 100 us a sample: at that period the
+// hardware buffer overflowed and whole kernels went unsampled. Images cycle
+// through a small pool; when the evaluator is behind and none is free, the
+// decoder leaves the records in the hardware buffer, which holds many more.
+// Samples are kept, up to a cap, until a window takes them; what could not be
+// sampled is kept as gaps with their cause.
 #pragma once
 
 #include <cuda.h>
@@ -25,8 +34,11 @@
 #include "../model/gpu_metrics.hpp"
 #include "libraries.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -40,7 +52,7 @@ namespace cuprof::detail::cupti {
 // the sampling period.
 struct pm_sampling_request {
   std::vector<gpu_metric> metrics;
-  std::uint64_t interval_ns = 100000;
+  std::uint64_t interval_ns = default_gpu_metrics_interval_ns;
 };
 
 // The PM sampling and host-evaluation entry points, from the same libcupti as tracing.
@@ -119,21 +131,35 @@ inline std::string pm_refusal(const pm_library& pm, const char* call, CUptiResul
 
 class pm_sampler {
  public:
-  // How often the decode thread empties the hardware buffers.
-  static constexpr int decode_period_ms = 5;
+  // How often the decoder empties the hardware buffers.
+  static constexpr int decode_period_ms = 2;
   // The hardware buffer per device: many decode periods of samples, so that a
-  // decode thread kept from running for a while loses none.
+  // decoder kept from running for a while, or without a free image, loses none.
   static constexpr std::size_t hardware_buffer_bytes = std::size_t(128) << 20;
+  // An image holds this long of samples (and some). A decode takes every
+  // record the hardware buffer holds and keeps what fits the image: on an
+  // H200, a decode that filled its image lost the samples past it (the next
+  // decode found none of them), and decoding costs about 70 us of CPU a
+  // sample, so a decoder kept from running for a few milliseconds comes
+  // back to a long decode. So an image goes to the evaluator before a decode
+  // could fill it: once less than room_ms of samples fit. A window taken
+  // meanwhile gets a copy of the image's completed samples.
+  static constexpr int image_ms = 40, room_ms = 25;
+  // Images per device besides the one being decoded into: how far the
+  // evaluator may fall behind the decoder before the hardware buffer takes up
+  // the slack. The evaluator makes them, as they are needed (megabytes
+  // each, their pages touched: never on the decoder's time).
+  static constexpr std::size_t spare_images = 4;
   // A counter data image holds this many bytes at most (its size grows with the
-  // metrics' raw counters: tens of KiB a sample for the default set on GH100).
-  static constexpr std::size_t max_image_bytes = std::size_t(48) << 20;
+  // metrics' raw counters: about 72 KiB a sample for the default set on GH100).
+  static constexpr std::size_t max_image_bytes = std::size_t(40) << 20;
   // Samples kept for windows not yet taken, all devices together (CUPROF_GPU_METRICS_MAX_SAMPLES).
   static std::size_t max_kept_samples() {
     const char* v = std::getenv("CUPROF_GPU_METRICS_MAX_SAMPLES");
     return read_record_cap("CUPROF_GPU_METRICS_MAX_SAMPLES", v, 2000000).value;
   }
 
-  // Loads the API and starts the decode thread. Empty on success.
+  // Loads the API and starts the decoder and evaluator. Empty on success.
   std::string open(const driver_library& driver, const pm_sampling_request& request) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (opened_)
@@ -143,10 +169,15 @@ class pm_sampler {
     driver_ = &driver;
     request_ = request;
     if (request_.metrics.empty()) request_.metrics = default_gpu_metrics();
-    if (request_.interval_ns == 0) request_.interval_ns = 100000;
+    if (request_.interval_ns == 0) request_.interval_ns = default_gpu_metrics_interval_ns;
     max_kept_ = max_kept_samples();
     std::string no_thread;
-    if (!start_detached_thread(no_thread, &pm_sampler::run_thread, this)) return no_thread;
+    if (!start_detached_thread(no_thread, &pm_sampler::run_evaluator, this)) return no_thread;
+    if (!start_detached_thread(no_thread, &pm_sampler::run_thread, this)) {
+      closed_ = true;  // the evaluator leaves
+      evaluated_.notify_all();
+      return no_thread;
+    }
     opened_ = true;
     return {};
   }
@@ -163,31 +194,40 @@ class pm_sampler {
 
   // Stops sampling and decodes what the hardware buffers still hold.
   void pause() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!opened_ || !sampling_) return;
-    sampling_ = false;
-    for (device& d : devices_)
-      if (d.running) {
-        CUpti_PmSampling_Stop_Params p{CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
-        p.pPmSamplingObject = d.object;
-        pm_.stop(&p);
-        d.running = false;
-        decode(d, /*drain=*/true);
-      }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (opened_ && sampling_) stop_and_drain(lock);
   }
 
-  // For the exit path: no CUPTI call after this.
+  // For the exit path: no CUPTI call after this. What the hardware buffers
+  // hold is decoded and evaluated first, so that the last window keeps its
+  // end (an image's samples take milliseconds; two seconds at most in all).
   void close() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (closed_) return;
+    if (opened_ && sampling_) stop_and_drain(lock);
+    evaluated_.wait_for(lock, std::chrono::seconds(2), [&] { return queue_.empty() && !evaluating_; });
     closed_ = true;
-    sampling_ = false;
     wake_.notify_all();
+    evaluated_.notify_all();
+    evaluated_.wait_for(lock, std::chrono::seconds(1), [&] { return !evaluating_; });
   }
 
   // Moves the samples of [from_ns, to_ns] (epoch ns) into `out`, one series
   // per device, and drops older ones. `clock` maps tick-domain timestamps.
-  void take(std::vector<gpu_metric_series>& out, std::uint64_t from_ns, std::uint64_t to_ns, const tick_converter& clock) {
-    std::lock_guard<std::mutex> lock(mutex_);
+  // While sampling goes on, what is decoded by now is evaluated first (for
+  // `max_wait` at most; past it, the samples not evaluated stay for the next
+  // window).
+  void take(std::vector<gpu_metric_series>& out, std::uint64_t from_ns, std::uint64_t to_ns, const tick_converter& clock,
+            std::chrono::milliseconds max_wait = std::chrono::seconds(10)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (sampling_ && !closed_)
+      for (device& d : devices_)
+        if (d.running) {
+          decode(d);
+          hand_off_copy(d);
+        }
+    evaluated_.notify_all();
+    evaluated_.wait_for(lock, max_wait, [&] { return closed_ || (queue_.empty() && !evaluating_); });
     for (device& d : devices_) {
       if (d.failed) continue;
       gpu_metric_series s;
@@ -205,15 +245,22 @@ class pm_sampler {
           kept.add_unchecked(d.raw.start_ns[i], d.raw.end_ns[i], &d.raw.values[i * nm]);
           continue;
         }
-        // A stretch the hardware left unsampled (seen on an H200 now and then,
-        // with no overflow reported) counts as the samples it is missing.
-        if (s.size() && a > s.end_ns.back() + request_.interval_ns + request_.interval_ns / 2)
-          s.dropped += (a - s.end_ns.back()) / request_.interval_ns;
         s.add(a, b, &d.raw.values[i * nm]);
       }
+      // Gaps in the window go with it; one running past its end stays for the next.
+      std::vector<gpu_metric_gap> later;
+      for (const gpu_metric_gap& g : d.gaps) {
+        const std::uint64_t a = to_epoch(d, g.start_ns, clock), b = to_epoch(d, g.end_ns, clock);
+        if (b > from_ns && a < to_ns) s.gaps.push_back({a, b, g.cause});
+        if (b > to_ns) later.push_back(g);
+      }
+      d.gaps = std::move(later);
+      // A stretch the hardware left unsampled (seen on an H200 now and then,
+      // with no overflow reported) counts as the samples it is missing.
+      s.dropped += list_unlisted_gaps(s);
       kept_total_ -= d.raw.size() - kept.size();
       d.raw = std::move(kept);
-      if (s.size() || s.dropped) out.push_back(std::move(s));
+      if (s.size() || s.dropped || !s.gaps.empty()) out.push_back(std::move(s));
     }
   }
 
@@ -234,20 +281,72 @@ class pm_sampler {
   }
 
  private:
+  // Samples lost before the next one: whether, and why.
+  struct lost_samples {
+    bool lost = false;
+    metric_gap_cause cause = metric_gap_cause::late;
+  };
+
+  // A sample's times as CUPTI stamped them.
+  struct sample_times {
+    std::uint64_t start, end;
+  };
+
+  // Samples of an image, for the evaluator.
+  struct image_job {
+    std::uint32_t device = 0;
+    std::vector<std::uint8_t> image;
+    bool copy = false;                // a copy of the image still decoded into: freed, not pooled
+    std::size_t first = 0;            // the first sample to evaluate
+    std::vector<sample_times> times;  // from `first` on: read by the decoder, which has the PM sampling object
+    bool fresh_start = false;         // `first` is the first sample since a start
+    lost_samples gap_before;          // samples were lost before `first`, since the last sample
+  };
+
   struct device {
     std::uint32_t index = 0;
     bool failed = false, said = false, running = false;
     bool fresh_start = false;  // the next sample decoded is the first since a start
+    lost_samples gap_before;   // samples were lost before the next one decoded
     std::string why;
     CUpti_PmSampling_Object* object = nullptr;
-    CUpti_Profiler_Host_Object* host = nullptr;
-    std::vector<std::uint8_t> config, image, blank_image;
-    gpu_metric_series raw;  // timestamps as CUPTI gave them
-    int domain = 0;         // 0 not known yet, 1 epoch ns, 2 cuprof's ticks (CUPTI applied its timestamp callback)
+    CUpti_Profiler_Host_Object* host = nullptr;  // the evaluator's only
+    std::vector<std::uint8_t> config, blank_image;
+    std::vector<std::uint8_t> image;        // decoded into; empty: none free
+    std::size_t image_samples = 0;          // completed samples in `image`
+    std::size_t image_queued = 0;           // of which a copy went to the evaluator
+    std::vector<sample_times> image_times;  // theirs
+    bool image_fresh = false;               // image_job's flags for the image's first sample
+    lost_samples image_gap_before;
+    std::size_t image_capacity = 0;                      // samples an image holds
+    std::size_t handoff_at = 0;                          // samples in an image that leave it room_ms of room
+    std::vector<std::vector<std::uint8_t>> free_images;  // blank, for the decoder
+    std::size_t images_made = 0;
+    gpu_metric_series raw;             // timestamps as CUPTI gave them
+    std::vector<gpu_metric_gap> gaps;  // likewise
+    std::uint64_t last_end = 0;        // the last sample's end, for a gap after it
+    int domain = 0;                    // 0 not known yet, 1 epoch ns, 2 cuprof's ticks (CUPTI applied its timestamp callback)
     std::uint64_t dropped = 0;
   };
 
+  // Sampling stops on every device, and what its hardware buffer holds goes
+  // to the evaluator. The next sample decoded is the first of a start.
+  void stop_and_drain(std::unique_lock<std::mutex>& lock) {
+    sampling_ = false;
+    for (device& d : devices_)
+      if (d.running) {
+        CUpti_PmSampling_Stop_Params p{CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
+        p.pPmSamplingObject = d.object;
+        pm_.stop(&p);
+        d.running = false;
+        decode(d, &lock);
+        hand_off(d);
+        d.fresh_start = true;
+      }
+  }
+
   static void run_thread(pm_sampler* s) { s->run(); }
+  static void run_evaluator(pm_sampler* s) { s->evaluate_images(); }
 
   void run() {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -267,8 +366,168 @@ class pm_sampler {
       }
       start_ready_devices();
       for (device& d : devices_)
-        if (d.running) decode(d, /*drain=*/false);
+        if (d.running) decode(d);
     }
+  }
+
+  // The decoder's image, full or done with, to the evaluator (its samples not
+  // yet queued); the next free one (if any) to the decoder.
+  void hand_off(device& d) {
+    if (d.image.empty() || d.image_samples == 0) return;
+    image_job job = job_of(d);
+    job.image = std::move(d.image);
+    queue_.push_back(std::move(job));
+    d.image.clear();
+    d.image_times.clear();
+    d.image_samples = d.image_queued = 0;
+    d.image_fresh = false;
+    d.image_gap_before = {};
+    take_free_image(d);
+    evaluated_.notify_all();
+  }
+
+  // A copy of the image's completed samples not yet queued, to the evaluator,
+  // while the decoder goes on with the image.
+  void hand_off_copy(device& d) {
+    if (d.image.empty() || d.image_samples <= d.image_queued) return;
+    image_job job = job_of(d);
+    job.image = d.image;
+    job.copy = true;
+    queue_.push_back(std::move(job));
+    d.image_queued = d.image_samples;
+    evaluated_.notify_all();
+  }
+
+  image_job job_of(const device& d) const {
+    image_job job;
+    job.device = d.index;
+    job.first = d.image_queued;
+    job.times.assign(d.image_times.begin() + std::ptrdiff_t(d.image_queued), d.image_times.end());
+    job.fresh_start = d.image_queued == 0 && d.image_fresh;
+    if (d.image_queued == 0) job.gap_before = d.image_gap_before;
+    return job;
+  }
+
+  // The next image to decode into, if one is free.
+  void take_free_image(device& d) {
+    if (!d.image.empty() || d.free_images.empty()) return;
+    d.image = std::move(d.free_images.back());
+    d.free_images.pop_back();
+    if (d.free_images.empty()) evaluated_.notify_all();  // the evaluator makes another
+  }
+
+  // A device whose decoder would find no free image next: the evaluator makes one.
+  device* needs_image() {
+    for (device& d : devices_)
+      if (!d.failed && d.object && d.free_images.empty() && d.images_made < 1 + spare_images) return &d;
+    return nullptr;
+  }
+
+  // The evaluator: each image's samples into values, outside the lock (CUPTI's
+  // host API on the device's host object, which nothing else uses once set
+  // up); then, under it, into the device's samples, and the image, blank
+  // again, back to the decoder.
+  void evaluate_images() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::vector<const char*> names;
+    for (const gpu_metric& m : request_.metrics) names.push_back(m.name.c_str());
+    const std::size_t nm = names.size();
+    std::vector<sample_times> samples;
+    std::vector<double> values;
+    while (true) {
+      evaluated_.wait(lock, [&] { return closed_ || !queue_.empty() || needs_image(); });
+      if (closed_) return;
+      if (device* d = needs_image(); d && queue_.empty()) {
+        ++d->images_made;
+        const std::vector<std::uint8_t>* blank = &d->blank_image;  // set up once, never changed
+        evaluating_ = true;
+        lock.unlock();
+        std::vector<std::uint8_t> image(*blank);
+        lock.lock();
+        evaluating_ = false;
+        d->free_images.push_back(std::move(image));
+        take_free_image(*d);
+        evaluated_.notify_all();
+        continue;
+      }
+      image_job job = std::move(queue_.front());
+      queue_.pop_front();
+      device* d = find(job.device);
+      if (!d) continue;
+      CUpti_Profiler_Host_Object* host = d->host;
+      const std::vector<std::uint8_t>* blank = &d->blank_image;  // set up once, never changed
+      evaluating_ = true;
+      lock.unlock();
+      samples.clear();
+      values.clear();
+      for (std::size_t i = 0; i < job.times.size(); ++i) {
+        values.resize(values.size() + nm, __builtin_nan(""));
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+        ev.pHostObject = host;
+        ev.pCounterDataImage = job.image.data();
+        ev.counterDataImageSize = job.image.size();
+        ev.rangeIndex = job.first + i;
+        ev.ppMetricNames = names.data();
+        ev.numMetrics = nm;
+        ev.pMetricValues = &values[values.size() - nm];
+        if (pm_.host_evaluate(&ev) != CUPTI_SUCCESS) {
+          values.resize(values.size() - nm);
+          continue;
+        }
+        samples.push_back(job.times[i]);
+      }
+      if (job.copy) std::vector<std::uint8_t>().swap(job.image);
+      else std::memcpy(job.image.data(), blank->data(), std::min(job.image.size(), blank->size()));
+      lock.lock();
+      evaluating_ = false;
+      store(*d, job, samples.data(), values.data(), samples.size());
+      if (!job.copy) {
+        d->free_images.push_back(std::move(job.image));
+        take_free_image(*d);
+      }
+      evaluated_.notify_all();
+    }
+  }
+
+  // An image's evaluated samples into the device's, in order; under the lock.
+  void store(device& d, const image_job& job, const sample_times* samples, const double* values, std::size_t n) {
+    const std::size_t nm = request_.metrics.size();
+    bool first = job.fresh_start;
+    lost_samples gap_before = job.gap_before;
+    const std::uint64_t decoded_epoch = realtime_ns(), decoded_ticks = now_ticks();
+    for (std::size_t i = 0; i < n; ++i) {
+      const sample_times& si = samples[i];
+      // The first sample after a start runs from the configuration, not from
+      // the previous sample: far longer than the interval, it is no
+      // measurement. A later long sample (the hardware skipped triggers) is
+      // one, over its whole length.
+      const bool skip = si.end <= si.start || (first && si.end - si.start > 4 * request_.interval_ns);
+      first = false;
+      if (skip) continue;
+      if (!d.domain) d.domain = near(si.end, decoded_epoch) ? 1 : near(si.end, decoded_ticks) ? 2 : 1;
+      if (gap_before.lost) {
+        if (d.last_end && si.start > d.last_end) add_gap(d, d.last_end, si.start, gap_before.cause);
+        gap_before = {};
+      }
+      if (kept_total_ >= max_kept_) {
+        ++d.dropped;
+        add_gap(d, si.start, si.end, metric_gap_cause::sample_cap);
+        d.last_end = si.end;
+        continue;
+      }
+      d.raw.add_unchecked(si.start, si.end, values + i * nm);
+      d.last_end = si.end;
+      ++kept_total_;
+    }
+  }
+
+  // A gap, merged with the last when it continues it for the same cause.
+  static void add_gap(device& d, std::uint64_t start, std::uint64_t end, metric_gap_cause cause) {
+    if (!d.gaps.empty() && d.gaps.back().cause == cause && d.gaps.back().end_ns >= start) {
+      d.gaps.back().end_ns = std::max(d.gaps.back().end_ns, end);
+      return;
+    }
+    d.gaps.push_back({start, end, cause});
   }
 
   bool request_matches(const pm_sampling_request& r) const {
@@ -430,7 +689,7 @@ class pm_sampler {
     sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;  // an overflow is reported, not hidden
     if ((r = pm_.set_config(&sc)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingSetConfig", r);
 
-    // The image: room for a few decode periods' samples, within max_image_bytes.
+    // An image: room for image_ms of samples and some, within max_image_bytes.
     CUpti_PmSampling_GetCounterDataSize_Params ds{CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
     ds.pPmSamplingObject = d.object;
     ds.pMetricNames = names.data();
@@ -441,10 +700,13 @@ class pm_sampler {
     ds.maxSamples = 2;
     if ((r = pm_.counter_data_size(&ds)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterDataSize", r);
     const std::size_t per_sample = ds.counterDataSize > one ? ds.counterDataSize - one : one;
-    const std::uint64_t wanted = 4 * std::uint64_t(decode_period_ms) * 1000000u / request_.interval_ns + 16;
+    const std::uint64_t wanted = std::uint64_t(image_ms) * 1000000u / request_.interval_ns + 16;
     const std::uint64_t fits = max_image_bytes > one ? (max_image_bytes - one) / per_sample + 1 : 1;
     ds.maxSamples = std::uint32_t(std::max<std::uint64_t>(16, std::min(wanted, fits)));
     if ((r = pm_.counter_data_size(&ds)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterDataSize", r);
+    d.image_capacity = ds.maxSamples;
+    const std::uint64_t room = std::uint64_t(room_ms) * 1000000u / request_.interval_ns;
+    d.handoff_at = d.image_capacity > 2 * room ? d.image_capacity - room : d.image_capacity / 2;
     d.image.assign(ds.counterDataSize, 0);
     CUpti_PmSampling_CounterDataImage_Initialize_Params ii{CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
     ii.pPmSamplingObject = d.object;
@@ -452,18 +714,26 @@ class pm_sampler {
     ii.pCounterData = d.image.data();
     if ((r = pm_.counter_data_initialize(&ii)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingCounterDataImageInitialize", r);
     d.blank_image = d.image;  // a copy is cheaper than initializing again before each decode
+    d.images_made = 1;
     d.raw.metrics = request_.metrics;
   }
 
-  // Empties the device's hardware buffer into samples: as many images as it takes.
-  // `drain`: after a stop, until CUPTI says the records are all decoded (a
-  // round may end for other reasons with records left).
-  void decode(device& d, bool drain) {
-    const std::size_t nm = request_.metrics.size();
-    std::vector<const char*> names;
-    for (const gpu_metric& m : request_.metrics) names.push_back(m.name.c_str());
-    std::vector<double> values(nm);
+  // Moves the device's hardware buffer's records into images, each one with
+  // less than room_ms of room to the evaluator. Without a free image the
+  // records wait in the hardware buffer. `drain` (the caller's lock): after a
+  // stop, until CUPTI says the records are all decoded (a round may end for
+  // other reasons with records left), waiting for a free image if need be.
+  void decode(device& d, std::unique_lock<std::mutex>* drain = nullptr) {
     for (int round = 0; round < 64; ++round) {
+      // Less than room_ms of room: to the evaluator before a decode can fill it.
+      if (!d.image.empty() && d.image_samples >= d.handoff_at) hand_off(d);
+      take_free_image(d);
+      if (d.image.empty() && drain)
+        evaluated_.wait_for(*drain, std::chrono::seconds(2), [&] {
+          take_free_image(d);
+          return !d.image.empty();
+        });
+      if (d.image.empty()) return;
       CUpti_PmSampling_DecodeData_Params dd{CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
       dd.pPmSamplingObject = d.object;
       dd.pCounterDataImage = d.image.data();
@@ -475,46 +745,29 @@ class pm_sampler {
       info.pCounterDataImage = d.image.data();
       info.counterDataImageSize = d.image.size();
       if (pm_.counter_data_info(&info) != CUPTI_SUCCESS) return;
-      const std::uint64_t decoded_epoch = realtime_ns(), decoded_ticks = now_ticks();
-      for (std::size_t i = 0; i < info.numCompletedSamples; ++i) {
-        CUpti_PmSampling_CounterData_GetSampleInfo_Params si{CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
-        si.pPmSamplingObject = d.object;
-        si.pCounterDataImage = d.image.data();
-        si.counterDataImageSize = d.image.size();
-        si.sampleIndex = i;
-        if (const CUptiResult e = pm_.sample_info(&si); e != CUPTI_SUCCESS) {
-          continue;
+      const std::size_t before = d.image_samples;
+      if (info.numCompletedSamples > before) {
+        if (before == 0) {
+          d.image_fresh = d.fresh_start;
+          d.image_gap_before = d.gap_before;
+          d.fresh_start = false;
+          d.gap_before = {};
         }
-        CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
-        ev.pHostObject = d.host;
-        ev.pCounterDataImage = d.image.data();
-        ev.counterDataImageSize = d.image.size();
-        ev.rangeIndex = i;
-        ev.ppMetricNames = names.data();
-        ev.numMetrics = nm;
-        ev.pMetricValues = values.data();
-        if (const CUptiResult e = pm_.host_evaluate(&ev); e != CUPTI_SUCCESS) {
-          continue;
+        for (std::size_t i = before; i < info.numCompletedSamples; ++i) {
+          CUpti_PmSampling_CounterData_GetSampleInfo_Params si{CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
+          si.pPmSamplingObject = d.object;
+          si.pCounterDataImage = d.image.data();
+          si.counterDataImageSize = d.image.size();
+          si.sampleIndex = i;
+          // A sample without its times is kept as no time: store() leaves it out, the others keep their index.
+          if (pm_.sample_info(&si) != CUPTI_SUCCESS) si.startTimestamp = si.endTimestamp = 0;
+          d.image_times.push_back({si.startTimestamp, si.endTimestamp});
         }
-        // The first sample after a start runs from the configuration, not from
-        // the previous sample: far longer than the interval, it is no
-        // measurement. A later long sample (the hardware skipped triggers) is
-        // one, over its whole length.
-        const bool first = d.fresh_start;
-        d.fresh_start = false;
-        if (si.endTimestamp <= si.startTimestamp || (first && si.endTimestamp - si.startTimestamp > 4 * request_.interval_ns))
-          continue;
-        if (!d.domain) d.domain = near(si.endTimestamp, decoded_epoch) ? 1 : near(si.endTimestamp, decoded_ticks) ? 2 : 1;
-        if (kept_total_ >= max_kept_) {
-          ++d.dropped;
-          continue;
-        }
-        d.raw.add_unchecked(si.startTimestamp, si.endTimestamp, values.data());
-        ++kept_total_;
+        d.image_samples = info.numCompletedSamples;
       }
-      d.image = d.blank_image;
       if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
         // The hardware buffer overflowed: sampling stops until started again.
+        hand_off(d);
         CUpti_PmSampling_Stop_Params stop{CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
         stop.pPmSamplingObject = d.object;
         pm_.stop(&stop);
@@ -522,11 +775,16 @@ class pm_sampler {
         start.pPmSamplingObject = d.object;
         if (sampling_ && pm_.start(&start) != CUPTI_SUCCESS) d.running = false;
         d.fresh_start = true;
+        d.gap_before = {true, metric_gap_cause::overflow};
         return;
       }
+      const bool full = dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
+      if (full) {
+        hand_off(d);
+        d.gap_before = {true, metric_gap_cause::late};  // the samples past the image are lost
+      }
       if (dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS) return;
-      if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL && (!drain || !info.numCompletedSamples))
-        return;
+      if (!full && (!drain || info.numCompletedSamples == before)) return;
     }
   }
 
@@ -539,9 +797,12 @@ class pm_sampler {
   pm_library pm_;
   const driver_library* driver_ = nullptr;
   pm_sampling_request request_;
-  std::mutex mutex_;  // every PM sampling call is made under it
-  std::condition_variable wake_;
-  std::vector<device> devices_;
+  std::mutex mutex_;                   // every PM sampling call is made under it; the host API's evaluation is not
+  std::condition_variable wake_;       // the decoder's
+  std::condition_variable evaluated_;  // the evaluator's: a job queued, an image evaluated, closing
+  std::deque<image_job> queue_;        // images for the evaluator, in the order decoded
+  bool evaluating_ = false;            // the evaluator holds an image outside the lock
+  std::deque<device> devices_;         // stable addresses: the evaluator keeps one across its unlocked work
   std::size_t kept_total_ = 0, max_kept_ = 0;
   bool opened_ = false, sampling_ = false, closed_ = false;
   bool profiler_initialized_ = false, said_init_ = false, driver_ready_ = false;

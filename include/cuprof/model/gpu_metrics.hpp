@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,14 +30,33 @@ inline constexpr const char* metric_label_dram = "DRAM throughput %";
 inline constexpr const char* metric_label_tensor = "Tensor pipe active %";
 inline constexpr const char* metric_label_occupancy = "Achieved occupancy %";
 
-// The default set: one PM sampling pass on Hopper (GH100), as percentages of
-// peak. `TriageCompute.sm__throughput` is the single-pass form of
-// sm__throughput (the plain metric needs 19 passes there).
-inline std::vector<gpu_metric> default_gpu_metrics() {
+// The metrics cuprof has labels for, as percentages of peak, each in one PM
+// sampling pass on Hopper (GH100) with the others. `TriageCompute.sm__throughput`
+// is the single-pass form of sm__throughput (the plain metric needs 19
+// passes there). Named by the user, they get their labels too.
+inline std::vector<gpu_metric> labelled_gpu_metrics() {
   return {{"TriageCompute.sm__throughput.avg.pct_of_peak_sustained_elapsed", metric_label_sm},
           {"dram__throughput.avg.pct_of_peak_sustained_elapsed", metric_label_dram},
           {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", metric_label_tensor},
           {"sm__warps_active_realtime.avg.pct_of_peak_sustained_active", metric_label_occupancy}};
+}
+
+// The default set: the first three. CUPTI's decoding of the four together
+// needed more than one core at times under a PyTorch loop of FP32 GEMMs
+// (H200) and fell behind, losing stretches of samples at any interval; any
+// three kept up (55 to 100 us of one core a sample at 200 us, 225 at most).
+// Occupancy is there for the naming.
+inline std::vector<gpu_metric> default_gpu_metrics() {
+  std::vector<gpu_metric> m = labelled_gpu_metrics();
+  m.pop_back();
+  return m;
+}
+
+// A metric the user names: its label if cuprof has one for it, else its CUPTI name.
+inline gpu_metric named_gpu_metric(const std::string& name) {
+  for (const gpu_metric& m : labelled_gpu_metrics())
+    if (m.name == name) return m;
+  return {name, name};
 }
 
 // Whether a metric is a percentage: CUPTI's ".pct" forms, and a label that
@@ -58,6 +78,32 @@ inline bool plausible_metric_value(const gpu_metric& m, double v) {
   return std::isfinite(v) && v >= 0 && (!is_percentage(m) || v <= 100 + percentage_margin);
 }
 
+// Why a stretch of a GPU's time within a window has no samples. A kernel
+// there says so in its args, and the trace lists the stretch: a user must be
+// able to tell a kernel the GPU was not sampled during from one cuprof skipped.
+enum class metric_gap_cause : std::uint8_t {
+  overflow,    // the hardware buffer filled before it was decoded; sampling restarted
+  sample_cap,  // the samples kept reached CUPROF_GPU_METRICS_MAX_SAMPLES
+  skipped,     // the GPU took no sample for a while and said nothing of it
+  late,        // the decoder came so late that its image could not hold every sample waiting
+};
+
+inline std::string_view describe(metric_gap_cause c) {
+  switch (c) {
+    case metric_gap_cause::overflow: return "the GPU's sample buffer overflowed (decoding fell behind); sampling restarted";
+    case metric_gap_cause::sample_cap: return "the samples kept reached CUPROF_GPU_METRICS_MAX_SAMPLES";
+    case metric_gap_cause::skipped: return "the GPU took no sample and reported no overflow";
+    case metric_gap_cause::late: return "cuprof's decoding came late and the samples waiting overflowed its buffer";
+  }
+  return "unknown";
+}
+
+// A stretch [start_ns, end_ns) without samples, on the series' clock.
+struct gpu_metric_gap {
+  std::uint64_t start_ns = 0, end_ns = 0;
+  metric_gap_cause cause = metric_gap_cause::skipped;
+};
+
 // The samples of one GPU, in time order, on the trace's clock (epoch ns).
 struct gpu_metric_series {
   std::uint32_t device = 0;
@@ -68,7 +114,8 @@ struct gpu_metric_series {
   bool aligned = false;             // shift_ns was found in the data; false: as CUPTI stamped them
   std::vector<gpu_metric> metrics;  // the columns of `values`
   std::vector<std::uint64_t> start_ns, end_ns;
-  std::vector<double> values;  // sample-major: values[i * metrics.size() + m]; NaN where CUPTI gave none
+  std::vector<double> values;        // sample-major: values[i * metrics.size() + m]; NaN where CUPTI gave none
+  std::vector<gpu_metric_gap> gaps;  // in time order, none overlapping a sample
 
   std::size_t size() const { return start_ns.size(); }
   double value(std::size_t sample, std::size_t metric) const { return values[sample * metrics.size() + metric]; }
@@ -156,6 +203,60 @@ inline kernel_metric_averages average_metrics(const gpu_metric_series& s, std::u
   for (std::size_t m = 0; m < nm; ++m)
     if (weight[m] > 0) r.values[m] = sum[m] / weight[m];
   return r;
+}
+
+// Whether samples i - 1 and i of a series have time between them: more than
+// half an interval (PM samples follow each other exactly).
+inline bool samples_apart(const gpu_metric_series& s, std::size_t i) {
+  return s.start_ns[i] > s.end_ns[i - 1] + s.interval_ns / 2;
+}
+
+// The stretches between samples that none of the series' gaps covers, as
+// gaps the GPU skipped.
+inline std::vector<gpu_metric_gap> unlisted_gaps(const gpu_metric_series& s) {
+  std::vector<gpu_metric_gap> found;
+  for (std::size_t i = 1; i < s.size(); ++i) {
+    if (!samples_apart(s, i)) continue;
+    const std::uint64_t a = s.end_ns[i - 1], b = s.start_ns[i];
+    const auto covers = [&](const gpu_metric_gap& g) { return g.start_ns < b && g.end_ns > a; };
+    if (std::none_of(s.gaps.begin(), s.gaps.end(), covers)) found.push_back({a, b, metric_gap_cause::skipped});
+  }
+  return found;
+}
+
+// The series' gaps with those unlisted_gaps() finds, in time order: then they
+// say all its time without samples. Returns the samples the added ones miss,
+// at the interval.
+inline std::uint64_t list_unlisted_gaps(gpu_metric_series& s) {
+  std::uint64_t missed = 0;
+  for (const gpu_metric_gap& g : unlisted_gaps(s)) {
+    s.gaps.push_back(g);
+    if (s.interval_ns) missed += (g.end_ns - g.start_ns) / s.interval_ns;
+  }
+  std::sort(s.gaps.begin(), s.gaps.end(),
+            [](const gpu_metric_gap& x, const gpu_metric_gap& y) { return x.start_ns < y.start_ns; });
+  return missed;
+}
+
+// Why a kernel [start, end) at least an interval long has no samples: the
+// gap it falls in (of `gaps`, the series' own by default), or where it lies
+// against the samples. Empty when a sample overlaps it.
+inline std::string unsampled_reason(const gpu_metric_series& s, std::uint64_t start, std::uint64_t end,
+                                    const std::vector<gpu_metric_gap>* gaps = nullptr) {
+  for (const gpu_metric_gap& g : gaps ? *gaps : s.gaps)
+    if (g.start_ns < end && g.end_ns > start) return "not sampled: " + std::string(describe(g.cause));
+  if (s.size() == 0) return "not sampled: no sample on this GPU in the window";
+  if (end <= s.start_ns.front())
+    return "not sampled: before the GPU's first sample (sampling starts once the GPU has a context and is set up)";
+  if (start >= s.end_ns.back()) return "not sampled: after the GPU's last sample in the window";
+  std::size_t lo = 0, hi = s.size();
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (s.end_ns[mid] <= start) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < s.size() && s.start_ns[lo] < end) return {};
+  return "not sampled: between two samples further apart than the interval";
 }
 
 // Where a series' samples sit against the kernels. PM sampling stamps its
@@ -421,10 +522,12 @@ inline metric_alignment align_to_kernels(gpu_metric_series& s, std::vector<std::
   if (std::llabs(best_d) > g && best < r.correlation_unshifted + metric_alignment::min_gain) return r;  // ambiguous
   r.applied = true;
   if (best_d == 0) return r;
+  const auto move = [&](std::uint64_t t) { return best_d < 0 ? sub(t, std::uint64_t(-best_d)) : t + std::uint64_t(best_d); };
   for (std::size_t i = 0; i < n; ++i) {
-    s.start_ns[i] = best_d < 0 ? sub(s.start_ns[i], std::uint64_t(-best_d)) : s.start_ns[i] + std::uint64_t(best_d);
-    s.end_ns[i] = best_d < 0 ? sub(s.end_ns[i], std::uint64_t(-best_d)) : s.end_ns[i] + std::uint64_t(best_d);
+    s.start_ns[i] = move(s.start_ns[i]);
+    s.end_ns[i] = move(s.end_ns[i]);
   }
+  for (gpu_metric_gap& gap : s.gaps) gap.start_ns = move(gap.start_ns), gap.end_ns = move(gap.end_ns);
   return r;
 }
 

@@ -139,6 +139,10 @@ struct chrome_trace_layout {
   // series in t.gpu_metrics, or no_index (empty without metrics).
   std::vector<std::vector<std::string>> metric_labels;
   std::vector<std::uint32_t> lane_metrics;
+  // Per series, sample-major like its values: 1 where a counter event is written.
+  std::vector<std::vector<std::uint8_t>> metric_written;
+  // Per series, its gaps and those its samples' times show (unlisted_gaps), in time order.
+  std::vector<std::vector<gpu_metric_gap>> metric_gaps;
   std::uint32_t metric_series(const gpu_activity& g) const {
     return g.lane < lane_metrics.size() ? lane_metrics[g.lane] : no_index;
   }
@@ -200,8 +204,45 @@ struct chrome_trace_layout {
       devices.insert(s.device);
       std::vector<std::string>& labels = metric_labels.emplace_back();
       for (const gpu_metric& m : s.metrics) labels.push_back(json_escaped(m.label));
+      metric_written.push_back(changed_metric_values(s));
+      std::vector<gpu_metric_gap>& gaps = metric_gaps.emplace_back(s.gaps);
+      for (const gpu_metric_gap& g : unlisted_gaps(s)) gaps.push_back(g);
+      std::sort(gaps.begin(), gaps.end(),
+                [](const gpu_metric_gap& a, const gpu_metric_gap& b) { return a.start_ns < b.start_ns; });
     }
     lane_metrics = metric_series_of_lanes(t);
+  }
+
+  // Which values get a counter event: one that moved more than a small step
+  // from the value last written on its track, and every value of a sample
+  // that begins or ends a stretch without gaps (where a reader's held values
+  // start and stop). A viewer draws a counter as steps held until the next
+  // event, so the values left out change the picture by less than the step:
+  // half a point of a percentage (under a pixel of a track's height), else
+  // 0.5 % of the metric's largest value. An idle or steady GPU's samples were
+  // most of a metrics trace's bytes.
+  static std::vector<std::uint8_t> changed_metric_values(const gpu_metric_series& s) {
+    const std::size_t n = s.size(), nm = s.metrics.size();
+    std::vector<std::uint8_t> written(n * nm, 0);
+    std::vector<double> step(nm, 0.0), last(nm, __builtin_nan(""));
+    for (std::size_t m = 0; m < nm; ++m) {
+      double top = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (std::isfinite(s.value(i, m))) top = std::max(top, std::fabs(s.value(i, m)));
+      step[m] = is_percentage(s.metrics[m]) ? 0.5 : 0.005 * top;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool edge = i == 0 || i + 1 == n || samples_apart(s, i) || samples_apart(s, i + 1);
+      for (std::size_t m = 0; m < nm; ++m) {
+        const double v = s.value(i, m);
+        if (!std::isfinite(v)) continue;
+        if (edge || !(std::fabs(v - last[m]) <= step[m])) {
+          written[i * nm + m] = 1;
+          last[m] = v;
+        }
+      }
+    }
+    return written;
   }
 
   std::uint64_t base_time() const {
@@ -563,6 +604,39 @@ class chrome_trace_writer {
       append_json_escaped(out_, metrics[i].label);
       out_ += "\"}";
     }
+    out_ += ']';
+    next_key(schema::gpu_metrics_held_values);
+    out_ += "true";
+    next_key(schema::gpu_metrics_alignment);
+    out_ += '[';
+    for (std::size_t i = 0; i < series.size(); ++i) {
+      out_ += std::string_view(i ? ",{" : "{");
+      key(schema::gpu_metrics_device);
+      append_int(out_, series[i].device);
+      next_key(schema::gpu_metrics_shift_ns);
+      append_int(out_, series[i].shift_ns);
+      next_key(schema::gpu_metrics_aligned);
+      out_ += std::string_view(series[i].aligned ? "true}" : "false}");
+    }
+    out_ += ']';
+    next_key(schema::gpu_metrics_gaps);
+    out_ += '[';
+    bool first = true;
+    for (std::size_t i = 0; i < series.size(); ++i)
+      for (const gpu_metric_gap& g : l_.metric_gaps[i]) {
+        out_ += std::string_view(first ? "{" : ",{");
+        first = false;
+        key(schema::gpu_metrics_device);
+        append_int(out_, series[i].device);
+        out_ += ',';
+        ts(g.start_ns);
+        next_key(schema::gpu_metrics_gap_dur);
+        append_us(out_, g.end_ns > g.start_ns ? g.end_ns - g.start_ns : 0);
+        next_key(schema::gpu_metrics_gap_cause);
+        out_ += '"';
+        out_ += schema::gap_cause_names[std::size_t(g.cause)];
+        out_ += "\"}";
+      }
     out_ += "]}";
   }
 
@@ -861,10 +935,14 @@ class chrome_trace_writer {
     }
     next_key(schema::arg_metric_samples);
     append_int(out_, a.samples);
-    if (a.too_short) {
+    const std::string why = a.too_short ? std::string(schema::metric_samples_short)
+                            : a.samples == 0
+                                ? unsampled_reason(t_.gpu_metrics[series], g.start_ns, g.end_ns, &l_.metric_gaps[series])
+                                : std::string();
+    if (!why.empty()) {
       next_key(schema::arg_metric_note);
       out_ += '"';
-      out_ += schema::metric_samples_short;
+      out_ += why;
       out_ += '"';
     }
   }
@@ -942,15 +1020,16 @@ class chrome_trace_writer {
     out_ += "}}";
   }
 
-  // A sample of a GPU's metrics: a counter per metric with a value, at the
-  // sample's start on the GPU's process. A viewer holds each value until the
-  // next sample's; a gap of more than the interval is samples lost.
+  // A sample of a GPU's metrics: a counter per metric whose value is written
+  // (chrome_trace_layout::changed_metric_values), at the sample's start on the
+  // GPU's process. A viewer holds each value until the next event's.
   void metric_events(std::size_t series, std::size_t i) {
     const gpu_metric_series& s = t_.gpu_metrics[series];
     const std::vector<std::string>& labels = l_.metric_labels[series];
+    const std::uint8_t* written = &l_.metric_written[series][i * s.metrics.size()];
     for (std::size_t m = 0; m < s.metrics.size(); ++m) {
       const double v = s.value(i, m);
-      if (!std::isfinite(v)) continue;
+      if (!written[m]) continue;
       begin_event();
       out_ += "{\"ph\":\"C\",\"cat\":\"";
       out_ += schema::cat_gpu_metric;

@@ -100,9 +100,12 @@ inline constexpr std::string_view arg_counter_allocated = "Allocated";
 inline constexpr std::string_view arg_counter_reserved = "Reserved";
 // GPU hardware metrics (PM sampling): per GPU and metric a counter track on the
 // GPU's process, {"ph":"C","cat":"gpu_metric","name":LABEL,"pid":DEVICE,"tid":0,
-// "ts":T,"args":{"value":V}} at each sample's start. A kernel's args hold each
-// metric's average under its LABEL and the samples used; 0 samples with
-// metric_samples_short: shorter than the sampling interval.
+// "ts":T,"args":{"value":V}} at a sample's start, when the value moved from the
+// one last written on the track (gpu_metrics_held_values) or the sample begins
+// or ends a stretch without gaps. A kernel's args hold each metric's average
+// under its LABEL and the samples used; with 0 samples a metric note says why:
+// metric_samples_short (shorter than the sampling interval) or a reason
+// starting "not sampled: ".
 inline constexpr std::string_view cat_gpu_metric = "gpu_metric";
 inline constexpr std::string_view arg_counter_value = "value";
 inline constexpr std::string_view arg_metric_samples = "metric samples";
@@ -170,7 +173,13 @@ inline constexpr std::string_view edges_launched_before = "launched_before";
 inline constexpr std::string_view edges_calls_running_at_end = "calls_running_at_end";
 inline constexpr std::string_view edge_kind_names[3] = {"kernel", "memcpy", "memset"};  // window_edges' kinds
 // Inside key_cuprof, where metrics were sampled: {"interval_ns":N,"dropped":N,
-// "out_of_range":N,"devices":[D,...],"metrics":[{"name":CUPTI_NAME,"label":LABEL},...]}.
+// "out_of_range":N,"devices":[D,...],"metrics":[{"name":CUPTI_NAME,"label":LABEL},...],
+// "held_values":true,"alignment":[{"device":D,"shift_ns":S,"aligned":B},...],
+// "gaps":[{"device":D,"ts":T,"dur":US,"cause":TEXT},...]}. held_values: a
+// counter's value holds until the next event on its track or a gap; without
+// it (older traces) each event is one sample. alignment: how far each GPU's
+// samples were moved onto the kernels' clock. gaps: stretches of a GPU's time
+// in the window without samples, "ts" and "dur" as events have them.
 inline constexpr std::string_view cuprof_gpu_metrics = "gpu_metrics";
 inline constexpr std::string_view gpu_metrics_interval_ns = "interval_ns";
 inline constexpr std::string_view gpu_metrics_dropped = "dropped";
@@ -179,5 +188,15 @@ inline constexpr std::string_view gpu_metrics_devices = "devices";
 inline constexpr std::string_view gpu_metrics_metrics = "metrics";
 inline constexpr std::string_view gpu_metrics_name = "name";
 inline constexpr std::string_view gpu_metrics_label = "label";
+inline constexpr std::string_view gpu_metrics_held_values = "held_values";
+inline constexpr std::string_view gpu_metrics_alignment = "alignment";
+inline constexpr std::string_view gpu_metrics_device = "device";
+inline constexpr std::string_view gpu_metrics_shift_ns = "shift_ns";
+inline constexpr std::string_view gpu_metrics_aligned = "aligned";
+inline constexpr std::string_view gpu_metrics_gaps = "gaps";
+inline constexpr std::string_view gpu_metrics_gap_ts = "ts";
+inline constexpr std::string_view gpu_metrics_gap_dur = "dur";
+inline constexpr std::string_view gpu_metrics_gap_cause = "cause";
+inline constexpr std::string_view gap_cause_names[4] = {"overflow", "sample_cap", "skipped", "late"};  // metric_gap_cause's
 
 }  // namespace cuprof::detail::schema

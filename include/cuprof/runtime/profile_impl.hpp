@@ -50,9 +50,12 @@ inline void align_gpu_metrics(trace& t, std::uint64_t from_ns, std::uint64_t to_
     s.aligned = a.applied;
     s.shift_ns = a.applied ? a.shift_ns : 0;
     gpu_metric_series inside = s;
-    inside.start_ns.clear(), inside.end_ns.clear(), inside.values.clear();
+    inside.start_ns.clear(), inside.end_ns.clear(), inside.values.clear(), inside.gaps.clear();
     for (std::size_t i = 0; i < s.size(); ++i)
       if (s.end_ns[i] > from_ns && s.start_ns[i] < to_ns) inside.add(s.start_ns[i], s.end_ns[i], &s.values[i * s.metrics.size()]);
+    for (const gpu_metric_gap& g : s.gaps)
+      if (g.end_ns > from_ns && g.start_ns < to_ns)
+        inside.gaps.push_back({std::max(g.start_ns, from_ns), std::min(g.end_ns, to_ns), g.cause});
     s = std::move(inside);
   }
 }
@@ -290,7 +293,7 @@ void profile::enable_cuda() {
   tracer_->set_stacks(options_.with_stack);
   detail::cupti::pm_sampling_request metrics;
   if (options_.gpu_metrics) {
-    for (const std::string& name : options_.gpu_metrics->metrics) metrics.metrics.push_back({name, name});
+    for (const std::string& name : options_.gpu_metrics->metrics) metrics.metrics.push_back(detail::named_gpu_metric(name));
     metrics.interval_ns = std::uint64_t(std::max(1.0, options_.gpu_metrics->interval_us) * 1000.0 + 0.5);
   }
   const std::string why = tracer_->enable(options_.profile_memory, options_.gpu_metrics ? &metrics : nullptr);
