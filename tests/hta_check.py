@@ -2,13 +2,21 @@
 """HolisticTraceAnalysis (HTA) on cuprof traces: each analysis runs, and its numbers agree with the
 trace and with cuprof's own table.
 
-Usage (scripts/test-hta runs it inside a virtual environment with HTA installed):
+Usage (scripts/test-hta runs it inside a virtual environment with HTA installed, once with pandas 2
+and once with pandas 3):
   python tests/hta_check.py --cuprof build/tools/cuprof [--gpu TRACE ...] [--cpu TRACE ...] [--made TRACE ...]
+                            [--hta-int8-bug TRACE ...]
 
 --gpu traces must contain GPU activity (the fixtures recorded on an H200); --cpu traces are ones
 written on a machine without a GPU, where HTA's documented behaviour applies (temporal breakdown and
 idle time need at least one GPU event and raise; the other analyses return empty results); --made
-traces are sorted into one or the other by their content.
+traces are sorted into one or the other by their content. --hta-int8-bug traces are GPU traces that set
+off HTA 0.6.1's bug under pandas 3: every correlation id fits int8 and a CPU call or GPU record linked by
+one sits beyond row 127, so HTA's index column (int8, the correlation column's dtype) cannot hold its row
+number and pandas 3 raises TypeError("Invalid value ... for dtype 'int8'") in
+transform_correlation_to_index (pandas 2 upcasts, with a FutureWarning). Under pandas 3 such a trace
+must fail to load with exactly that error (one check; loading, or failing otherwise, fails it); under
+pandas 2 it is checked as a --gpu trace, and its load must meet that FutureWarning.
 
 Each trace is copied alone into a temporary directory (HTA loads every trace in a directory) and
 loaded with HTA_DISABLE_NS_ROUNDING=1 and include_last_profiler_step=True (HTA otherwise drops the
@@ -42,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import warnings
 from collections import defaultdict
 
 from trace_schema import (API_CATS, ARG_CORRELATION, ARG_STREAM, ARG_WAIT_ON_RECORD_CORRELATION, ARG_WAIT_ON_STREAM, CAT_CPU_OP,
@@ -61,6 +70,42 @@ TYPE_CATS = {"COMPUTATION": {CAT_KERNEL}, "MEMORY": {CAT_GPU_MEMCPY, CAT_GPU_MEM
 KERNEL_WAIT_US = 30  # HTA's default consecutive_kernel_delay, compared against gaps in the trace's unit (us)
 EPS = 1e-6  # us: float noise on sums of microsecond values with 3 decimals
 NAME_CUT = 55  # the table's name column (table_options::max_name_column_width)
+# HTA 0.6.1 under pandas 3 (hta/common/trace.py, transform_correlation_to_index): the index column takes the
+# correlation column's dtype, int8 when every id fits, and pandas 3 refuses a row number above 127 in it.
+HTA_TRACE_PY = os.path.join("hta", "common", "trace.py")
+INT8_BUG_FRAME = "transform_correlation_to_index"
+INT8_BUG_RE = re.compile(r"^Invalid value .* for dtype 'int8'$", re.S)
+INT8_MAX = 127
+
+
+def pandas_major():
+    import pandas
+    return int(pandas.__version__.split(".")[0])
+
+
+def is_hta_int8_bug(exc):
+    """exc is HTA's int8 index failure: TypeError, pandas' message for int8, raised under
+    transform_correlation_to_index in hta/common/trace.py."""
+    return (type(exc) is TypeError and INT8_BUG_RE.match(str(exc)) is not None
+            and any(f.name == INT8_BUG_FRAME and f.filename.endswith(HTA_TRACE_PY)
+                    for f in traceback.extract_tb(exc.__traceback__)))
+
+
+def int8_bug_rows(obj):
+    """(the largest correlation id, the rows above 127 that a correlation id links), as HTA sees them: it
+    numbers every event of traceEvents in order, and links a CPU event and a GPU one (stream 0 or more, or
+    an Event Sync or Context Sync: hta/common/trace_filter.py) that share a correlation id other than -1."""
+    cpu, gpu, ids = defaultdict(list), defaultdict(list), [-1]
+    for row, e in enumerate(obj[KEY_TRACE_EVENTS]):
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        corr = args.get(ARG_CORRELATION)
+        if not isinstance(corr, int) or corr == -1:
+            continue
+        ids.append(corr)
+        on_gpu = args.get(ARG_STREAM, -1) >= 0 and corr >= 0 or e.get("name") in ("Event Sync", "Context Sync")
+        (gpu if on_gpu else cpu)[corr].append(row)
+    linked = sorted(row for corr in cpu.keys() & gpu.keys() for row in cpu[corr] + gpu[corr] if row > INT8_MAX)
+    return max(ids), linked
 
 
 # --------------------------------------------------------------------------- the trace itself
@@ -210,6 +255,9 @@ class Runner:
         except Exception as exc:  # an analysis that throws is a failure, with its traceback
             check.problems.append(f"raised {type(exc).__name__}: {exc}")
             check.details.extend(traceback.format_exc().rstrip().splitlines()[-6:])
+            if is_hta_int8_bug(exc):
+                check.details.append("HTA 0.6.1's int8 index bug under pandas 3 (docs/interop.md: pandas below 3 "
+                                     "for HTA); a trace that is meant to set it off goes to --hta-int8-bug")
             summary = ""
         ok = not check.problems
         self.passed += ok
@@ -516,15 +564,55 @@ ANALYSES = [("load", check_load), ("temporal breakdown", check_temporal), ("kern
             ("critical path", check_critical_path)]
 
 
-def check_trace(runner, path, cli, want_gpu):
+def int8_bug_premise(obj, c):
+    """That the trace sets HTA's int8 index bug off: every correlation id fits int8, and rows above 127 are
+    linked. Returns a few words on it."""
+    top, linked = int8_bug_rows(obj)
+    c.true(f"correlation ids up to {top}: HTA's correlation column is not int8, so the trace cannot set off "
+           "HTA's int8 index bug", top <= INT8_MAX)
+    c.true(f"no linked row above {INT8_MAX} (of {len(obj[KEY_TRACE_EVENTS])} events): the trace cannot set off "
+           "HTA's int8 index bug", len(linked) > 0)
+    return (f"correlation ids up to {top} (int8), {len(linked)} linked rows above {INT8_MAX} "
+            f"(of {len(obj[KEY_TRACE_EVENTS])} events)")
+
+
+def check_int8_bug(runner, label, obj, d):
+    """Under pandas 3: HTA 0.6.1 must fail to load the trace with its int8 index bug, and only so."""
+    from hta.trace_analysis import TraceAnalysis
+    import pandas
+
+    def expect_failure(c):
+        premise = int8_bug_premise(obj, c)
+        try:
+            TraceAnalysis(trace_dir=d, include_last_profiler_step=True)
+        except Exception as exc:  # noqa: BLE001 - the failure is what is checked
+            if is_hta_int8_bug(exc):
+                message = str(exc).replace("\n", " ")
+                return (f"{premise}: TypeError in {INT8_BUG_FRAME} ({HTA_TRACE_PY}): "
+                        f"{message[:40]}...{message[-25:]}")
+            c.problems.append(f"raised {type(exc).__name__}: {str(exc)[:300]}: not HTA's int8 index bug "
+                              f"(TypeError \"Invalid value ... for dtype 'int8'\" in {INT8_BUG_FRAME})")
+            c.details.extend(traceback.format_exc().rstrip().splitlines()[-12:])
+            return ""
+        c.problems.append(f"HTA loaded it under pandas {pandas.__version__}: its int8 index bug did not show (a "
+                          "fixed HTA?). Check the trace with --gpu, and say so in docs/interop.md")
+        return ""
+
+    runner.run(label, f"load fails with HTA's int8 index bug under pandas {pandas.__version__}", expect_failure)
+
+
+def check_trace(runner, path, cli, want_gpu, int8_bug=False):
     from hta.trace_analysis import TraceAnalysis
 
     label = os.path.basename(path)
     obj = load_json(path)
     ref = Reference(obj)
-    table = Table(cli, path)
     with tempfile.TemporaryDirectory(prefix="cuprof-hta-") as d:
         shutil.copy(path, os.path.join(d, os.path.basename(path)))
+        if int8_bug and pandas_major() >= 3:
+            check_int8_bug(runner, label, obj, d)
+            return
+        table = Table(cli, path)
         holder = {}
 
         def load(c):
@@ -532,8 +620,20 @@ def check_trace(runner, path, cli, want_gpu):
                 c.true("a --gpu trace must contain GPU events", len(ref.work) > 0)
             else:
                 c.true("a --cpu trace must not contain GPU events", len(ref.gpu) == 0)
-            holder["ta"] = TraceAnalysis(trace_dir=d, include_last_profiler_step=True)
-            return check_load(holder["ta"], ref, table, c)
+            if not int8_bug:
+                holder["ta"] = TraceAnalysis(trace_dir=d, include_last_profiler_step=True)
+                return check_load(holder["ta"], ref, table, c)
+            # pandas 2 upcasts HTA's int8 index column where pandas 3 raises, and warns as it does.
+            premise = int8_bug_premise(obj, c)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", FutureWarning)
+                holder["ta"] = TraceAnalysis(trace_dir=d, include_last_profiler_step=True)
+            warned = [w for w in caught if issubclass(w.category, FutureWarning) and w.filename.endswith(HTA_TRACE_PY)
+                      and "int8" in str(w.message)]
+            if c.true(f"no FutureWarning on int8 from {HTA_TRACE_PY}: the load no longer meets HTA's int8 index bug",
+                      len(warned) > 0):
+                premise += ": pandas 2 upcasts (FutureWarning)"
+            return f"{check_load(holder['ta'], ref, table, c)}; {premise}"
 
         runner.run(label, "load", load)
         if "ta" not in holder:
@@ -551,18 +651,26 @@ def main(argv=None):
     ap.add_argument("--cpu", nargs="*", default=[], help="traces written without a GPU")
     ap.add_argument("--made", nargs="*", default=[],
                     help="traces made on this machine: checked as --gpu if they hold GPU activity, else as --cpu")
+    ap.add_argument("--hta-int8-bug", nargs="*", default=[],
+                    help="GPU traces that set off HTA's int8 index bug: under pandas 3 they must fail to load with "
+                         "it, under pandas 2 they are checked as --gpu")
     args = ap.parse_args(argv)
     for path in args.made:
         (args.gpu if Reference(load_json(path)).work else args.cpu).append(path)
-    if not args.gpu and not args.cpu:
+    if not args.gpu and not args.cpu and not args.hta_int8_bug:
         ap.error("no traces given")
     import hta.configs.config  # noqa: F401  HTA sets its logger up on import: quiet it afterwards
     logging.getLogger("hta").setLevel(logging.ERROR)
+    # HTA's own deprecation notices under pandas 2 (replace/fillna downcasting): not about the traces.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"hta\.")
+    import pandas
     from hta.version import __version__ as hta_version
-    print(f"hta_check: HolisticTraceAnalysis {hta_version}")
+    print(f"hta_check: HolisticTraceAnalysis {hta_version}, pandas {pandas.__version__}")
     runner = Runner()
     for path in args.gpu:
         check_trace(runner, path, args.cuprof, True)
+    for path in args.hta_int8_bug:
+        check_trace(runner, path, args.cuprof, True, int8_bug=True)
     for path in args.cpu:
         check_trace(runner, path, args.cuprof, False)
     print(f"hta_check: {runner.passed} passed, {runner.failed} failed")

@@ -19,12 +19,14 @@ On each directory HTA loads every rank as one distributed trace and runs, with v
 and the answers must be of the same kind on both: the same ranks and steps, the same columns,
 compute shares and overlaps within a tolerance of torch's (two runs of one job, not one), launch
 statistics on each rank, the same straggler answer. Prints a PASS/FAIL line per analysis and 'hta_ranks: N passed, M failed'.
+scripts/test-hta runs it twice, under pandas 2 and under pandas 3.
 """
 import argparse
 import logging
 import os
 import sys
 import traceback
+import warnings
 
 os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
 
@@ -85,6 +87,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     import hta.configs.config  # noqa: F401  HTA sets its logger up on import: quiet it afterwards
     logging.getLogger("hta").setLevel(logging.ERROR)
+    # HTA's own deprecation notices under pandas 2 (replace/fillna downcasting): not about the traces.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"hta\.")
+    import pandas
+    from hta.version import __version__ as hta_version
+    print(f"hta_ranks: HolisticTraceAnalysis {hta_version}, pandas {pandas.__version__}")
     res = Results()
     got = {}
     for who, d in (("cuprof", a.cuprof_dir), ("torch", a.torch_dir)):

@@ -56,6 +56,7 @@ struct pm_sampling_request {
 };
 
 // The PM sampling and host-evaluation entry points, from the same libcupti as tracing.
+// Each call's params are zeroed (pPriv must be null) and then given their structSize.
 struct pm_library {
   decltype(&cuptiProfilerInitialize) profiler_initialize = nullptr;
   decltype(&cuptiProfilerDeviceSupported) device_supported = nullptr;
@@ -335,7 +336,8 @@ class pm_sampler {
     sampling_ = false;
     for (device& d : devices_)
       if (d.running) {
-        CUpti_PmSampling_Stop_Params p{CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
+        CUpti_PmSampling_Stop_Params p{};
+        p.structSize = CUpti_PmSampling_Stop_Params_STRUCT_SIZE;
         p.pPmSamplingObject = d.object;
         pm_.stop(&p);
         d.running = false;
@@ -462,7 +464,8 @@ class pm_sampler {
       values.clear();
       for (std::size_t i = 0; i < job.times.size(); ++i) {
         values.resize(values.size() + nm, __builtin_nan(""));
-        CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{};
+        ev.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
         ev.pHostObject = host;
         ev.pCounterDataImage = job.image.data();
         ev.counterDataImageSize = job.image.size();
@@ -569,7 +572,8 @@ class pm_sampler {
         // unknown error when initialized from inside cuInit, where `cuprof run`
         // starts; so only here, when the first device has its context.
         if (!profiler_initialized_) {
-          CUpti_Profiler_Initialize_Params init{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+          CUpti_Profiler_Initialize_Params init{};
+          init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
           const CUptiResult r = pm_.profiler_initialize(&init);
           if (r != CUPTI_SUCCESS) {
             init_why_ = pm_refusal(pm_, "cuptiProfilerInitialize", r);
@@ -589,7 +593,8 @@ class pm_sampler {
         if (ctx) driver_->primary_ctx_release(dev);
       }
       if (d->failed || d->running) continue;
-      CUpti_PmSampling_Start_Params p{CUpti_PmSampling_Start_Params_STRUCT_SIZE};
+      CUpti_PmSampling_Start_Params p{};
+      p.structSize = CUpti_PmSampling_Start_Params_STRUCT_SIZE;
       p.pPmSamplingObject = d->object;
       const CUptiResult r = pm_.start(&p);
       if (r != CUPTI_SUCCESS) fail(*d, "cuptiPmSamplingStart", r);
@@ -609,7 +614,8 @@ class pm_sampler {
   }
 
   void set_up(device& d, CUdevice dev) {
-    CUpti_Profiler_DeviceSupported_Params sup{CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE};
+    CUpti_Profiler_DeviceSupported_Params sup{};
+    sup.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
     sup.cuDevice = dev;
     sup.api = CUPTI_PROFILER_PM_SAMPLING;
     CUptiResult r = pm_.device_supported(&sup);
@@ -624,17 +630,21 @@ class pm_sampler {
                   : "PM sampling is not supported in this configuration (MIG, SLI or WSL)";
       return;
     }
-    CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    CUpti_Device_GetChipName_Params chip{};
+    chip.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
     chip.deviceIndex = d.index;
     if ((r = pm_.chip_name(&chip)) != CUPTI_SUCCESS) return fail(d, "cuptiDeviceGetChipName", r);
-    CUpti_PmSampling_GetCounterAvailability_Params av{CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
+    CUpti_PmSampling_GetCounterAvailability_Params av{};
+    av.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE;
     av.deviceIndex = d.index;
     if ((r = pm_.counter_availability(&av)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterAvailability", r);
     std::vector<std::uint8_t> availability(av.counterAvailabilityImageSize);
     av.pCounterAvailabilityImage = availability.data();
     if ((r = pm_.counter_availability(&av)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterAvailability", r);
 
-    CUpti_Profiler_Host_Initialize_Params hi{CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_Initialize_Params hi{};
+
+    hi.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
     hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
     hi.pChipName = chip.pChipName;
     hi.pCounterAvailabilityImage = availability.data();
@@ -642,7 +652,8 @@ class pm_sampler {
     d.host = hi.pHostObject;
     std::vector<const char*> names;
     for (const gpu_metric& m : request_.metrics) names.push_back(m.name.c_str());
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
     add.pHostObject = d.host;
     add.ppMetricNames = names.data();
     add.numMetrics = names.size();
@@ -655,16 +666,19 @@ class pm_sampler {
               std::string(chip.pChipName ? chip.pChipName : "NAME") + "` lists those it knows";
       return;
     }
-    CUpti_Profiler_Host_GetConfigImageSize_Params cs{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetConfigImageSize_Params cs{};
+    cs.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
     cs.pHostObject = d.host;
     if ((r = pm_.host_config_size(&cs)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetConfigImageSize", r);
     d.config.resize(cs.configImageSize);
-    CUpti_Profiler_Host_GetConfigImage_Params ci{CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetConfigImage_Params ci{};
+    ci.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
     ci.pHostObject = d.host;
     ci.pConfigImage = d.config.data();
     ci.configImageSize = d.config.size();
     if ((r = pm_.host_config_image(&ci)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetConfigImage", r);
-    CUpti_Profiler_Host_GetNumOfPasses_Params np{CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetNumOfPasses_Params np{};
+    np.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
     np.pConfigImage = d.config.data();
     np.configImageSize = d.config.size();
     if ((r = pm_.host_passes(&np)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetNumOfPasses", r);
@@ -675,11 +689,14 @@ class pm_sampler {
       return;
     }
 
-    CUpti_PmSampling_Enable_Params en{CUpti_PmSampling_Enable_Params_STRUCT_SIZE};
+    CUpti_PmSampling_Enable_Params en{};
+
+    en.structSize = CUpti_PmSampling_Enable_Params_STRUCT_SIZE;
     en.deviceIndex = d.index;
     if ((r = pm_.enable(&en)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingEnable", r);
     d.object = en.pPmSamplingObject;
-    CUpti_PmSampling_SetConfig_Params sc{CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE};
+    CUpti_PmSampling_SetConfig_Params sc{};
+    sc.structSize = CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE;
     sc.pPmSamplingObject = d.object;
     sc.configSize = d.config.size();
     sc.pConfig = d.config.data();
@@ -690,7 +707,8 @@ class pm_sampler {
     if ((r = pm_.set_config(&sc)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingSetConfig", r);
 
     // An image: room for image_ms of samples and some, within max_image_bytes.
-    CUpti_PmSampling_GetCounterDataSize_Params ds{CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
+    CUpti_PmSampling_GetCounterDataSize_Params ds{};
+    ds.structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE;
     ds.pPmSamplingObject = d.object;
     ds.pMetricNames = names.data();
     ds.numMetrics = names.size();
@@ -708,7 +726,8 @@ class pm_sampler {
     const std::uint64_t room = std::uint64_t(room_ms) * 1000000u / request_.interval_ns;
     d.handoff_at = d.image_capacity > 2 * room ? d.image_capacity - room : d.image_capacity / 2;
     d.image.assign(ds.counterDataSize, 0);
-    CUpti_PmSampling_CounterDataImage_Initialize_Params ii{CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    CUpti_PmSampling_CounterDataImage_Initialize_Params ii{};
+    ii.structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE;
     ii.pPmSamplingObject = d.object;
     ii.counterDataSize = d.image.size();
     ii.pCounterData = d.image.data();
@@ -734,14 +753,16 @@ class pm_sampler {
           return !d.image.empty();
         });
       if (d.image.empty()) return;
-      CUpti_PmSampling_DecodeData_Params dd{CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
+      CUpti_PmSampling_DecodeData_Params dd{};
+      dd.structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE;
       dd.pPmSamplingObject = d.object;
       dd.pCounterDataImage = d.image.data();
       dd.counterDataImageSize = d.image.size();
       const CUptiResult r = pm_.decode(&dd);
       if (dd.overflow) ++d.dropped;  // at least one: the hardware does not say how many
       if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_OUT_OF_MEMORY) return;
-      CUpti_PmSampling_GetCounterDataInfo_Params info{CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
+      CUpti_PmSampling_GetCounterDataInfo_Params info{};
+      info.structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE;
       info.pCounterDataImage = d.image.data();
       info.counterDataImageSize = d.image.size();
       if (pm_.counter_data_info(&info) != CUPTI_SUCCESS) return;
@@ -754,7 +775,8 @@ class pm_sampler {
           d.gap_before = {};
         }
         for (std::size_t i = before; i < info.numCompletedSamples; ++i) {
-          CUpti_PmSampling_CounterData_GetSampleInfo_Params si{CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
+          CUpti_PmSampling_CounterData_GetSampleInfo_Params si{};
+          si.structSize = CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE;
           si.pPmSamplingObject = d.object;
           si.pCounterDataImage = d.image.data();
           si.counterDataImageSize = d.image.size();
@@ -768,10 +790,12 @@ class pm_sampler {
       if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
         // The hardware buffer overflowed: sampling stops until started again.
         hand_off(d);
-        CUpti_PmSampling_Stop_Params stop{CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
+        CUpti_PmSampling_Stop_Params stop{};
+        stop.structSize = CUpti_PmSampling_Stop_Params_STRUCT_SIZE;
         stop.pPmSamplingObject = d.object;
         pm_.stop(&stop);
-        CUpti_PmSampling_Start_Params start{CUpti_PmSampling_Start_Params_STRUCT_SIZE};
+        CUpti_PmSampling_Start_Params start{};
+        start.structSize = CUpti_PmSampling_Start_Params_STRUCT_SIZE;
         start.pPmSamplingObject = d.object;
         if (sampling_ && pm_.start(&start) != CUPTI_SUCCESS) d.running = false;
         d.fresh_start = true;

@@ -498,7 +498,9 @@ class tracer {
   // later (static destructors) with what is in the store.
   void close_for_exit() {
     std::lock_guard<std::mutex> lock(control_);
-    pm_.close();  // its thread makes no CUPTI call from here on, while CUPTI may be tearing down
+    // Its threads make no CUPTI call from here on, while CUPTI may be tearing down. A forked child
+    // has none of them, and the sampler's lock may have been held by one at the fork.
+    if (!forked_child()) pm_.close();
     if (attached_ && enabled_ && !forked_child() && !closed_)
       at_exit_guarded("flushing CUPTI at exit", [this] {
         sync_each_device();
