@@ -445,7 +445,8 @@ TEST_CASE("chrome trace: a counter is written where its value moves by more than
   const std::string again = cuprof::chrome_trace_json(lt.t);
   const auto counters = [](const std::string& t) {
     std::vector<std::string> lines;
-    for (const json& e : json::parse(t)["traceEvents"])
+    const json doc = json::parse(t);  // the events are the document's: it must outlive the loop
+    for (const json& e : doc["traceEvents"])
       if (e.value("cat", "") == "gpu_metric") lines.push_back(e.dump());
     return lines;
   };
