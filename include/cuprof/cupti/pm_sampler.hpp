@@ -7,10 +7,10 @@
 // metrics and a hardware buffer. Two threads of its own empty that buffer, so
 // neither the program's threads nor CUPTI's callbacks pay for it:
 //   - the decoder moves the hardware buffer's records into counter data images
-//     every few milliseconds (CUPTI's decode: about 70 us of CPU a sample of
-//     the default set on an H200);
-//   - the evaluator turns a full image's samples into metric values (about
-//     45 us a sample) and gives the image back.
+//     every few milliseconds (CUPTI's decode: 55 to 100 us of CPU a sample of
+//     the default set on an H200, more while the GPU is busy);
+//   - the evaluator turns an image's samples into metric values (about 40 us
+//     a sample) and gives the image back.
 // On one thread the two took more than 100 us a sample: at that period the
 // hardware buffer overflowed and whole kernels went unsampled. Images cycle
 // through a small pool; when the evaluator is behind and none is free, the
@@ -140,7 +140,7 @@ class pm_sampler {
   // An image holds this long of samples (and some). A decode takes every
   // record the hardware buffer holds and keeps what fits the image: on an
   // H200, a decode that filled its image lost the samples past it (the next
-  // decode found none of them), and decoding costs about 70 us of CPU a
+  // decode found none of them), and decoding costs up to 100 us of CPU a
   // sample, so a decoder kept from running for a few milliseconds comes
   // back to a long decode. So an image goes to the evaluator before a decode
   // could fill it: once less than room_ms of samples fit. A window taken
@@ -152,7 +152,7 @@ class pm_sampler {
   // each, their pages touched: never on the decoder's time).
   static constexpr std::size_t spare_images = 4;
   // A counter data image holds this many bytes at most (its size grows with the
-  // metrics' raw counters: about 72 KiB a sample for the default set on GH100).
+  // metrics' raw counters: about 72 KiB a sample for the four labelled metrics on GH100).
   static constexpr std::size_t max_image_bytes = std::size_t(40) << 20;
   // Samples kept for windows not yet taken, all devices together (CUPROF_GPU_METRICS_MAX_SAMPLES).
   static std::size_t max_kept_samples() {
