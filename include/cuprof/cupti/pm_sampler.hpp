@@ -314,9 +314,8 @@ class pm_sampler {
     CUpti_Profiler_Host_Object* host = nullptr;  // the evaluator's only
     std::vector<std::uint8_t> config, blank_image;
     std::vector<std::uint8_t> image;        // decoded into; empty: none free
-    std::size_t image_samples = 0;          // completed samples in `image`
-    std::size_t image_queued = 0;           // of which a copy went to the evaluator
-    std::vector<sample_times> image_times;  // theirs
+    std::size_t image_queued = 0;           // its samples a copy of which went to the evaluator
+    std::vector<sample_times> image_times;  // of the completed samples in `image`, in order
     bool image_fresh = false;               // image_job's flags for the image's first sample
     lost_samples image_gap_before;
     std::size_t image_capacity = 0;                      // samples an image holds
@@ -375,13 +374,13 @@ class pm_sampler {
   // The decoder's image, full or done with, to the evaluator (its samples not
   // yet queued); the next free one (if any) to the decoder.
   void hand_off(device& d) {
-    if (d.image.empty() || d.image_samples == 0) return;
+    if (d.image.empty() || d.image_times.empty()) return;
     image_job job = job_of(d);
     job.image = std::move(d.image);
     queue_.push_back(std::move(job));
     d.image.clear();
     d.image_times.clear();
-    d.image_samples = d.image_queued = 0;
+    d.image_queued = 0;
     d.image_fresh = false;
     d.image_gap_before = {};
     take_free_image(d);
@@ -391,12 +390,12 @@ class pm_sampler {
   // A copy of the image's completed samples not yet queued, to the evaluator,
   // while the decoder goes on with the image.
   void hand_off_copy(device& d) {
-    if (d.image.empty() || d.image_samples <= d.image_queued) return;
+    if (d.image.empty() || d.image_times.size() <= d.image_queued) return;
     image_job job = job_of(d);
     job.image = d.image;
     job.copy = true;
     queue_.push_back(std::move(job));
-    d.image_queued = d.image_samples;
+    d.image_queued = d.image_times.size();
     evaluated_.notify_all();
   }
 
@@ -690,7 +689,6 @@ class pm_sampler {
     }
 
     CUpti_PmSampling_Enable_Params en{};
-
     en.structSize = CUpti_PmSampling_Enable_Params_STRUCT_SIZE;
     en.deviceIndex = d.index;
     if ((r = pm_.enable(&en)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingEnable", r);
@@ -745,7 +743,7 @@ class pm_sampler {
   void decode(device& d, std::unique_lock<std::mutex>* drain = nullptr) {
     for (int round = 0; round < 64; ++round) {
       // Less than room_ms of room: to the evaluator before a decode can fill it.
-      if (!d.image.empty() && d.image_samples >= d.handoff_at) hand_off(d);
+      if (!d.image.empty() && d.image_times.size() >= d.handoff_at) hand_off(d);
       take_free_image(d);
       if (d.image.empty() && drain)
         evaluated_.wait_for(*drain, std::chrono::seconds(2), [&] {
@@ -766,7 +764,7 @@ class pm_sampler {
       info.pCounterDataImage = d.image.data();
       info.counterDataImageSize = d.image.size();
       if (pm_.counter_data_info(&info) != CUPTI_SUCCESS) return;
-      const std::size_t before = d.image_samples;
+      const std::size_t before = d.image_times.size();
       if (info.numCompletedSamples > before) {
         if (before == 0) {
           d.image_fresh = d.fresh_start;
@@ -785,7 +783,6 @@ class pm_sampler {
           if (pm_.sample_info(&si) != CUPTI_SUCCESS) si.startTimestamp = si.endTimestamp = 0;
           d.image_times.push_back({si.startTimestamp, si.endTimestamp});
         }
-        d.image_samples = info.numCompletedSamples;
       }
       if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
         // The hardware buffer overflowed: sampling stops until started again.
