@@ -251,6 +251,8 @@ void join_events(raw_trace& into, std::vector<raw_trace>& pieces) {
     into.events += piece.events;
     into.used += piece.used;
     into.is_torch = into.is_torch || piece.is_torch;
+    if (piece.has_profiler_start && (!into.has_profiler_start || piece.profiler_start < into.profiler_start))
+      into.has_profiler_start = true, into.profiler_start = piece.profiler_start;
     if (into.cpu_pid < 0) into.cpu_pid = piece.cpu_pid;
     piece = raw_trace();  // freed as it is joined
   }
@@ -393,6 +395,10 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
   const event_category c = category_of(cat->text);
   if (c == event_category::skip) {
     if (cat->text == schema::cat_cpu_op || cat->text == schema::cat_torch_trace) raw_.is_torch = true;
+    std::int64_t ns = 0;
+    if (cat->text == schema::cat_torch_trace)
+      if (const json_node* ts = e.find("ts"); ts && ts->is_number() && us_to_ns(ts->text, ns))
+        if (!raw_.has_profiler_start || ns < raw_.profiler_start) raw_.has_profiler_start = true, raw_.profiler_start = ns;
     return;
   }
   if (cat->text == schema::cat_cpu_op) raw_.is_torch = true;

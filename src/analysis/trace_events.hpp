@@ -182,6 +182,8 @@ struct raw_trace {
   std::vector<thread_candidate> thread_candidates;
   std::int64_t cpu_pid = -1;
   std::int64_t window_start = 0, window_end = 0;
+  bool has_profiler_start = false;
+  std::int64_t profiler_start = 0;  // torch's "Trace" span's start (relative ns)
   bool is_cuprof = false, is_torch = false;
   std::int64_t rank = -1;  // distributedInfo's rank as written; -1 without one
 };

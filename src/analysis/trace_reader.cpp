@@ -400,6 +400,10 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   for (const api_call& a : t.api_calls) events.add(a.start_ns, a.end_ns);
   for (const gpu_activity& g : t.gpu) events.add(g.start_ns, g.end_ns);
   for (const memory_event& m : t.memory) events.add(m.ts_ns, m.ts_ns);
+  std::int64_t profiler_start = 0;
+  if (raw.has_profiler_start && !__builtin_add_overflow(raw.profiler_start, std::int64_t(out.base_ns), &profiler_start) &&
+      profiler_start > 0)
+    t.meta.profiler_start_ns = std::uint64_t(profiler_start);
   if (raw.window_start > 0 && raw.window_end >= raw.window_start) {
     t.meta.window_start_ns = std::uint64_t(raw.window_start);
     t.meta.window_end_ns = std::uint64_t(raw.window_end);

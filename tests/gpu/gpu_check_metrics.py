@@ -361,10 +361,11 @@ def metrics_checks(build, out, summary, check, run):
     result["counter_events"] = {f"{pid}:{name}": n for (pid, name), n in counters.items()}
     result["block"] = block
     check("metrics kernels: a counter track per default metric on GPU 0",
-          all(counters.get((0, label), 0) > 0 for label in (SM, DRAM, TENSOR, OCC)), str(dict(counters)))
+          all(counters.get((0, label), 0) > 0 for label in (SM, DRAM, TENSOR)) and (0, OCC) not in counters,
+          str(dict(counters)))
     ours = cuprof_per_kernel(ev)
     result["cuprof"] = ours
-    # At the default 100 us: the GELU (740 us), the copy (540 us) and the others (about 2 ms) have 4
+    # At 100 us: the GELU (740 us), the copy (540 us) and the others (about 2 ms) have 4
     # samples or more each (the median run: a run that falls in a stretch left unsampled has none,
     # and the trace counts those samples as dropped); the GEMMs (about 155 us each, 8 back to back)
     # one or two.

@@ -133,6 +133,54 @@ TEST_CASE("average_metrics: NaN everywhere, before and after the samples, empty 
   CHECK_FALSE(zero.too_short);
 }
 
+TEST_CASE("average_metrics: an entry holding a value over several intervals counts as their samples") {
+  // A trace written with held values reads back one entry per run of equal
+  // values; a kernel's averages and sample count must be what the samples
+  // themselves gave: a kernel inside one run must not read as one sample.
+  const std::vector<std::vector<double>> rows = {{50, 1}, {50, 1}, {50, 1}, {80, 2}, {80, 2}, {10, 3},
+                                                 {10, 3}, {10, 3}, {10, 3}, {60, 4}, {60, 4}, {60, 4}};
+  const gpu_metric_series each = series_of(0, 1000, 10, two_metrics(), rows);
+  gpu_metric_series held;
+  held.interval_ns = 10;
+  held.metrics = two_metrics();
+  for (std::size_t i = 0; i < rows.size();) {
+    std::size_t j = i;
+    while (j < rows.size() && rows[j] == rows[i]) ++j;
+    held.add(1000 + i * 10, 1000 + j * 10, rows[i].data());
+    i = j;
+  }
+  REQUIRE(held.size() == 4);
+  // Every kernel from 990 to 1130 in 1 ns steps, 10 ns long or more.
+  int compared = 0;
+  for (std::uint64_t a = 990; a <= 1130; ++a)
+    for (std::uint64_t b = a + 10; b <= 1135; ++b) {
+      const kernel_metric_averages x = average_metrics(each, a, b), y = average_metrics(held, a, b);
+      CAPTURE(a);
+      CAPTURE(b);
+      REQUIRE(y.samples == x.samples);
+      for (std::size_t m = 0; m < 2; ++m) {
+        REQUIRE(std::isnan(y.values[m]) == std::isnan(x.values[m]));
+        if (!std::isnan(x.values[m])) REQUIRE(y.values[m] == doctest::Approx(x.values[m]));
+      }
+      ++compared;
+    }
+  CHECK(compared > 9000);
+  // A kernel of 30 ns inside the run of four 10s: three samples, not one.
+  CHECK(average_metrics(held, 1050, 1090).samples == 4);
+  CHECK(average_metrics(held, 1055, 1090).samples == 3);
+  // An entry a little longer or shorter than whole intervals (the GPU's own
+  // timing) rounds to the nearest count; a series without an interval keeps one sample per entry.
+  gpu_metric_series jitter;
+  jitter.interval_ns = 10;
+  jitter.metrics = two_metrics();
+  jitter.add(0, 31, rows[0].data());
+  jitter.add(31, 39, rows[3].data());
+  CHECK(average_metrics(jitter, 0, 31).samples == 3);
+  CHECK(average_metrics(jitter, 0, 40).samples == 4);
+  jitter.interval_ns = 0;
+  CHECK(average_metrics(jitter, 0, 40).samples == 2);
+}
+
 TEST_CASE("add(): a value no metric can take is left out as none and counted; a percentage may overshoot 100 a little") {
   const std::vector<gpu_metric> metrics = {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM throughput %"},
                                            {"sm__warps_active_realtime.avg.pct_of_peak_sustained_active", "occupancy"},

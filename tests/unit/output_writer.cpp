@@ -168,14 +168,14 @@ const char* const golden_4096_unsorted =
     "11.680us      67.456us        11.61%      67.456us      22.485us             3  \n"
     "                                       cudaLaunchKernel         2.36%      14.886us         2.36%      14.886us       "
     "4.962us       0.000us         0.00%       0.000us       0.000us             3  \n"
-    "                                        Memset (Device)         0.00%       0.000us         0.00%       0.000us       "
-    "0.000us       2.368us         0.41%       2.368us       0.789us             3  \n"
     "                                             matmul_add         0.00%       0.000us         0.00%       0.000us       "
     "0.000us     595.328us       102.48%     595.328us     198.443us             3  \n"
     "                                           aten::matmul         0.00%       0.000us         0.00%       0.000us       "
     "0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
     "                                               aten::mm         0.00%       0.000us         0.00%       0.000us       "
     "0.000us     519.440us        89.42%     519.440us     173.147us             3  \n"
+    "                                        Memset (Device)         0.00%       0.000us         0.00%       0.000us       "
+    "0.000us       2.368us         0.41%       2.368us       0.789us             3  \n"
     "         nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT         0.00%       0.000us         0.00%       0.000us       "
     "0.000us     511.072us        87.98%     511.072us     170.357us             3  \n"
     "void at::native::vectorized_elementwise_kernel<8, at...         0.00%       0.000us         0.00%       0.000us       "
@@ -354,6 +354,8 @@ TEST_CASE("table reproduces torch's layout (matmul_add 4096, sorted by cuda_time
   CHECK(matches_golden(avg.table("device_time_total", -1), golden_4096_by_cuda_time_total));
 }
 
+// torch's order of first occurrence: events by start, the longer first at the
+// same start (the GPU extent of matmul_add before the memset it begins with).
 TEST_CASE("table without sort keeps first-occurrence order") {
   const cuprof::event_averages avg = cuprof::key_averages(matmul_add_4096());
   CHECK(matches_golden(avg.table(), golden_4096_unsorted));

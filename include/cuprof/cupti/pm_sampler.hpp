@@ -134,6 +134,8 @@ class pm_sampler {
  public:
   // How often the decoder empties the hardware buffers.
   static constexpr int decode_period_ms = 2;
+  // take() waits this long at most for the samples up to its window's end.
+  static constexpr int catch_up_ms = 30;
   // The hardware buffer per device: many decode periods of samples, so that a
   // decoder kept from running for a while, or without a free image, loses none.
   static constexpr std::size_t hardware_buffer_bytes = std::size_t(128) << 20;
@@ -224,7 +226,7 @@ class pm_sampler {
     if (sampling_ && !closed_)
       for (device& d : devices_)
         if (d.running) {
-          decode(d);
+          catch_up(d, to_ns, clock, lock);
           hand_off_copy(d);
         }
     evaluated_.notify_all();
@@ -344,6 +346,27 @@ class pm_sampler {
         hand_off(d);
         d.fresh_start = true;
       }
+  }
+
+  // While sampling goes on, the samples of a window's last work are still on
+  // their way when its records are in: the hardware writes a sample after
+  // its interval and the decoder reads every decode_period_ms. Decodes until
+  // a sample ends at `to_ns` or catch_up_ms pass (a device that stopped
+  // sampling, a clock not known yet), so the window's last kernels get theirs.
+  void catch_up(device& d, std::uint64_t to_ns, const tick_converter& clock, std::unique_lock<std::mutex>& lock) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(catch_up_ms);
+    for (;;) {
+      decode(d);
+      if (!d.running || d.failed) return;
+      bool caught_up = false;
+      if (!d.image_times.empty()) {
+        const std::uint64_t end = d.image_times.back().end;
+        const int domain = d.domain ? d.domain : domain_of(end, realtime_ns(), now_ticks());
+        caught_up = (domain == 2 ? clock.to_epoch_ns(end) : end) >= to_ns;
+      }
+      if (caught_up || std::chrono::steady_clock::now() >= deadline) return;
+      wake_.wait_for(lock, std::chrono::milliseconds(1));  // the lock free for the evaluator meanwhile
+    }
   }
 
   static void run_thread(pm_sampler* s) { s->run(); }
@@ -506,7 +529,7 @@ class pm_sampler {
       const bool skip = si.end <= si.start || (first && si.end - si.start > 4 * request_.interval_ns);
       first = false;
       if (skip) continue;
-      if (!d.domain) d.domain = near(si.end, decoded_epoch) ? 1 : near(si.end, decoded_ticks) ? 2 : 1;
+      if (!d.domain) d.domain = domain_of(si.end, decoded_epoch, decoded_ticks);
       if (gap_before.lost) {
         if (d.last_end && si.start > d.last_end) add_gap(d, d.last_end, si.start, gap_before.cause);
         gap_before = {};
@@ -807,6 +830,12 @@ class pm_sampler {
       if (dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS) return;
       if (!full && (!drain || info.numCompletedSamples == before)) return;
     }
+  }
+
+  // The clock of a sample's timestamp (device::domain), from the clocks read
+  // when it was decoded.
+  static int domain_of(std::uint64_t t, std::uint64_t epoch_now, std::uint64_t ticks_now) {
+    return near(t, epoch_now) ? 1 : near(t, ticks_now) ? 2 : 1;
   }
 
   // Within a minute of `reference`: which clock a timestamp was taken on.

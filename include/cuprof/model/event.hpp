@@ -231,6 +231,7 @@ struct trace_metadata {
   std::string host_name;
   std::uint64_t window_start_ns = 0;  // the recorded window, epoch ns
   std::uint64_t window_end_ns = 0;
+  std::uint64_t profiler_start_ns = 0;  // a torch trace's: its profiler's start, the origin of torch's microseconds
   int rank = 0;
   int world_size = 1;
   std::vector<device_info> devices;

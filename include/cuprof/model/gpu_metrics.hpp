@@ -161,10 +161,60 @@ struct kernel_metric_averages {
   std::vector<double> values;  // per metric; NaN where no sample had a value
 };
 
+// The samples one entry of a series stands for. A trace written with held
+// values keeps one entry for a run of samples whose values did not move, so
+// an entry may span several intervals: its samples are the cells
+// [start + j * interval, start + (j + 1) * interval), the last one ending at
+// the entry's end, as many as the entry holds intervals (rounded; at least
+// one). An entry of a live series, or any series without an interval, is one
+// sample. Working on cells keeps a kernel's sample count and the choice of
+// samples inside it the same whether its trace held values or not, without
+// expanding the entries.
+struct metric_cells {
+  std::uint64_t start = 0, end = 0, interval = 0;
+  std::uint64_t count = 1;
+
+  metric_cells(std::uint64_t s, std::uint64_t e, std::uint64_t iv) : start(s), end(e), interval(iv) {
+    if (interval == 0 || e <= s) return;
+    count = (e - s) / interval + ((e - s) % interval >= interval / 2 ? 1 : 0);
+    if (count == 0) count = 1;
+  }
+  // Boundary j of the cells, 0 <= j <= count: cell j is [at(j), at(j + 1)).
+  std::uint64_t at(std::uint64_t j) const { return j >= count ? end : start + j * interval; }
+  // The first boundary at or after x (count + 1 when x is past the end).
+  std::uint64_t up(std::uint64_t x) const {
+    if (x <= start) return 0;
+    if (x > end) return count + 1;
+    if (count == 1) return 1;
+    const std::uint64_t j = (x - start + interval - 1) / interval;
+    return j >= count ? count : j;
+  }
+  // The number of the last boundary at or before x; x must be >= start.
+  std::uint64_t down(std::uint64_t x) const {
+    if (x >= end) return count;
+    if (count == 1) return 0;
+    const std::uint64_t j = (x - start) / interval;
+    return j >= count ? count - 1 : j;
+  }
+  // The cells wholly inside [a, b): [first, last) of them (empty when first >= last).
+  std::pair<std::uint64_t, std::uint64_t> inside(std::uint64_t a, std::uint64_t b) const {
+    if (b <= start || a >= end) return {0, 0};
+    return {up(a), down(b)};
+  }
+  // How many cells [a, b) overlaps.
+  std::uint64_t overlapped(std::uint64_t a, std::uint64_t b) const {
+    if (b <= start || a >= end || b <= a) return 0;
+    const std::uint64_t first = a <= start ? 0 : (count == 1 ? 0 : std::min(count - 1, (a - start) / interval));
+    const std::uint64_t last = count == 1 ? 0 : std::min(count - 1, (b - start + interval - 1) / interval - 1);
+    return last >= first ? last - first + 1 : 0;
+  }
+};
+
 // Time-weighted averages over [start, end). Samples wholly inside the kernel
 // are used when there are any: a sample across the kernel's start or end also
 // measures its neighbour or the idle GPU. A kernel no sample fits in uses the
-// samples it overlaps, each weighted by the overlap.
+// samples it overlaps, each weighted by the overlap. Samples are cells of the
+// series' entries (metric_cells), so a held trace gives what the live series did.
 inline kernel_metric_averages average_metrics(const gpu_metric_series& s, std::uint64_t start, std::uint64_t end) {
   kernel_metric_averages r;
   const std::size_t nm = s.metrics.size();
@@ -183,16 +233,26 @@ inline kernel_metric_averages average_metrics(const gpu_metric_series& s, std::u
   }
   const std::size_t first = lo;
   bool any_inside = false;
-  for (std::size_t i = first; i < s.size() && s.start_ns[i] < end; ++i)
-    if (s.start_ns[i] >= start && s.end_ns[i] <= end) any_inside = true;
+  for (std::size_t i = first; i < s.size() && s.start_ns[i] < end && !any_inside; ++i) {
+    const auto in = metric_cells(s.start_ns[i], s.end_ns[i], s.interval_ns).inside(start, end);
+    any_inside = in.first < in.second;
+  }
   std::vector<double> sum(nm, 0.0), weight(nm, 0.0);
+  std::uint64_t used = 0;
   for (std::size_t i = first; i < s.size() && s.start_ns[i] < end; ++i) {
-    const bool inside = s.start_ns[i] >= start && s.end_ns[i] <= end;
-    if (any_inside && !inside) continue;
-    const std::uint64_t a = s.start_ns[i] > start ? s.start_ns[i] : start;
-    const std::uint64_t b = s.end_ns[i] < end ? s.end_ns[i] : end;
-    if (b <= a) continue;
-    ++r.samples;
+    const metric_cells c(s.start_ns[i], s.end_ns[i], s.interval_ns);
+    std::uint64_t a = 0, b = 0;
+    if (any_inside) {
+      const auto in = c.inside(start, end);
+      if (in.first >= in.second) continue;
+      a = c.at(in.first), b = c.at(in.second);
+      used += in.second - in.first;
+    } else {
+      a = s.start_ns[i] > start ? s.start_ns[i] : start;
+      b = s.end_ns[i] < end ? s.end_ns[i] : end;
+      if (b <= a) continue;
+      used += c.overlapped(start, end);
+    }
     for (std::size_t m = 0; m < nm; ++m) {
       const double v = s.value(i, m);
       if (v != v) continue;
@@ -200,6 +260,7 @@ inline kernel_metric_averages average_metrics(const gpu_metric_series& s, std::u
       weight[m] += double(b - a);
     }
   }
+  r.samples = used > 0xffffffffu ? 0xffffffffu : std::uint32_t(used);
   for (std::size_t m = 0; m < nm; ++m)
     if (weight[m] > 0) r.values[m] = sum[m] / weight[m];
   return r;

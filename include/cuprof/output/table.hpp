@@ -45,7 +45,10 @@ struct event_average {
   std::uint64_t cpu_total_ns = 0;
   std::uint64_t self_cuda_ns = 0;
   std::uint64_t cuda_total_ns = 0;
-  std::uint64_t first_ns = 0;  // first occurrence: the order rows keep when unsorted or tied
+  // The first occurrence's start and end: rows keep torch's order when
+  // unsorted or tied (events by start, the longer first at the same start).
+  std::uint64_t first_ns = 0;
+  std::uint64_t first_end_ns = 0;
   // Bytes allocated less bytes freed (torch's memory columns): by the scope
   // itself, and with its nested scopes; CUDA is device and managed memory,
   // CPU is pinned host memory.
@@ -66,6 +69,14 @@ struct event_average {
 
   double cpu_time_avg_ns() const { return count ? double(cpu_total_ns) / double(count) : 0.0; }
   double cuda_time_avg_ns() const { return count ? double(cuda_total_ns) / double(count) : 0.0; }
+  // The totals as torch sums them for its averages: each occurrence's time
+  // in microseconds, a double made from times relative to the trace's start
+  // (end / 1000 - start / 1000). A mean that falls on half a nanosecond then
+  // rounds in the table as torch's does.
+  double cpu_total_us = 0;
+  double cuda_total_us = 0;
+  double cpu_time_avg_us() const { return count ? cpu_total_us / double(count) : 0.0; }
+  double cuda_time_avg_us() const { return count ? cuda_total_us / double(count) : 0.0; }
   distribution cpu_distribution() const { return summarize(cpu_samples_ns); }
   distribution cuda_distribution() const { return summarize(cuda_samples_ns); }
 };
@@ -231,8 +242,9 @@ inline sort_value find_sort_key(const std::string& key) {
 inline std::vector<const event_average*> event_averages::sorted_rows(const std::string& sort_by, int row_limit) const {
   std::vector<const event_average*> rows;
   for (const auto& r : rows_) rows.push_back(&r);
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const event_average* a, const event_average* b) { return a->first_ns < b->first_ns; });
+  std::stable_sort(rows.begin(), rows.end(), [](const event_average* a, const event_average* b) {
+    return a->first_ns != b->first_ns ? a->first_ns < b->first_ns : a->first_end_ns > b->first_end_ns;
+  });
   if (!sort_by.empty()) {
     const detail::sort_value value = detail::find_sort_key(sort_by);
     // Refused rather than ignored: all zeros would give an order that looks sorted and is not.
@@ -396,13 +408,13 @@ inline std::string event_averages::table(const table_options& options) const {
                                       detail::format_time_us(self_cpu),
                                       detail::format_share(cpu_total, total_cpu),
                                       detail::format_time_us(cpu_total),
-                                      detail::format_time_us(r->cpu_time_avg_ns() / 1000.0)};
+                                      detail::format_time_us(r->cpu_time_avg_us())};
     if (has_cuda) {
       const double self_cuda = double(r->self_cuda_ns) / 1000.0;
       cells.push_back(detail::format_time_us(self_cuda));
       cells.push_back(detail::format_share(self_cuda, total_cuda));
       cells.push_back(detail::format_time_us(double(r->cuda_total_ns) / 1000.0));
-      cells.push_back(detail::format_time_us(r->cuda_time_avg_ns() / 1000.0));
+      cells.push_back(detail::format_time_us(r->cuda_time_avg_us()));
     }
     if (memory_) {
       cells.push_back(detail::format_memory(r->cpu_memory));
@@ -534,6 +546,32 @@ struct kernel_metrics {
   std::vector<std::vector<double>> weight_;        // per row, per column: the kernel ns summed
 };
 
+// torch's [memory] events (those no CUDA call is known to have made), by
+// time: the bytes of those stamped within [from, to], both ends included, as
+// torch's MemRecordsAcc.in_interval() finds them for an op.
+class memory_by_time {
+ public:
+  explicit memory_by_time(const std::vector<memory_event>& memory) {
+    for (const memory_event& m : memory)
+      if (m.correlation == 0) events_[is_host_memory(m) ? 0 : 1].push_back({m.ts_ns, m.bytes});
+    for (auto& e : events_) {
+      std::sort(e.begin(), e.end());
+      std::int64_t sum = 0;
+      for (auto& [ts, bytes] : e) bytes = sum += bytes;  // prefix sums, in time order
+    }
+  }
+  std::int64_t between(int space, std::uint64_t from, std::uint64_t to) const {
+    const auto& e = events_[space];
+    const auto first = std::lower_bound(e.begin(), e.end(), from, [](const auto& x, std::uint64_t t) { return x.first < t; });
+    const auto last = std::upper_bound(e.begin(), e.end(), to, [](std::uint64_t t, const auto& x) { return t < x.first; });
+    if (first >= last) return 0;
+    return last[-1].second - (first == e.begin() ? 0 : first[-1].second);
+  }
+
+ private:
+  std::vector<std::pair<std::uint64_t, std::int64_t>> events_[2];  // (ts, bytes summed through it)
+};
+
 }  // namespace detail
 
 // Groups a trace's events into rows with self and total CPU and CUDA time.
@@ -554,20 +592,135 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     const std::uint32_t s = launching_span(t, g);
     if (s != no_index) self_cuda[s] += g.end_ns - g.start_ns;
   }
-  // Memory as torch's columns count it, charged to the scope attribute() found.
-  std::vector<std::int64_t> self_memory[2], memory_total[2];  // [0] CPU (host), [1] CUDA
-  if (!t.memory.empty())
-    for (int space = 0; space < 2; ++space) self_memory[space].assign(n, 0), memory_total[space].assign(n, 0);
-  for (const memory_event& m : t.memory)
-    if (m.span != no_index && m.span < n) self_memory[is_host_memory(m) ? 0 : 1][m.span] += m.bytes;
+  // torch's microseconds (event_average::cpu_total_us): from its profiler's
+  // start, else the trace's first event.
+  std::uint64_t origin = t.meta.profiler_start_ns ? t.meta.profiler_start_ns : ~std::uint64_t(0);
+  for (const cpu_span& sp : t.spans) origin = std::min(origin, sp.start_ns);
+  for (const api_call& a : t.api_calls) origin = std::min(origin, a.start_ns);
+  for (const gpu_activity& g : t.gpu) origin = std::min(origin, g.start_ns);
+  for (const overhead_span& w : t.overhead) origin = std::min(origin, w.start_ns);
+  for (const gpu_annotation& a : t.gpu_annotations) origin = std::min(origin, a.start_ns);
+  const auto us = [origin](std::uint64_t start, std::uint64_t end) {
+    return double(end - origin) / 1000.0 - double(start - origin) / 1000.0;
+  };
+  std::vector<double> cuda_us(n, 0.0);  // a scope's kernels, then its children's, as torch sums them
+  for (const gpu_activity& g : t.gpu) {
+    if (g.kind == gpu_kind::sync) continue;
+    const std::uint32_t sp = launching_span(t, g);
+    if (sp != no_index) cuda_us[sp] += us(g.start_ns, g.end_ns);
+  }
+  // CUPTI's own work (an activity buffer requested, a module loaded lazily)
+  // is a row of its own, and torch counts it as a child of the op open at
+  // its time on the main thread (the process's own id), whatever thread
+  // caused it: that op's self CPU time is less by it.
+  // One inside another (a function loaded while its module loads) is that
+  // one's child.
+  std::vector<std::uint32_t> overhead_parent(t.overhead.size(), no_index);  // a span
+  std::vector<std::uint32_t> overhead_call(t.overhead.size(), no_index);    // or a CUDA call in it
+  std::vector<std::uint64_t> overhead_child_cpu(t.overhead.size(), 0), call_child_cpu;
+  if (!t.overhead.empty()) {
+    call_child_cpu.assign(t.api_calls.size(), 0);
+    std::vector<std::uint32_t> main_calls;  // the main thread's calls, by start
+    for (std::uint32_t c = 0; c < t.api_calls.size(); ++c)
+      if (t.api_calls[c].tid == t.meta.pid) main_calls.push_back(c);
+    std::sort(main_calls.begin(), main_calls.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return t.api_calls[a].start_ns < t.api_calls[b].start_ns; });
+    std::vector<std::uint32_t> order(t.overhead.size());
+    for (std::uint32_t o = 0; o < order.size(); ++o) order[o] = o;
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const overhead_span &x = t.overhead[a], &y = t.overhead[b];
+      return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.end_ns > y.end_ns;
+    });
+    std::vector<std::uint32_t> open;  // overheads containing the next one, outermost first
+    for (std::uint32_t o : order) {
+      const overhead_span& w = t.overhead[o];
+      while (!open.empty() && t.overhead[open.back()].end_ns < w.end_ns) open.pop_back();
+      const auto call = std::upper_bound(main_calls.begin(), main_calls.end(), w.start_ns,
+                                         [&](std::uint64_t ts, std::uint32_t c) { return ts < t.api_calls[c].start_ns; });
+      if (!open.empty()) {
+        overhead_child_cpu[open.back()] += w.end_ns - w.start_ns;
+      } else if (call != main_calls.begin() && t.api_calls[call[-1]].end_ns >= w.end_ns) {
+        overhead_call[o] = call[-1];
+        call_child_cpu[call[-1]] += w.end_ns - w.start_ns;
+      } else {
+        std::uint32_t p = innermost_span_at(t, t.meta.pid, w.start_ns);
+        while (p != no_index && t.spans[p].end_ns < w.end_ns) p = t.spans[p].parent;
+        overhead_parent[o] = p;
+        if (p != no_index) child_cpu[p] += w.end_ns - w.start_ns;
+      }
+      open.push_back(o);
+    }
+  }
+  // An op whose only child is an op of its name is recorded twice (the
+  // dispatcher's two levels: aten::mean with its sequence number around
+  // aten::mean): torch counts it once, the outer one, which takes the inner
+  // one's children and GPU work (its _remove_dup_nodes). `folded[i]`: span i
+  // is such an inner op; `owner[i]` the span it is counted in.
+  std::vector<std::uint32_t> children(n, 0), owner(n);
+  std::vector<char> folded(n, 0);
+  for (const cpu_span& sp : t.spans)
+    if (sp.parent != no_index) ++children[sp.parent];
+  for (const api_call& a : t.api_calls)
+    if (a.parent != no_index && a.parent < n) ++children[a.parent];
+  for (std::uint32_t p : overhead_parent)
+    if (p != no_index) ++children[p];
+  for (std::uint32_t i = 0; i < n; ++i) {
+    owner[i] = i;
+    const std::uint32_t p = t.spans[i].parent;
+    if (p == no_index || t.spans[p].name != t.spans[i].name || t.spans[i].is_step) continue;
+    const std::uint32_t o = owner[p];
+    if (children[o] != 1) continue;
+    folded[i] = 1, owner[i] = o;
+    children[o] = children[i];
+    child_cpu[o] = child_cpu[i];
+    self_cuda[o] = self_cuda[i], self_cuda[i] = 0;
+    cuda_us[o] = cuda_us[i], cuda_us[i] = 0;
+  }
+  // Memory as torch's columns count it ([0] CPU (host), [1] CUDA). An
+  // allocation or free cuprof saw a CUDA call make counts in its scope and
+  // that scope's parents. One of torch's [memory] events (no CUDA call known)
+  // counts, as torch counts it, in every op and call open at its time on any
+  // thread: torch matches them by time alone, so the `backward` scope around
+  // loss.backward() counts what the autograd thread allocated meanwhile. Self
+  // is the total less the children's totals (torch's cpu_children: the ops
+  // and calls nested in it on its own thread).
+  std::vector<std::int64_t> self_memory[2], memory_total[2], call_memory[2], call_self_memory[2], overhead_memory[2];
   // Children follow their parents in `spans`, so a reverse pass sums subtrees.
   for (std::size_t i = n; i-- > 0;) {
     cuda_total[i] += self_cuda[i];
-    if (t.spans[i].parent != no_index) cuda_total[t.spans[i].parent] += cuda_total[i];
-    if (t.memory.empty()) continue;
+    if (t.spans[i].parent != no_index) cuda_total[t.spans[i].parent] += cuda_total[i], cuda_us[t.spans[i].parent] += cuda_us[i];
+  }
+  if (!t.memory.empty()) {
+    for (int space = 0; space < 2; ++space)
+      self_memory[space].assign(n, 0), memory_total[space].assign(n, 0), call_memory[space].assign(t.api_calls.size(), 0);
+    for (int space = 0; space < 2; ++space) call_self_memory[space].assign(t.api_calls.size(), 0);
+    for (const memory_event& m : t.memory)
+      if (m.correlation != 0 && m.span != no_index && m.span < n) memory_total[is_host_memory(m) ? 0 : 1][m.span] += m.bytes;
+    for (std::size_t i = n; i-- > 0;)
+      for (int space = 0; space < 2; ++space)
+        if (t.spans[i].parent != no_index) memory_total[space][t.spans[i].parent] += memory_total[space][i];
+    const detail::memory_by_time by_time(t.memory);
     for (int space = 0; space < 2; ++space) {
-      memory_total[space][i] += self_memory[space][i];
-      if (t.spans[i].parent != no_index) memory_total[space][t.spans[i].parent] += memory_total[space][i];
+      for (std::size_t i = 0; i < n; ++i)
+        memory_total[space][i] += by_time.between(space, t.spans[i].start_ns, t.spans[i].end_ns);
+      for (std::size_t i = 0; i < n; ++i) {
+        self_memory[space][i] += memory_total[space][i];
+        if (t.spans[i].parent != no_index) self_memory[space][t.spans[i].parent] -= memory_total[space][i];
+      }
+      for (std::size_t c = 0; c < t.api_calls.size(); ++c) {
+        call_memory[space][c] = by_time.between(space, t.api_calls[c].start_ns, t.api_calls[c].end_ns);
+        call_self_memory[space][c] += call_memory[space][c];
+        if (t.api_calls[c].parent != no_index && t.api_calls[c].parent < n)
+          self_memory[space][t.api_calls[c].parent] -= call_memory[space][c];
+      }
+      overhead_memory[space].assign(t.overhead.size(), 0);
+      for (std::size_t o = 0; o < t.overhead.size(); ++o) {
+        overhead_memory[space][o] = by_time.between(space, t.overhead[o].start_ns, t.overhead[o].end_ns);
+        if (overhead_parent[o] != no_index) self_memory[space][overhead_parent[o]] -= overhead_memory[space][o];
+        if (overhead_call[o] != no_index) call_self_memory[space][overhead_call[o]] -= overhead_memory[space][o];
+      }
+      for (std::size_t i = 0; i < n; ++i)
+        if (folded[i]) self_memory[space][owner[i]] += self_memory[space][i];
     }
   }
 
@@ -591,9 +744,10 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
     }
     return it->second;
   };
-  const auto counted = [&](std::size_t at, std::uint64_t first) -> event_average& {
+  const auto counted = [&](std::size_t at, std::uint64_t first, std::uint64_t end) -> event_average& {
     event_average& r = rows[at];
-    r.first_ns = std::min(r.first_ns, first);
+    if (first < r.first_ns) r.first_ns = first, r.first_end_ns = end;
+    else if (first == r.first_ns) r.first_end_ns = std::max(r.first_end_ns, end);
     ++r.count;
     return r;
   };
@@ -601,21 +755,25 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
   // name id, so that each name is hashed once, not each event.
   constexpr std::size_t no_row = std::size_t(-1);
   std::vector<std::size_t> row_of_name[4];
-  const auto row = [&](name_id name, row_kind kind, std::uint64_t first, const std::string& args) -> event_average& {
-    if (!args.empty()) return counted(row_index(t.names.str(name), kind, first, args), first);
+  const auto row = [&](name_id name, row_kind kind, std::uint64_t first, std::uint64_t end,
+                       const std::string& args) -> event_average& {
+    if (!args.empty()) return counted(row_index(t.names.str(name), kind, first, args), first, end);
     std::vector<std::size_t>& rows_by_name = row_of_name[int(kind)];
     if (rows_by_name.empty()) rows_by_name.assign(t.names.size(), no_row);
     std::size_t& at = rows_by_name[name];
     if (at == no_row) at = row_index(t.names.str(name), kind, first, args);
-    return counted(at, first);
+    return counted(at, first, end);
   };
   for (std::size_t i = 0; i < n; ++i) {
+    if (folded[i]) continue;
     const cpu_span& s = t.spans[i];
     const std::uint64_t dur = s.end_ns - s.start_ns;
     const std::string& args = span_args.empty() ? no_args : span_args[i];
-    event_average& r = s.is_step ? counted(row_index(step_key, row_kind::cpu_scope, s.start_ns, args), s.start_ns)
-                                 : row(s.name, row_kind::cpu_scope, s.start_ns, args);
+    event_average& r = s.is_step ? counted(row_index(step_key, row_kind::cpu_scope, s.start_ns, args), s.start_ns, s.end_ns)
+                                 : row(s.name, row_kind::cpu_scope, s.start_ns, s.end_ns, args);
     r.cpu_total_ns += dur;
+    r.cpu_total_us += us(s.start_ns, s.end_ns);
+    r.cuda_total_us += cuda_us[i];
     r.self_cpu_ns += dur > child_cpu[i] ? dur - child_cpu[i] : 0;
     r.self_cuda_ns += self_cuda[i];
     r.cuda_total_ns += cuda_total[i];
@@ -630,8 +788,9 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
   }
   // Rows by name and stack; stacks that share their first frames share a row.
   std::unordered_map<std::uint64_t, std::size_t> row_of_stack[4];
-  const auto stack_row = [&](name_id name, row_kind kind, std::uint64_t first, std::uint32_t stack) -> event_average& {
-    if (group_by_stack_n <= 0 || stack == no_index || stack >= t.stacks.size()) return row(name, kind, first, no_args);
+  const auto stack_row = [&](name_id name, row_kind kind, std::uint64_t first, std::uint64_t end,
+                             std::uint32_t stack) -> event_average& {
+    if (group_by_stack_n <= 0 || stack == no_index || stack >= t.stacks.size()) return row(name, kind, first, end, no_args);
     auto [cached, added] = row_of_stack[int(kind)].try_emplace(std::uint64_t(name) << 32 | stack, 0);
     if (added) {
       const call_stack& s = t.stacks[stack];
@@ -652,32 +811,79 @@ inline event_averages key_averages(const trace& t, group_by grouping = group_by:
       }
       cached->second = it->second;
     }
-    return counted(cached->second, first);
+    return counted(cached->second, first, end);
   };
   for (std::size_t i = 0; i < t.api_calls.size(); ++i) {
     const api_call& a = t.api_calls[i];
-    event_average& r = stack_row(t.name_of(a), row_kind::cuda_api, a.start_ns, t.stack_of(i));
+    event_average& r = stack_row(t.name_of(a), row_kind::cuda_api, a.start_ns, a.end_ns, t.stack_of(i));
     r.cpu_total_ns += a.end_ns - a.start_ns;
-    r.self_cpu_ns += a.end_ns - a.start_ns;
+    r.cpu_total_us += us(a.start_ns, a.end_ns);
+    const std::uint64_t inside = call_child_cpu.empty() ? 0 : call_child_cpu[i];
+    r.self_cpu_ns += a.end_ns - a.start_ns > inside ? a.end_ns - a.start_ns - inside : 0;
     r.cpu_samples_ns.push_back(a.end_ns - a.start_ns);
     r.cuda_samples_ns.push_back(0);
+    if (!t.memory.empty()) {
+      r.self_cpu_memory += call_self_memory[0][i], r.cpu_memory += call_memory[0][i];
+      r.self_cuda_memory += call_self_memory[1][i], r.cuda_memory += call_memory[1][i];
+    }
+  }
+  for (std::size_t o = 0; o < t.overhead.size(); ++o) {
+    const overhead_span& w = t.overhead[o];
+    event_average& r = row(w.name, row_kind::cpu_scope, w.start_ns, w.end_ns, no_args);
+    const std::uint64_t dur = w.end_ns - w.start_ns;
+    r.cpu_total_ns += dur;
+    r.cpu_total_us += us(w.start_ns, w.end_ns);
+    r.self_cpu_ns += dur > overhead_child_cpu[o] ? dur - overhead_child_cpu[o] : 0;
+    r.cpu_samples_ns.push_back(w.end_ns - w.start_ns);
+    r.cuda_samples_ns.push_back(0);
+    if (!t.memory.empty()) {
+      r.self_cpu_memory += overhead_memory[0][o], r.cpu_memory += overhead_memory[0][o];
+      r.self_cuda_memory += overhead_memory[1][o], r.cuda_memory += overhead_memory[1][o];
+    }
+  }
+  // A [memory] event of torch's that no op, call or overhead was open around
+  // is a row of its own, as torch lists it: "[memory]", one call each.
+  if (!t.memory.empty()) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> open;  // every CPU interval, by start
+    open.reserve(n + t.api_calls.size() + t.overhead.size());
+    for (const cpu_span& sp : t.spans) open.push_back({sp.start_ns, sp.end_ns});
+    for (const api_call& a : t.api_calls) open.push_back({a.start_ns, a.end_ns});
+    for (const overhead_span& w : t.overhead) open.push_back({w.start_ns, w.end_ns});
+    std::sort(open.begin(), open.end());
+    for (std::size_t k = 1; k < open.size(); ++k) open[k].second = std::max(open[k].second, open[k - 1].second);  // ends so far
+    std::size_t unmatched_row = no_row;
+    for (const memory_event& m : t.memory) {
+      if (m.correlation != 0) continue;
+      const auto after = std::upper_bound(open.begin(), open.end(), std::make_pair(m.ts_ns, ~std::uint64_t(0)));
+      if (after != open.begin() && after[-1].second >= m.ts_ns) continue;
+      if (unmatched_row == no_row)
+        unmatched_row = row_index(std::string(detail::schema::memory_event_name), row_kind::cpu_scope, m.ts_ns, no_args);
+      event_average& r = counted(unmatched_row, m.ts_ns, m.ts_ns);
+      r.cpu_samples_ns.push_back(0);
+      r.cuda_samples_ns.push_back(0);
+      if (is_host_memory(m)) r.self_cpu_memory += m.bytes, r.cpu_memory += m.bytes;
+      else r.self_cuda_memory += m.bytes, r.cuda_memory += m.bytes;
+    }
   }
   detail::kernel_metrics metrics(t);
   for (const gpu_activity& g : t.gpu) {
     if (g.kind == gpu_kind::sync) continue;
-    event_average& r = stack_row(g.name, row_kind::gpu_work, g.start_ns, g.api == no_index ? no_index : t.stack_of(g.api));
+    event_average& r =
+        stack_row(g.name, row_kind::gpu_work, g.start_ns, g.end_ns, g.api == no_index ? no_index : t.stack_of(g.api));
     r.self_cuda_ns += g.end_ns - g.start_ns;
     r.cuda_total_ns += g.end_ns - g.start_ns;
+    r.cuda_total_us += us(g.start_ns, g.end_ns);
     r.cpu_samples_ns.push_back(0);
     r.cuda_samples_ns.push_back(g.end_ns - g.start_ns);
     metrics.add(g, std::size_t(&r - rows.data()), r);
   }
   metrics.finish(rows);
   for (const gpu_annotation& a : t.gpu_annotations) {
-    event_average& r =
-        row(t.spans[a.span].name, row_kind::gpu_annotation, a.start_ns, span_args.empty() ? no_args : span_args[a.span]);
+    event_average& r = row(t.spans[a.span].name, row_kind::gpu_annotation, a.start_ns, a.end_ns,
+                           span_args.empty() ? no_args : span_args[a.span]);
     r.self_cuda_ns += a.end_ns - a.start_ns;
     r.cuda_total_ns += a.end_ns - a.start_ns;
+    r.cuda_total_us += us(a.start_ns, a.end_ns);
     r.cpu_samples_ns.push_back(0);
     r.cuda_samples_ns.push_back(a.end_ns - a.start_ns);
   }

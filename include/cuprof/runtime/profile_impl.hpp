@@ -436,7 +436,9 @@ void profile::finalize_ready(bool at_stop) {
     }
     detail::return_free_memory();
   });
-  if (!detail::records(action_) && tracer_) tracer_->disable();
+  // A window still waiting for its GPU work keeps CUPTI on: its kernels'
+  // records and its GPU metrics' samples are still to come.
+  if (!detail::records(action_) && !engine_.waiting() && tracer_) tracer_->disable();
 }
 
 void profile::name_api_threads(trace& t) {
