@@ -258,20 +258,23 @@ std::optional<SlowSteps> parse_slow_steps(const char* v, std::string& why) {
     at = next;
     const std::size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
-    const std::optional<int> n = eq == std::string::npos ? std::nullopt : parse_env_int(item.substr(eq + 1).c_str());
     if (key != "before" && key != "after" && key != "keep" && key != "ring" && key != "ring_mb") {
       why = "'" + quoted_value(item) + "' is not before=N, after=N, keep=N, ring=N or ring_mb=N";
       return std::nullopt;
     }
-    if (!n) {
+    // A plain int, not the optional: GCC at -O1 thinks the optional's value may be unset here.
+    int n = 0;
+    const std::optional<int> parsed = eq == std::string::npos ? std::nullopt : parse_env_int(item.substr(eq + 1).c_str());
+    if (!parsed) {
       why = key + " takes a whole number";
       return std::nullopt;
     }
-    if (key == "before") o.before = *n;
-    else if (key == "after") o.after = *n;
-    else if (key == "keep") o.max_traces = *n;
-    else if (key == "ring") o.ring_steps = *n;
-    else o.ring_bytes = std::size_t(*n) << 20;
+    n = parsed.value_or(0);
+    if (key == "before") o.before = n;
+    else if (key == "after") o.after = n;
+    else if (key == "keep") o.max_traces = n;
+    else if (key == "ring") o.ring_steps = n;
+    else o.ring_bytes = std::size_t(n) << 20;
   }
   try {
     o.validate();
