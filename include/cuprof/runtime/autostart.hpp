@@ -483,7 +483,9 @@ inline bool start_environment_profile(bool injected = false) {
   s.out.options = s.config.export_with;
   s.out.print_table = s.config.print_table;
   timespec now{};
-  ::clock_gettime(CLOCK_REALTIME_COARSE, &now);  // the clock file times are read from
+  // The fine clock: a file time is the coarse clock's tick or, on kernels with fine-grained
+  // file times, finer; either way a file written before now has a time at or before it.
+  ::clock_gettime(CLOCK_REALTIME, &now);
   s.out.started_ns = std::uint64_t(now.tv_sec) * 1000000000u + std::uint64_t(now.tv_nsec);
   // The policy that chooses the windows (windows/driver.hpp); none for the whole run.
   s.target = std::make_unique<profile_target>(*s.prof, &end_environment_window);

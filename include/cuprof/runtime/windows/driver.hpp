@@ -89,7 +89,7 @@ struct trace_destination {
   export_options options;
   bool print_table = true;
   int windows_written = 0;       // capture ranges' and triggers' windows, for %n
-  std::uint64_t started_ns = 0;  // the session's start, CLOCK_REALTIME_COARSE; 0: every path is this process's
+  std::uint64_t started_ns = 0;  // the session's start, CLOCK_REALTIME; 0: every path is this process's
 
   // Writes `t` to `to`: a name of this session's path (`own`: CUPROF_TRACE's,
   // numbered or not) goes elsewhere when another process wrote a file there
@@ -106,7 +106,7 @@ struct trace_destination {
     struct stat st;
     if (started_ns == 0 || ::stat(to.c_str(), &st) != 0) return to;
     const std::uint64_t written = std::uint64_t(st.st_mtim.tv_sec) * 1000000000u + std::uint64_t(st.st_mtim.tv_nsec);
-    if (written < started_ns) return to;
+    if (written <= started_ns) return to;  // written before the session started
     const std::string mine = with_tag_before_extension(to, "." + std::to_string(::getpid()));
     log_line("'" + terminal_safe(to) +
              "' was written by another process while this one ran (two processes traced to one path): this trace goes to '" +
