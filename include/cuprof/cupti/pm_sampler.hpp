@@ -358,13 +358,12 @@ class pm_sampler {
     for (;;) {
       decode(d);
       if (!d.running || d.failed) return;
-      bool caught_up = false;
       if (!d.image_times.empty()) {
         const std::uint64_t end = d.image_times.back().end;
-        const int domain = d.domain ? d.domain : domain_of(end, realtime_ns(), now_ticks());
-        caught_up = (domain == 2 ? clock.to_epoch_ns(end) : end) >= to_ns;
+        if (!d.domain) d.domain = domain_of(end, realtime_ns(), now_ticks());  // as store() would
+        if (to_epoch(d, end, clock) >= to_ns) return;
       }
-      if (caught_up || std::chrono::steady_clock::now() >= deadline) return;
+      if (std::chrono::steady_clock::now() >= deadline) return;
       wake_.wait_for(lock, std::chrono::milliseconds(1));  // the lock free for the evaluator meanwhile
     }
   }
