@@ -139,7 +139,7 @@ def main(argv=None, prog=None):
                     ext += 1
                     cpu += 450
                 w.launch(CAT_CUDA_RUNTIME, "cudaLaunchKernel", 211, cpu, 4100, op_ext, corr)
-                g = max(gpu_free, cpu + 3000)
+                g = max(gpu_free + (1 if i == 0 else 0), cpu + 3000)  # room for the span's padding
                 dur = 9000 + 1300 * k + 11 * (step % 13) + 7 * i
                 w.gpu(CAT_KERNEL, KERNELS[k], g, dur, op_ext, corr, KERNEL_ARGS % (32 + 8 * k, 1024 * k, 2 + k))
                 block_gpu_start = g if block_gpu_start is None else block_gpu_start
@@ -151,7 +151,7 @@ def main(argv=None, prog=None):
             w.event(GPU_SPAN % ("layers", GPU_TID, ts(block_gpu_start - 1), ts(gpu_free - block_gpu_start + 2), block_ext))
             # The step ends with a memset and a synchronize.
             w.launch(CAT_CUDA_RUNTIME, "cudaMemsetAsync", 51, cpu, 3000, step_ext, corr)
-            g = max(gpu_free, cpu + 2000)
+            g = max(gpu_free + 1, cpu + 2000)  # after the 'layers' span's padding: no overlap
             w.gpu(CAT_GPU_MEMSET, "Memset (Device)", g, 768, step_ext, corr, COPY_ARGS % (4, "0.0052"))
             gpu_free = g + 768
             corr += 1

@@ -150,6 +150,12 @@ def make_modes(a):
              [cuprof, "run", "--output", TRACE, "--no-table", "--delay", str(a.paired_delay_s),
               "--duration", str(a.paired_window_s), "--"] + python + paired_args,
              whole_process=False, steps_in_trace_key="paired_window_steps"),
+        # The same with GPU metrics: what sampling adds to a step is this mode's window_added_us less
+        # py_paired's, each measured against untraced steps of its own process.
+        Mode("py_paired_metrics", "py", "py_paired with cuprof run --gpu-metrics (the default set and interval)",
+             [cuprof, "run", "--output", TRACE, "--no-table", "--gpu-metrics", "--delay", str(a.paired_delay_s),
+              "--duration", str(a.paired_window_s), "--"] + python + paired_args,
+             whole_process=False, steps_in_trace_key="paired_window_steps"),
         Mode("cxx_untraced", "cxx", "C++ cuBLAS MLP (mlp_loop_plain), nothing attached", cxx),
         Mode("cxx_cuprof", "cxx", "cuprof run --no-table mlp_loop_plain", cuprof_run + cxx),
         Mode("cxx_cuprof_memory", "cxx", "cuprof run --memory --no-table mlp_loop_plain",

@@ -13,7 +13,9 @@ a fresh folder; for each window trace of a run:
      by the trace's cuprof.window_edges (calls without GPU work, GPU work without a call);
   3. no kernel is in two windows of the run (name, ts and stream);
   4. with marks: each worker's spin<I> kernels lie within the bracket its counts at the window's
-     marks give: [close.before - open.after, close.after - open.before].
+     marks give: [close.before - open.after, close.after - open.before];
+  5. slices nest on every thread (the validator's rule 7): a slice that partly overlaps another,
+     such as a ProfilerStep#N cutting across its step's NVTX range, is one Perfetto drops.
 
 Where the windows lie comes from the program's own calls (and, for the schedule, from
 torch.profiler's schedule semantics computed here), never from cuprof's output. One check per
@@ -46,6 +48,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import validate_trace  # noqa: E402  (tests/validate_trace.py: rule 7, the nesting)
 
 THREADS = 4
 # threaded_windows.cu's windows, as its header gives them.
@@ -276,6 +281,8 @@ def analyse_trace(path):
         if kernels.get(corr, -1) >= 0:
             tid_workers[tid].add(kernels[corr])
     block = obj.get("cuprof") if isinstance(obj.get("cuprof"), dict) else {}
+    nesting = validate_trace.Report()
+    validate_trace.check_nesting(validate_trace.collect_slices(events), nesting)
     side = sorted(t for t, n in thread_names.items() if n == SIDE_THREAD and isinstance(t, int))
     return {"path": path, "events": len(events), "launches": len(launches), "kernels": len(kernels),
             "launch_threads": len(launch_tids),
@@ -289,7 +296,8 @@ def analyse_trace(path):
             "unmatched_kernels": sum(1 for c in kernels if c not in launches),
             "duplicate_correlations": duplicate_correlations,
             "dropped_gpu_records": block.get("dropped_gpu_records", 0),
-            "edges": edge_counts(block), "keys": keys}
+            "edges": edge_counts(block), "keys": keys,
+            "misnested": nesting.counts[7], "misnested_first": nesting.messages[0] if nesting.messages else ""}
 
 
 def analyse_all(paths):
@@ -307,7 +315,8 @@ def empty_figures(exit_status, expected):
     return {"exit": exit_status, "expected": expected, "windows": 0, "missing": [], "extra": [],
             "unreadable": [], "threads_short": [], "unmatched_launches": 0, "unmatched_kernels": 0,
             "unexplained": 0, "edges": collections.Counter(), "duplicates": 0, "out_of_bracket": [],
-            "steps_wrong": [], "output_differs": "", "kernels": [], "dropped_gpu_records": 0, "stderr": ""}
+            "steps_wrong": [], "output_differs": "", "kernels": [], "dropped_gpu_records": 0, "stderr": "",
+            "misnested": []}
 
 
 def run_figures(work, windows, marks, threads, exit_status, stderr, steps=None):
@@ -356,6 +365,8 @@ def run_figures(work, windows, marks, threads, exit_status, stderr, steps=None):
         fig["unexplained"] += (max(0, r["unmatched_launches"] - launches_explained)
                                + max(0, r["unmatched_kernels"] - kernels_explained) + r["duplicate_correlations"])
         seen.update(r["keys"])
+        if r["misnested"]:
+            fig["misnested"].append(f"{name}: {r['misnested']} ({r['misnested_first']})")
         if open_mark is None:
             continue
         if open_mark not in marks or close_mark not in marks:
@@ -378,7 +389,7 @@ def run_figures(work, windows, marks, threads, exit_status, stderr, steps=None):
 def run_failed(fig):
     return bool(fig["exit"] != 0 or fig["missing"] or fig["extra"] or fig["unreadable"] or fig["threads_short"]
                 or fig["unexplained"] or fig["duplicates"] or fig["out_of_bracket"] or fig.get("steps_wrong")
-                or fig.get("output_differs"))
+                or fig.get("output_differs") or fig.get("misnested"))
 
 
 # --- running the modes ---------------------------------------------------------------------------
@@ -581,6 +592,12 @@ def mode_checks(mode, figs, windows, check, plain=None):
     check(f"windows {mode}: no kernel in two windows of one run", seen and not w,
           f"{sum(f['duplicates'] for f in figs)} kernels seen twice" + (f"; run {w['run']}: {w['duplicates']}" if w else ""))
 
+    w = worst(lambda f: len(f.get("misnested", [])))
+    check(f"windows {mode}: slices nest on every thread (none partly overlaps another: Perfetto would drop it)",
+          seen and not w,
+          f"{sum(len(f.get('misnested', [])) for f in figs)} of {seen} windows with a misnested slice"
+          + (f"; run {w['run']}: {w['misnested'][0][:300]}" if w else ""))
+
     if mode in TORCH_MODES:
         steps = expected_steps(mode)
         w = worst(lambda f: len(f.get("steps_wrong", [])))
@@ -699,7 +716,7 @@ def self_test():
         # The checks themselves, on the figures of a failed run.
         got = []
         mode_checks("cuda", [dict(fig, run=1)], windows, lambda name, ok, detail="": got.append((name, bool(ok))))
-        expect("mode checks: one per property", len(got), 6)
+        expect("mode checks: one per property", len(got), 7)
         expect("mode checks: the unreadable run fails them", any(not ok for _, ok in got), True)
         # A run where everything holds passes every check.
         good = [("g_1.json", "start 1", "stop 1"), ("g_2.json", "start 2", "stop 2")]
@@ -710,7 +727,18 @@ def self_test():
         expect("good run passes", (run_failed(fig), fig["out_of_bracket"], fig["kernels"]), (False, [], [5, 2]))
         got = []
         mode_checks("cuda", [dict(fig, run=1)], good, lambda name, ok, detail="": got.append((name, bool(ok))))
-        expect("mode checks: a good run passes them all", [ok for _, ok in got], [True] * 6)
+        expect("mode checks: a good run passes them all", [ok for _, ok in got], [True] * 7)
+        # A ProfilerStep that cuts across its step's range on the main thread: the run fails.
+        step_range = {"ph": "X", "cat": "user_annotation", "name": "step 4", "pid": 1, "tid": 1, "ts": 100.0, "dur": 50.0}
+        profiler_step = dict(step_range, name="ProfilerStep#4", ts=101.2, dur=60.0)
+        write("g_2.json", trace([launch(7, 100, 50), kernel(7, 0, 52), launch(8, 101, 51), kernel(8, 1, 53),
+                                 step_range, profiler_step], no_edges))
+        fig = run_figures(work, good, parse_marks(good_marks, threads), threads, 0, "")
+        expect("misnested step: the run fails", (run_failed(fig), len(fig["misnested"])), (True, 1))
+        write("g_2.json", trace([launch(7, 100, 50), kernel(7, 0, 52), launch(8, 101, 51), kernel(8, 1, 53),
+                                 step_range, dict(profiler_step, ts=99.999)], no_edges))
+        fig = run_figures(work, good, parse_marks(good_marks, threads), threads, 0, "")
+        expect("nested step: the run passes", (run_failed(fig), fig["misnested"]), (False, []))
 
     # --- the torch modes ---
     expect("torch-nvtx windows", [w[0] for w in expected_windows("torch-nvtx")],
@@ -749,7 +777,7 @@ def self_test():
         return {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": f"thread {tid} ({name})"}}
 
     def annotation(name, ts):
-        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": pid, "tid": pid, "ts": ts, "dur": 5.0,
+        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": pid, "tid": pid, "ts": ts, "dur": 0.5,
                 "args": {"External id": 1}}
 
     def torch_window(base, steps, side_name=SIDE_THREAD, step_kind="step"):
@@ -788,15 +816,15 @@ def self_test():
         got = []
         mode_checks("torch-nvtx", [dict(fig, run=1)], torch_windows, lambda name, ok, detail="": got.append((name, bool(ok))),
                     plain)
-        expect("torch mode checks: a good run passes them all", [ok for _, ok in got], [True] * 6)
+        expect("torch mode checks: a good run passes them all", [ok for _, ok in got], [True] * 7)
         got = []
         mode_checks("torch-nvtx", [dict(fig, run=1)], torch_windows, lambda name, ok, detail="": got.append((name, bool(ok))),
                     (1, "done\n", "Traceback"))
-        expect("torch mode checks: a failing plain run fails the first", [ok for _, ok in got], [False] + [True] * 5)
+        expect("torch mode checks: a failing plain run fails the first", [ok for _, ok in got], [False] + [True] * 6)
         got = []
         mode_checks("torch-nvtx", [dict(fig, run=1, output_differs="exit 1, plain 0")], torch_windows,
                     lambda name, ok, detail="": got.append((name, bool(ok))), plain)
-        expect("torch mode checks: a traced run that differs fails the first", [ok for _, ok in got], [False] + [True] * 5)
+        expect("torch mode checks: a traced run that differs fails the first", [ok for _, ok in got], [False] + [True] * 6)
         # The side thread unnamed in window 2, only the main thread in window 3, steps off by one in 1,
         # a kernel of window 1 again in window 2.
         write_t("torch_1.json", torch_window(100, range(5, 9)))
@@ -811,7 +839,7 @@ def self_test():
         got = []
         mode_checks("torch-nvtx", [dict(fig, run=1)], torch_windows, lambda name, ok, detail="": got.append((name, bool(ok))),
                     plain)
-        expect("torch mode checks: the bad run's", [ok for _, ok in got], [True, True, False, True, False, False])
+        expect("torch mode checks: the bad run's", [ok for _, ok in got], [True, True, False, True, False, True, False])
         # torch-slow: ProfilerStep#N.
         for f in os.listdir(work):
             os.remove(os.path.join(work, f))

@@ -4,6 +4,7 @@
 
 #include <cuprof/cuprof.hpp>
 #include <cuprof/collect/cpu_collect.hpp>
+#include <cuprof/base/threads.hpp>
 #include <cuprof/runtime/autostart.hpp>
 
 #include "support/child_process.hpp"
@@ -15,6 +16,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -25,6 +28,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -246,6 +250,34 @@ TEST_CASE(
   step_marks::add_profiler_steps(late, 0, {100, 600}, 7);  // a step starting after the window: none
   CHECK(late.spans.size() == 1);
 
+  // A step starts a nanosecond before its NVTX range (the mark is the hook's time, a little after
+  // CUPTI stamped the range): each range nests in its ProfilerStep, as Perfetto needs to draw both.
+  cuprof::trace nested;
+  nested.meta.window_end_ns = 20000000;
+  auto range = [&](const char* name, std::uint64_t a, std::uint64_t b, std::uint32_t tid) {
+    cuprof::cpu_span s;
+    s.start_ns = a, s.end_ns = b, s.tid = tid, s.name = nested.names.intern(name);
+    nested.spans.push_back(s);
+  };
+  range("step 4", 1000000, 5000000, 7);
+  range("forward", 1001000, 3000000, 7);  // not a step range: never snapped to
+  range("step 5", 5200000, 9000000, 7);
+  range("step 6", 9100000, 12000000, 8);   // another thread's
+  range("step 7", 80000000, 81000000, 7);  // too far from any mark
+  // A mark 1.5 us after its range (the hook's time), one 10 us before (a slow step's lead), one with no range near.
+  std::vector<std::uint64_t> marks{1001500, 5190000, 9102000};
+  step_marks::snap_to_ranges(nested, "", 7, marks);
+  CHECK(marks == std::vector<std::uint64_t>{999999, 5199999, 9102000});
+  step_marks::add_profiler_steps(nested, 4, marks, 7);
+  REQUIRE(nested.spans.size() == 8);
+  for (std::size_t i : {0, 2}) {
+    const cuprof::cpu_span& r = nested.spans[i];
+    const cuprof::cpu_span& step = nested.spans[5 + i / 2];
+    CHECK(step.is_step);
+    CHECK(step.start_ns < r.start_ns);
+    CHECK(r.end_ns <= step.end_ns);
+  }
+
   for (const char* seconds : {"inf", "1e999", "-1", " 1", "1 ", "0x10", "1e8", "5s", "infinity"})
     CHECK_MESSAGE(parse_seconds(seconds) == std::nullopt, seconds);
   CHECK(parse_seconds(".5") == 0.5);
@@ -366,3 +398,19 @@ TEST_CASE("terminal_safe: bidirectional overrides, isolates and marks are escape
 }
 
 }  // TEST_SUITE("base")
+
+TEST_CASE(
+    "run_only_on_idle_cpu: a background thread yields the CPU to the program's threads (SCHED_IDLE), the caller's others keep "
+    "theirs") {
+  int policy = -1;
+  std::thread([&] {
+    cuprof::detail::run_only_on_idle_cpu();
+    sched_param p{};
+    pthread_getschedparam(pthread_self(), &policy, &p);
+  }).join();
+  CHECK(policy == SCHED_IDLE);
+  sched_param mine{};
+  int my_policy = -1;
+  pthread_getschedparam(pthread_self(), &my_policy, &mine);
+  CHECK(my_policy == SCHED_OTHER);
+}

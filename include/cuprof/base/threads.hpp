@@ -10,6 +10,11 @@
 #include <string>
 #include <thread>
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 namespace cuprof::detail {
 
 // Runs fn(args...) on a detached thread; false, with `why` saying why not,
@@ -28,6 +33,19 @@ bool start_detached_thread(std::string& why, Fn fn, Args... args) noexcept {
     }
     return false;
   }
+}
+
+// The calling thread runs only on CPU time the program's threads leave
+// (Linux's SCHED_IDLE): for background work that may wait, such as decoding
+// GPU metrics. Under CFS's fair share, a program's thread waking from a
+// synchronize could wait a time slice for a core that such work held.
+// Best effort: where the policy is refused, the thread keeps its priority.
+inline void run_only_on_idle_cpu() noexcept {
+#if defined(__linux__) && defined(SCHED_IDLE)
+  sched_param none{};
+  none.sched_priority = 0;
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &none);
+#endif
 }
 
 }  // namespace cuprof::detail

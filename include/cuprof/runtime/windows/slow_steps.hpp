@@ -38,7 +38,7 @@ class slow_steps_window final : public window_policy {
   // A kept window, with the marks inside it as its steps, to its own file.
   void write(profile& p) override {
     trace t = p.last_trace();
-    marks_.add_to(t, marks_.first_index());
+    marks_.add_to(t, marks_.first_index(), step_range_);
     const std::string path = numbered_trace_path(out_.path, ++written_, "slow");
     try {
       out_.write(t, path);

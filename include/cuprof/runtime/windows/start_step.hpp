@@ -50,7 +50,7 @@ class start_step_window final : public window_policy {
   bool opened() const noexcept { return opened_ns_ != 0; }
   int steps_seen() const noexcept { return seen_; }
   // The session's trace: its steps as ProfilerStep#N spans.
-  void add_steps(trace& t) const { marks_.add_to(t, marks_.first_index()); }
+  void add_steps(trace& t) const { marks_.add_to(t, marks_.first_index(), step_range_); }
 
  private:
   window_driver& driver_;

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -104,7 +105,14 @@ class step_marks {
   // and cuprof's own step analyses find iterations by them. A mark and the
   // window's edge are the same tick converted by two fits: a microsecond apart
   // at most.
-  void add_to(trace& t, std::int64_t first_number, bool from_before = false) const {
+  //
+  // A mark is the hook's time, a microsecond or two after CUPTI stamped the
+  // step's range (or before_step's lead earlier): a span from it would cut
+  // across the range, and Perfetto drops a slice that partly overlaps another
+  // on its thread. So a step starts a nanosecond before its range (named as
+  // `step_range` says, on the marking thread, within snap_ns of the mark) and
+  // ends where the next one starts: each range nests in its step.
+  void add_to(trace& t, std::int64_t first_number, std::string_view step_range, bool from_before = false) const {
     constexpr std::uint64_t slack_ns = 1000;
     const tick_converter clock(clock_anchor(), sample_clocks());
     std::vector<std::uint64_t> starts;
@@ -115,7 +123,27 @@ class step_marks {
       if (first < 0) first = std::int64_t(k);
       starts.push_back(ns);
     }
-    if (first >= 0) add_profiler_steps(t, first_number + first, starts, tid_);
+    if (first < 0) return;
+    snap_to_ranges(t, step_range, tid_, starts);
+    add_profiler_steps(t, first_number + first, starts, tid_);
+  }
+
+  // Each start moved to a nanosecond before the nearest step range on thread
+  // `tid` that began within snap_ns of it; one without stays.
+  static void snap_to_ranges(const trace& t, std::string_view step_range, std::uint32_t tid, std::vector<std::uint64_t>& starts) {
+    constexpr std::uint64_t snap_ns = 50000;
+    std::vector<std::uint64_t> ranges;
+    for (const cpu_span& s : t.spans)
+      if (s.tid == tid && !s.is_step && s.start_ns > 1 && is_step_range(t.names.str(s.name), step_range))
+        ranges.push_back(s.start_ns);
+    std::sort(ranges.begin(), ranges.end());
+    for (std::uint64_t& start : starts) {
+      const auto after = std::lower_bound(ranges.begin(), ranges.end(), start);
+      std::uint64_t best = 0, best_off = snap_ns + 1;
+      if (after != ranges.end() && *after - start < best_off) best = *after, best_off = *after - start;
+      if (after != ranges.begin() && start - *(after - 1) < best_off) best = *(after - 1), best_off = start - *(after - 1);
+      if (best_off <= snap_ns) start = best - 1;
+    }
   }
 
   static void add_profiler_steps(trace& t, std::int64_t first_number, const std::vector<std::uint64_t>& starts_ns,

@@ -123,7 +123,7 @@ class trigger_window final : public window_policy {
     trace with_steps;
     if (!w.marks.empty()) {
       with_steps = *t;
-      w.marks.add_to(with_steps, w.first_number, /*from_before=*/true);
+      w.marks.add_to(with_steps, w.first_number, step_range_, /*from_before=*/true);
       t = &with_steps;
     }
     try {
