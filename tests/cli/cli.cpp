@@ -27,7 +27,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -189,7 +191,8 @@ TEST_CASE("cli: run refuses --delay/--duration that are not finite seconds, and 
       CAPTURE(value);
       const cli_run r = cli({"run", "--dry-run", option, value, "--", "prog"});
       CHECK(r.rc == 2);
-      CHECK(r.err.rfind(std::string("cuprof: ") + option + " takes a number of seconds from 0 to 1e7, not '", 0) == 0);
+      CHECK(r.err.rfind(std::string("cuprof: ") + option + "=", 0) == 0);
+      CHECK(r.err.find(" is not a number of seconds from 0 to 1e7\n") != std::string::npos);
     }
   }
   const cli_run passwd = cli({"run", "--dry-run", "--inject", "/etc/passwd", "--", "prog"});
@@ -812,3 +815,109 @@ TEST_CASE("cli: run exits 126 for a program found but not executable (a director
 }
 
 }  // TEST_SUITE("cli")
+
+// The settings' one table (include/cuprof/runtime/settings.hpp) against everything that names them.
+TEST_CASE("settings: cuprof run's help and options, the guide's variable table and the readers name the same settings") {
+  using cuprof::detail::settings;
+  std::set<std::string> table;
+  for (const auto& s : settings) table.insert(std::string(s.variable));
+  // cuprof run: each option in its help, and accepted (a flag alone, a value after it).
+  const std::string help = cli({"run", "--help"}).out;
+  for (const auto& s : settings) {
+    if (s.option.empty()) continue;
+    CAPTURE(s.option);
+    CHECK(help.find("  " + std::string(s.option)) != std::string::npos);
+    std::vector<std::string> args{"run", "--dry-run", "--inject", "/nonexistent.so", std::string(s.option)};
+    if (!s.value.empty() && s.value[0] != '[') args.push_back("1");
+    args.insert(args.end(), {"--", "prog"});
+    CHECK(cli(args).err.find("unknown option") == std::string::npos);
+  }
+  // The guide's variable table (docs/guide.md, section 4) lists each one, and no other.
+  std::ifstream guide(source_dir() / "docs/guide.md");
+  std::set<std::string> documented;
+  bool in_table = false;
+  for (std::string line; std::getline(guide, line);) {
+    if (line.rfind("## 4. Environment variables", 0) == 0) in_table = true;
+    else if (in_table && line.rfind("## ", 0) == 0) break;
+    if (!in_table || line.rfind("| `CUPROF_", 0) != 0) continue;
+    const std::string first = line.substr(0, line.find(" | ", 2));  // the row's first cell
+    for (std::size_t at = first.find("`CUPROF_"); at != std::string::npos; at = first.find("`CUPROF_", at + 1)) {
+      const std::size_t end = first.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_", at + 8);
+      documented.insert(first.substr(at + 1, end - at - 1));
+    }
+  }
+  CHECK(documented == table);
+  // The readers: read_settings asks for each setting with an option but the two the runtime reads
+  // where they act, and every getenv("CUPROF_...") of the sources is a setting or one of cuprof's
+  // own hand-offs between processes.
+  std::set<std::string> asked;
+  cuprof::detail::read_settings([&](const char* name) -> const char* {
+    asked.insert(name);
+    return nullptr;
+  });
+  std::set<std::string> with_option;
+  for (const auto& s : settings)
+    if (!s.option.empty() && s.variable != "CUPROF_TRACE" && s.variable != "CUPROF_TRACE_LAUNCHER")
+      with_option.insert(std::string(s.variable));
+  CHECK(asked == with_option);
+  const std::set<std::string> hand_offs = {"CUPROF_ROOT_PID", "CUPROF_STARTED_PID", "CUPROF_RUN_DIR", "CUPROF_INJECT_LIBRARY"};
+  const std::regex getenv_call(R"re(getenv\("(CUPROF_[A-Z0-9_]+)"\))re");
+  for (const char* dir : {"include", "tools", "src"})
+    for (const auto& entry : fs::recursive_directory_iterator(source_dir() / dir)) {
+      if (!entry.is_regular_file()) continue;
+      std::ifstream in(entry.path());
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (std::sregex_iterator m(text.begin(), text.end(), getenv_call), end; m != end; ++m) {
+        CAPTURE(entry.path().string());
+        const std::string name = (*m)[1];
+        CHECK_MESSAGE((table.count(name) || hand_offs.count(name)), name);
+      }
+    }
+}
+
+TEST_CASE(
+    "settings: every conflict gets the same answer from the environment (a warning, a fallback) and from cuprof run (refused)") {
+  using variables = std::vector<std::pair<std::string, std::string>>;
+  const std::vector<variables> conflicts = {
+      {{"CUPROF_DELAY", "2"}, {"CUPROF_START_STEP", "3"}},
+      {{"CUPROF_SLOW_STEPS", "2x"}, {"CUPROF_START_STEP", "3"}},
+      {{"CUPROF_SLOW_STEPS", "2x"}, {"CUPROF_DELAY", "2"}},
+      {{"CUPROF_CAPTURE_RANGE", "cuda"}, {"CUPROF_DELAY", "2"}},
+      {{"CUPROF_CAPTURE_RANGE", "cuda"}, {"CUPROF_DURATION", "2"}},
+      {{"CUPROF_CAPTURE_RANGE", "cuda"}, {"CUPROF_START_STEP", "3"}},
+      {{"CUPROF_CAPTURE_RANGE", "nvtx:train"}, {"CUPROF_SLOW_STEPS", "2x"}},
+      {{"CUPROF_STEPS", "3"}},
+      {{"CUPROF_STEP_RANGE", "iter"}},
+      {{"CUPROF_CAPTURE_RANGE_END", "repeat"}},
+      {{"CUPROF_GPU_METRICS_INTERVAL", "50us"}},
+      {{"CUPROF_ACTIVITIES", "gpu"}},
+      {{"CUPROF_DELAY", "soon"}},
+      {{"CUPROF_TRACE_DETAIL", "full"}},
+      {{"CUPROF_GPU_METRICS", "a/b"}},
+      {{"CUPROF_CAPTURE_RANGE", "nvtx:"}},
+  };
+  for (const variables& vars : conflicts) {
+    std::string names;
+    std::vector<std::string> args{"run", "--dry-run", "--inject", "/nonexistent.so"};
+    for (const auto& [name, value] : vars) {
+      names += name + "=" + value + " ";
+      const cuprof::detail::setting* s = cuprof::detail::find_setting(name);
+      REQUIRE(s);
+      args.push_back(std::string(s->option) + (s->value[0] == '[' ? "=" + value : ""));
+      if (s->value[0] != '[') args.push_back(value);
+    }
+    CAPTURE(names);
+    args.insert(args.end(), {"--", "prog"});
+    const cuprof::detail::environment_config env = cuprof::detail::read_settings([&](const char* name) -> const char* {
+      for (const auto& v : vars)
+        if (v.first == name) return v.second.c_str();
+      return nullptr;
+    });
+    REQUIRE(env.problems.size() == 1);
+    CHECK(env.problems[0].find("; ") != std::string::npos);  // what, then what is done instead
+    const cli_run r = cli(args);
+    CHECK(r.rc == 2);
+    CHECK(r.err.rfind("cuprof: " + cuprof::detail::as_options(env.problems[0]) + "\n", 0) == 0);
+    CHECK(r.err.find("CUPROF_") == std::string::npos);
+  }
+}

@@ -220,7 +220,8 @@ TEST_CASE(
   const environment_config both = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_START_STEP", "0"}, {"CUPROF_DELAY", "1"}});
   CHECK(both.start_step == 0);
   CHECK(both.delay_s == 0);
-  CHECK(both.problems == std::vector<std::string>{"CUPROF_DELAY and CUPROF_START_STEP both given: the window opens at the step"});
+  CHECK(both.problems ==
+        std::vector<std::string>{"CUPROF_DELAY and CUPROF_START_STEP both choose when the window opens; it opens at the step"});
   // Which NVTX ranges are steps.
   for (const char* yes : {"step", "step 3", "Step#3", "STEP_12", "step:4", "ProfilerStep#7", "step3"})
     CHECK_MESSAGE(is_step_range(yes, ""), yes);

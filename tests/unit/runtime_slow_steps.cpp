@@ -251,7 +251,7 @@ TEST_CASE("CUPROF_SLOW_STEPS with CUPROF_START_STEP or CUPROF_DELAY: the slow st
     CHECK(c.delay_s == 0);
     REQUIRE(c.problems.size() == 1);
     CHECK(c.problems[0] ==
-          std::string("CUPROF_SLOW_STEPS and ") + other + " both choose the windows: keeping the slow steps of the whole run");
+          std::string("CUPROF_SLOW_STEPS and ") + other + " both choose the windows; keeping the slow steps of the whole run");
   }
 }
 

@@ -4,73 +4,64 @@
 // its pid, its standard streams and its exit code.
 #pragma once
 
+#include <cuprof/base/env.hpp>
+#include <cuprof/base/error.hpp>
 #include <cuprof/base/text.hpp>
+#include <cuprof/cuprof.hpp>
+#include <cuprof/runtime/settings.hpp>
+
+#include "common.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace cuprof::cli {
 
-inline const char* run_help =
-    "usage: cuprof run [options] -- PROGRAM [ARGS...]\n"
-    "\n"
-    "Runs PROGRAM with cuprof injected (CUDA_INJECTION64_PATH): no rebuild, no code change.\n"
-    "At exit the trace is written and the table printed to stderr.\n"
-    "\n"
-    "  --output PATH       trace path; %p pid, %h host, %r rank, %n the capture range's number\n"
-    "                      (default cuprof_%h_%p.pt.trace.json; a .gz suffix compresses)\n"
-    "  --activities LIST   cpu, cuda or cpu,cuda (default)\n"
-    "  --delay S           start recording S seconds after the program starts\n"
-    "  --duration S        record for S seconds, then write the trace\n"
-    "  --start-step N      open the window when the program's step N starts (from 0), on every\n"
-    "                      rank alike: steps are NVTX ranges named \"step ...\" (any case) or\n"
-    "                      \"ProfilerStep#...\", or NAME with --step-range NAME\n"
-    "  --steps K           with --start-step: write the trace when step N+K starts\n"
-    "  --step-range NAME   the NVTX range that marks a step (NAME alone or followed by a non-letter)\n"
-    "  --capture-range R   record only inside the ranges the program marks: cuda (between its\n"
-    "                      cudaProfilerStart and cudaProfilerStop, as torch.cuda.profiler.start()\n"
-    "                      and stop() call them) or nvtx:MESSAGE[@DOMAIN] (inside that NVTX range;\n"
-    "                      any domain unless one is named); outside them nothing records\n"
-    "  --capture-range-end E  stop (default: the first range only), repeat (every range) or\n"
-    "                      repeat:N (N ranges); each range its own trace, numbered where the\n"
-    "                      path has %n (or .N before the extension)\n"
-    "  --slow-steps SPEC   keep only the slow steps (NVTX step ranges as for --start-step), each with\n"
-    "                      the steps around it, in a trace of its own (%n in --output its number,\n"
-    "                      else .slow<n> before the extension): 2x (twice the median) or 50ms,\n"
-    "                      then ,before=1,after=1,keep=5,ring=32,ring_mb=256 as wanted\n"
-    "  --detail LEVEL      kineto (default: every arg torch.profiler writes) or lean (GPU records\n"
-    "                      without launch configuration and without what their lane says: a\n"
-    "                      quarter smaller, for long windows)\n"
-    "  --memory            record every allocation and free (CUDA memory columns, a memory\n"
-    "                      counter per device)\n"
-    "  --gpu-metrics[=LIST] sample GPU hardware metrics (CUPTI PM sampling): SM and DRAM\n"
-    "                      throughput and tensor pipe activity, or the CUPTI metrics LIST names\n"
-    "                      (comma-separated; sm__warps_active_realtime.avg.pct_of_peak_sustained_active\n"
-    "                      is achieved occupancy); a counter track per metric per GPU, each\n"
-    "                      kernel's averages, `cuprof table --metrics`\n"
-    "  --gpu-metrics-interval T  the sampling period (default 200us; ns, us or ms)\n"
-    "  --stacks            capture the native call stack of each launch, copy, memset, sync,\n"
-    "                      allocation and free (on the calls in the trace; cuprof stacks)\n"
-    "  --trace-launcher    also trace the program itself when it uses no GPU but starts processes\n"
-    "                      that do (torchrun, mpirun, a script): by default it writes nothing\n"
-    "  --no-table          do not print the table\n"
-    "  --no-nvtx           do not capture the program's NVTX ranges\n"
-    "  --inject PATH       the injection library (default: next to this executable, or ../lib)\n"
-    "  --dry-run           print the environment and command instead of running them\n";
-
-struct launch_plan {
-  std::vector<std::pair<std::string, std::string>> environment;
-  std::vector<std::string> command;
+// The options that are no setting of the traced program's: how cuprof run itself runs it.
+struct run_option {
+  const char* option;
+  const char* help;
+};
+inline constexpr run_option run_only_options[] = {
+    {"--no-nvtx", "do not capture the program's NVTX ranges"},
+    {"--inject PATH", "the injection library (default: next to this executable, or ../lib)"},
+    {"--dry-run", "print the environment and command instead of running them"},
 };
 
+// cuprof run --help: the settings' options (detail::settings) and run's own.
+inline const std::string& run_help() {
+  static const std::string text = [] {
+    constexpr std::size_t column = 22;
+    std::string s =
+        "usage: cuprof run [options] -- PROGRAM [ARGS...]\n"
+        "\n"
+        "Runs PROGRAM with cuprof injected (CUDA_INJECTION64_PATH): no rebuild, no code change.\n"
+        "At exit the trace is written and the table printed to stderr.\n"
+        "\n";
+    const auto entry = [&](std::string head, std::string_view help) {
+      head = "  " + head;
+      head += head.size() + 2 <= column ? std::string(column - head.size(), ' ') : std::string(2, ' ');
+      for (char c : help) head += c == '\n' ? "\n" + std::string(column, ' ') : std::string(1, c);
+      s += head + "\n";
+    };
+    for (const detail::setting& o : detail::settings)
+      if (!o.option.empty())
+        entry(std::string(o.option) + (o.value.empty() || o.value[0] == '[' ? "" : " ") + std::string(o.value), o.help);
+    for (const run_option& o : run_only_options) entry(o.option, o.help);
+    return s;
+  }();
+  return text;
+}
 inline std::string executable_dir() {
   char buf[4096];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -126,6 +117,78 @@ inline int exec_plan(launch_plan& plan) {
   const std::string line = "cuprof: cannot run " + detail::terminal_safe(plan.command[0]) + ": " + std::strerror(why) + "\n";
   std::fputs(line.c_str(), stderr);
   return why == ENOENT ? 127 : 126;
+}
+
+inline int run_command(const invocation& c) {
+  const std::vector<std::string>& args = c.args;
+  std::string& out = c.out;
+  launch_plan& plan = c.plan;
+  std::size_t i = 2;
+  std::string inject;
+  bool nvtx = true, dry_run = false;
+  std::vector<std::pair<const detail::setting*, std::string>> given;  // in the table's order, the last one given wins
+  const auto set = [&](const detail::setting& s, std::string value) {
+    for (auto& g : given)
+      if (g.first == &s) return void(g.second = std::move(value));
+    given.emplace_back(&s, std::move(value));
+  };
+  const auto value = [&](const std::string& name) -> std::string {
+    if (i + 1 >= args.size()) throw usage_error("option " + name + " needs a value", "run");
+    return args[++i];
+  };
+  for (; i < args.size() && args[i] != "--"; ++i) {
+    const std::string& a = args[i];
+    if (a == "--inject") inject = value(a);
+    else if (a == "--no-nvtx") nvtx = false;
+    else if (a == "--dry-run") dry_run = true;
+    else {
+      const detail::setting* s = nullptr;
+      for (const detail::setting& o : detail::settings)
+        if (!o.option.empty() && a.compare(0, o.option.size(), o.option) == 0 &&
+            (a.size() == o.option.size() || (a[o.option.size()] == '=' && !o.value.empty())))
+          s = &o;
+      if (!s) throw usage_error("unknown option '" + a + "' (the program goes after --)", "run");
+      if (a.size() > s->option.size()) set(*s, a.substr(s->option.size() + 1));
+      else if (s->value.empty() || s->value[0] == '[') set(*s, std::string(s->flag_value));
+      else set(*s, value(a));
+    }
+  }
+  if (i + 1 >= args.size()) throw usage_error("missing the program to run after --", "run");
+  std::sort(given.begin(), given.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // What the environment reader would warn about, refused here before the program starts.
+  const detail::environment_config checked = detail::read_settings([&](const char* variable) -> const char* {
+    for (const auto& g : given)
+      if (g.first->variable == variable) return g.second.c_str();
+    return nullptr;
+  });
+  if (!checked.problems.empty()) throw usage_error(detail::as_options(checked.problems.front()), "run");
+  const std::string library = find_injection_library(inject);
+  if (library.empty()) throw error("cannot find libcuprof_inject.so (give it with --inject PATH or CUPROF_INJECT_LIBRARY)");
+  if (const std::string why = not_an_injection_library(library); !why.empty())
+    throw error("cannot inject '" + detail::terminal_safe(library) + "': " + why);
+  plan = {};
+  plan.environment.emplace_back("CUDA_INJECTION64_PATH", library);
+  // Preloaded too, so that a program that never initialises CUDA (or runs
+  // where there is no driver) still gets its trace and a line saying why.
+  const char* preload = std::getenv("LD_PRELOAD");
+  plan.environment.emplace_back("LD_PRELOAD", preload && *preload ? library + ":" + preload : library);
+  // exec keeps the pid: the program owns the trace name, processes it starts get their own.
+  plan.environment.emplace_back("CUPROF_ROOT_PID", std::to_string(::getpid()));
+  if (given.empty() || given.front().first->variable != "CUPROF_TRACE")  // the table's first
+    plan.environment.emplace_back("CUPROF_TRACE", "cuprof_%h_%p.pt.trace.json");
+  for (const auto& [s, v] : given) plan.environment.emplace_back(std::string(s->variable), v);
+  // NVTX reads this once, at the program's first NVTX call: it must be set
+  // before the program starts. The injection library hands NVTX to the
+  // libcupti cuprof traces with, also when the program brings its own copy
+  // (PyTorch wheels do): a path to a libcupti file could be a second instance.
+  if (nvtx && !std::getenv("NVTX_INJECTION64_PATH")) plan.environment.emplace_back("NVTX_INJECTION64_PATH", library);
+  plan.command.assign(args.begin() + std::ptrdiff_t(i) + 1, args.end());
+  if (dry_run) {
+    for (const auto& [name, v] : plan.environment) out += name + "=" + v + "\n";
+    for (const std::string& word : plan.command) out += word + (&word == &plan.command.back() ? "\n" : " ");
+    plan = {};
+  }
+  return exit_ok;
 }
 
 }  // namespace cuprof::cli

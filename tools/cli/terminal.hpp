@@ -17,6 +17,14 @@
 
 namespace cuprof::cli {
 
+// What main() knows of where the output goes. The tests' in-process runs,
+// like pipes and files, have no terminal: their output is the same on every machine.
+struct terminal {
+  std::size_t stdout_columns = 0;  // stdout's width when it is a terminal: tables fit it (0: torch's width)
+  int progress_fd = -1;            // stderr when it is a terminal: the progress of reads over a second
+  int live_fd = -1;                // stdout, for a command that waits (trigger): its lines as they come; -1: into out
+};
+
 // The width of the terminal `fd` is, from the kernel (TIOCGWINSZ), else from
 // $COLUMNS; 0 when `fd` is no terminal or neither says.
 inline std::size_t terminal_columns(int fd) {

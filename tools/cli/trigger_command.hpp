@@ -9,6 +9,8 @@
 #include <cuprof/base/text.hpp>
 #include <cuprof/runtime/control_endpoint.hpp>
 
+#include "common.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -423,6 +425,63 @@ inline int trigger_window(long pid, const detail::trigger_request& request, std:
     return 1;
   }
   return unknown(line);
+}
+
+inline int trigger_command(const invocation& c) {
+  const std::vector<std::string>& args = c.args;
+  std::string &out = c.out, &err = c.err;
+  const terminal& term = c.term;
+  const parsed p = parse(args, 2, {"duration", "steps", "output", "timeout"}, {"list", "cancel"}, "trigger");
+  const std::string *duration = option(p, "duration"), *steps = option(p, "steps"), *output = option(p, "output"),
+                    *timeout = option(p, "timeout");
+  if (option(p, "list")) {
+    if (!p.positional.empty() || p.options.size() > 1) throw usage_error("--list takes nothing else", "trigger");
+    return list_endpoints(out, err);
+  }
+  const bool cancel = option(p, "cancel") != nullptr;
+  if (cancel && p.options.size() > 1) throw usage_error("--cancel takes the PID alone", "trigger");
+  if (p.positional.size() != 1)
+    throw usage_error(p.positional.empty() ? "missing the PID to trigger (or --list)" : "trigger takes one PID", "trigger");
+  const std::string& pid_text = p.positional[0];
+  const std::optional<int> pid = detail::parse_env_int(pid_text.c_str());
+  if (!pid || *pid == 0 || pid_text.find_first_not_of("0123456789") != std::string::npos)
+    throw usage_error("the PID is a process id, not '" + pid_text + "'", "trigger");
+  if (cancel) return cancel_window(*pid, out, err);
+  if (duration && steps) throw usage_error("--duration and --steps both say how long the window lasts: give one", "trigger");
+  detail::trigger_request request;
+  request.duration_s = detail::trigger_default_seconds;
+  if (duration) {
+    // Sent in whole milliseconds, where 0 means the default: at least 1 ms.
+    const std::optional<double> s = option_seconds(*duration);
+    if (!s || *s < 0.001 || *s * 1000 > double(detail::trigger_max_ms))
+      throw usage_error("--duration takes a number of seconds from 0.001 to " + std::to_string(detail::trigger_max_ms / 1000) +
+                            " (a day), not '" + *duration + "'",
+                        "trigger");
+    request.duration_s = *s;
+  }
+  if (steps) {
+    const std::optional<int> n = detail::parse_env_int(steps->c_str());
+    if (!n || *n == 0) throw usage_error("--steps takes a whole number from 1 to 2^30, not '" + *steps + "'", "trigger");
+    request.duration_s = 0;
+    request.steps = *n;
+  }
+  std::optional<double> wait_s;
+  if (timeout && !(wait_s = option_seconds(*timeout)))
+    throw usage_error("--timeout takes a number of seconds above 0 up to 1e7, not '" + *timeout + "'", "trigger");
+  if (output) {
+    if (output->empty() || detail::has_control_character(*output))
+      throw usage_error("--output takes a path without control characters", "trigger");
+    request.output = *output;
+    if (request.output[0] != '/') {  // the process has its own working directory
+      char cwd[4096];
+      if (!::getcwd(cwd, sizeof cwd)) throw error(std::string("cannot resolve the relative --output: ") + std::strerror(errno));
+      request.output = std::string(cwd) + "/" + request.output;
+    }
+    if (request.output.size() + 100 > detail::trigger_line_max)
+      throw usage_error("--output is too long for a request line (" + std::to_string(detail::trigger_line_max) + " bytes)",
+                        "trigger");
+  }
+  return trigger_window(*pid, request, wait_s, out, err, term.live_fd);
 }
 
 }  // namespace cuprof::cli

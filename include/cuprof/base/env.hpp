@@ -208,7 +208,8 @@ inline gpu_metrics_setting read_gpu_metrics(const char* list, const char* interv
     if (const std::optional<std::uint64_t> ns = parse_metric_interval(interval)) g.interval_ns = *ns;
     else
       problems.push_back("CUPROF_GPU_METRICS_INTERVAL=" + quoted_value(interval) +
-                         " is not a period from 1us to 1000ms (ns, us or ms); using 100us");
+                         " is not a period from 1us to 1000ms (ns, us or ms); using " +
+                         std::to_string(default_gpu_metrics_interval_ns / 1000) + "us");
   }
   return g;
 }

@@ -5,28 +5,7 @@
 // The injection library
 // (libcuprof_inject.so, see `cuprof run`) does the same for programs that do
 // not include cuprof at all.
-//
-//   CUPROF_TRACE=path      where to write; %p pid, %h host, %r rank, %% a '%'
-//   CUPROF_TABLE=0         no table on stderr (also no, false, off)
-//   CUPROF_ACTIVITIES=cpu  CPU only (default cpu,cuda)
-//   CUPROF_DELAY=S         start recording S seconds after start-up
-//   CUPROF_DURATION=S      stop after S seconds of recording and write the trace then
-//   CUPROF_START_STEP=N    open the window when the program's step N starts (steps counted from 0
-//                          as NVTX ranges named "step ..." or "ProfilerStep#...", or CUPROF_STEP_RANGE)
-//   CUPROF_STEPS=K         with CUPROF_START_STEP: write the trace when step N+K starts
-//   CUPROF_STEP_RANGE=NAME the NVTX range that marks a step: NAME, alone or followed by a non-letter
-//   CUPROF_CAPTURE_RANGE=cuda          record only between the program's cudaProfilerStart and
-//                                      cudaProfilerStop (cuProfilerStart/Stop, torch.cuda.profiler)
-//   CUPROF_CAPTURE_RANGE=nvtx:MSG[@DOM] record only inside the NVTX range MSG (of domain DOM; any
-//                                      domain when none is named)
-//   CUPROF_CAPTURE_RANGE_END=stop|repeat|repeat:N  after the first range (default), every range,
-//                                      or N ranges: each its own trace, %n in the path its number
-//   CUPROF_SLOW_STEPS=SPEC keep only the slow steps, each with the steps around it, in a trace of
-//                          its own (%n in CUPROF_TRACE its number, else ".slow<n>" before the
-//                          extension): "2x" (the median) or "50ms", then ",before=1,after=1,
-//                          keep=5,ring=32,ring_mb=256" as wanted (base/env.hpp, schedule.hpp)
-//   CUPROF_TRACE_DETAIL=lean  GPU records without launch configuration (default kineto)
-//   CUPROF_STACKS=1        native call stacks at CUDA calls (profile_options::with_stack)
+// The settings (CUPROF_TRACE's pattern and the rest) are settings.hpp's table.
 #pragma once
 
 #include "abnormal_exit.hpp"
@@ -34,6 +13,7 @@
 #include "../base/log.hpp"
 #include "control_endpoint.hpp"
 #include "process_info.hpp"
+#include "settings.hpp"
 #include "../base/text.hpp"
 #include "../output/file_sink.hpp"
 #include "../profile.hpp"
@@ -76,26 +56,6 @@ namespace cuprof::detail {
 
 inline bool started_by_injection() noexcept { return &::cuprof_started_by_injection != nullptr; }
 
-struct environment_config {
-  bool enabled = false;
-  std::string trace_path;
-  activity activities = activity::cpu | activity::cuda;
-  bool print_table = true;
-  bool with_stack = false;          // CUPROF_STACKS
-  bool profile_memory = false;      // CUPROF_MEMORY: allocations and frees too
-  gpu_metrics_setting gpu_metrics;  // CUPROF_GPU_METRICS, CUPROF_GPU_METRICS_INTERVAL
-  double delay_s = 0;               // 0: from start-up
-  double duration_s = 0;            // 0: until exit
-  int start_step = -1;              // CUPROF_START_STEP; -1: the window does not wait for a step
-  int steps = 0;                    // CUPROF_STEPS; 0: until CUPROF_DURATION or exit
-  std::string step_range;           // CUPROF_STEP_RANGE; empty: "step" (any case) or "ProfilerStep#"
-  capture_range capture;            // CUPROF_CAPTURE_RANGE, CUPROF_CAPTURE_RANGE_END
-  export_options export_with;
-  std::vector<std::string> problems;  // bad values, each reported once and replaced by the default
-
-  std::optional<slow_steps> slow;  // CUPROF_SLOW_STEPS
-};
-
 // "%p" pid, "%h" host, "%r" rank, "%%" a '%'. When several ranks run and the
 // pattern names no rank, ".rank<r>" goes before the extension so ranks never
 // overwrite each other's traces.
@@ -119,74 +79,16 @@ inline std::string expand_trace_path(const std::string& pattern, std::uint32_t p
   return out;
 }
 
-// Reads cuprof's CUPROF_* variables through `env` (getenv, or a test's map).
-// `injected`: loaded through CUDA_INJECTION64_PATH, which alone turns tracing on.
+// Reads cuprof's settings (settings.hpp) through `env` (getenv, or a test's
+// map). `injected`: loaded through CUDA_INJECTION64_PATH, which alone turns
+// tracing on; else CUPROF_TRACE does.
 inline environment_config read_environment(const std::function<const char*(const char*)>& env, bool injected, std::uint32_t pid,
                                            const std::string& host, int rank, int world_size) {
-  environment_config c;
   const char* path = env("CUPROF_TRACE");
-  c.enabled = injected || (path && *path);
-  if (!c.enabled) return c;
+  if (!injected && !(path && *path)) return {};
+  environment_config c = read_settings(env);
+  c.enabled = c.capture.kind != capture_range::refused;  // its problem says so; nothing else applies
   c.trace_path = expand_trace_path(path && *path ? path : "cuprof_%h_%p.pt.trace.json", pid, host, rank, world_size);
-  const auto use = [&c](auto setting) {
-    if (!setting.problem.empty()) c.problems.push_back(setting.problem);
-    return setting.value;
-  };
-  c.print_table = use(read_switch("CUPROF_TABLE", env("CUPROF_TABLE"), true));
-  c.with_stack = use(read_switch("CUPROF_STACKS", env("CUPROF_STACKS"), false));
-  c.profile_memory = use(read_switch("CUPROF_MEMORY", env("CUPROF_MEMORY"), false));
-  c.gpu_metrics = read_gpu_metrics(env("CUPROF_GPU_METRICS"), env("CUPROF_GPU_METRICS_INTERVAL"), c.problems);
-  if (const char* a = env("CUPROF_ACTIVITIES")) {
-    const std::string v = a;
-    if (v == "cpu") c.activities = activity::cpu;
-    else if (v == "cuda") c.activities = activity::cuda;
-    else if (v != "cpu,cuda" && v != "cuda,cpu" && !v.empty())
-      c.problems.push_back("CUPROF_ACTIVITIES=" + quoted_value(v) + " is not cpu, cuda or cpu,cuda; using cpu,cuda");
-  }
-  c.delay_s = use(read_seconds("CUPROF_DELAY", env("CUPROF_DELAY")));
-  c.duration_s = use(read_seconds("CUPROF_DURATION", env("CUPROF_DURATION")));
-  if (use(read_lean_trace(env("CUPROF_TRACE_DETAIL")))) c.export_with.detail = trace_detail::lean;
-  c.start_step = use(read_step_number("CUPROF_START_STEP", env("CUPROF_START_STEP"), -1));
-  c.steps = use(read_step_number("CUPROF_STEPS", env("CUPROF_STEPS"), 0));
-  if (const char* r = env("CUPROF_STEP_RANGE")) c.step_range = r;
-  if (c.start_step >= 0 && c.delay_s > 0) {
-    c.problems.push_back("CUPROF_DELAY and CUPROF_START_STEP both given: the window opens at the step");
-    c.delay_s = 0;
-  }
-  c.slow = use(read_slow_steps<slow_steps>(env("CUPROF_SLOW_STEPS")));
-  if (c.slow && (c.start_step >= 0 || c.delay_s > 0)) {
-    c.problems.push_back(std::string("CUPROF_SLOW_STEPS and ") + (c.start_step >= 0 ? "CUPROF_START_STEP" : "CUPROF_DELAY") +
-                         " both choose the windows: keeping the slow steps of the whole run");
-    c.start_step = -1;
-    c.steps = 0;
-    c.delay_s = 0;
-  }
-  std::string capture_problem;
-  c.capture = read_capture_range(env("CUPROF_CAPTURE_RANGE"), env("CUPROF_CAPTURE_RANGE_END"), capture_problem);
-  if (!capture_problem.empty()) c.problems.push_back(capture_problem);
-  if (c.capture.kind == capture_range::refused) {
-    c.enabled = false;  // the problem says so; nothing else applies
-    return c;
-  }
-  if (c.capture.kind != capture_range::none && (c.start_step >= 0 || c.delay_s > 0 || c.duration_s > 0 || c.slow)) {
-    c.problems.push_back(
-        "CUPROF_CAPTURE_RANGE chooses the windows: CUPROF_DELAY, CUPROF_DURATION, CUPROF_START_STEP and CUPROF_SLOW_STEPS are "
-        "ignored");
-    c.start_step = -1;
-    c.delay_s = c.duration_s = 0;
-    c.slow.reset();
-  }
-  if (c.start_step < 0 && c.steps > 0) {
-    c.problems.push_back("CUPROF_STEPS needs CUPROF_START_STEP (the step the window opens at); ignored");
-    c.steps = 0;
-  }
-  // Steps choose windows for CUPROF_START_STEP, CUPROF_SLOW_STEPS and triggers by steps (a capture range's).
-  if (!c.step_range.empty() && c.start_step < 0 && !c.slow && c.capture.kind == capture_range::none) {
-    c.problems.push_back(
-        "CUPROF_STEP_RANGE needs CUPROF_START_STEP, CUPROF_SLOW_STEPS or CUPROF_CAPTURE_RANGE (what steps "
-        "choose windows for); ignored");
-    c.step_range.clear();
-  }
   return c;
 }
 

@@ -1,0 +1,186 @@
+// `cuprof table TRACE`: torch's key_averages().table() of a trace (or a row
+// per rank of a job), as text, CSV or JSON.
+#pragma once
+
+#include <cuprof/cuprof.hpp>
+
+#include "common.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace cuprof::cli {
+
+inline const char* table_help =
+    "usage: cuprof table TRACE [--sort KEY] [--rows N] [--group-by args] [--stats] [--kernels] [--wide]\n"
+    "                          [--metrics] [--format text|csv|json]\n"
+    "\n"
+    "Prints the trace's table as torch.profiler's key_averages().table() prints it:\n"
+    "scopes and ops, CUDA runtime/driver calls, kernels/memcpys/memsets, and each\n"
+    "scope's extent on the GPU, with Self/total CPU and CUDA time and # of Calls.\n"
+    "TRACE - reads standard input.\n"
+    "\n"
+    "A directory (or several traces) of one trace per rank: a row per rank instead, with its\n"
+    "GPU time, compute, time in NCCL collectives, the part no compute hides (exposed), HTA's\n"
+    "comm/comp overlap, the time it waited for the last rank, and its collectives by kind.\n"
+    "\n"
+    "  --sort KEY   cpu_time, cuda_time, cpu_time_total, cuda_time_total,\n"
+    "               self_cpu_time_total, self_cuda_time_total (device_ spellings too),\n"
+    "               count, or none (first-occurrence order); where the trace has memory\n"
+    "               figures (profile_memory), torch's self_cuda_memory_usage,\n"
+    "               cuda_memory_usage, self_cpu_memory_usage and cpu_memory_usage.\n"
+    "               Default: cuda_time_total, or cpu_time_total without GPU time.\n"
+    "  --rows N     at most N rows (default 100, torch's); -1 or all: every row\n"
+    "  --group-by G name (default: torch's rows) or args: a row per scope name and arguments\n"
+    "               (CUPROF_SCOPE's args; a torch op's input shapes, with record_shapes=True),\n"
+    "               shown in an Args column\n"
+    "  --group-by-stack N\n"
+    "               a row per CUDA call or GPU work name and the first N frames of its call\n"
+    "               stack (traces recorded with_stack), shown in a Source Location column\n"
+    "  --stats      add per-call CPU and CUDA min, median, p95 and max columns\n"
+    "  --kernels    add a column with what each kernel's name says (GEMM tile, dtype, layout...)\n"
+    "  --metrics    add the GPU hardware metrics' averages over each row's GPU work (SM, DRAM\n"
+    "               and tensor pipe throughput, achieved occupancy, in % of peak), where the\n"
+    "               trace has them (sampled while it was recorded)\n"
+    "  --wide       on a terminal, do not narrow the Name column to the window's width\n"
+    "  --format F   text (default), csv (the rows) or json (rows and totals; times in us)\n";
+
+inline const char* row_kind_name(row_kind k) {
+  switch (k) {
+    case row_kind::cpu_scope: return "cpu_scope";
+    case row_kind::cuda_api: return "cuda_api";
+    case row_kind::gpu_work: return "gpu_work";
+    default: return "gpu_annotation";
+  }
+}
+
+// The table's rows and columns, as table() prints them (percentages null where it prints NaN).
+inline record_table table_records(const event_averages& avg, const table_options& o) {
+  record_table t;
+  t.columns = {"name",          "kind",       "calls",        "self_cpu_us",   "self_cpu_pct",  "cpu_total_us",
+               "cpu_total_pct", "cpu_avg_us", "self_cuda_us", "self_cuda_pct", "cuda_total_us", "cuda_avg_us"};
+  if (o.stats)
+    for (const char* c : {"cpu_min_us", "cpu_median_us", "cpu_p95_us", "cpu_max_us", "cuda_min_us", "cuda_median_us",
+                          "cuda_p95_us", "cuda_max_us"})
+      t.columns.emplace_back(c);
+  const bool has_args = std::any_of(avg.rows().begin(), avg.rows().end(), [](const event_average& r) { return !r.args.empty(); });
+  if (has_args) t.columns.insert(t.columns.begin() + 3, "args");
+  if (avg.has_memory())  // torch's memory columns, in bytes
+    for (const char* c : {"cpu_memory_bytes", "self_cpu_memory_bytes", "cuda_memory_bytes", "self_cuda_memory_bytes"})
+      t.columns.emplace_back(c);
+  // GPU metrics: each label's kernel average (null where the row has none), and the kernels sampled.
+  const bool metrics = o.metrics && !avg.metric_labels().empty();
+  if (metrics) {
+    t.columns.insert(t.columns.end(), avg.metric_labels().begin(), avg.metric_labels().end());
+    t.columns.emplace_back("sampled");
+  }
+  if (o.describe_kernel) t.columns.emplace_back("kernel");
+  const double total_cpu = double(avg.self_cpu_time_total_ns()), total_cuda = double(avg.self_cuda_time_total_ns());
+  const auto pct = [](double part, double total) { return real(total ? part * 100.0 / total : NAN); };
+  for (const event_average* r : avg.sorted_rows(o.sort_by, o.row_limit)) {
+    std::vector<cell> row = {str(r->key),
+                             str(row_kind_name(r->kind)),
+                             num(r->count),
+                             us(r->self_cpu_ns),
+                             pct(double(r->self_cpu_ns), total_cpu),
+                             us(r->cpu_total_ns),
+                             pct(double(r->cpu_total_ns), total_cpu),
+                             real(r->cpu_time_avg_ns() / 1000.0),
+                             us(r->self_cuda_ns),
+                             pct(double(r->self_cuda_ns), total_cuda),
+                             us(r->cuda_total_ns),
+                             real(r->cuda_time_avg_ns() / 1000.0)};
+    if (has_args) row.insert(row.begin() + 3, str(r->args));
+    if (o.stats) {
+      const auto add = [&](const distribution& d, bool any) {
+        for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns}) row.push_back(any ? us(v) : real(NAN));
+      };
+      add(r->cpu_distribution(), r->cpu_total_ns > 0);
+      add(r->cuda_distribution(), r->cuda_total_ns > 0);
+    }
+    if (avg.has_memory())
+      for (std::int64_t v : {r->cpu_memory, r->self_cpu_memory, r->cuda_memory, r->self_cuda_memory})
+        row.push_back(signed_num(v));
+    if (metrics) {
+      for (std::size_t m = 0; m < avg.metric_labels().size(); ++m)
+        row.push_back(real(m < r->metrics.size() ? r->metrics[m] : NAN));
+      row.push_back(r->metrics.empty() ? real(NAN) : num(r->sampled));
+    }
+    if (o.describe_kernel) row.push_back(str(r->kind == row_kind::gpu_work ? o.describe_kernel(r->key) : ""));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+inline int table_command(const invocation& c) {
+  const std::vector<std::string>& args = c.args;
+  std::string &out = c.out, &err = c.err;
+  const terminal& term = c.term;
+  const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format", "group-by", "group-by-stack"},
+                         {"stats", "kernels", "metrics", "wide"}, "table");
+  if (p.positional.empty()) throw usage_error("missing the TRACE file (or a directory of rank traces)", "table");
+  const output_format format = format_of(p, "table");
+  table_options o;
+  o.row_limit = 100;
+  const std::string* sort = option(p, "sort");
+  if (!sort) sort = option(p, "sort_by");
+  const std::string* rows = option(p, "rows");
+  if (!rows) rows = option(p, "row_limit");
+  if (rows) o.row_limit = int(rows_value(*rows, "table"));
+  if (sort && *sort != "none") {
+    try {
+      (void)detail::find_sort_key(*sort);
+    } catch (const error& e) {
+      throw usage_error(detail::message_of(e), "table");
+    }
+  }
+  group_by grouping = group_by::name;
+  if (const std::string* g = option(p, "group-by")) {
+    if (*g == "args") grouping = group_by::args;
+    else if (*g != "name") throw usage_error("--group-by takes name or args, not '" + *g + "'", "table");
+  }
+  int stack_frames = 0;
+  if (const std::string* n = option(p, "group-by-stack")) {
+    if (n->empty() || n->size() > 4 || n->find_first_not_of("0123456789") != std::string::npos)
+      throw usage_error("--group-by-stack wants a number of frames, not '" + *n + "'", "table");
+    stack_frames = std::stoi(*n);
+  }
+  o.stats = option(p, "stats") != nullptr;
+  o.metrics = option(p, "metrics") != nullptr;
+  if (option(p, "kernels")) o.describe_kernel = compact_kernel_name;
+  if (!option(p, "wide")) o.line_width = term.stdout_columns;
+  std::vector<loaded_trace> traces = load_traces(p.positional, term, err, "table");
+  if (traces.size() > 1) {
+    rank_table_output(traces, analyze_ranks(traces), format, out);
+    return exit_ok;
+  }
+  const loaded_trace lt = std::move(traces.front());
+  const event_averages avg = key_averages(lt.t, grouping, stack_frames);
+  if (stack_frames > 0 && lt.t.stacks.empty())
+    err += "cuprof: " + detail::terminal_safe(lt.source) + ": no call stacks in the trace (record it with with_stack)\n";
+  if (o.metrics && lt.t.gpu_metrics.empty())
+    err += "cuprof: " + detail::terminal_safe(lt.source) +
+           ": no GPU hardware metrics in the trace (recorded without metric sampling): no metric columns\n";
+  if (sort) o.sort_by = *sort == "none" ? std::string() : *sort;
+  else o.sort_by = avg.self_cuda_time_total_ns() > 0 ? "cuda_time_total" : "cpu_time_total";
+  if (avg.rows().empty())
+    err += "cuprof: " + detail::terminal_safe(lt.source) + ": no scopes, CUDA calls or GPU work in the trace\n";
+  if (format == output_format::text) {
+    out += avg.table(o);
+    if (is_cpu_only(lt.t)) out += std::string("Note: ") + cpu_only_note + "\n";
+  } else if (format == output_format::csv) {
+    out += to_csv(table_records(avg, o));
+  } else {
+    json_writer j;
+    write_source(j, lt);
+    j.field("sort", str(o.sort_by));
+    write_totals(j, avg.totals());
+    j.field("rows", table_records(avg, o));
+    out += j.text();
+  }
+  return exit_ok;
+}
+
+}  // namespace cuprof::cli
