@@ -18,7 +18,7 @@
 #include "model/attribution.hpp"
 #include "model/event.hpp"
 #include "output/chrome_trace.hpp"
-#include "output/table.hpp"
+#include "output/key_averages.hpp"
 #include "profile.hpp"
 #include "record_function.hpp"
 #include "schedule.hpp"

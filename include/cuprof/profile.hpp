@@ -33,7 +33,7 @@
 #include "model/event.hpp"
 #include "model/slow_steps.hpp"
 #include "output/chrome_trace.hpp"
-#include "output/table.hpp"
+#include "output/key_averages.hpp"
 #include "schedule.hpp"
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 #include <cuprof/base/text.hpp>
 #include <cuprof/model/api_vocabulary.hpp>
 #include <cuprof/model/event.hpp>
-#include <cuprof/output/table.hpp>
+#include <cuprof/output/key_averages.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -275,7 +275,7 @@ TEST_CASE("[child] CUPROF_SLOW_STEPS") {
   const std::string path = std::string(dir) + "/slow_%n.json";
   const scoped_env activities("CUPROF_ACTIVITIES", "cpu");
   const scoped_env trace("CUPROF_TRACE", path.c_str());
-  const scoped_env slow("CUPROF_SLOW_STEPS", "5x");
+  const scoped_env slow("CUPROF_SLOW_STEPS", "25x");  // well above what a loaded machine adds to a 2 ms step
   REQUIRE(start_environment_profile());
   void (*hook)(const nvtx_range_event&) = process().on_nvtx_range.load();
   const bool hooked = hook != nullptr;
@@ -292,7 +292,7 @@ TEST_CASE("[child] CUPROF_SLOW_STEPS") {
     range("step " + std::to_string(i));
     const std::string work = "work " + std::to_string(i);
     cuprof::record_function scope{std::string_view(work)};
-    std::this_thread::sleep_for(std::chrono::milliseconds(i == 10 || i == 25 ? 30 : 2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(i == 10 || i == 25 ? 120 : 2));
   }
   finish_environment_profile();
   return;
@@ -306,7 +306,7 @@ TEST_CASE("CUPROF_SLOW_STEPS: each slow step's window in a file of its own, with
   CAPTURE(said);
   CHECK(rc == 0);
   CHECK(said.find("Status: SUCCESS!") != std::string::npos);
-  CHECK(said.find("cuprof: slow steps: 2 of 39 steps slower than 5.0x the median") != std::string::npos);
+  CHECK(said.find("cuprof: slow steps: 2 of 39 steps slower than 25.0x the median") != std::string::npos);
   CHECK(said.find("2 traces kept") != std::string::npos);
   const auto names_in = [](const fs::path& file) {
     std::set<std::string> names;

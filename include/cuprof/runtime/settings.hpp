@@ -48,7 +48,8 @@ inline constexpr setting settings[] = {
      "rank alike: steps are NVTX ranges named \"step ...\" (any case) or\n"
      "\"ProfilerStep#...\", or NAME with --step-range NAME"},
     {"CUPROF_STEPS", "--steps", "K", "", "with --start-step: write the trace when step N+K starts"},
-    {"CUPROF_STEP_RANGE", "--step-range", "NAME", "", "the NVTX range that marks a step (NAME alone or followed by a non-letter)"},
+    {"CUPROF_STEP_RANGE", "--step-range", "NAME", "",
+     "the NVTX range that marks a step (NAME alone or followed by a non-letter)"},
     {"CUPROF_CAPTURE_RANGE", "--capture-range", "R", "",
      "record only inside the ranges the program marks: cuda (between its\n"
      "cudaProfilerStart and cudaProfilerStop, as torch.cuda.profiler.start()\n"
@@ -109,9 +110,11 @@ inline std::string as_options(std::string problem) {
   for (const setting& s : settings)
     if (!s.option.empty()) named.push_back(&s);
   // CUPROF_CAPTURE_RANGE_END before CUPROF_CAPTURE_RANGE, and so on.
-  std::sort(named.begin(), named.end(), [](const setting* a, const setting* b) { return a->variable.size() > b->variable.size(); });
+  std::sort(named.begin(), named.end(),
+            [](const setting* a, const setting* b) { return a->variable.size() > b->variable.size(); });
   for (const setting* s : named)
-    for (std::size_t at = problem.find(s->variable); at != std::string::npos; at = problem.find(s->variable, at + s->option.size()))
+    for (std::size_t at = problem.find(s->variable); at != std::string::npos;
+         at = problem.find(s->variable, at + s->option.size()))
       problem.replace(at, s->variable.size(), s->option);
   return problem;
 }

@@ -6,7 +6,7 @@
 // for launches shows low counters whatever its kernels do.
 #include "context.hpp"
 
-#include <cuprof/output/table.hpp>
+#include <cuprof/output/key_averages.hpp>
 
 #include <algorithm>
 

@@ -15,7 +15,7 @@
 #include <cuprof/base/error.hpp>
 #include <cuprof/model/event.hpp>
 #include <cuprof/model/stats.hpp>
-#include <cuprof/output/table.hpp>
+#include <cuprof/output/key_averages.hpp>
 
 #include <cmath>
 #include <cstddef>
