@@ -69,7 +69,6 @@ inline const command* find_command(const std::string& name) {
 // synopsis is short, else below it, aligned.
 inline const std::string& main_help() {
   static const std::string text = [] {
-    constexpr std::size_t column = 22;
     std::string s =
         "usage: cuprof <command> [options]\n"
         "\n"
@@ -77,14 +76,8 @@ inline const std::string& main_help() {
         "- reads standard input).\n"
         "\n"
         "commands:\n";
-    const auto entry = [&](const std::string& synopsis, const char* summary) {
-      std::string line = "  " + synopsis;
-      line += line.size() + 2 <= column ? std::string(column - line.size(), ' ') : "\n" + std::string(column, ' ');
-      for (const char* p = summary; *p; ++p) line += *p == '\n' ? "\n" + std::string(column, ' ') : std::string(1, *p);
-      s += line + "\n";
-    };
-    for (const command& c : commands) entry(std::string(c.name) + " " + c.synopsis, c.summary);
-    entry("help [COMMAND]", "this text, or a command's");
+    for (const command& c : commands) append_help_entry(s, std::string(c.name) + " " + c.synopsis, c.summary);
+    append_help_entry(s, "help [COMMAND]", "this text, or a command's");
     s += "\n"
          "options: --help on every command; --format text|csv|json for table, insights, diff;\n"
          "--version\n"

@@ -20,6 +20,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,16 @@ struct invocation {
   launch_plan& plan;
   const terminal& term;
 };
+
+// A line of a help listing: "  HEAD" with its text at column 22, beside a
+// short head, else on the next line; the text's further lines ('\n') aligned.
+inline void append_help_entry(std::string& out, std::string_view head, std::string_view text) {
+  constexpr std::size_t column = 22;
+  std::string line = "  " + std::string(head);
+  line += line.size() + 2 <= column ? std::string(column - line.size(), ' ') : "\n" + std::string(column, ' ');
+  for (char c : text) line += c == '\n' ? "\n" + std::string(column, ' ') : std::string(1, c);
+  out += line + "\n";
+}
 
 struct usage_error : std::exception {
   std::string message, command;

@@ -38,26 +38,21 @@ inline constexpr run_option run_only_options[] = {
     {"--dry-run", "print the environment and command instead of running them"},
 };
 
-// cuprof run --help: the settings' options (detail::settings) and run's own.
+// cuprof run --help: the settings' options (detail::settings) and run's own,
+// laid out as cuprof --help lays out the commands.
 inline const std::string& run_help() {
   static const std::string text = [] {
-    constexpr std::size_t column = 22;
     std::string s =
         "usage: cuprof run [options] -- PROGRAM [ARGS...]\n"
         "\n"
         "Runs PROGRAM with cuprof injected (CUDA_INJECTION64_PATH): no rebuild, no code change.\n"
         "At exit the trace is written and the table printed to stderr.\n"
         "\n";
-    const auto entry = [&](std::string head, std::string_view help) {
-      head = "  " + head;
-      head += head.size() + 2 <= column ? std::string(column - head.size(), ' ') : std::string(2, ' ');
-      for (char c : help) head += c == '\n' ? "\n" + std::string(column, ' ') : std::string(1, c);
-      s += head + "\n";
-    };
     for (const detail::setting& o : detail::settings)
       if (!o.option.empty())
-        entry(std::string(o.option) + (o.value.empty() || o.value[0] == '[' ? "" : " ") + std::string(o.value), o.help);
-    for (const run_option& o : run_only_options) entry(o.option, o.help);
+        append_help_entry(s, std::string(o.option) + (o.value.empty() || o.value[0] == '[' ? "" : " ") + std::string(o.value),
+                          o.help);
+    for (const run_option& o : run_only_options) append_help_entry(s, o.option, o.help);
     return s;
   }();
   return text;
