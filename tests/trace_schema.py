@@ -9,7 +9,7 @@ The Chrome trace event fields themselves ("ph", "ts", "dur", "pid", "tid",
 "cat", "name", "args", "id", "bp", "s") are not names of cuprof's format and
 stay literal where they are used, as in the C++.
 
-The second part is what the header leaves to the writer (chrome_trace_writer.hpp)
+The second part is what the header leaves to the writer (trace_event_writer.hpp)
 and the checkers still need: the viewers' metadata events, the flow v2 members,
 the values of trace_detail; then the groups of categories the checkers share.
 

@@ -5,7 +5,8 @@
 
 #include <cuprof/cuprof.hpp>
 #include <cuprof/model/gpu_metrics.hpp>
-#include <cuprof/output/chrome_trace_writer.hpp>
+#include <cuprof/output/trace_event_writer.hpp>
+#include <cuprof/output/trace_layout.hpp>
 
 #include "support/cli.hpp"
 #include "support/files.hpp"

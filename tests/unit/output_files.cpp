@@ -4,8 +4,10 @@
 // swapped or closed under the writer.
 
 #include <cuprof/cuprof.hpp>
-#include <cuprof/output/chrome_trace_writer.hpp>
+#include <cuprof/output/block_writer.hpp>
 #include <cuprof/output/file_sink.hpp>
+#include <cuprof/output/trace_event_writer.hpp>
+#include <cuprof/output/trace_layout.hpp>
 #include <cuprof/analysis.hpp>
 
 #include "support/child_process.hpp"

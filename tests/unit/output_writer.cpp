@@ -3,8 +3,8 @@
 // on a GPU (tests/data/gpu), key_averages() and the table.
 
 #include <cuprof/cuprof.hpp>
-#include <cuprof/output/chrome_trace_writer.hpp>
 #include <cuprof/output/json_text.hpp>
+#include <cuprof/output/trace_schema.hpp>
 #include <cuprof/analysis.hpp>
 
 #include "support/files.hpp"

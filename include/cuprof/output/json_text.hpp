@@ -1,5 +1,6 @@
 // JSON text helpers for the trace writer: string escaping that always yields
-// valid UTF-8, and integer-nanosecond timestamps printed as microseconds.
+// valid UTF-8, integer-nanosecond timestamps printed as microseconds, and
+// members' keys.
 #pragma once
 
 #include "../model/event.hpp"
@@ -234,6 +235,13 @@ inline void append_us(Out& out, std::uint64_t ns) {
   else out.append(digits, 2);
 }
 
+// The microseconds from `from` to `to`, 0 where `to` is not later: a "dur",
+// or a "ts" after the trace's base (a time before the base written as 0).
+template <class Out>
+inline void append_us_between(Out& out, std::uint64_t from, std::uint64_t to) {
+  append_us(out, to > from ? to - from : 0);
+}
+
 // Three decimals by default, never exponent notation (496.485, 0.008): enough
 // for the derived figures it prints (blocks per SM, bandwidth) and short; two
 // for percentages (GPU metrics).
@@ -258,6 +266,19 @@ inline void append_json_real(Out& out, double v) {
   char buf[32];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, std::size_t(r.ptr - buf));
+}
+
+// A member's key, "key": (and ,"key": after another member), for keys that
+// need no escaping: the schema's and the viewers'. Forced inline: a constant
+// key then copies as a constant.
+[[gnu::always_inline]] inline void append_key(text_buffer& out, std::string_view key) {
+  out += '"';
+  out += key;
+  out += "\":";
+}
+[[gnu::always_inline]] inline void append_next_key(text_buffer& out, std::string_view key) {
+  out += ',';
+  append_key(out, key);
 }
 
 }  // namespace cuprof::detail

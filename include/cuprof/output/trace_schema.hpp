@@ -1,8 +1,9 @@
 // The names of the trace format (docs/trace-format.md) that the writer
-// (chrome_trace_writer.hpp) emits and the reader (src/analysis/) looks for,
-// each spelled once here. They are Kineto's, so that Perfetto, HTA and torch's
-// tools read cuprof traces as torch's. The Chrome trace event fields themselves
-// ("ph", "ts", "dur", "pid", "tid", "cat", "name", "args"), keys that only the
+// (trace_header.hpp, trace_event_writer.hpp) emits and the reader
+// (src/analysis/) looks for, each spelled once here. They are Kineto's, so
+// that Perfetto, HTA and torch's tools read cuprof traces as torch's. The
+// Chrome trace event fields themselves ("ph", "ts", "dur", "pid", "tid",
+// "cat", "name", "args": the writer's event_builder), keys that only the
 // writer emits for viewers, and older spellings that only the reader accepts
 // stay where they are used.
 #pragma once

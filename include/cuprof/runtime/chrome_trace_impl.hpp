@@ -4,9 +4,11 @@
 
 #include "../base/log.hpp"
 #include "../base/text.hpp"
+#include "../output/block_writer.hpp"
 #include "../output/chrome_trace.hpp"
-#include "../output/chrome_trace_writer.hpp"
 #include "../output/file_sink.hpp"
+#include "../output/trace_event_writer.hpp"
+#include "../output/trace_layout.hpp"
 
 #include <cstdio>
 #include <memory>
