@@ -11,6 +11,8 @@
 #include <cuprof/base/error.hpp>
 #include <cuprof/cuprof.hpp>
 #include <cuprof/output/folded_stacks.hpp>
+#include <cuprof/runtime/windows/capture_range.hpp>
+#include <cuprof/runtime/windows/slow_steps.hpp>
 
 #include "ranks.hpp"
 #include "report.hpp"
@@ -751,7 +753,7 @@ inline int run_command(const std::vector<std::string>& args, std::string& out, l
     throw usage_error("--step-range needs --start-step, --slow-steps or --capture-range (what steps choose windows for)", "run");
   if (!slow_steps.empty()) {
     std::string why;
-    if (!detail::parse_slow_steps<cuprof::slow_steps>(slow_steps.c_str(), why))
+    if (!detail::parse_slow_steps(slow_steps.c_str(), why))
       throw usage_error("--slow-steps '" + detail::terminal_safe(slow_steps) + "': " + why, "run");
     if (!start_step.empty() || !delay.empty())
       throw usage_error(

@@ -153,7 +153,7 @@ inline environment_config read_environment(const std::function<const char*(const
     c.problems.push_back("CUPROF_DELAY and CUPROF_START_STEP both given: the window opens at the step");
     c.delay_s = 0;
   }
-  c.slow = use(read_slow_steps<slow_steps>(env("CUPROF_SLOW_STEPS")));
+  c.slow = use(read_slow_steps(env("CUPROF_SLOW_STEPS")));
   if (c.slow && (c.start_step >= 0 || c.delay_s > 0)) {
     c.problems.push_back(std::string("CUPROF_SLOW_STEPS and ") + (c.start_step >= 0 ? "CUPROF_START_STEP" : "CUPROF_DELAY") +
                          " both choose the windows: keeping the slow steps of the whole run");
