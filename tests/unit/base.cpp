@@ -1,6 +1,6 @@
 // The base layer (include/cuprof/base/): the environment parsers and their
-// warnings, text made safe for a terminal, and the one-per-process state that
-// every copy of cuprof finds.
+// warnings, text made safe for a terminal, the one-per-process state that
+// every copy of cuprof finds, and a library's entry points bound at run time.
 
 #include <cuprof/cuprof.hpp>
 #include <cuprof/collect/cpu_collect.hpp>
@@ -16,10 +16,12 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -396,6 +398,35 @@ TEST_CASE("terminal_safe: bidirectional overrides, isolates and marks are escape
     CHECK(r.out.find("\xe2\x80\xae") == std::string::npos);
   }
   CHECK(cli({"table", dir.file("bidi.json")}).out.find("step\\xe2\\x80\\xae1pets") != std::string::npos);
+}
+
+// Declared only: no library defines it, and nothing here calls it.
+extern "C" int cuprof_test_no_such_entry_point(int);
+
+#define CUPROF_TEST_ZLIB_ENTRY_POINTS(X)      \
+  X(version, zlibVersion)                     \
+  X(missing, cuprof_test_no_such_entry_point) \
+  X(compress_bound, compressBound)
+
+struct zlib_entry_points {
+  CUPROF_ENTRY_POINTS(CUPROF_TEST_ZLIB_ENTRY_POINTS)
+};
+#undef CUPROF_TEST_ZLIB_ENTRY_POINTS
+
+TEST_CASE("entry points named once: bound by their names in list order, up to the first one missing") {
+  void* lib = cuprof::detail::open_first({"libz.so.1"});
+  REQUIRE(lib);
+  zlib_entry_points z;
+  CHECK_FALSE(z.bind_entry_points(lib));
+  const char* why = ::dlerror();  // the first missing symbol, by the name the list gives it
+  REQUIRE(why);
+  CHECK(std::string(why).find("cuprof_test_no_such_entry_point") != std::string::npos);
+  const bool bound[] = {z.version != nullptr, z.missing != nullptr, z.compress_bound != nullptr};
+  REQUIRE(bound[0]);
+  CHECK(std::string(z.version()).rfind("1.", 0) == 0);
+  CHECK_FALSE(bound[1]);
+  CHECK_FALSE(bound[2]);  // after the missing one: not looked up
+  ::dlclose(lib);
 }
 
 }  // TEST_SUITE("base")

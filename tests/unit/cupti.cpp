@@ -606,60 +606,6 @@ TEST_CASE("api_base_name strips CUPTI's version suffix, _ptsz/_ptds and leading 
   CHECK(api_base_name("") == "");
 }
 
-TEST_CASE("classify_api keeps what Kineto keeps, flags launches and syncs") {
-  using cuprof::detail::cupti::classify_api;
-  const auto kept = [](api_domain d, const char* n) { return classify_api(d, n).display_name != nullptr; };
-  CHECK_FALSE(kept(api_domain::runtime, "cudaGetDevice"));
-  CHECK_FALSE(kept(api_domain::runtime, "cudaSetDevice"));
-  CHECK_FALSE(kept(api_domain::runtime, "cudaGetLastError"));
-  CHECK_FALSE(kept(api_domain::runtime, "cudaEventCreate"));
-  CHECK_FALSE(kept(api_domain::runtime, "cudaEventDestroy"));
-  CHECK(kept(api_domain::runtime, "cudaMalloc"));
-  CHECK(kept(api_domain::runtime, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
-  CHECK_FALSE(kept(api_domain::driver, "cuKernelGetName"));
-  CHECK_FALSE(kept(api_domain::driver, "cuCtxGetCurrent"));
-  CHECK_FALSE(kept(api_domain::driver, "cuDevicePrimaryCtxGetState"));
-  CHECK(kept(api_domain::driver, "cuLaunchKernel"));
-  CHECK(kept(api_domain::driver, "cuLaunchKernelEx"));
-  CHECK(kept(api_domain::driver, "cuMemCreate"));
-  CHECK(kept(api_domain::driver, "cuMemMap"));
-  CHECK(kept(api_domain::driver, "cuMemAlloc_v2"));
-  CHECK(kept(api_domain::driver, "cuMemFreeAsync"));
-  CHECK_FALSE(kept(api_domain::driver, "cuMemGetInfo"));
-  CHECK(kept(api_domain::driver, "cuMemsetD8Async"));
-
-  const auto launch = classify_api(api_domain::runtime, "cudaLaunchKernel");
-  CHECK(launch.has_flow);
-  CHECK(launch.expects_gpu_record);
-  const auto ex = classify_api(api_domain::driver, "cuLaunchKernelEx");
-  CHECK(ex.has_flow);
-  CHECK(ex.expects_gpu_record);
-  const auto graph = classify_api(api_domain::runtime, "cudaGraphLaunch");
-  CHECK(graph.has_flow);
-  CHECK(graph.expects_gpu_record);
-  const auto copy = classify_api(api_domain::runtime, "cudaMemcpyAsync");
-  CHECK(copy.has_flow);
-  CHECK(copy.expects_gpu_record);
-  const auto sync = classify_api(api_domain::runtime, "cudaStreamSynchronize");
-  CHECK(sync.has_flow);
-  CHECK_FALSE(sync.expects_gpu_record);
-  const auto occupancy = classify_api(api_domain::runtime, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
-  CHECK_FALSE(occupancy.has_flow);
-  CHECK_FALSE(occupancy.expects_gpu_record);
-  const auto vmm = classify_api(api_domain::driver, "cuMemCreate");
-  CHECK_FALSE(vmm.has_flow);
-  CHECK_FALSE(vmm.expects_gpu_record);
-  const auto wait = classify_api(api_domain::driver, "cuStreamWaitEvent");
-  CHECK(wait.display_name != nullptr);
-  CHECK(wait.has_flow);  // its Stream Wait Event record
-  CHECK_FALSE(wait.expects_gpu_record);
-  // A host function gets no GPU record: the window does not wait for one.
-  const auto host = classify_api(api_domain::driver, "cuLaunchHostFunc");
-  CHECK(host.display_name != nullptr);
-  CHECK_FALSE(host.has_flow);
-  CHECK_FALSE(host.expects_gpu_record);
-}
-
 TEST_CASE("record kinds' names: memory kinds, copy kinds, sync types, overhead kinds") {
   using namespace cuprof::detail::cupti;
   CHECK(std::string(cuprof::memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE)) == "Pageable");

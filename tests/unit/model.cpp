@@ -1,10 +1,14 @@
 // The model layer (include/cuprof/model/): interval nesting and attribution,
 // GPU annotations, the correlation index, distributions, what an API call does
-// by its name, estimated occupancy, and traces copied by value.
+// by its name and whether it is shown, the memory in use, what an event wait
+// waited for, estimated occupancy, and traces copied by value.
 
 #include <cuprof/cuprof.hpp>
 #include <cuprof/analysis.hpp>
 #include <cuprof/collect/cpu_collect.hpp>
+#include <cuprof/model/api_vocabulary.hpp>
+#include <cuprof/model/event_waits.hpp>
+#include <cuprof/model/memory_ledger.hpp>
 #include <cuprof/model/occupancy.hpp>
 #include <cuprof/model/stats.hpp>
 #include <cuprof/output/json_text.hpp>
@@ -22,6 +26,9 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -437,6 +444,137 @@ TEST_CASE("api vocabulary: allocations and frees outside stream order, not the s
     CAPTURE(name);
     CHECK_FALSE(is_synchronous_allocation(name));
   }
+}
+
+TEST_CASE("classify_api keeps what Kineto keeps, flags launches and syncs") {
+  using cuprof::api_domain;
+  using cuprof::detail::classify_api;
+  const auto kept = [](api_domain d, const char* n) { return classify_api(d, n).display_name != nullptr; };
+  CHECK_FALSE(kept(api_domain::runtime, "cudaGetDevice"));
+  CHECK_FALSE(kept(api_domain::runtime, "cudaSetDevice"));
+  CHECK_FALSE(kept(api_domain::runtime, "cudaGetLastError"));
+  CHECK_FALSE(kept(api_domain::runtime, "cudaEventCreate"));
+  CHECK_FALSE(kept(api_domain::runtime, "cudaEventDestroy"));
+  CHECK(kept(api_domain::runtime, "cudaMalloc"));
+  CHECK(kept(api_domain::runtime, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
+  CHECK_FALSE(kept(api_domain::driver, "cuKernelGetName"));
+  CHECK_FALSE(kept(api_domain::driver, "cuCtxGetCurrent"));
+  CHECK_FALSE(kept(api_domain::driver, "cuDevicePrimaryCtxGetState"));
+  CHECK(kept(api_domain::driver, "cuLaunchKernel"));
+  CHECK(kept(api_domain::driver, "cuLaunchKernelEx"));
+  CHECK(kept(api_domain::driver, "cuMemCreate"));
+  CHECK(kept(api_domain::driver, "cuMemMap"));
+  CHECK(kept(api_domain::driver, "cuMemAlloc_v2"));
+  CHECK(kept(api_domain::driver, "cuMemFreeAsync"));
+  CHECK_FALSE(kept(api_domain::driver, "cuMemGetInfo"));
+  CHECK(kept(api_domain::driver, "cuMemsetD8Async"));
+
+  const auto launch = classify_api(api_domain::runtime, "cudaLaunchKernel");
+  CHECK(launch.has_flow);
+  CHECK(launch.expects_gpu_record);
+  const auto ex = classify_api(api_domain::driver, "cuLaunchKernelEx");
+  CHECK(ex.has_flow);
+  CHECK(ex.expects_gpu_record);
+  const auto graph = classify_api(api_domain::runtime, "cudaGraphLaunch");
+  CHECK(graph.has_flow);
+  CHECK(graph.expects_gpu_record);
+  CHECK(launch.work == cuprof::gpu_kind::kernel);
+  const auto copy = classify_api(api_domain::runtime, "cudaMemcpyAsync");
+  CHECK(copy.has_flow);
+  CHECK(copy.expects_gpu_record);
+  CHECK(copy.work == cuprof::gpu_kind::memcpy);
+  CHECK(classify_api(api_domain::driver, "cuMemsetD8Async").work == cuprof::gpu_kind::memset);
+  const auto sync = classify_api(api_domain::runtime, "cudaStreamSynchronize");
+  CHECK(sync.has_flow);
+  CHECK_FALSE(sync.expects_gpu_record);
+  const auto occupancy = classify_api(api_domain::runtime, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
+  CHECK_FALSE(occupancy.has_flow);
+  CHECK_FALSE(occupancy.expects_gpu_record);
+  const auto vmm = classify_api(api_domain::driver, "cuMemCreate");
+  CHECK_FALSE(vmm.has_flow);
+  CHECK_FALSE(vmm.expects_gpu_record);
+  const auto wait = classify_api(api_domain::driver, "cuStreamWaitEvent");
+  CHECK(wait.display_name != nullptr);
+  CHECK(wait.has_flow);  // its Stream Wait Event record
+  CHECK_FALSE(wait.expects_gpu_record);
+  // A host function gets no GPU record: the window does not wait for one.
+  const auto host = classify_api(api_domain::driver, "cuLaunchHostFunc");
+  CHECK(host.display_name != nullptr);
+  CHECK_FALSE(host.has_flow);
+  CHECK_FALSE(host.expects_gpu_record);
+}
+
+TEST_CASE("memory ledger: the memory in use by device and on the host, pools' reserve, frees of memory allocated before") {
+  using cuprof::detail::memory_ledger;
+  using cuprof::detail::staged_memory;
+  constexpr std::uint64_t MiB = 1 << 20;
+  memory_ledger ledger;
+  const auto apply = [&](staged_memory::op what, std::uint64_t address, std::uint64_t bytes, std::uint8_t kind,
+                         std::uint64_t pool = 0, std::uint64_t pool_size = 0) {
+    staged_memory r;
+    r.what = what, r.address = address, r.bytes = bytes, r.device = 1, r.memory_kind = kind, r.pool = pool;
+    r.pool_size = pool_size;
+    cuprof::memory_event e;
+    const bool is_event = ledger.apply(r, e);
+    return std::make_pair(is_event, e);
+  };
+  auto [event, e] = apply(staged_memory::op::allocate, 0x1000, 4 * MiB, cuprof::memory_kind_device);
+  CHECK(event);
+  CHECK(e.device == 1);
+  CHECK(e.bytes == std::int64_t(4 * MiB));
+  CHECK(e.total_allocated == 4 * MiB);
+  CHECK(e.total_reserved == 4 * MiB);
+  // From a pool of 32 MiB: the pool's size is reserved, not the allocation again.
+  std::tie(event, e) = apply(staged_memory::op::allocate, 0x9000, 2 * MiB, cuprof::memory_kind_device, 0x70, 32 * MiB);
+  CHECK(e.flags == cuprof::memory_from_pool);
+  CHECK(e.total_allocated == 6 * MiB);
+  CHECK(e.total_reserved == 4 * MiB + 32 * MiB);
+  // Pinned memory is the host's, counted apart.
+  std::tie(event, e) = apply(staged_memory::op::allocate, 0x5000, MiB, cuprof::memory_kind_pinned);
+  CHECK(e.device == -1);
+  CHECK(e.total_allocated == MiB);
+  std::tie(event, e) = apply(staged_memory::op::release, 0x1000, 0, cuprof::memory_kind_device);
+  CHECK(e.bytes == -std::int64_t(4 * MiB));
+  CHECK(e.total_allocated == 2 * MiB);
+  CHECK(e.total_reserved == 32 * MiB);
+  // Freed, allocated before recording began: what CUPTI says it freed, the totals never below 0.
+  std::tie(event, e) = apply(staged_memory::op::release, 0xdead, 8 * MiB, cuprof::memory_kind_device);
+  CHECK(event);
+  CHECK(e.bytes == -std::int64_t(8 * MiB));
+  CHECK(e.total_allocated == 0);
+  // A pool change that changes nothing is no event; a trimmed pool is.
+  CHECK_FALSE(apply(staged_memory::op::pool_size, 0, 0, cuprof::memory_kind_device, 0x70, 32 * MiB).first);
+  std::tie(event, e) = apply(staged_memory::op::pool_size, 0, 0, cuprof::memory_kind_device, 0x70, 8 * MiB);
+  CHECK(event);
+  CHECK(e.total_reserved == 8 * MiB);
+}
+
+TEST_CASE("event waits: a wait resolves to its event's latest record in the window before it; handles numbered once") {
+  using cuprof::detail::event_wait_resolver;
+  using cuprof::detail::staged_event_record;
+  std::unordered_map<std::uint64_t, std::uint32_t> ids;
+  std::vector<staged_event_record> records = {
+      {300, 0xe1, 12, 7},  // out of order: sorted by start
+      {100, 0xe1, 10, 5},
+      {50, 0xe2, 9, 5},  // before the window: its call is not in the trace
+  };
+  event_wait_resolver resolve(ids);
+  resolve.add_window_records(records, 100, 1000, [](std::uint32_t id) { return id == 12 ? 11u : id; });  // 12 folded into 11
+  CHECK(records.front().start == 50);
+  const cuprof::event_wait at_200 = resolve(0xe1, 200);
+  CHECK(at_200.event == 1);
+  CHECK(at_200.stream == 5);
+  CHECK(at_200.record_correlation == 10);
+  const cuprof::event_wait at_400 = resolve(0xe1, 400);
+  CHECK(at_400.event == 1);
+  CHECK(at_400.record_correlation == 11);
+  CHECK(at_400.stream == 7);
+  const cuprof::event_wait before_any = resolve(0xe1, 100);  // a record at the wait's start is not before it
+  CHECK(before_any.record_correlation == no_index);
+  const cuprof::event_wait unresolved = resolve(0xe2, 500);
+  CHECK(unresolved.event == 2);
+  CHECK(unresolved.record_correlation == no_index);
+  CHECK(unresolved.stream == no_index);
 }
 
 TEST_CASE("occupancy estimate: limits by threads, registers, shared memory and grid size") {

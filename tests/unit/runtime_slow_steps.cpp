@@ -197,7 +197,7 @@ TEST_CASE("slow_steps: invalid settings and a schedule beside it throw cuprof::e
 TEST_CASE("CUPROF_SLOW_STEPS: a factor or a time, then before, after, keep, ring and ring_mb") {
   const auto parse = [](const char* text) {
     std::string why;
-    const std::optional<cuprof::slow_steps> o = cuprof::detail::parse_slow_steps<cuprof::slow_steps>(text, why);
+    const std::optional<cuprof::slow_steps> o = cuprof::detail::parse_slow_steps(text, why);
     CHECK(o.has_value() == why.empty());
     return o;
   };
@@ -229,12 +229,12 @@ TEST_CASE("CUPROF_SLOW_STEPS: a factor or a time, then before, after, keep, ring
     CHECK_FALSE(parse(bad));
   }
   std::string why;
-  cuprof::detail::parse_slow_steps<cuprof::slow_steps>("2x,before=40", why);
+  cuprof::detail::parse_slow_steps("2x,before=40", why);
   CHECK(why.find("ring_steps must be from before + 1 + after") != std::string::npos);
-  const auto problem = cuprof::detail::read_slow_steps<cuprof::slow_steps>("fast").problem;
+  const auto problem = cuprof::detail::read_slow_steps("fast").problem;
   CHECK(problem.find("CUPROF_SLOW_STEPS=fast is not a slow-step rule (the rule comes first") == 0);
   CHECK(problem.find("; slow steps are not kept") != std::string::npos);
-  CHECK(cuprof::detail::read_slow_steps<cuprof::slow_steps>(nullptr).problem.empty());
+  CHECK(cuprof::detail::read_slow_steps(nullptr).problem.empty());
 }
 
 TEST_CASE("CUPROF_SLOW_STEPS with CUPROF_START_STEP or CUPROF_DELAY: the slow steps are kept, and that is said") {

@@ -27,6 +27,17 @@ bool bind(void* lib, Fn& fn, const char* symbol) {
   return fn != nullptr;
 }
 
+// A library's entry points, each named once. Inside a struct,
+// CUPROF_ENTRY_POINTS(LIST), where LIST(X) is X(member, symbol) for each
+// function, declares the members `decltype(&symbol) member = nullptr;` and
+// bool bind_entry_points(void* lib), which looks them up in LIST's order and
+// returns false at the first one missing (dlerror() says which; those after
+// it stay null).
+#define CUPROF_ENTRY_POINT_MEMBER(member, symbol) decltype(&symbol) member = nullptr;
+#define CUPROF_ENTRY_POINT_BIND(member, symbol) &&::cuprof::detail::bind(lib, member, #symbol)
+#define CUPROF_ENTRY_POINTS(list) \
+  list(CUPROF_ENTRY_POINT_MEMBER) bool bind_entry_points(void* lib) { return true list(CUPROF_ENTRY_POINT_BIND); }
+
 // The paths of the shared objects loaded in the process now (the program
 // itself has an empty name and is left out). Off the hot path: a window's end.
 inline std::vector<std::string> loaded_libraries() {

@@ -4,10 +4,11 @@
 // Their callers do the getenv(). Every switch and number goes through the one
 // parser of its kind here, and a bad value gives one line naming the
 // variable, the value and what is used instead (read_* below; log.hpp's
-// use_setting prints it once per process).
+// use_setting prints it once per process). A window policy's own setting
+// (CUPROF_CAPTURE_RANGE, CUPROF_SLOW_STEPS) is parsed beside its policy in
+// runtime/windows/, from these.
 #pragma once
 
-#include "error.hpp"
 #include "text.hpp"
 
 #include <cerrno>
@@ -214,88 +215,6 @@ inline gpu_metrics_setting read_gpu_metrics(const char* list, const char* interv
   return g;
 }
 
-// CUPROF_SLOW_STEPS (and `cuprof run --slow-steps`): "2x" (slower than twice
-// the median) or a time, "50ms" (ns, us, ms or s), then any of ",before=N",
-// ",after=N", ",keep=N" (traces), ",ring=N" (steps) and ",ring_mb=N" (the
-// ring's cap), in any order. Fills a SlowSteps (cuprof::slow_steps,
-// schedule.hpp, which this layer does not include) and checks it with its
-// validate(); `why` says what is wrong otherwise.
-template <class SlowSteps>
-std::optional<SlowSteps> parse_slow_steps(const char* v, std::string& why) {
-  if (!v) return std::nullopt;
-  const auto decimal = [](const std::string& text) -> std::optional<double> {
-    if (text.empty() || text.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
-    char* end = nullptr;
-    const double x = std::strtod(text.c_str(), &end);
-    if (*end != '\0' || !std::isfinite(x)) return std::nullopt;
-    return x;
-  };
-  const std::string spec = v;
-  const std::size_t comma = spec.find(',');
-  const std::string rule = spec.substr(0, comma);
-  SlowSteps o;
-  std::optional<double> number;
-  if (!rule.empty() && (rule.back() == 'x' || rule.back() == 'X')) {
-    if ((number = decimal(rule.substr(0, rule.size() - 1)))) o.factor = *number;
-  } else {
-    static const struct {
-      const char* suffix;
-      double ms;
-    } units[] = {{"ns", 1e-6}, {"us", 1e-3}, {"ms", 1}, {"s", 1e3}};
-    for (const auto& u : units)
-      if (ends_with(rule, u.suffix)) {
-        if ((number = decimal(rule.substr(0, rule.size() - std::strlen(u.suffix))))) o.threshold_ms = *number * u.ms;
-        break;
-      }
-    if (number && o.threshold_ms == 0) number.reset();
-  }
-  if (!number) {
-    why = "the rule comes first: a factor of the median (2x) or a time (50ms; ns, us, ms or s)";
-    return std::nullopt;
-  }
-  for (std::size_t at = comma; at != std::string::npos;) {
-    const std::size_t next = spec.find(',', at + 1);
-    const std::string item = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-    at = next;
-    const std::size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    if (key != "before" && key != "after" && key != "keep" && key != "ring" && key != "ring_mb") {
-      why = "'" + quoted_value(item) + "' is not before=N, after=N, keep=N, ring=N or ring_mb=N";
-      return std::nullopt;
-    }
-    // A plain int, not the optional: GCC at -O1 thinks the optional's value may be unset here.
-    int n = 0;
-    const std::optional<int> parsed = eq == std::string::npos ? std::nullopt : parse_env_int(item.substr(eq + 1).c_str());
-    if (!parsed) {
-      why = key + " takes a whole number";
-      return std::nullopt;
-    }
-    n = parsed.value_or(0);
-    if (key == "before") o.before = n;
-    else if (key == "after") o.after = n;
-    else if (key == "keep") o.max_traces = n;
-    else if (key == "ring") o.ring_steps = n;
-    else o.ring_bytes = std::size_t(n) << 20;
-  }
-  try {
-    o.validate();
-  } catch (const std::exception& e) {
-    why = message_of(e);
-    return std::nullopt;
-  }
-  return o;
-}
-
-template <class SlowSteps>
-env_setting<std::optional<SlowSteps>> read_slow_steps(const char* text) {
-  if (!text || !*text) return {std::nullopt, {}};
-  std::string why;
-  std::optional<SlowSteps> parsed = parse_slow_steps<SlowSteps>(text, why);
-  if (parsed) return {parsed, {}};
-  return {std::nullopt,
-          "CUPROF_SLOW_STEPS=" + quoted_value(text) + " is not a slow-step rule (" + why + "); slow steps are not kept"};
-}
-
 // The libcupti paths to try, in order. An explicit CUPROF_CUPTI_LIBRARY is the
 // only one; otherwise the loader path, then under $CUDA_HOME, $CUDA_PATH and
 // /usr/local/cuda.
@@ -310,65 +229,6 @@ inline std::vector<std::string> cupti_library_candidates(const char* forced, con
   candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
   candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
   return candidates;
-}
-
-// The windows the program itself marks (CUPROF_CAPTURE_RANGE): between its
-// cudaProfilerStart and cudaProfilerStop calls, or inside an NVTX range of
-// a given message. Outside them nothing records.
-struct capture_range {
-  // trigger: only the windows `cuprof trigger` asks for; refused: a value not understood, which traces nothing
-  enum kind_t { none, cuda, nvtx, trigger, refused } kind = none;
-  std::string message;  // nvtx: the range's message, matched whole
-  std::string domain;   // nvtx: its domain's name; empty: any domain
-  int ranges = 1;       // how many ranges are captured, each a trace; 0: every one
-};
-
-// "cuda", "nvtx:MSG" or "nvtx:MSG@DOMAIN", and "stop", "repeat" or "repeat:N".
-// `problem` says what was wrong: a range not understood is refused (a window
-// was asked for: the whole run is not what the user wants), an end not
-// understood is "stop".
-inline capture_range read_capture_range(const char* range, const char* end, std::string& problem) {
-  capture_range c;
-  const std::string r = range ? range : "";
-  const std::string e = end ? end : "";
-  if (r.empty()) {
-    if (!e.empty()) problem = "CUPROF_CAPTURE_RANGE_END needs CUPROF_CAPTURE_RANGE; ignored";
-    return c;
-  }
-  if (r == "cuda" || r == "cudaProfilerApi") {
-    c.kind = capture_range::cuda;
-  } else if (r == "trigger") {
-    c.kind = capture_range::trigger;
-    c.ranges = 0;
-  } else if (r.compare(0, 5, "nvtx:") == 0 && r.size() > 5) {
-    c.kind = capture_range::nvtx;
-    const std::size_t at = r.rfind('@');
-    c.message = r.substr(5, at == std::string::npos || at < 5 ? std::string::npos : at - 5);
-    if (at != std::string::npos && at >= 5) c.domain = r.substr(at + 1);
-    if (c.message.empty() || (at != std::string::npos && c.domain.empty())) {
-      problem = "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
-                " names no range message or an empty domain (nvtx:MESSAGE or nvtx:MESSAGE@DOMAIN); nothing is traced";
-      c.kind = capture_range::refused;
-      return c;
-    }
-  } else {
-    problem = "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
-              " is not cuda, nvtx:MESSAGE, nvtx:MESSAGE@DOMAIN or trigger; nothing is traced";
-    c.kind = capture_range::refused;
-    return c;
-  }
-  if (e.empty() || e == "stop") return c;
-  if (e == "repeat") {
-    c.ranges = 0;
-    return c;
-  }
-  const std::optional<int> n = e.compare(0, 7, "repeat:") == 0 ? parse_env_int(e.c_str() + 7) : std::nullopt;
-  if (!n || *n < 1) {
-    problem = "CUPROF_CAPTURE_RANGE_END=" + quoted_value(e) + " is not stop, repeat or repeat:N (N at least 1); using stop";
-    return c;
-  }
-  c.ranges = *n;
-  return c;
 }
 
 }  // namespace cuprof::detail

@@ -10,16 +10,15 @@
 // only, and an address without a name is shown as module+offset.
 #pragma once
 
+#include "../base/demangle.hpp"
 #include "../base/dynamic_library.hpp"
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <string>
 #include <string_view>
 
@@ -46,12 +45,6 @@ inline bool is_tool_module(std::string_view path) {
 }
 
 inline bool is_tool_function(std::string_view demangled) { return demangled.substr(0, 8) == "cuprof::"; }
-
-inline std::string demangled_name(const char* mangled) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
-  return status == 0 && out ? std::string(out.get()) : std::string(mangled);
-}
 
 // "fn (file.cpp:42)", "fn", or "libfoo.so+0x1a2b" when nothing names the address.
 inline std::string frame_text(const std::string& function, const char* file, int line, std::string_view module,

@@ -30,25 +30,28 @@ inline void* open_cupti_library(std::string& error) {
   return nullptr;
 }
 
-// The CUPTI entry points cuprof uses.
+// The CUPTI entry points cuprof uses, as X(member, symbol), bound in this order.
+#define CUPROF_CUPTI_ENTRY_POINTS(X)                                     \
+  X(get_version, cuptiGetVersion)                                        \
+  X(get_result_string, cuptiGetResultString)                             \
+  X(get_callback_name, cuptiGetCallbackName)                             \
+  X(subscribe, cuptiSubscribe_v2)                                        \
+  X(enable_callback, cuptiEnableCallback)                                \
+  X(set_thread_id_type, cuptiSetThreadIdType)                            \
+  X(register_timestamp_callback, cuptiActivityRegisterTimestampCallback) \
+  X(register_callbacks, cuptiActivityRegisterCallbacks)                  \
+  X(set_attribute, cuptiActivitySetAttribute)                            \
+  X(enable, cuptiActivityEnable)                                         \
+  X(disable, cuptiActivityDisable)                                       \
+  X(flush_all, cuptiActivityFlushAll)                                    \
+  X(get_next_record, cuptiActivityGetNextRecord)                         \
+  X(get_num_dropped_records, cuptiActivityGetNumDroppedRecords)          \
+  X(unsubscribe, cuptiUnsubscribe)                                       \
+  X(finalize, cuptiFinalize)                                             \
+  X(get_stream_id_ex, cuptiGetStreamIdEx)
+
 struct cupti_library {
-  decltype(&cuptiGetVersion) get_version = nullptr;
-  decltype(&cuptiGetResultString) get_result_string = nullptr;
-  decltype(&cuptiGetCallbackName) get_callback_name = nullptr;
-  decltype(&cuptiSubscribe_v2) subscribe = nullptr;
-  decltype(&cuptiEnableCallback) enable_callback = nullptr;
-  decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
-  decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp_callback = nullptr;
-  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
-  decltype(&cuptiActivitySetAttribute) set_attribute = nullptr;
-  decltype(&cuptiActivityEnable) enable = nullptr;
-  decltype(&cuptiActivityDisable) disable = nullptr;
-  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
-  decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
-  decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped_records = nullptr;
-  decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
-  decltype(&cuptiFinalize) finalize = nullptr;
-  decltype(&cuptiGetStreamIdEx) get_stream_id_ex = nullptr;
+  CUPROF_ENTRY_POINTS(CUPROF_CUPTI_ENTRY_POINTS)
   std::string path;  // of the loaded library
 
   // Empty on success, otherwise why CUPTI cannot be used.
@@ -58,64 +61,51 @@ struct cupti_library {
     if (!lib) return error;
     link_map* map = nullptr;
     if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) path = map->l_name;
-    const bool ok = bind(lib, get_version, "cuptiGetVersion") && bind(lib, get_result_string, "cuptiGetResultString") &&
-                    bind(lib, get_callback_name, "cuptiGetCallbackName") && bind(lib, subscribe, "cuptiSubscribe_v2") &&
-                    bind(lib, enable_callback, "cuptiEnableCallback") && bind(lib, set_thread_id_type, "cuptiSetThreadIdType") &&
-                    bind(lib, register_timestamp_callback, "cuptiActivityRegisterTimestampCallback") &&
-                    bind(lib, register_callbacks, "cuptiActivityRegisterCallbacks") &&
-                    bind(lib, set_attribute, "cuptiActivitySetAttribute") && bind(lib, enable, "cuptiActivityEnable") &&
-                    bind(lib, disable, "cuptiActivityDisable") && bind(lib, flush_all, "cuptiActivityFlushAll") &&
-                    bind(lib, get_next_record, "cuptiActivityGetNextRecord") &&
-                    bind(lib, get_num_dropped_records, "cuptiActivityGetNumDroppedRecords") &&
-                    bind(lib, unsubscribe, "cuptiUnsubscribe") && bind(lib, finalize, "cuptiFinalize") &&
-                    bind(lib, get_stream_id_ex, "cuptiGetStreamIdEx");
-    if (!ok) {
+    if (!bind_entry_points(lib)) {
       const char* why = ::dlerror();  // once: a second call returns null
       return "the loaded libcupti lacks CUPTI 13 entry points (" + std::string(why ? why : "?") + ")";
     }
     return {};
   }
-
-  std::string result_string(CUptiResult r) const {
-    const char* s = nullptr;
-    if (get_result_string && get_result_string(r, &s) == CUPTI_SUCCESS && s) return s;
-    return "CUPTI error " + std::to_string(int(r));
-  }
 };
+#undef CUPROF_CUPTI_ENTRY_POINTS
 
-// The driver entry points cuprof uses: device properties and a device sync
-// that needs no CUDA runtime linked into the program.
+// CUPTI's words for a result, through cuptiGetResultString where it is bound
+// (cupti_library's, pm_library's); its number otherwise.
+inline std::string result_string(decltype(&cuptiGetResultString) get_result_string, CUptiResult r) {
+  const char* s = nullptr;
+  if (get_result_string && get_result_string(r, &s) == CUPTI_SUCCESS && s) return s;
+  return "CUPTI error " + std::to_string(int(r));
+}
+
+// The driver entry points cuprof uses, as X(member, symbol), bound in this
+// order: device properties and a device sync that needs no CUDA runtime
+// linked into the program.
+#define CUPROF_DRIVER_ENTRY_POINTS(X)                  \
+  X(init, cuInit)                                      \
+  X(driver_get_version, cuDriverGetVersion)            \
+  X(device_get_count, cuDeviceGetCount)                \
+  X(device_get, cuDeviceGet)                           \
+  X(device_get_name, cuDeviceGetName)                  \
+  X(device_total_mem, cuDeviceTotalMem_v2)             \
+  X(device_get_attribute, cuDeviceGetAttribute)        \
+  X(primary_ctx_get_state, cuDevicePrimaryCtxGetState) \
+  X(primary_ctx_retain, cuDevicePrimaryCtxRetain)      \
+  X(primary_ctx_release, cuDevicePrimaryCtxRelease_v2) \
+  X(ctx_push, cuCtxPushCurrent_v2)                     \
+  X(ctx_pop, cuCtxPopCurrent_v2)                       \
+  X(ctx_synchronize, cuCtxSynchronize)                 \
+  X(get_error_name, cuGetErrorName)
+
 struct driver_library {
-  decltype(&cuInit) init = nullptr;
-  decltype(&cuDriverGetVersion) driver_get_version = nullptr;
-  decltype(&cuDeviceGetCount) device_get_count = nullptr;
-  decltype(&cuDeviceGet) device_get = nullptr;
-  decltype(&cuDeviceGetName) device_get_name = nullptr;
-  decltype(&cuDeviceTotalMem_v2) device_total_mem = nullptr;
-  decltype(&cuDeviceGetAttribute) device_get_attribute = nullptr;
-  decltype(&cuDevicePrimaryCtxGetState) primary_ctx_get_state = nullptr;
-  decltype(&cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
-  decltype(&cuDevicePrimaryCtxRelease_v2) primary_ctx_release = nullptr;
-  decltype(&cuCtxPushCurrent_v2) ctx_push = nullptr;
-  decltype(&cuCtxPopCurrent_v2) ctx_pop = nullptr;
-  decltype(&cuCtxSynchronize) ctx_synchronize = nullptr;
-  decltype(&cuGetErrorName) get_error_name = nullptr;
+  CUPROF_ENTRY_POINTS(CUPROF_DRIVER_ENTRY_POINTS)
 
   // `initialize`: call cuInit and report a missing device; not from inside
   // cuInit itself (the injection library is loaded there).
   std::string load(bool initialize) {
     void* lib = open_first({"libcuda.so.1", "libcuda.so"});
     if (!lib) return "no CUDA driver (libcuda.so.1 not found)";
-    const bool ok = bind(lib, init, "cuInit") && bind(lib, driver_get_version, "cuDriverGetVersion") &&
-                    bind(lib, device_get_count, "cuDeviceGetCount") && bind(lib, device_get, "cuDeviceGet") &&
-                    bind(lib, device_get_name, "cuDeviceGetName") && bind(lib, device_total_mem, "cuDeviceTotalMem_v2") &&
-                    bind(lib, device_get_attribute, "cuDeviceGetAttribute") &&
-                    bind(lib, primary_ctx_get_state, "cuDevicePrimaryCtxGetState") &&
-                    bind(lib, primary_ctx_retain, "cuDevicePrimaryCtxRetain") &&
-                    bind(lib, primary_ctx_release, "cuDevicePrimaryCtxRelease_v2") &&
-                    bind(lib, ctx_push, "cuCtxPushCurrent_v2") && bind(lib, ctx_pop, "cuCtxPopCurrent_v2") &&
-                    bind(lib, ctx_synchronize, "cuCtxSynchronize") && bind(lib, get_error_name, "cuGetErrorName");
-    if (!ok) return "the CUDA driver lacks expected entry points";
+    if (!bind_entry_points(lib)) return "the CUDA driver lacks expected entry points";
     if (!initialize) return {};
     const CUresult r = init(0);
     if (r != CUDA_SUCCESS) {
@@ -127,5 +117,6 @@ struct driver_library {
     return {};
   }
 };
+#undef CUPROF_DRIVER_ENTRY_POINTS
 
 }  // namespace cuprof::detail::cupti

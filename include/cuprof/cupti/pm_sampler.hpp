@@ -58,63 +58,45 @@ struct pm_sampling_request {
   std::uint64_t interval_ns = default_gpu_metrics_interval_ns;
 };
 
-// The PM sampling and host-evaluation entry points, from the same libcupti as tracing.
-// Each call's params are zeroed (pPriv must be null) and then given their structSize.
+// The PM sampling and host-evaluation entry points, from the same libcupti as
+// tracing, as X(member, symbol), bound in this order. Each call's params are
+// zeroed (pPriv must be null) and then given their structSize.
+#define CUPROF_PM_ENTRY_POINTS(X)                                       \
+  X(profiler_initialize, cuptiProfilerInitialize)                       \
+  X(device_supported, cuptiProfilerDeviceSupported)                     \
+  X(chip_name, cuptiDeviceGetChipName)                                  \
+  X(counter_availability, cuptiPmSamplingGetCounterAvailability)        \
+  X(host_initialize, cuptiProfilerHostInitialize)                       \
+  X(host_deinitialize, cuptiProfilerHostDeinitialize)                   \
+  X(host_add_metrics, cuptiProfilerHostConfigAddMetrics)                \
+  X(host_config_size, cuptiProfilerHostGetConfigImageSize)              \
+  X(host_config_image, cuptiProfilerHostGetConfigImage)                 \
+  X(host_passes, cuptiProfilerHostGetNumOfPasses)                       \
+  X(host_evaluate, cuptiProfilerHostEvaluateToGpuValues)                \
+  X(enable, cuptiPmSamplingEnable)                                      \
+  X(disable, cuptiPmSamplingDisable)                                    \
+  X(set_config, cuptiPmSamplingSetConfig)                               \
+  X(counter_data_size, cuptiPmSamplingGetCounterDataSize)               \
+  X(counter_data_initialize, cuptiPmSamplingCounterDataImageInitialize) \
+  X(start, cuptiPmSamplingStart)                                        \
+  X(stop, cuptiPmSamplingStop)                                          \
+  X(decode, cuptiPmSamplingDecodeData)                                  \
+  X(counter_data_info, cuptiPmSamplingGetCounterDataInfo)               \
+  X(sample_info, cuptiPmSamplingCounterDataGetSampleInfo)               \
+  X(get_result_string, cuptiGetResultString)
+
 struct pm_library {
-  decltype(&cuptiProfilerInitialize) profiler_initialize = nullptr;
-  decltype(&cuptiProfilerDeviceSupported) device_supported = nullptr;
-  decltype(&cuptiDeviceGetChipName) chip_name = nullptr;
-  decltype(&cuptiPmSamplingGetCounterAvailability) counter_availability = nullptr;
-  decltype(&cuptiProfilerHostInitialize) host_initialize = nullptr;
-  decltype(&cuptiProfilerHostDeinitialize) host_deinitialize = nullptr;
-  decltype(&cuptiProfilerHostConfigAddMetrics) host_add_metrics = nullptr;
-  decltype(&cuptiProfilerHostGetConfigImageSize) host_config_size = nullptr;
-  decltype(&cuptiProfilerHostGetConfigImage) host_config_image = nullptr;
-  decltype(&cuptiProfilerHostGetNumOfPasses) host_passes = nullptr;
-  decltype(&cuptiProfilerHostEvaluateToGpuValues) host_evaluate = nullptr;
-  decltype(&cuptiPmSamplingEnable) enable = nullptr;
-  decltype(&cuptiPmSamplingDisable) disable = nullptr;
-  decltype(&cuptiPmSamplingSetConfig) set_config = nullptr;
-  decltype(&cuptiPmSamplingGetCounterDataSize) counter_data_size = nullptr;
-  decltype(&cuptiPmSamplingCounterDataImageInitialize) counter_data_initialize = nullptr;
-  decltype(&cuptiPmSamplingStart) start = nullptr;
-  decltype(&cuptiPmSamplingStop) stop = nullptr;
-  decltype(&cuptiPmSamplingDecodeData) decode = nullptr;
-  decltype(&cuptiPmSamplingGetCounterDataInfo) counter_data_info = nullptr;
-  decltype(&cuptiPmSamplingCounterDataGetSampleInfo) sample_info = nullptr;
-  decltype(&cuptiGetResultString) result_string_fn = nullptr;
+  CUPROF_ENTRY_POINTS(CUPROF_PM_ENTRY_POINTS)
 
   std::string load() {
     std::string error;
     void* lib = open_cupti_library(error);
     if (!lib) return error;
-    const bool ok =
-        bind(lib, profiler_initialize, "cuptiProfilerInitialize") &&
-        bind(lib, device_supported, "cuptiProfilerDeviceSupported") && bind(lib, chip_name, "cuptiDeviceGetChipName") &&
-        bind(lib, counter_availability, "cuptiPmSamplingGetCounterAvailability") &&
-        bind(lib, host_initialize, "cuptiProfilerHostInitialize") &&
-        bind(lib, host_deinitialize, "cuptiProfilerHostDeinitialize") &&
-        bind(lib, host_add_metrics, "cuptiProfilerHostConfigAddMetrics") &&
-        bind(lib, host_config_size, "cuptiProfilerHostGetConfigImageSize") &&
-        bind(lib, host_config_image, "cuptiProfilerHostGetConfigImage") &&
-        bind(lib, host_passes, "cuptiProfilerHostGetNumOfPasses") &&
-        bind(lib, host_evaluate, "cuptiProfilerHostEvaluateToGpuValues") && bind(lib, enable, "cuptiPmSamplingEnable") &&
-        bind(lib, disable, "cuptiPmSamplingDisable") && bind(lib, set_config, "cuptiPmSamplingSetConfig") &&
-        bind(lib, counter_data_size, "cuptiPmSamplingGetCounterDataSize") &&
-        bind(lib, counter_data_initialize, "cuptiPmSamplingCounterDataImageInitialize") &&
-        bind(lib, start, "cuptiPmSamplingStart") && bind(lib, stop, "cuptiPmSamplingStop") &&
-        bind(lib, decode, "cuptiPmSamplingDecodeData") && bind(lib, counter_data_info, "cuptiPmSamplingGetCounterDataInfo") &&
-        bind(lib, sample_info, "cuptiPmSamplingCounterDataGetSampleInfo") && bind(lib, result_string_fn, "cuptiGetResultString");
-    if (!ok) return "the loaded libcupti has no PM sampling API (CUPTI 12.6 or later has it)";
+    if (!bind_entry_points(lib)) return "the loaded libcupti has no PM sampling API (CUPTI 12.6 or later has it)";
     return {};
   }
-
-  std::string result_string(CUptiResult r) const {
-    const char* s = nullptr;
-    if (result_string_fn && result_string_fn(r, &s) == CUPTI_SUCCESS && s) return s;
-    return "CUPTI error " + std::to_string(int(r));
-  }
 };
+#undef CUPROF_PM_ENTRY_POINTS
 
 // Why a device cannot be sampled, in the user's terms, from the call that failed.
 inline std::string pm_refusal(const pm_library& pm, const char* call, CUptiResult r) {
@@ -124,12 +106,14 @@ inline std::string pm_refusal(const pm_library& pm, const char* call, CUptiResul
              "NVIDIA's ERR_NVGPUCTRPERM page)";
     case CUPTI_ERROR_NOT_SUPPORTED:
     case CUPTI_ERROR_NOT_COMPATIBLE:
-      return std::string("this GPU or configuration does not support PM sampling (") + call + ": " + pm.result_string(r) + ")";
+      return std::string("this GPU or configuration does not support PM sampling (") + call + ": " +
+             result_string(pm.get_result_string, r) + ")";
     case CUPTI_ERROR_INVALID_OPERATION:
     case CUPTI_ERROR_HARDWARE_BUSY:  // a second process sampling the same GPU gets this (H200)
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-      return std::string("another tool is using the GPU's performance counters (") + call + ": " + pm.result_string(r) + ")";
-    default: return std::string(call) + ": " + pm.result_string(r);
+      return std::string("another tool is using the GPU's performance counters (") + call + ": " +
+             result_string(pm.get_result_string, r) + ")";
+    default: return std::string(call) + ": " + result_string(pm.get_result_string, r);
   }
 }
 
@@ -691,7 +675,7 @@ class pm_sampler {
       std::string listed;
       for (const gpu_metric& m : request_.metrics) listed += (listed.empty() ? "" : ", ") + terminal_safe(m.name);
       d.why = "CUPTI does not know one of " + listed + " on " + std::string(chip.pChipName ? chip.pChipName : "this GPU") + " (" +
-              pm_.result_string(r) + "); `ncu --query-metrics-collection pmsampling --chip " +
+              result_string(pm_.get_result_string, r) + "); `ncu --query-metrics-collection pmsampling --chip " +
               std::string(chip.pChipName ? chip.pChipName : "NAME") + "` lists those it knows";
       return;
     }

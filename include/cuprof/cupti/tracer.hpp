@@ -385,7 +385,7 @@ class tracer {
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == CUPTI_ERROR_MAX_LIMIT_REACHED)
       return std::string("another tool already holds CUPTI (") + (holder[0] ? holder : "it did not give its name") +
              "), e.g. Nsight, compute-sanitizer or torch.profiler";
-    if (r != CUPTI_SUCCESS) return "CUPTI could not attach: " + cupti_.result_string(r);
+    if (r != CUPTI_SUCCESS) return "CUPTI could not attach: " + result_string(cupti_.get_result_string, r);
 
     // Order matters: thread ids and the clock before any activity is enabled.
     cupti_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
@@ -394,7 +394,7 @@ class tracer {
       why = "CUPTI refused cuprof's clock callback";
     } else {
       const CUptiResult rc = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
-      if (rc != CUPTI_SUCCESS) why = "CUPTI refused the buffer callbacks: " + cupti_.result_string(rc);
+      if (rc != CUPTI_SUCCESS) why = "CUPTI refused the buffer callbacks: " + result_string(cupti_.get_result_string, rc);
       // Buffers come zeroed (clear_for_reuse()): CUPTI need not zero each one
       // on the launching thread, and only the pages it writes take memory.
       std::uint8_t zeroed = 1;

@@ -1,13 +1,14 @@
 // What a CUDA runtime or driver API call does, told by its name: launches,
 // copies and memsets, synchronizations, occupancy queries. The one place for
-// it, used by the CUPTI record converter (which calls to keep, which wait for
-// a GPU record, which draw a flow arrow) and by insights on traces read from
-// files, where the name is all there is.
+// it, used by the CUPTI record store (which calls to keep, which wait for a
+// GPU record, which draw a flow arrow: classify_api) and by insights on traces
+// read from files, where the name is all there is.
 //
 // Every predicate takes a name as CUPTI reports it ("cudaLaunchKernel_ptsz_v7000")
 // or as a trace file shows it ("cudaLaunchKernel"), and judges api_base_name().
 #pragma once
 
+#include "event.hpp"
 #include "../base/text.hpp"
 
 #include <cstdint>
@@ -140,6 +141,38 @@ inline bool allocates_or_frees(std::string_view name) {
 inline bool is_occupancy_query(std::string_view name) {
   const std::string_view n = api_base_name(name);
   return starts_with(n, "cudaOccupancy") || starts_with(n, "cuOccupancy");
+}
+
+// How an API call is shown, decided once per callback id from its name.
+struct api_class {
+  const char* display_name = nullptr;  // null: the call is dropped as noise
+  bool has_flow = false;               // drawn with an arrow to its GPU record
+  bool expects_gpu_record = false;     // a launch, copy or memset: the window waits for its record
+  gpu_kind work = gpu_kind::kernel;    // the GPU work it makes, as window_edges counts it: a copy, memset or kernel
+};
+
+// Mirrors what Kineto keeps: every runtime call but a few getters, and on the
+// driver side only launches, copies, memsets, syncs, event records (what a
+// wait waits for), occupancy queries, allocations and virtual-memory calls
+// (cuBLAS makes many other driver calls per GEMM).
+inline api_class classify_api(api_domain domain, std::string_view name) {
+  api_class c;
+  static constexpr const char* runtime_noise[] = {"cudaGetDevice",       "cudaSetDevice",   "cudaGetLastError",
+                                                  "cudaPeekAtLastError", "cudaEventCreate", "cudaEventCreateWithFlags",
+                                                  "cudaEventDestroy"};
+  bool keep = true;
+  if (domain == api_domain::runtime) {
+    for (const char* noise : runtime_noise) keep = keep && name != noise;
+  } else {
+    keep = enqueues_gpu_work(name) || is_host_function_launch(name) || is_synchronization(name) || records_event(name) ||
+           is_occupancy_query(name) || allocates_or_frees(name);
+  }
+  if (!keep) return c;
+  c.display_name = "";  // set by the caller, which owns the string
+  c.expects_gpu_record = enqueues_gpu_work(name);
+  c.has_flow = draws_flow(name);
+  c.work = is_copy(name) ? gpu_kind::memcpy : is_memset(name) ? gpu_kind::memset : gpu_kind::kernel;
+  return c;
 }
 
 }  // namespace cuprof::detail

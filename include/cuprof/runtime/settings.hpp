@@ -17,6 +17,8 @@
 #include "../output/chrome_trace.hpp"
 #include "../profile.hpp"
 #include "../schedule.hpp"
+#include "windows/capture_range.hpp"
+#include "windows/slow_steps.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -173,7 +175,7 @@ inline environment_config read_settings(const std::function<const char*(const ch
     c.problems.push_back("CUPROF_DELAY and CUPROF_START_STEP both choose when the window opens; it opens at the step");
     c.delay_s = 0;
   }
-  c.slow = use(read_slow_steps<slow_steps>(env("CUPROF_SLOW_STEPS")));
+  c.slow = use(read_slow_steps(env("CUPROF_SLOW_STEPS")));
   if (c.slow && (c.start_step >= 0 || c.delay_s > 0)) {
     c.problems.push_back(std::string("CUPROF_SLOW_STEPS and ") + (c.start_step >= 0 ? "CUPROF_START_STEP" : "CUPROF_DELAY") +
                          " both choose the windows; keeping the slow steps of the whole run");

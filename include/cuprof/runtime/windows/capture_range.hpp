@@ -23,9 +23,69 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace cuprof::detail {
+
+// The windows the program itself marks (CUPROF_CAPTURE_RANGE): between its
+// cudaProfilerStart and cudaProfilerStop calls, or inside an NVTX range of
+// a given message. Outside them nothing records.
+struct capture_range {
+  // trigger: only the windows `cuprof trigger` asks for; refused: a value not understood, which traces nothing
+  enum kind_t { none, cuda, nvtx, trigger, refused } kind = none;
+  std::string message;  // nvtx: the range's message, matched whole
+  std::string domain;   // nvtx: its domain's name; empty: any domain
+  int ranges = 1;       // how many ranges are captured, each a trace; 0: every one
+};
+
+// "cuda", "nvtx:MSG" or "nvtx:MSG@DOMAIN", and "stop", "repeat" or "repeat:N".
+// `problem` says what was wrong: a range not understood is refused (a window
+// was asked for: the whole run is not what the user wants), an end not
+// understood is "stop".
+inline capture_range read_capture_range(const char* range, const char* end, std::string& problem) {
+  capture_range c;
+  const std::string r = range ? range : "";
+  const std::string e = end ? end : "";
+  if (r.empty()) {
+    if (!e.empty()) problem = "CUPROF_CAPTURE_RANGE_END needs CUPROF_CAPTURE_RANGE; ignored";
+    return c;
+  }
+  if (r == "cuda" || r == "cudaProfilerApi") {
+    c.kind = capture_range::cuda;
+  } else if (r == "trigger") {
+    c.kind = capture_range::trigger;
+    c.ranges = 0;
+  } else if (r.compare(0, 5, "nvtx:") == 0 && r.size() > 5) {
+    c.kind = capture_range::nvtx;
+    const std::size_t at = r.rfind('@');
+    c.message = r.substr(5, at == std::string::npos || at < 5 ? std::string::npos : at - 5);
+    if (at != std::string::npos && at >= 5) c.domain = r.substr(at + 1);
+    if (c.message.empty() || (at != std::string::npos && c.domain.empty())) {
+      problem = "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
+                " names no range message or an empty domain (nvtx:MESSAGE or nvtx:MESSAGE@DOMAIN); nothing is traced";
+      c.kind = capture_range::refused;
+      return c;
+    }
+  } else {
+    problem = "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
+              " is not cuda, nvtx:MESSAGE, nvtx:MESSAGE@DOMAIN or trigger; nothing is traced";
+    c.kind = capture_range::refused;
+    return c;
+  }
+  if (e.empty() || e == "stop") return c;
+  if (e == "repeat") {
+    c.ranges = 0;
+    return c;
+  }
+  const std::optional<int> n = e.compare(0, 7, "repeat:") == 0 ? parse_env_int(e.c_str() + 7) : std::nullopt;
+  if (!n || *n < 1) {
+    problem = "CUPROF_CAPTURE_RANGE_END=" + quoted_value(e) + " is not stop, repeat or repeat:N (N at least 1); using stop";
+    return c;
+  }
+  c.ranges = *n;
+  return c;
+}
 
 class capture_range_window final : public window_policy {
  public:
