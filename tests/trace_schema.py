@@ -110,6 +110,13 @@ META_NAME = "name"
 
 # Top-level keys.
 KEY_TRACE_EVENTS = "traceEvents"
+# The Trace Event Format's stack frames: {"<id>": {"name": frame, "parent": "<caller's id>"}}, and an
+# event's "sf", the id of its stack's innermost frame (cuprof's calls: the whole stack; their
+# "Call stack" arg is its short form).
+KEY_STACK_FRAMES = "stackFrames"
+FRAME_NAME = "name"
+FRAME_PARENT = "parent"
+EVENT_STACK_FRAME = "sf"
 KEY_BASE_TIME = "baseTimeNanoseconds"  # every "ts" is microseconds after it
 KEY_CUPTI_VERSION = "cupti_version"
 KEY_CUDA_RUNTIME_VERSION = "cuda_runtime_version"

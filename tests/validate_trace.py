@@ -25,9 +25,9 @@ from collections import defaultdict, namedtuple
 from trace_schema import (API_CATS, ARG_CORRELATION, ARG_DEVICE, ARG_STREAM, CAT_CPU_OP, CAT_CUDA_SYNC, CAT_FLOW,
                           CAT_KERNEL, CAT_USER_ANNOTATION, CUPROF_TRACE_DETAIL, FLOW_BIND_ID, FLOW_IN, FLOW_OUT,
                           FLOW_V2_KEYS, GPU_WORK_CATS, KEY_BASE_TIME, KEY_CUPROF, KEY_DISTRIBUTED_INFO, KEY_RANK,
-                          KEY_TRACE_EVENTS, LABEL_CPU, META_LABELS, META_NAME, META_PROCESS_LABELS,
+                          KEY_STACK_FRAMES, KEY_TRACE_EVENTS, LABEL_CPU, META_LABELS, META_NAME, META_PROCESS_LABELS,
                           META_PROCESS_NAME, META_PROCESS_SORT_INDEX, META_SORT_INDEX, META_THREAD_NAME,
-                          META_THREAD_SORT_INDEX, TRACE_DETAIL_LEAN)
+                          META_THREAD_SORT_INDEX, TRACE_DETAIL_LEAN, EVENT_STACK_FRAME, FRAME_NAME, FRAME_PARENT)
 
 GPU_CATS = GPU_WORK_CATS
 FLOW_END_CATS = GPU_CATS | {CAT_CUDA_SYNC}
@@ -475,6 +475,42 @@ def check_gpu_links(events, slices, rep):
                            f"before its launching call ({what})", s.index)
 
 
+def check_stack_frames(obj, events, rep):
+    """Rule 27: stackFrames, where present, is an object of nodes {"name": a non-empty string,
+    "parent": another node's id}, with no loop up the parents; each event's "sf" names a node."""
+    nodes = obj.get(KEY_STACK_FRAMES)
+    if nodes is None:
+        nodes = {}
+    elif not isinstance(nodes, dict):
+        rep.add(27, f"{KEY_STACK_FRAMES} is {type(nodes).__name__}, expected an object")
+        return
+    for key, node in nodes.items():
+        if not isinstance(node, dict) or not isinstance(node.get(FRAME_NAME), str) or not node[FRAME_NAME]:
+            rep.add(27, f"{KEY_STACK_FRAMES} node {key!r} has no non-empty string {FRAME_NAME}")
+        elif FRAME_PARENT in node and str(node[FRAME_PARENT]) not in nodes:
+            rep.add(27, f"{KEY_STACK_FRAMES} node {key!r}: parent {node[FRAME_PARENT]!r} is no node")
+    depth = {}  # a node's frames to the root; None while being walked: a loop
+    for key in nodes:
+        path, at = [], key
+        while at in nodes and at not in depth and isinstance(nodes[at], dict):
+            depth[at] = None
+            path.append(at)
+            parent = nodes[at].get(FRAME_PARENT)
+            at = str(parent) if parent is not None else None
+        if at in depth and depth[at] is None:
+            rep.add(27, f"{KEY_STACK_FRAMES}: the parents of node {key!r} loop")
+            for p in path:
+                depth[p] = 0
+            continue
+        below = depth.get(at) or 0
+        for p in reversed(path):
+            below += 1
+            depth[p] = below
+    for i, ev in enumerate(events):
+        if isinstance(ev, dict) and EVENT_STACK_FRAME in ev and str(ev[EVENT_STACK_FRAME]) not in nodes:
+            rep.add(27, f"{EVENT_STACK_FRAME} {ev[EVENT_STACK_FRAME]!r} names no {KEY_STACK_FRAMES} node", i)
+
+
 def validate(raw_text, obj, require_gpu=False):
     """All contract checks on one trace -> list of 'rule N: ...' messages (empty: passes)."""
     rep = Report()
@@ -496,6 +532,7 @@ def validate(raw_text, obj, require_gpu=False):
     check_nesting(slices, rep)
     check_flows(events, slices, rep)
     check_launch_correlation(slices, rep)
+    check_stack_frames(obj, events, rep)
     if require_gpu:
         check_gpu_links(events, slices, rep)
     return rep.result()
@@ -676,6 +713,11 @@ CASES = [
     ("kernel_device_not_pid", 26, _set("gemm", "args.device", 1)),
     ("kernel_no_device", 26, _set("gemm", "args.device", None)),
     ("lean_kernel_device_not_pid", 26, _both(_top("cuprof", {"trace_detail": "lean"}), _set("gemm", "args.device", 1))),
+    ("stack_frames_loop", 27, _top("stackFrames", {"1": {"name": "a", "parent": "2"}, "2": {"name": "b", "parent": "1"}})),
+    ("stack_frames_no_parent", 27, _top("stackFrames", {"1": {"name": "a", "parent": "9"}})),
+    ("stack_frames_no_name", 27, _top("stackFrames", {"1": {"parent": "2"}, "2": {"name": "main"}})),
+    ("stack_frames_list", 27, _top("stackFrames", [{"name": "a"}])),
+    ("sf_names_no_node", 27, _both(_top("stackFrames", {"1": {"name": "main"}}), _set("cudaLaunchKernel", "sf", 7))),
     ("gpu_no_kernel", 23, _set("gemm", "cat", "cuda_sync"), True),
     ("gpu_no_incoming_flow", 11, lambda t: t["traceEvents"].remove(t["traceEvents"][-2]), True),
     ("gpu_flow_from_non_cpu", 11, _set("process_labels", "args.labels", "Other", "M"), True),

@@ -160,7 +160,8 @@ std::uint8_t sync_kind_of(std::string_view name) {
 }
 
 bool event_member_used(int depth, std::string_view object, std::string_view key) {
-  static constexpr std::string_view event_keys[] = {"ph", "cat", "name", "ts", "dur", "pid", "tid", "args"};
+  static constexpr std::string_view event_keys[] = {
+      "ph", "cat", "name", "ts", "dur", "pid", "tid", "args", schema::event_stack_frame};
   static constexpr std::string_view arg_keys[] = {schema::arg_external_id,   "external id",
                                                   schema::arg_correlation,   schema::arg_cbid,
                                                   schema::arg_device,        schema::arg_context,
@@ -273,6 +274,35 @@ std::uint32_t trace_event_reader::stack_of(const json_node* args) {
   return it->second;
 }
 
+namespace {
+
+// A stack frame's id, as a key gives it ("12") or a value (12 or "12"); -1
+// when it is none of these.
+std::int64_t frame_id(std::string_view text) {
+  std::int64_t id = 0;
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos) return -1;
+  for (char c : text) id = id * 10 + (c - '0');
+  return id;
+}
+std::int64_t frame_id(const json_node& v) {
+  std::int64_t id = -1;
+  if (v.is_string()) return frame_id(v.text);
+  return to_int(v, id) && id >= 0 ? id : -1;
+}
+
+}  // namespace
+
+void trace_event_reader::stack_frames(const json_node& v) {
+  const json_node* node = v.first();
+  for (std::uint32_t i = 0; i < v.count; ++i, node = node->next()) {
+    const std::int64_t id = frame_id(node->key);
+    const json_node* name = node->is_object() ? node->find(schema::frame_name) : nullptr;
+    if (id < 0 || !name || !name->is_string()) continue;
+    const json_node* parent = node->find(schema::frame_parent);
+    raw_.frame_nodes[id] = {raw_.names.intern(name->text), parent ? frame_id(*parent) : -1};
+  }
+}
+
 void trace_event_reader::top_level(std::string_view key, const json_node& v, const json_document& doc) {
   at_ = v.offset;
   doc_ = &doc;
@@ -280,6 +310,8 @@ void trace_event_reader::top_level(std::string_view key, const json_node& v, con
     std::int64_t b = 0;
     if (!to_int(v, b) || b < 0) fail("\"baseTimeNanoseconds\" is not a non-negative integer");
     raw_.base_ns = std::uint64_t(b);
+  } else if (key == schema::key_stack_frames) {
+    if (v.is_object()) stack_frames(v);
   } else if (key == schema::key_cuprof) {
     if (!v.is_object()) fail("\"cuprof\" is " + std::string(json_type_name(v.type)) + ", expected an object");
     raw_.is_cuprof = true;
@@ -469,6 +501,7 @@ void trace_event_reader::event(const json_node& e, std::size_t index, const json
                     arg_int(schema::arg_cbid, 0),
                     c == event_category::driver ? api_domain::driver : api_domain::runtime};
       call.stack = stack_of(args);
+      if (const json_node* sf = e.find(schema::event_stack_frame)) call.frame = frame_id(*sf);
       raw_.calls.push_back(std::move(call));
       break;
     }

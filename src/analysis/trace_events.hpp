@@ -59,6 +59,7 @@ struct raw_call {
   std::int64_t ext = -1, correlation = -1, cbid = 0;
   api_domain domain;
   std::uint32_t stack = no_index;  // "Call stack": index into raw_trace::stacks
+  std::int64_t frame = -1;         // "sf": its innermost frame in raw_trace::frame_nodes; -1: none
 };
 
 struct raw_gpu {
@@ -169,6 +170,13 @@ struct raw_trace {
   std::vector<raw_span> spans, overhead;
   std::vector<raw_call> calls;
   std::vector<std::vector<name_id>> stacks;  // the calls' distinct stacks, innermost frame first
+  // "stackFrames": by id, a frame and its caller's id (-1: none). A call's
+  // "sf" names its stack there, whole, where its "Call stack" arg may be short.
+  struct frame_node {
+    name_id frame;
+    std::int64_t parent;
+  };
+  std::unordered_map<std::int64_t, frame_node> frame_nodes;
   std::vector<raw_gpu> gpu;
   std::vector<raw_annotation> annotations;
   std::vector<raw_memory> memory;                 // in file order
@@ -225,6 +233,10 @@ class trace_event_reader {
   [[noreturn]] void fail(const std::string& what) const;
 
   name_id name_id_of(const json_node& name);
+
+  // "stackFrames" into raw_trace::frame_nodes; a node that is not an object
+  // with a string "name" is left out (a call naming it keeps its "Call stack").
+  void stack_frames(const json_node& v);
 
   // A CUDA call's "Call stack" (an array of frames, innermost first) as an
   // index into raw_trace::stacks; no_index when absent or not an array of strings.

@@ -262,12 +262,36 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
     return it->second;
   };
   stack_interner stacks;
+  // A call's whole stack from "stackFrames" (its "sf", innermost first, up
+  // the callers; 1024 frames at most, 16 times what cuprof captures),
+  // interned once per node: where a node is missing or the callers loop, the
+  // call keeps its "Call stack" arg.
+  constexpr std::size_t max_read_stack_frames = 1024;
+  std::unordered_map<std::int64_t, std::uint32_t> stack_of_frame;
+  const auto stack_from_frames = [&](std::int64_t leaf) -> std::uint32_t {
+    const auto known = stack_of_frame.find(leaf);
+    if (known != stack_of_frame.end()) return known->second;
+    std::vector<name_id> frames;
+    for (std::int64_t id = leaf; id >= 0;) {
+      const auto node = raw.frame_nodes.find(id);
+      if (node == raw.frame_nodes.end() || frames.size() >= raw.frame_nodes.size()) {
+        frames.clear();  // a caller not there, or a loop
+        break;
+      }
+      if (frames.size() == max_read_stack_frames) break;  // deeper: its innermost frames
+      frames.push_back(name(node->second.frame));
+      id = node->second.parent;
+    }
+    return stack_of_frame[leaf] = frames.empty() ? no_index : stacks.add(t, frames);
+  };
   for (const raw_call& r : raw.calls) {
-    if (r.stack != no_index) {
+    std::uint32_t stack = r.frame >= 0 && !raw.frame_nodes.empty() ? stack_from_frames(r.frame) : no_index;
+    if (stack == no_index && r.stack != no_index) {
       std::vector<name_id> frames;
       for (name_id f : raw.stacks[r.stack]) frames.push_back(name(f));
-      stack_interner::set(t, t.api_calls.size(), stacks.add(t, frames));
+      stack = stacks.add(t, frames);
     }
+    if (stack != no_index) stack_interner::set(t, t.api_calls.size(), stack);
     api_call a;
     a.start_ns = std::uint64_t(r.start);
     a.end_ns = std::uint64_t(r.end);

@@ -1,8 +1,9 @@
 """gpu_check part: native call stacks (with_stack). tests/gpu/call_stacks.cu launches a kernel
-from a known line and calls cublasSgemm from another; the trace must carry each call's stack,
-innermost frame first, the profiler's own frames (cuprof, CUPTI, libcuda, libcudart) dropped
-from its top, cuBLAS's kept above the program's own call site, and export_stacks' folded text
-must hold both call sites."""
+from a known line and calls cublasSgemm from another; the trace must carry each call's stack
+(its "sf" in the document's stackFrames), innermost frame first, the profiler's own frames
+(cuprof, CUPTI, libcuda, libcudart) dropped from its top, cuBLAS's kept above the program's own
+call site, a short "Call stack" arg for Perfetto, and export_stacks' folded text must hold both
+call sites."""
 import json
 import os
 import re
@@ -26,6 +27,16 @@ def stack_frames_ok(stack, function, line, library=None):
     return True, f"{len(above)} frames above {stack[where[0]]}"
 
 
+def whole_stack(doc, call):
+    """A call's stack, innermost first, from its "sf" through the document's stackFrames; None
+    without one."""
+    frames, node, nodes = [], call.get("sf"), doc.get("stackFrames", {})
+    while node is not None and str(node) in nodes and len(frames) <= len(nodes):
+        frames.append(nodes[str(node)]["name"])
+        node = nodes[str(node)].get("parent")
+    return frames or None
+
+
 def stack_checks(build, out, summary, check, run):
     exe = os.path.join(build, "tests", "gpu", "call_stacks")
     if not os.path.exists(exe):
@@ -38,7 +49,8 @@ def stack_checks(build, out, summary, check, run):
         check("call stacks: call_stacks ran", False, f"exit {proc.returncode}")
         return
     with open(trace) as f:
-        events = json.load(f)["traceEvents"]
+        doc = json.load(f)
+    events = doc["traceEvents"]
     by_correlation = {e["args"].get("correlation"): e for e in events
                       if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e}
     kernels = [e for e in events if e.get("cat") == "kernel"]
@@ -47,12 +59,16 @@ def stack_checks(build, out, summary, check, run):
     result = {}
     for label, calls, function, line, library in (("kernel launch", scale, "launch_scale", lines["launch_line"], None),
                                                   ("cublasSgemm", gemm, "gemm", lines["gemm_line"], "cublas")):
-        stacks = [c["args"].get("Call stack") for c in calls if c]
+        stacks = [whole_stack(doc, c) for c in calls if c]
+        shown = [c["args"].get("Call stack") for c in calls if c]
         verdicts = [stack_frames_ok(s, function, line, library) for s in stacks]
+        # Perfetto's view: the short form, a non-empty list of strings beginning at the innermost frame.
+        verdicts += [(isinstance(a, list) and a and all(isinstance(f, str) for f in a), f"Call stack arg {a!r:.200}")
+                     for a in shown]
         ok = len(stacks) >= 3 and all(v[0] for v in verdicts)
         check(f"call stacks: each {label} has its stack, down to call_stacks.cu:{line}", ok,
               verdicts[0][1] if verdicts else "no launch found")
-        result[label] = {"calls": len(stacks), "first": stacks[0] if stacks else None}
+        result[label] = {"calls": len(stacks), "first": stacks[0] if stacks else None, "shown": shown[0] if shown else None}
     folded_path = trace + ".cuda.folded"
     folded = open(folded_path).read() if os.path.exists(folded_path) else ""
     check("call stacks: export_stacks' folded lines hold both call sites",

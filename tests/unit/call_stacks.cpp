@@ -310,18 +310,39 @@ TEST_CASE("Source Location: at most 75 wide, a longer frame keeps its end behind
   CHECK(tail.compare(75 - 11, 11, "file.cpp:7)") == 0);  // "..." and the frame's last 72 characters
 }
 
-TEST_CASE("the trace carries each call's stack as an array arg, which the reader reads back") {
+// A document's stack of `frame` (an "sf"), innermost first, through its stackFrames.
+std::vector<std::string> stack_from_frames(const nlohmann::json& doc, const nlohmann::json& frame) {
+  std::vector<std::string> out;
+  for (std::string id = frame.dump(); out.size() < 100;) {
+    const nlohmann::json& node = doc.at("stackFrames").at(id);
+    out.push_back(node.at("name").get<std::string>());
+    if (!node.contains("parent")) break;
+    id = node["parent"].get<std::string>();
+  }
+  return out;
+}
+
+TEST_CASE("the trace keeps each stack once (stackFrames), each call its short form as an array arg; the reader reads it back") {
   const cuprof::trace t = stacked_trace();
   const std::string json = cuprof::chrome_trace_json(t);
   const nlohmann::json doc = nlohmann::json::parse(json);
+  // Stacks {launch, train, main} and {eval..., main}: one node per frame and caller, main shared.
+  REQUIRE(doc.contains("stackFrames"));
+  CHECK(doc["stackFrames"].size() == 4);
   int with_stack = 0;
   for (const auto& e : doc["traceEvents"]) {
     if (e.value("cat", "") != "cuda_runtime") continue;
-    if (!e["args"].contains("Call stack")) continue;
+    if (!e["args"].contains("Call stack")) {
+      CHECK_FALSE(e.contains("sf"));
+      continue;
+    }
     ++with_stack;
-    CHECK(e["args"]["Call stack"].is_array());
-    if (e["args"]["correlation"] == 3)
-      CHECK(e["args"]["Call stack"] == nlohmann::json::array({"eval; \"odd\"\nname", "main (main.cpp:3)"}));
+    REQUIRE(e.contains("sf"));
+    const std::vector<std::string> whole = stack_from_frames(doc, e["sf"]);
+    std::vector<std::string_view> views(whole.begin(), whole.end());
+    CHECK(e["args"]["Call stack"] == nlohmann::json(cuprof::detail::stack_summary(views)));
+    if (e["args"]["correlation"] == 3) CHECK(whole == std::vector<std::string>{"eval; \"odd\"\nname", "main (main.cpp:3)"});
+    else CHECK(whole == std::vector<std::string>{"launch (model.cpp:42)", "train (model.cpp:10)", "main (main.cpp:3)"});
   }
   CHECK(with_stack == 3);
   const cuprof::loaded_trace back = cuprof::parse_trace(json, "stacks.json");
@@ -338,6 +359,116 @@ TEST_CASE("the trace carries each call's stack as an array arg, which the reader
   }
   CHECK(cuprof::folded_stacks(r, cuprof::stack_metric::self_cuda_time_total) ==
         cuprof::folded_stacks(t, cuprof::stack_metric::self_cuda_time_total));
+}
+
+TEST_CASE("short_frame: the function's qualified name and its file:line, no return type, templates or parameters") {
+  using cuprof::detail::short_frame;
+  CHECK(short_frame("bool at::cuda::blas::gemm_and_bias<float, float>(bool, long, float const*) (Blas.cpp:42)") ==
+        "at::cuda::blas::gemm_and_bias (Blas.cpp:42)");
+  CHECK(short_frame("at::native::(anonymous namespace)::addmm_out_cuda_impl(at::Tensor&, c10::Scalar const&)") ==
+        "at::native::(anonymous namespace)::addmm_out_cuda_impl");
+  CHECK(short_frame("void at::native::foo<float>(float*) [clone .isra.0]") == "at::native::foo");
+  CHECK(short_frame("at::native::fill_kernel_cuda(at::TensorIterator&)::{lambda()#1}::operator()() const") ==
+        "at::native::fill_kernel_cuda::{lambda#1}::operator()");
+  CHECK(short_frame("std::ostream& std::operator<< <char>(std::ostream&, char const*)") == "std::operator<<");
+  CHECK(short_frame("Foo::operator->() const") == "Foo::operator->");
+  CHECK(short_frame("libcublasLt.so.13+0x71b858b") == "libcublasLt.so.13+0x71b858b");
+  CHECK(short_frame("_PyEval_EvalFrameDefault") == "_PyEval_EvalFrameDefault");
+  CHECK(short_frame("launch (model.cpp:42)") == "launch (model.cpp:42)");
+  CHECK(short_frame("eval; \"odd\"\nname") == "eval; \"odd\"\nname");  // no parameters: no return type to drop
+  // nvcc's launch stub, named by its kernel.
+  CHECK(short_frame("__device_stub__Z5scalePfi(float*, int)") == "scale");
+  CHECK(short_frame("") == "");
+}
+
+TEST_CASE("stack_summary: the innermost frames up to its budget, a library's unnamed run as one entry, the rest counted") {
+  using cuprof::detail::stack_summary;
+  const std::vector<std::string_view> frames = {"libcublasLt.so.13+0x1",
+                                                "libcublasLt.so.13+0x2",
+                                                "libcublasLt.so.13+0x3",
+                                                "cublasLtMatmul",
+                                                "void gemm<float>(int) (gemm.cpp:7)",
+                                                "python3.12+0x14caec",
+                                                "_PyEval_EvalFrameDefault",
+                                                "main"};
+  CHECK(stack_summary(frames) == std::vector<std::string>{"libcublasLt.so.13+0x1 (+2 in libcublasLt.so.13)", "cublasLtMatmul",
+                                                          "gemm (gemm.cpp:7)", "python3.12+0x14caec", "_PyEval_EvalFrameDefault",
+                                                          "main"});
+  CHECK(stack_summary(frames, 60) == std::vector<std::string>{"libcublasLt.so.13+0x1 (+2 in libcublasLt.so.13)", "+5 frames"});
+  // One entry at least, however long.
+  const std::string long_frame(500, 'x');
+  CHECK(stack_summary({long_frame, "main"}, 10) == std::vector<std::string>{long_frame, "+1 frames"});
+  CHECK(stack_summary({}).empty());
+}
+
+TEST_CASE("with_stack's trace stays near the size of the trace without stacks: each stack once, a short arg per call") {
+  // 4,000 launches with their kernels over 40 stacks of 46 frames, each frame as long as a PyTorch one.
+  builder b;
+  for (std::uint32_t i = 0; i < 4000; ++i) {
+    const std::uint64_t at = 1000 + std::uint64_t(i) * 10000;
+    b.call("cudaLaunchKernel", at, at + 10, 10 + i);
+    b.gpu("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >",
+          at + 5000, at + 8000, 10 + i);
+  }
+  cuprof::trace plain = b.t;
+  cuprof::trace& t = b.t;
+  cuprof::detail::stack_interner stacks;
+  std::vector<std::uint32_t> ids;
+  for (int s = 0; s < 40; ++s) {
+    std::vector<cuprof::name_id> frames;
+    for (int f = 0; f < 46; ++f)
+      frames.push_back(t.names.intern(
+          "at::native::op" + std::to_string(f < 6 ? s * 100 + f : f) +
+          "<float, 4>(at::Tensor const&, at::Tensor&, c10::Scalar const&, long) (ops.cpp:" + std::to_string(f) + ")"));
+    ids.push_back(stacks.add(t, frames));
+  }
+  for (std::size_t i = 0; i < t.api_calls.size(); ++i) cuprof::detail::stack_interner::set(t, i, ids[i % ids.size()]);
+  cuprof::attribute(t);
+  cuprof::attribute(plain);
+  const std::string json = cuprof::chrome_trace_json(t);
+  const std::size_t with = json.size(), without = cuprof::chrome_trace_json(plain).size();
+  CAPTURE(with);
+  CAPTURE(without);
+  CHECK(double(with) <= 1.5 * double(without));
+  // The whole stacks are all there: read back, each call has its 46 frames.
+  const cuprof::loaded_trace back = cuprof::parse_trace(json, "many.json");
+  REQUIRE(back.t.stacks.size() == 40);
+  CHECK(frames_of(back.t, back.t.stack_of(back.t.api_calls.size() - 1)).size() == 46);
+}
+
+TEST_CASE(
+    "hostile stackFrames: a loop, a missing caller, a node that is no frame, an odd sf: the call keeps its Call stack arg") {
+  const auto read = [](const std::string& frames, const std::string& sf) {
+    const std::string json =
+        R"({"stackFrames":)" + frames +
+        R"(,"traceEvents":[{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":1,"dur":2,"sf":)" + sf +
+        R"(,"args":{"correlation":7,"Call stack":["short"]}}]})";
+    const cuprof::loaded_trace back = cuprof::parse_trace(json, "hostile.json");
+    REQUIRE(back.t.api_calls.size() == 1);
+    return frames_of(back.t, back.t.stack_of(0));
+  };
+  const std::vector<std::string> arg = {"short"};
+  CHECK(read(R"({"1":{"name":"a","parent":"2"},"2":{"name":"b","parent":"1"}})", "1") == arg);  // a loop
+  CHECK(read(R"({"1":{"name":"a","parent":"9"}})", "1") == arg);                                // a caller not there
+  CHECK(read(R"({"1":{"name":5}})", "1") == arg);
+  CHECK(read(R"({"1":"a"})", "1") == arg);
+  CHECK(read(R"({"x":{"name":"a"}})", "\"x\"") == arg);
+  CHECK(read(R"({"1":{"name":"a"}})", "-1") == arg);
+  CHECK(read(R"({"1":{"name":"a"}})", "99999999999999999999999") == arg);
+  CHECK(read(R"([1,2])", "1") == arg);
+  CHECK(read(R"({"1":{"name":"a"}})", "{}") == arg);
+  // Ids as strings or numbers alike; parents too.
+  CHECK(read(R"({"1":{"name":"main"},"2":{"name":"f","parent":1}})", "\"2\"") == std::vector<std::string>{"f", "main"});
+  // A chain of 5,000 frames: its innermost 1,024.
+  std::string chain = "{";
+  for (int i = 1; i <= 5000; ++i)
+    chain += (i > 1 ? "," : "") + std::string("\"") + std::to_string(i) + "\":{\"name\":\"f" + std::to_string(i) + "\"" +
+             (i > 1 ? ",\"parent\":\"" + std::to_string(i - 1) + "\"" : "") + "}";
+  chain += "}";
+  const std::vector<std::string> deep = read(chain, "5000");
+  REQUIRE(deep.size() == 1024);
+  CHECK(deep.front() == "f5000");
+  CHECK(deep.back() == "f3977");
 }
 
 TEST_CASE("a hostile Call stack arg gives the call no stack, and the rest of the trace reads") {

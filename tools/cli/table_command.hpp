@@ -47,68 +47,27 @@ inline const char* table_help =
     "  --wide       on a terminal, do not narrow the Name column to the window's width\n"
     "  --format F   text (default), csv (the rows) or json (rows and totals; times in us)\n";
 
-inline const char* row_kind_name(row_kind k) {
-  switch (k) {
-    case row_kind::cpu_scope: return "cpu_scope";
-    case row_kind::cuda_api: return "cuda_api";
-    case row_kind::gpu_work: return "gpu_work";
-    default: return "gpu_annotation";
-  }
-}
-
-// The table's rows and columns, as table() prints them (percentages null where it prints NaN).
+// The table's rows as records: the columns table() prints, in the records' order (event_averages::columns).
 inline record_table table_records(const event_averages& avg, const table_options& o) {
+  const std::vector<const event_average*> rows = avg.sorted_rows(o.sort_by, o.row_limit);
+  std::vector<table_column> columns = avg.columns(o, rows);
+  columns.erase(std::remove_if(columns.begin(), columns.end(), [](const table_column& c) { return !c.in_records; }),
+                columns.end());
+  std::stable_sort(columns.begin(), columns.end(),
+                   [](const table_column& a, const table_column& b) { return a.record_rank < b.record_rank; });
   record_table t;
-  t.columns = {"name",          "kind",       "calls",        "self_cpu_us",   "self_cpu_pct",  "cpu_total_us",
-               "cpu_total_pct", "cpu_avg_us", "self_cuda_us", "self_cuda_pct", "cuda_total_us", "cuda_avg_us"};
-  if (o.stats)
-    for (const char* c : {"cpu_min_us", "cpu_median_us", "cpu_p95_us", "cpu_max_us", "cuda_min_us", "cuda_median_us",
-                          "cuda_p95_us", "cuda_max_us"})
-      t.columns.emplace_back(c);
-  const bool has_args = std::any_of(avg.rows().begin(), avg.rows().end(), [](const event_average& r) { return !r.args.empty(); });
-  if (has_args) t.columns.insert(t.columns.begin() + 3, "args");
-  if (avg.has_memory())  // torch's memory columns, in bytes
-    for (const char* c : {"cpu_memory_bytes", "self_cpu_memory_bytes", "cuda_memory_bytes", "self_cuda_memory_bytes"})
-      t.columns.emplace_back(c);
-  // GPU metrics: each label's kernel average (null where the row has none), and the kernels sampled.
-  const bool metrics = o.metrics && !avg.metric_labels().empty();
-  if (metrics) {
-    t.columns.insert(t.columns.end(), avg.metric_labels().begin(), avg.metric_labels().end());
-    t.columns.emplace_back("sampled");
-  }
-  if (o.describe_kernel) t.columns.emplace_back("kernel");
-  const double total_cpu = double(avg.self_cpu_time_total_ns()), total_cuda = double(avg.self_cuda_time_total_ns());
-  const auto pct = [](double part, double total) { return real(total ? part * 100.0 / total : NAN); };
-  for (const event_average* r : avg.sorted_rows(o.sort_by, o.row_limit)) {
-    std::vector<cell> row = {str(r->key),
-                             str(row_kind_name(r->kind)),
-                             num(r->count),
-                             us(r->self_cpu_ns),
-                             pct(double(r->self_cpu_ns), total_cpu),
-                             us(r->cpu_total_ns),
-                             pct(double(r->cpu_total_ns), total_cpu),
-                             real(r->cpu_time_avg_ns() / 1000.0),
-                             us(r->self_cuda_ns),
-                             pct(double(r->self_cuda_ns), total_cuda),
-                             us(r->cuda_total_ns),
-                             real(r->cuda_time_avg_ns() / 1000.0)};
-    if (has_args) row.insert(row.begin() + 3, str(r->args));
-    if (o.stats) {
-      const auto add = [&](const distribution& d, bool any) {
-        for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns}) row.push_back(any ? us(v) : real(NAN));
-      };
-      add(r->cpu_distribution(), r->cpu_total_ns > 0);
-      add(r->cuda_distribution(), r->cuda_total_ns > 0);
+  for (const table_column& c : columns) t.columns.push_back(c.record);
+  for (const event_average* r : rows) {
+    std::vector<cell> row;
+    for (const table_column& c : columns) {
+      const column_value v = c.value(*r);
+      switch (v.type) {
+        case column_value::kind::string: row.push_back(str(v.text)); break;
+        case column_value::kind::time_ns: row.push_back(us(std::uint64_t(v.number))); break;
+        case column_value::kind::integer: row.push_back(signed_num(v.number)); break;
+        case column_value::kind::real: row.push_back(real(v.figure)); break;
+      }
     }
-    if (avg.has_memory())
-      for (std::int64_t v : {r->cpu_memory, r->self_cpu_memory, r->cuda_memory, r->self_cuda_memory})
-        row.push_back(signed_num(v));
-    if (metrics) {
-      for (std::size_t m = 0; m < avg.metric_labels().size(); ++m)
-        row.push_back(real(m < r->metrics.size() ? r->metrics[m] : NAN));
-      row.push_back(r->metrics.empty() ? real(NAN) : num(r->sampled));
-    }
-    if (o.describe_kernel) row.push_back(str(r->kind == row_kind::gpu_work ? o.describe_kernel(r->key) : ""));
     t.rows.push_back(std::move(row));
   }
   return t;

@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -115,6 +117,45 @@ struct table_options {
   std::string (*describe_kernel)(std::string_view kernel_name) = nullptr;
 };
 
+inline const char* row_kind_name(row_kind k) {
+  switch (k) {
+    case row_kind::cpu_scope: return "cpu_scope";
+    case row_kind::cuda_api: return "cuda_api";
+    case row_kind::gpu_work: return "gpu_work";
+    default: return "gpu_annotation";
+  }
+}
+
+// A cell as a record holds it (`cuprof table --format csv|json`): text, a
+// time in nanoseconds (written in microseconds), a count or bytes, or a
+// derived figure (NaN where the text prints "-" or "NaN": null).
+struct column_value {
+  enum class kind : std::uint8_t { string, time_ns, integer, real };
+  kind type = kind::real;
+  std::string text;
+  std::int64_t number = 0;
+  double figure = NAN;
+  static column_value string(std::string s) { return {kind::string, std::move(s), 0, NAN}; }
+  static column_value time(std::uint64_t ns) { return {kind::time_ns, {}, std::int64_t(ns), NAN}; }
+  static column_value integer(std::int64_t n) { return {kind::integer, {}, n, NAN}; }
+  static column_value real(double v) { return {kind::real, {}, 0, v}; }
+};
+
+// One column of the table, declared once for both its forms: table()'s text
+// (torch's header and units) and the records (a name, a typed value, in
+// their own order: name, kind, calls and args first).
+struct table_column {
+  std::string header;   // table()'s
+  std::string record;   // the records'
+  int record_rank = 0;  // the records' order, lowest first
+  bool in_text = true, in_records = true;
+  int width = 12;     // the text's, at least (Name's follows the others')
+  bool left = false;  // left-aligned (Source Location, Kernel), else right
+  // The text of a row's cell; none for Source Location, whose frames are a line each.
+  std::function<std::string(const event_average&)> text;
+  std::function<column_value(const event_average&)> value;
+};
+
 class event_averages {
  public:
   event_averages() = default;
@@ -158,6 +199,10 @@ class event_averages {
   std::vector<const event_average*> sorted_rows(const std::string& sort_by, int row_limit) const;
 
   std::string table(const table_options& options = {}) const;
+  // Every column the options ask for, in table()'s order, each saying
+  // whether the text or the records show it; `shown`: the rows printed (the
+  // Kernel column is as wide as theirs need).
+  std::vector<table_column> columns(const table_options& options, const std::vector<const event_average*>& shown) const;
   std::string table(std::string_view sort_by, int row_limit = 100) const {
     table_options o;
     o.sort_by = std::string(sort_by);
@@ -259,91 +304,177 @@ inline std::vector<const event_average*> event_averages::sorted_rows(const std::
   return rows;
 }
 
-inline std::string event_averages::table(const table_options& options) const {
-  if (rows_.empty()) return {};  // as torch
-  const std::vector<const event_average*> rows = sorted_rows(options.sort_by, options.row_limit);
-
+inline std::vector<table_column> event_averages::columns(const table_options& options,
+                                                         const std::vector<const event_average*>& shown) const {
+  using value = column_value;
   const bool has_cuda = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
-  std::vector<int> widths = {0, 12, 12, 12, 12, 12};  // the Name column's width follows the others'
-  std::vector<std::string> headers = {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
-  if (has_cuda) {
-    for (const char* h : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"}) {
-      headers.emplace_back(h);
-      widths.push_back(12);
-    }
-  }
   // torch's: CPU Mem whenever memory was recorded, CUDA Mem where some scope used device memory.
   const bool has_cuda_memory =
       memory_ && std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_memory != 0; });
-  if (memory_) {
-    for (const char* h : {"CPU Mem", "Self CPU Mem"}) {
-      headers.emplace_back(h);
-      widths.push_back(12);
-    }
-  }
-  if (has_cuda_memory) {
-    for (const char* h : {"CUDA Mem", "Self CUDA Mem"}) {
-      headers.emplace_back(h);
-      widths.push_back(12);
-    }
-  }
-  headers.emplace_back("# of Calls");
-  widths.push_back(12);
-  // Grouped by args: their column, right-aligned as torch's Input Shapes, at most 80 wide.
-  constexpr std::size_t max_args_width = 80;
   const bool has_args = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return !r.args.empty(); });
-  if (has_args) {
-    std::size_t longest_args = 0;
-    for (const auto& r : rows_) longest_args = std::max(longest_args, detail::utf8_length(detail::terminal_safe(r.args)));
-    headers.emplace_back("Args");
-    widths.push_back(int(std::min(longest_args + 4, max_args_width)));
-  }
-  if (options.stats) {
-    for (const char* h : {"CPU min", "CPU median", "CPU p95", "CPU max"}) {
-      headers.emplace_back(h);
-      widths.push_back(12);
-    }
-    if (has_cuda) {
-      for (const char* h : {"CUDA min", "CUDA median", "CUDA p95", "CUDA max"}) {
-        headers.emplace_back(h);
-        widths.push_back(12);
-      }
-    }
-  }
+  const bool has_stack = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return !r.stack.empty(); });
   const bool show_metrics = options.metrics && !metric_labels_.empty();
+  const std::uint64_t cpu_ns = self_cpu_time_total_ns(), cuda_ns = self_cuda_time_total_ns();
+  const double total_cpu = double(cpu_ns) / 1000.0, total_cuda = double(cuda_ns) / 1000.0;
+  const auto time = [](std::uint64_t ns) { return detail::format_time_us(double(ns) / 1000.0); };
+  const auto pct = [](double part, double total) { return value::real(total ? part * 100.0 / total : NAN); };
+
+  std::vector<table_column> c;
+  const auto add = [&](std::string header, std::string record, int rank, bool text, bool recorded, auto show, auto of) {
+    c.push_back({std::move(header), std::move(record), rank, text, recorded, 12, false, show, of});
+  };
+  // Name's width and cut are the layout's (they follow the other columns').
+  add(
+      "Name", "name", 0, true, true, [](const event_average& r) { return detail::terminal_safe(r.key); },
+      [](const event_average& r) { return value::string(r.key); });
+  add("", "kind", 1, false, true, nullptr, [](const event_average& r) { return value::string(row_kind_name(r.kind)); });
+  add(
+      "Self CPU %", "self_cpu_pct", 5, true, true,
+      [=](const event_average& r) { return detail::format_share(double(r.self_cpu_ns) / 1000.0, total_cpu); },
+      [=](const event_average& r) { return pct(double(r.self_cpu_ns), double(cpu_ns)); });
+  add(
+      "Self CPU", "self_cpu_us", 4, true, true, [=](const event_average& r) { return time(r.self_cpu_ns); },
+      [](const event_average& r) { return value::time(r.self_cpu_ns); });
+  add(
+      "CPU total %", "cpu_total_pct", 7, true, true,
+      [=](const event_average& r) { return detail::format_share(double(r.cpu_total_ns) / 1000.0, total_cpu); },
+      [=](const event_average& r) { return pct(double(r.cpu_total_ns), double(cpu_ns)); });
+  add(
+      "CPU total", "cpu_total_us", 6, true, true, [=](const event_average& r) { return time(r.cpu_total_ns); },
+      [](const event_average& r) { return value::time(r.cpu_total_ns); });
+  add(
+      "CPU time avg", "cpu_avg_us", 8, true, true,
+      [](const event_average& r) { return detail::format_time_us(r.cpu_time_avg_us()); },
+      [](const event_average& r) { return value::real(r.cpu_time_avg_ns() / 1000.0); });
+  add(
+      "Self CUDA", "self_cuda_us", 9, has_cuda, true, [=](const event_average& r) { return time(r.self_cuda_ns); },
+      [](const event_average& r) { return value::time(r.self_cuda_ns); });
+  add(
+      "Self CUDA %", "self_cuda_pct", 10, has_cuda, true,
+      [=](const event_average& r) { return detail::format_share(double(r.self_cuda_ns) / 1000.0, total_cuda); },
+      [=](const event_average& r) { return pct(double(r.self_cuda_ns), double(cuda_ns)); });
+  add(
+      "CUDA total", "cuda_total_us", 11, has_cuda, true, [=](const event_average& r) { return time(r.cuda_total_ns); },
+      [](const event_average& r) { return value::time(r.cuda_total_ns); });
+  add(
+      "CUDA time avg", "cuda_avg_us", 12, has_cuda, true,
+      [](const event_average& r) { return detail::format_time_us(r.cuda_time_avg_us()); },
+      [](const event_average& r) { return value::real(r.cuda_time_avg_ns() / 1000.0); });
+  // Memory in bytes: torch's units in the text, whole bytes in the records.
+  using memory_field = std::int64_t event_average::*;
+  const std::pair<const char*, memory_field> memory[] = {{"CPU Mem", &event_average::cpu_memory},
+                                                         {"Self CPU Mem", &event_average::self_cpu_memory},
+                                                         {"CUDA Mem", &event_average::cuda_memory},
+                                                         {"Self CUDA Mem", &event_average::self_cuda_memory}};
+  const char* memory_records[] = {"cpu_memory_bytes", "self_cpu_memory_bytes", "cuda_memory_bytes", "self_cuda_memory_bytes"};
+  for (int i = 0; i < 4; ++i) {
+    const memory_field f = memory[i].second;
+    add(
+        memory[i].first, memory_records[i], 40 + i, i < 2 ? memory_ : has_cuda_memory, memory_,
+        [f](const event_average& r) { return detail::format_memory(r.*f); },
+        [f](const event_average& r) { return value::integer(r.*f); });
+  }
+  add(
+      "# of Calls", "calls", 2, true, true, [](const event_average& r) { return std::to_string(r.count); },
+      [](const event_average& r) { return value::integer(std::int64_t(r.count)); });
+  // Grouped by args: their column, right-aligned as torch's Input Shapes, at most 80 wide.
+  if (has_args) {
+    constexpr std::size_t max_args_width = 80;
+    std::size_t longest = 0;
+    for (const auto& r : rows_) longest = std::max(longest, detail::utf8_length(detail::terminal_safe(r.args)));
+    add(
+        "Args", "args", 3, true, true,
+        [](const event_average& r) {
+          std::string args = detail::terminal_safe(r.args);
+          return detail::utf8_length(args) > max_args_width ? detail::utf8_prefix(args, max_args_width - 3) + "..." : args;
+        },
+        [](const event_average& r) { return value::string(r.args); });
+    c.back().width = int(std::min(longest + 4, max_args_width));
+  }
+  // Per call: min, median, p95, max; "-" (null) where the row has no such time.
+  if (options.stats) {
+    const char* stat_names[] = {"min", "median", "p95", "max"};
+    for (int cuda = 0; cuda < 2; ++cuda)
+      for (int k = 0; k < 4; ++k) {
+        const auto pick = [k, cuda](const event_average& r) -> std::pair<bool, std::uint64_t> {
+          const distribution d = cuda ? r.cuda_distribution() : r.cpu_distribution();
+          const std::uint64_t v[] = {d.min_ns, d.median_ns, d.p95_ns, d.max_ns};
+          return {(cuda ? r.cuda_total_ns : r.cpu_total_ns) > 0, v[k]};
+        };
+        add(
+            std::string(cuda ? "CUDA " : "CPU ") + stat_names[k], std::string(cuda ? "cuda_" : "cpu_") + stat_names[k] + "_us",
+            20 + cuda * 4 + k, !cuda || has_cuda, true,
+            [=](const event_average& r) {
+              const auto [any, ns] = pick(r);
+              return any ? time(ns) : std::string("-");
+            },
+            [=](const event_average& r) {
+              const auto [any, ns] = pick(r);
+              return any ? value::time(ns) : value::real(NAN);
+            });
+      }
+  }
+  // GPU metrics: each label's kernel average, and the kernels sampled.
   if (show_metrics) {
-    for (const std::string& label : metric_labels_) {
-      headers.push_back(detail::terminal_safe(label));
-      widths.push_back(int(std::max<std::size_t>(12, detail::utf8_length(headers.back()))));
+    for (std::size_t m = 0; m < metric_labels_.size(); ++m) {
+      add(
+          detail::terminal_safe(metric_labels_[m]), metric_labels_[m], 60 + int(m), true, true,
+          [m](const event_average& r) {
+            char buf[48] = "-";
+            if (m < r.metrics.size() && std::isfinite(r.metrics[m])) std::snprintf(buf, sizeof buf, "%.2f", r.metrics[m]);
+            return std::string(buf);
+          },
+          [m](const event_average& r) { return value::real(m < r.metrics.size() ? r.metrics[m] : NAN); });
+      c.back().width = int(std::max<std::size_t>(12, detail::utf8_length(c.back().header)));
     }
-    headers.emplace_back("Sampled");
-    widths.push_back(12);
+    add(
+        "Sampled", "sampled", 1000, true, true,
+        [](const event_average& r) { return r.metrics.empty() ? std::string("-") : std::to_string(r.sampled); },
+        [](const event_average& r) { return r.metrics.empty() ? value::real(NAN) : value::integer(std::int64_t(r.sampled)); });
   }
-  // Grouped by stack: torch's Source Location, left-aligned, at most 75 wide, a
-  // frame per line, a blank line after each row that has frames.
-  constexpr std::size_t max_source_width = 75;
-  std::size_t source_column = std::size_t(-1);
-  if (std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return !r.stack.empty(); })) {
-    std::size_t longest_frame = 0;
+  // Grouped by stack: torch's Source Location, at most 75 wide, a frame per
+  // line (the layout's), a blank line after each row that has frames.
+  if (has_stack) {
+    constexpr std::size_t max_source_width = 75;
+    std::size_t longest = 0;
     for (const auto& r : rows_)
-      for (const std::string& f : r.stack) longest_frame = std::max(longest_frame, detail::utf8_length(detail::terminal_safe(f)));
-    source_column = headers.size();
-    headers.emplace_back("Source Location");
-    widths.push_back(int(std::min(longest_frame + 4, max_source_width)));
+      for (const std::string& f : r.stack) longest = std::max(longest, detail::utf8_length(detail::terminal_safe(f)));
+    add("Source Location", "", 0, true, false, nullptr, nullptr);
+    c.back().width = int(std::min(longest + 4, max_source_width));
+    c.back().left = true;
   }
-  std::vector<std::string> kernel_fields;  // per printed row
-  std::size_t kernel_width = 0;
-  if (options.describe_kernel) {
-    for (const event_average* r : rows) {
-      kernel_fields.push_back(r->kind == row_kind::gpu_work ? detail::terminal_safe(options.describe_kernel(r->key))
-                                                            : std::string());
-      kernel_width = std::max(kernel_width, kernel_fields.back().size());
-    }
-    kernel_width = std::max<std::size_t>(kernel_width, 6);
+  // What each kernel's name says, as the hook tells; left-aligned, as wide as the rows shown need.
+  if (const auto describe = options.describe_kernel) {
+    const auto kernel = [describe](const event_average& r) {
+      return r.kind == row_kind::gpu_work ? describe(r.key) : std::string();
+    };
+    add(
+        "Kernel", "kernel", 2000, true, true, [kernel](const event_average& r) { return detail::terminal_safe(kernel(r)); },
+        [kernel](const event_average& r) { return value::string(kernel(r)); });
+    std::size_t widest = 6;
+    for (const event_average* r : shown) widest = std::max(widest, detail::utf8_length(c.back().text(*r)));
+    c.back().width = int(widest);
+    c.back().left = true;
+  }
+  return c;
+}
+
+inline std::string event_averages::table(const table_options& options) const {
+  if (rows_.empty()) return {};  // as torch
+  const std::vector<const event_average*> rows = sorted_rows(options.sort_by, options.row_limit);
+  std::vector<table_column> columns = this->columns(options, rows);
+  columns.erase(std::remove_if(columns.begin(), columns.end(), [](const table_column& c) { return !c.in_text; }), columns.end());
+  std::size_t source_column = std::size_t(-1);
+  std::vector<int> widths;
+  std::vector<std::string> headers;
+  for (const table_column& c : columns) {
+    if (!c.text) source_column = headers.size();  // the frames, laid out below
+    widths.push_back(c.width);
+    headers.push_back(c.header);
   }
   int max_name = options.max_name_column_width;
   if (options.line_width > 0) {
-    std::size_t others = options.describe_kernel ? kernel_width + 2 : 0;
+    std::size_t others = 0;
     for (std::size_t i = 1; i < widths.size(); ++i)  // a header may be wider than its column ("CUDA time avg")
       others += std::max(std::size_t(widths[i]), detail::utf8_length(headers[i])) + 2;
     const std::size_t room = options.line_width > others + 2 ? options.line_width - others - 2 : 0;
@@ -354,18 +485,13 @@ inline std::string event_averages::table(const table_options& options) const {
   widths[0] = std::min(int(longest) + 4, max_name);
 
   std::string out;
-  // The kernel column is left-aligned, like torch's Source Location.
-  const auto row_line = [&](const std::vector<std::string>& cells, const std::string* kernel) {
+  const auto row_line = [&](const std::vector<std::string>& cells) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
       const std::size_t shown = detail::utf8_length(cells[i]);
-      if (i != source_column && int(shown) < widths[i]) out.append(std::size_t(widths[i]) - shown, ' ');
+      const std::size_t pad = int(shown) < widths[i] ? std::size_t(widths[i]) - shown : 0;
+      if (!columns[i].left) out.append(pad, ' ');
       out += cells[i];
-      if (i == source_column && int(shown) < widths[i]) out.append(std::size_t(widths[i]) - shown, ' ');
-      out += "  ";
-    }
-    if (kernel) {
-      out += *kernel;
-      out.append(kernel_width - std::min(kernel_width, kernel->size()), ' ');
+      if (columns[i].left) out.append(pad, ' ');
       out += "  ";
     }
     out += '\n';
@@ -377,98 +503,46 @@ inline std::string event_averages::table(const table_options& options) const {
     separator += "  ";
     line_length += w + 2;
   }
-  if (options.describe_kernel) {
-    separator.append(kernel_width, '-');
-    separator += "  ";
-    line_length += int(kernel_width) + 2;
-  }
   separator += '\n';
-  const std::string kernel_header = "Kernel";
 
   if (!options.header.empty()) {
     out.append(std::size_t(line_length), '=');
     out += '\n' + options.header + '\n';
   }
   out += separator;
-  row_line(headers, options.describe_kernel ? &kernel_header : nullptr);
+  row_line(headers);
   out += separator;
 
-  const double total_cpu = double(self_cpu_time_total_ns()) / 1000.0;
-  const double total_cuda = double(self_cuda_time_total_ns()) / 1000.0;
-  for (std::size_t row = 0; row < rows.size(); ++row) {
-    const event_average* r = rows[row];
+  // torch's trim_path: a frame too long keeps its end, "..." in front.
+  const auto source_cell = [&](const std::string& frame) {
+    const std::string shown = detail::terminal_safe(frame);
+    const std::size_t width = std::size_t(widths[source_column]);
+    if (detail::utf8_length(shown) <= width) return shown;
+    return "..." + detail::utf8_suffix(shown, width - 3);
+  };
+  for (const event_average* r : rows) {
+    std::vector<std::string> cells;
+    for (const table_column& c : columns) cells.push_back(c.text ? c.text(*r) : std::string());
     // torch's own cut (not detail::shorten's): from max_name - 3 characters on,
     // the first max_name - 3 and "...", even when nothing was cut.
-    std::string name = detail::terminal_safe(r->key);
-    if (max_name > 3 && detail::utf8_length(name) >= std::size_t(max_name - 3))
-      name = detail::utf8_prefix(name, std::size_t(max_name - 3)) + "...";
-    const double self_cpu = double(r->self_cpu_ns) / 1000.0, cpu_total = double(r->cpu_total_ns) / 1000.0;
-    std::vector<std::string> cells = {name,
-                                      detail::format_share(self_cpu, total_cpu),
-                                      detail::format_time_us(self_cpu),
-                                      detail::format_share(cpu_total, total_cpu),
-                                      detail::format_time_us(cpu_total),
-                                      detail::format_time_us(r->cpu_time_avg_us())};
-    if (has_cuda) {
-      const double self_cuda = double(r->self_cuda_ns) / 1000.0;
-      cells.push_back(detail::format_time_us(self_cuda));
-      cells.push_back(detail::format_share(self_cuda, total_cuda));
-      cells.push_back(detail::format_time_us(double(r->cuda_total_ns) / 1000.0));
-      cells.push_back(detail::format_time_us(r->cuda_time_avg_us()));
-    }
-    if (memory_) {
-      cells.push_back(detail::format_memory(r->cpu_memory));
-      cells.push_back(detail::format_memory(r->self_cpu_memory));
-    }
-    if (has_cuda_memory) {
-      cells.push_back(detail::format_memory(r->cuda_memory));
-      cells.push_back(detail::format_memory(r->self_cuda_memory));
-    }
-    cells.push_back(std::to_string(r->count));
-    if (has_args) {
-      std::string args = detail::terminal_safe(r->args);
-      if (detail::utf8_length(args) > max_args_width) args = detail::utf8_prefix(args, max_args_width - 3) + "...";
-      cells.push_back(std::move(args));
-    }
-    if (options.stats) {
-      const auto add_distribution = [&](const distribution& d, bool any) {
-        for (std::uint64_t v : {d.min_ns, d.median_ns, d.p95_ns, d.max_ns})
-          cells.push_back(any ? detail::format_time_us(double(v) / 1000.0) : std::string("-"));
-      };
-      add_distribution(r->cpu_distribution(), r->cpu_total_ns > 0);
-      if (has_cuda) add_distribution(r->cuda_distribution(), r->cuda_total_ns > 0);
-    }
-    if (show_metrics) {
-      for (std::size_t m = 0; m < metric_labels_.size(); ++m) {
-        char buf[48] = "-";
-        if (m < r->metrics.size() && std::isfinite(r->metrics[m])) std::snprintf(buf, sizeof buf, "%.2f", r->metrics[m]);
-        cells.emplace_back(buf);
-      }
-      cells.push_back(r->metrics.empty() ? std::string("-") : std::to_string(r->sampled));
-    }
-    // torch's trim_path: a frame too long keeps its end, "..." in front.
-    const auto source_cell = [&](const std::string& frame) {
-      const std::string shown = detail::terminal_safe(frame);
-      const std::size_t width = std::size_t(widths[source_column]);
-      if (detail::utf8_length(shown) <= width) return shown;
-      return "..." + detail::utf8_suffix(shown, width - 3);
-    };
-    if (source_column != std::size_t(-1)) cells.push_back(r->stack.empty() ? std::string() : source_cell(r->stack[0]));
-    row_line(cells, options.describe_kernel ? &kernel_fields[row] : nullptr);
+    if (max_name > 3 && detail::utf8_length(cells[0]) >= std::size_t(max_name - 3))
+      cells[0] = detail::utf8_prefix(cells[0], std::size_t(max_name - 3)) + "...";
+    if (source_column != std::size_t(-1) && !r->stack.empty()) cells[source_column] = source_cell(r->stack[0]);
+    row_line(cells);
     if (!r->stack.empty()) {
       std::vector<std::string> more(cells.size());
-      const std::string no_kernel;
       for (std::size_t k = 1; k < r->stack.size(); ++k) {
         more[source_column] = source_cell(r->stack[k]);
-        row_line(more, options.describe_kernel ? &no_kernel : nullptr);
+        row_line(more);
       }
       more[source_column].clear();
-      row_line(more, options.describe_kernel ? &no_kernel : nullptr);
+      row_line(more);
     }
   }
+  const bool has_cuda = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
   out += separator;
-  out += "Self CPU time total: " + detail::format_time_us(total_cpu) + "\n";
-  if (has_cuda) out += "Self CUDA time total: " + detail::format_time_us(total_cuda) + "\n";
+  out += "Self CPU time total: " + detail::format_time_us(double(self_cpu_time_total_ns()) / 1000.0) + "\n";
+  if (has_cuda) out += "Self CUDA time total: " + detail::format_time_us(double(self_cuda_time_total_ns()) / 1000.0) + "\n";
   return out;
 }
 

@@ -237,6 +237,11 @@ class chrome_trace_writer {
         complete(kind.domain == api_domain::driver ? schema::cat_cuda_driver : schema::cat_cuda_runtime, escaped_name(kind.name),
                  pid, a.tid, a.start_ns, a.end_ns);
     if (flows != 0) bind(a.correlation, ",\"flow_out\":true");  // to its first record
+    const std::uint32_t stack = t_.stack_of(i);
+    if (stack != no_index) {
+      append_next_key(out_, schema::event_stack_frame);
+      append_int(out_, l_.stack_leaf[stack]);
+    }
     slice.args();
     if (a.parent != no_index) {
       append_key(out_, schema::arg_external_id);
@@ -245,25 +250,18 @@ class chrome_trace_writer {
     }
     append_key(out_, schema::arg_correlation);
     append_int(out_, a.correlation);
-    call_stack_arg(t_.stack_of(i));
+    call_stack_arg(stack);
     out_ += "}}";
     for (std::uint32_t k = 1; k < flows; ++k) flow('s', flow_id(a.correlation, k), pid, a.tid, a.start_ns);
   }
 
-  // with_stack: the call's native stack, innermost frame first. Perfetto
-  // shows an array arg as indexed entries ("Call stack[0]", ...).
+  // with_stack: what Perfetto shows of the call's stack when it is selected
+  // (an array arg: "Call stack[0]", ...), its short form; the whole stack is
+  // the event's "sf" in the document's stackFrames.
   void call_stack_arg(std::uint32_t stack) {
     if (stack == no_index) return;
-    const call_stack& s = t_.stacks[stack];
     append_next_key(out_, schema::arg_call_stack);
-    out_ += '[';
-    for (std::uint32_t k = 0; k < s.frame_count; ++k) {
-      if (k) out_ += ',';
-      out_ += '"';
-      out_ += escaped_name(t_.stack_frames[s.first_frame + k]);
-      out_ += '"';
-    }
-    out_ += ']';
+    out_ += l_.stack_shown[stack];
   }
 
   // The scope's own arguments, after its External id (a key spelled so is

@@ -111,6 +111,31 @@ inline void append_gpu_metrics_summary(text_buffer& out, const chrome_trace_layo
   out += "]}";
 }
 
+// "stackFrames": every distinct stack's frames once, a node per frame and
+// caller ({"name", "parent"}, keyed by id); calls name their innermost
+// node ("sf"). A line per node.
+inline void append_stack_frames(text_buffer& out, const chrome_trace_layout& l) {
+  append_key(out, schema::key_stack_frames);
+  out += '{';
+  for (std::size_t i = 0; i < l.stack_nodes.size(); ++i) {
+    out += i ? ",\n    \"" : "\n    \"";
+    append_int(out, i + 1);
+    out += "\":{";
+    append_key(out, schema::frame_name);
+    out += '"';
+    out += l.escaped_names[l.stack_nodes[i].frame];
+    out += '"';
+    if (const std::uint32_t parent = l.stack_nodes[i].parent) {
+      append_next_key(out, schema::frame_parent);
+      out += '"';
+      append_int(out, parent);
+      out += '"';
+    }
+    out += '}';
+  }
+  out += "\n  },\n  ";
+}
+
 // The members before the events, up to the opening of "traceEvents".
 inline void append_trace_header(text_buffer& out, const chrome_trace_layout& l) {
   const trace_metadata& m = l.t.meta;
@@ -216,6 +241,7 @@ inline void append_trace_header(text_buffer& out, const chrome_trace_layout& l) 
     append_key(out, schema::key_profile_memory);
     out += "1,\n  ";
   }
+  if (!l.stack_nodes.empty()) append_stack_frames(out, l);
   out += "\"displayTimeUnit\":\"ms\",\n  ";
   append_key(out, schema::key_base_time);
   append_int(out, l.base_ns);

@@ -5,6 +5,7 @@
 
 #include "chrome_trace.hpp"
 #include "json_text.hpp"
+#include "../model/call_stacks.hpp"
 #include "../model/event.hpp"
 #include "../model/gpu_metrics.hpp"
 #include "../model/occupancy.hpp"
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -52,6 +54,7 @@ struct chrome_trace_layout {
       }
     base_ns = base_time();
     overhead_lane = overhead_lanes();
+    if (!t.stacks.empty()) lay_out_stacks();
     items = t.spans.size() + t.api_calls.size() + t.gpu_annotations.size() + t.gpu.size() + t.overhead.size() + t.memory.size();
     for (const gpu_metric_series& s : t.gpu_metrics) items += s.size();
   }
@@ -131,6 +134,18 @@ struct chrome_trace_layout {
   std::uint32_t metric_series(const gpu_activity& g) const {
     return g.lane < lane_metrics.size() ? lane_metrics[g.lane] : no_index;
   }
+  // with_stack: each distinct stack once, as the Trace Event Format's
+  // stackFrames, a tree of frames (a node: a frame and the node of its
+  // caller), and per stack in t.stacks the node of its innermost frame (the
+  // calls' "sf") and the JSON array its calls' "Call stack" arg shows
+  // (stack_summary: Perfetto reads no stackFrames).
+  struct stack_frame_node {
+    name_id frame;
+    std::uint32_t parent;  // a node's index + 1; 0: the outermost frame
+  };
+  std::vector<stack_frame_node> stack_nodes;
+  std::vector<std::uint32_t> stack_leaf;  // per stack: its innermost frame's node index + 1
+  std::vector<std::string> stack_shown;   // per stack: ["frame",...], escaped
   // The NCCL call of a span or of a GPU record, or null.
   const collective_call* collective_of_span(std::size_t span) const {
     return span < span_collective.size() && span_collective[span] != no_index ? &t.collectives[span_collective[span]] : nullptr;
@@ -228,6 +243,32 @@ struct chrome_trace_layout {
       }
     }
     return written;
+  }
+
+  void lay_out_stacks() {
+    std::map<std::pair<std::uint32_t, name_id>, std::uint32_t> node_of;  // (caller's node, frame) -> node + 1
+    stack_leaf.reserve(t.stacks.size());
+    stack_shown.reserve(t.stacks.size());
+    for (const call_stack& s : t.stacks) {
+      std::uint32_t node = 0;
+      std::vector<std::string_view> frames;
+      for (std::uint32_t k = s.frame_count; k-- > 0;) {  // outermost first
+        const name_id f = t.stack_frames[s.first_frame + k];
+        auto [it, added] = node_of.try_emplace({node, f}, std::uint32_t(stack_nodes.size() + 1));
+        if (added) stack_nodes.push_back({f, node});
+        node = it->second;
+      }
+      for (std::uint32_t k = 0; k < s.frame_count; ++k) frames.push_back(t.names.str(t.stack_frames[s.first_frame + k]));
+      stack_leaf.push_back(node);
+      std::string shown = "[";
+      for (const std::string& entry : stack_summary(frames)) {
+        if (shown.size() > 1) shown += ',';
+        shown += '"';
+        append_json_escaped(shown, entry);
+        shown += '"';
+      }
+      stack_shown.push_back(shown + "]");
+    }
   }
 
   std::uint64_t base_time() const {

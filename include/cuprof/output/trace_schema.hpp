@@ -57,6 +57,8 @@ inline constexpr std::string_view arg_graph_node_id = "graph node id";
 inline constexpr std::string_view arg_timing = "timing";
 inline constexpr std::string_view arg_input_dims = "Input Dims";  // a torch op's input shapes (record_shapes=True)
 // A CUDA call's native stack (with_stack): an array of frames, innermost first, "fn (file.cpp:42)".
+// cuprof writes a short form of it (model/call_stacks.hpp stack_summary) and the whole stack
+// once in key_stack_frames, the call naming its innermost frame there (event_stack_frame).
 inline constexpr std::string_view arg_call_stack = "Call stack";
 // A collective kernel's args, as torch names them for record_param_comms (read where present;
 // the bytes are arg_bytes).
@@ -120,6 +122,12 @@ inline constexpr std::string_view meta_name = "name";
 
 // Top-level keys.
 inline constexpr std::string_view key_trace_events = "traceEvents";
+// The Trace Event Format's stack frames: {"<id>": {"name": frame, "parent": "<caller's id>"}}, and
+// an event's "sf", the id of its stack's innermost frame.
+inline constexpr std::string_view key_stack_frames = "stackFrames";
+inline constexpr std::string_view frame_name = "name";
+inline constexpr std::string_view frame_parent = "parent";
+inline constexpr std::string_view event_stack_frame = "sf";
 inline constexpr std::string_view key_base_time = "baseTimeNanoseconds";  // every "ts" is microseconds after it
 inline constexpr std::string_view key_cupti_version = "cupti_version";
 inline constexpr std::string_view key_cuda_runtime_version = "cuda_runtime_version";
