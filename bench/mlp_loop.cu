@@ -105,6 +105,12 @@ int main(int argc, char** argv) try {
     CUDA_CHECK(cudaStreamSynchronize(0));
   };
   for (int i = 0; i < warmup; ++i) step();
+#ifdef CUPROF_DISABLE
+  if (ab_rounds > 0) {
+    std::fprintf(stderr, "mlp_loop: --metrics-ab needs cuprof (this is mlp_loop_plain, built with CUPROF_DISABLE)\n");
+    return 2;
+  }
+#else
   if (ab_rounds > 0) {
     const auto block = [&] {
       std::vector<double> us;
@@ -144,14 +150,15 @@ int main(int argc, char** argv) try {
     for (double d : difference) mean += d / double(difference.size());
     for (double d : difference) var += (d - mean) * (d - mean) / double(std::max<std::size_t>(1, difference.size() - 1));
     const double half = 1.96 * std::sqrt(var / double(difference.size())), step_us = median_of(untraced_us);
-    std::printf("ab_rounds=%d\nab_steps_per_block=%d\nab_metric_samples=%zu\nab_untraced_step_us=%.1f\n"
-                "ab_plain_added_us=%s\nab_metrics_added_us=%s\nab_metrics_minus_plain_us=%s\n"
-                "ab_metrics_minus_plain_mean_us=%.1f (95%% CI %.1f, %.1f)\nab_metrics_minus_plain_pct=%.2f (95%% CI %.2f, %.2f)\n",
-                ab_rounds, steps, samples, step_us, spread(plain).c_str(), spread(with_metrics).c_str(),
-                spread(difference).c_str(), mean, mean - half, mean + half, 100 * mean / step_us,
-                100 * (mean - half) / step_us, 100 * (mean + half) / step_us);
+    std::printf(
+        "ab_rounds=%d\nab_steps_per_block=%d\nab_metric_samples=%zu\nab_untraced_step_us=%.1f\n"
+        "ab_plain_added_us=%s\nab_metrics_added_us=%s\nab_metrics_minus_plain_us=%s\n"
+        "ab_metrics_minus_plain_mean_us=%.1f (95%% CI %.1f, %.1f)\nab_metrics_minus_plain_pct=%.2f (95%% CI %.2f, %.2f)\n",
+        ab_rounds, steps, samples, step_us, spread(plain).c_str(), spread(with_metrics).c_str(), spread(difference).c_str(), mean,
+        mean - half, mean + half, 100 * mean / step_us, 100 * (mean - half) / step_us, 100 * (mean + half) / step_us);
     return 0;
   }
+#endif
   std::vector<double> step_us;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -73,8 +73,8 @@ def trace_events(obj):
 
 def expected(events):
     """What Perfetto should make of these events: {"slices": n, "flows": n, "counters": Counter of
-    (pid, series name) -> values}."""
-    slices = 0
+    (pid, series name) -> values, "stacks": slices with a "Call stack" arg it shows when selected}."""
+    slices = stacks = 0
     counters = Counter()
     begins = []       # B and E events, put in time order per thread below
     v1 = defaultdict(Counter)  # (cat, name, id) -> count per phase s, t, f
@@ -85,6 +85,8 @@ def expected(events):
         ph = e.get("ph")
         if ph in SLICE_PHASES:
             slices += 1
+            args = e.get("args")
+            stacks += isinstance(args, dict) and isinstance(args.get("Call stack"), list) and bool(args["Call stack"])
         elif ph in ("B", "E"):
             begins.append(e)
         elif ph == "C" and isinstance(e.get("args"), dict):
@@ -108,7 +110,7 @@ def expected(events):
             slices += 1
     flows = sum(n["t"] + n["f"] for n in v1.values() if n["s"])
     flows += sum(n for bind_id, n in v2_ins.items() if bind_id in v2_sources)
-    return {"slices": slices, "flows": flows, "counters": counters}
+    return {"slices": slices, "flows": flows, "counters": counters, "stacks": stacks}
 
 
 def misnested_complete_events(events):
@@ -238,6 +240,8 @@ def perfetto_counts(ui):
     return {"stats": stats,
             "slices": ui.query("SELECT count(*) AS n FROM slice")[0]["n"],
             "flows": ui.query("SELECT count(*) AS n FROM flow")[0]["n"],
+            "stacks": ui.query("SELECT count(DISTINCT s.id) AS n FROM slice s JOIN args a USING (arg_set_id) "
+                               "WHERE a.key = 'args.Call stack[0]'")[0]["n"],
             "counters": counters}
 
 
@@ -260,7 +264,7 @@ def check(ui, label, path, events, known=None):
     fired = {s["name"] for s in got["stats"]}
     problems += [f"stats: {name} = 0, expected {n} (KNOWN: update the entry)"
                  for name, n in allowed.items() if n and name not in fired]
-    for key in ("slices", "flows"):
+    for key in ("slices", "flows", "stacks"):
         if got[key] != want[key]:
             problems.append(f"{key}: {got[key]} in Perfetto, {want[key]} in the file")
     for series in sorted(set(got["counters"]) | set(want["counters"]), key=str):
@@ -269,7 +273,9 @@ def check(ui, label, path, events, known=None):
                             f"Perfetto, {want['counters'][series]} in the file")
     line = (f"{'FAIL' if problems else 'PASS'} {label}: {len(events)} events, {got['slices']} slices"
             f"{f' ({dropped} dropped, known)' if dropped else ''}, {got['flows']} flows, "
-            f"{sum(got['counters'].values())} counter values, loaded in {seconds:.1f} s")
+            f"{sum(got['counters'].values())} counter values"
+            + (f", {got['stacks']} call stacks" if got["stacks"] else "")
+            + f", loaded in {seconds:.1f} s")
     if why and not problems:
         line += f"\n    known defect: {why}"
     return line, problems

@@ -107,6 +107,8 @@ struct window {
   std::vector<std::uint32_t> steps;                         // step spans by start
   std::uint64_t first_ns = 0, last_ns = 0;                  // its GPU work's extent
   std::int64_t offset_ns = 0;
+  // Per device, the parts of its collective kernels spent waiting for the last rank to reach them.
+  std::map<std::uint32_t, intervals> waits;
 };
 
 std::uint32_t step_of_span(const trace& t, std::uint32_t s) {
@@ -208,6 +210,23 @@ void add_times(const window& w, rank_summary& r) {
   r.span_ns += w.last_ns - w.first_ns;
 }
 
+// Of the collectives' time no compute hides, what follows the last rank's
+// arrival: the rest is waiting for it (match()), the straggler's cost.
+void add_exposed_after_waits(const window& w, rank_summary& r) {
+  const trace& t = w.lt->t;
+  std::map<std::uint32_t, std::pair<intervals, intervals>> per_device;  // compute and waits, communication
+  for (const gpu_activity& g : t.gpu) {
+    if (g.kind != gpu_kind::kernel) continue;
+    auto& [covered, comm] = per_device[t.lane_of(g).device];
+    (is_collective_kernel(t.names.str(g.name)) ? comm : covered).emplace_back(g.start_ns, g.end_ns);
+  }
+  for (auto& [device, lists] : per_device) {
+    if (const auto waited = w.waits.find(device); waited != w.waits.end())
+      lists.first.insert(lists.first.end(), waited->second.begin(), waited->second.end());
+    r.exposed_after_wait_ns += uncovered(merged(std::move(lists.second)), merged(std::move(lists.first)));
+  }
+}
+
 std::string plural(const std::string& kind, std::size_t n) {
   if (n == 1) return kind;
   if (kind == "send/recv") return "sends/recvs";
@@ -259,7 +278,7 @@ void align_clocks(std::vector<window>& windows, rank_report& r) {
 }
 
 // The windows of one window index matched collective by collective: who was last, how late, who waited.
-void match(const std::vector<const window*>& group, rank_report& r, bool by_step,
+void match(const std::vector<window*>& group, rank_report& r, bool by_step,
            std::map<std::pair<std::size_t, std::string>, std::size_t>& group_of, std::set<std::string>& kinds) {
   const window& ref = *group.front();
   std::set<std::string> all_kinds;
@@ -286,8 +305,8 @@ void match(const std::vector<const window*>& group, rank_report& r, bool by_step
     if (n == 0) continue;
     kinds.insert(kind);
     for (std::size_t k = 0; k < n; ++k) {
-      std::vector<std::pair<std::int64_t, const window*>> starts;  // aligned start, window
-      for (const window* w : group) {
+      std::vector<std::pair<std::int64_t, window*>> starts;  // aligned start, window
+      for (window* w : group) {
         const collective& c = w->collectives[w->by_kind.at(kind)[k]];
         starts.emplace_back(std::int64_t(c.start) - w->offset_ns, w);
       }
@@ -342,6 +361,8 @@ void match(const std::vector<const window*>& group, rank_report& r, bool by_step
         } else {
           const std::uint64_t wait = std::uint64_t(starts[last].first - starts[i].first);
           s.wait_ns += wait, part->wait_ns += wait;
+          const collective& c = w.collectives[w.by_kind.at(kind)[k]];
+          starts[i].second->waits[c.device].emplace_back(c.start, std::min(c.end, c.start + wait));
         }
       }
     }
@@ -434,11 +455,14 @@ rank_report analyze_ranks(const std::vector<loaded_trace>& traces, const rank_op
   std::map<std::pair<std::size_t, std::string>, std::size_t> group_of;
   std::set<std::string> kinds;
   for (std::size_t index = 0; index < most_windows; ++index) {
-    std::vector<const window*> group;
-    for (const window& w : windows)
+    std::vector<window*> group;
+    for (window& w : windows)
       if (w.index == index) group.push_back(&w);
     if (group.size() >= 2) match(group, r, r.by_step, group_of, kinds);
   }
+  for (const window& w : windows)
+    add_exposed_after_waits(
+        w, *std::find_if(r.ranks.begin(), r.ranks.end(), [&](const rank_summary& x) { return x.rank == w.rank; }));
   for (straggler_group& g : r.groups)
     for (const straggler_group::rank_part& p : g.ranks)
       if (p.late_ns > g.late_ns) g.slowest = p.rank, g.late_ns = p.late_ns, g.last = p.last;

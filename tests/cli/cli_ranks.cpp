@@ -49,7 +49,7 @@ TEST_CASE("insights DIR: the ranks, the straggler per step and the exposed commu
                    "rank 0 waits 16.0% of the step") != std::string::npos);
   CHECK(r.out.find("  ProfilerStep#2: rank 1 last in 2 of 2, 160.000us late; rank 0 waited 160.000us (16.0% of its step)\n") !=
         std::string::npos);
-  CHECK(r.out.find("       0  node-a                2.250ms      1.200ms      1.050ms    750.000us    28.6%") !=
+  CHECK(r.out.find("       0  node-a                2.250ms      1.200ms      1.050ms    570.000us    28.6%") !=
         std::string::npos);
   CHECK(r.out.find("one clock, the reference; collective ends differ from rank 0's by a median of 0.000us, ±0.000us over 6 "
                    "collectives (no offset applied)") != std::string::npos);
@@ -70,12 +70,11 @@ TEST_CASE("table DIR: a row per rank; csv and json carry the same figures") {
   CHECK(t.out.find("  rank 0: all-reduce 6x 1.050ms (24 MiB)\n  rank 1: all-reduce 6x 570.000us\n") != std::string::npos);
   const cli_run csv = cli({"table", ranks_dir("same_host"), "--format", "csv"});
   CHECK(csv.rc == 0);
-  CHECK(
-      csv.out ==
-      "rank,host,traces,steps,gpu_us,compute_us,collective_us,comm_us,exposed_us,overlap_pct,waiting_us,last_in,matched,late_us,"
-      "clock_offset_us\n"
-      "0,node-a,1,3,2250,1200,1050,1050,750,28.571,480,0,6,0,0.000\n"
-      "1,node-a,1,3,2070,1500,570,570,420,26.316,0,6,6,480,0.000\n");
+  CHECK(csv.out ==
+        "rank,host,traces,steps,gpu_us,compute_us,collective_us,comm_us,exposed_us,exposed_after_wait_us,overlap_pct,waiting_us,"
+        "last_in,matched,late_us,clock_offset_us\n"
+        "0,node-a,1,3,2250,1200,1050,1050,750,570,28.571,480,0,6,0,0.000\n"
+        "1,node-a,1,3,2070,1500,570,570,420,420,26.316,0,6,6,480,0.000\n");
   const json j = json::parse(cli({"table", ranks_dir("two_hosts"), "--format", "json"}).out);
   CHECK(j["hosts"] == 2);
   CHECK(j["ranks"][1]["clock_offset_us"] == 3201.0);

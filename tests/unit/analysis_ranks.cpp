@@ -153,11 +153,45 @@ TEST_CASE("ranks on one host: collective time, exposed time and overlap per rank
         "step");
   CHECK(s->saving_ns == 480000);
   CHECK(s->cost_ns == 480000);
+  // Exposed once every rank has arrived: rank 0 waited [400, 550) and [750, 760) a step, of which the GEMM hides
+  // [400, 500); what is left exposed is [550, 700) and [760, 800). Rank 1, last to both, waited for none.
+  CHECK(a.exposed_after_wait_ns == 3 * 190000);
+  CHECK(b.exposed_after_wait_ns == 3 * 140000);
   const cuprof::finding* e = finding_of(r, "exposed communication");
   REQUIRE(e);
-  CHECK(e->cost_ns == 3 * (250000 + 140000));
-  CHECK(e->headline.find("1.170ms of 1.620ms in collectives runs with no compute kernel") == 0);
+  CHECK(e->cost_ns == 3 * (190000 + 140000));
+  CHECK(e->saving_ns == e->cost_ns);
+  CHECK(e->headline.find("990.000us of 1.620ms in collectives runs with no compute kernel on its GPU once every rank has "
+                         "reached it (180.000us more waits for the last rank: the straggler's)") == 0);
   CHECK_FALSE(finding_of(r, "clock offset"));
+}
+
+TEST_CASE(
+    "a DDP job with a slowed rank (2 H200s): the straggler first, the communication exposed without the wait, "
+    "no time saved twice") {
+  std::vector<cuprof::loaded_trace> traces;
+  for (int rank = 0; rank < 2; ++rank)
+    traces.push_back(cuprof::read_trace_file(
+        (source_dir() / "tests/data/ranks/ddp/cuprof" / ("rank" + std::to_string(rank) + ".json.gz")).string()));
+  const cuprof::rank_report r = cuprof::analyze_ranks(traces);
+  REQUIRE(r.ranks.size() == 2);
+  REQUIRE_FALSE(r.findings.empty());
+  CHECK(r.findings.front().kind == "straggler");
+  const cuprof::finding* s = finding_of(r, "straggler");
+  const cuprof::finding* e = finding_of(r, "exposed communication");
+  REQUIRE(s);
+  REQUIRE(e);
+  CHECK(s->saving_ns > e->saving_ns);
+  // Rank 0's all-reduces (49.5 ms) are almost all waiting for rank 1 (48.6 ms): the communication itself is short.
+  const cuprof::rank_summary& a = r.ranks[0];
+  CHECK(a.comm_ns > 45000000);
+  CHECK(a.wait_ns > 45000000);
+  CHECK(a.exposed_after_wait_ns < 3000000);
+  CHECK(a.exposed_after_wait_ns + a.wait_ns <= a.comm_ns + 1000);
+  // The two findings save different time: together no more than the collectives took.
+  std::uint64_t collectives = 0;
+  for (const cuprof::rank_summary& x : r.ranks) collectives += x.collective_ns;
+  CHECK(s->saving_ns + e->saving_ns <= collectives);
 }
 
 TEST_CASE("ranks on two hosts: the offset recovered from the collectives' ends (3.2 ms, within its precision) and applied") {

@@ -9,6 +9,7 @@
 #include <cuprof/cupti/call_recorder.hpp>
 #include <cuprof/cupti/record_store.hpp>
 #include <cuprof/output/folded_stacks.hpp>
+#include <cuprof/output/stack_summary.hpp>
 
 #include "support/files.hpp"
 #include "support/traces.hpp"
@@ -323,8 +324,11 @@ std::vector<std::string> stack_from_frames(const nlohmann::json& doc, const nloh
 }
 
 TEST_CASE("the trace keeps each stack once (stackFrames), each call its short form as an array arg; the reader reads it back") {
-  const cuprof::trace t = stacked_trace();
+  cuprof::trace t = stacked_trace();
+  t.meta.pid = 4242;  // a process as a real trace names it (Perfetto refuses an empty process name)
+  t.meta.process_name = "app";
   const std::string json = cuprof::chrome_trace_json(t);
+  keep_trace("writer_call_stacks.json", json);  // for the validator (rule 27) and the Perfetto check (Call stack shown)
   const nlohmann::json doc = nlohmann::json::parse(json);
   // Stacks {launch, train, main} and {eval..., main}: one node per frame and caller, main shared.
   REQUIRE(doc.contains("stackFrames"));
@@ -375,6 +379,7 @@ TEST_CASE("short_frame: the function's qualified name and its file:line, no retu
   CHECK(short_frame("libcublasLt.so.13+0x71b858b") == "libcublasLt.so.13+0x71b858b");
   CHECK(short_frame("_PyEval_EvalFrameDefault") == "_PyEval_EvalFrameDefault");
   CHECK(short_frame("launch (model.cpp:42)") == "launch (model.cpp:42)");
+  CHECK(short_frame("gemm(cublasContext*, float const*) (/home/me/src/model.cu:36)") == "gemm (model.cu:36)");
   CHECK(short_frame("eval; \"odd\"\nname") == "eval; \"odd\"\nname");  // no parameters: no return type to drop
   // nvcc's launch stub, named by its kernel.
   CHECK(short_frame("__device_stub__Z5scalePfi(float*, int)") == "scale");
@@ -391,17 +396,16 @@ TEST_CASE("stack_summary: the innermost frames up to its budget, a library's unn
                                                 "python3.12+0x14caec",
                                                 "_PyEval_EvalFrameDefault",
                                                 "main"};
-  CHECK(stack_summary(frames) == std::vector<std::string>{"libcublasLt.so.13+0x1 (+2 in libcublasLt.so.13)", "cublasLtMatmul",
-                                                          "gemm (gemm.cpp:7)", "python3.12+0x14caec", "_PyEval_EvalFrameDefault",
-                                                          "main"});
-  CHECK(stack_summary(frames, 60) == std::vector<std::string>{"libcublasLt.so.13+0x1 (+2 in libcublasLt.so.13)", "+5 frames"});
+  CHECK(stack_summary(frames) == std::vector<std::string>{"libcublasLt.so.13 (3 frames)", "cublasLtMatmul", "gemm (gemm.cpp:7)",
+                                                          "python3.12+0x14caec", "_PyEval_EvalFrameDefault", "main"});
+  CHECK(stack_summary(frames, 45) == std::vector<std::string>{"libcublasLt.so.13 (3 frames)", "cublasLtMatmul", "+4 frames"});
   // One entry at least, however long.
   const std::string long_frame(500, 'x');
   CHECK(stack_summary({long_frame, "main"}, 10) == std::vector<std::string>{long_frame, "+1 frames"});
   CHECK(stack_summary({}).empty());
 }
 
-TEST_CASE("with_stack's trace stays near the size of the trace without stacks: each stack once, a short arg per call") {
+TEST_CASE("with_stack's trace: each stack once, a short arg per call, a few hundred bytes a call rather than kilobytes") {
   // 4,000 launches with their kernels over 40 stacks of 46 frames, each frame as long as a PyTorch one.
   builder b;
   for (std::uint32_t i = 0; i < 4000; ++i) {
@@ -429,7 +433,11 @@ TEST_CASE("with_stack's trace stays near the size of the trace without stacks: e
   const std::size_t with = json.size(), without = cuprof::chrome_trace_json(plain).size();
   CAPTURE(with);
   CAPTURE(without);
-  CHECK(double(with) <= 1.5 * double(without));
+  // Each call adds its short arg and its "sf" (about 240 bytes here), the stacks' nodes a few KB in all:
+  // inline, each call would carry its 46 frames, over 4 KB. (A PyTorch loop's stacks trace: 1.31 times
+  // its size without, docs/guide.md.)
+  REQUIRE(with > without);
+  CHECK((with - without) / t.api_calls.size() <= 300);
   // The whole stacks are all there: read back, each call has its 46 frames.
   const cuprof::loaded_trace back = cuprof::parse_trace(json, "many.json");
   REQUIRE(back.t.stacks.size() == 40);

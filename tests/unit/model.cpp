@@ -469,39 +469,36 @@ TEST_CASE("classify_api keeps what Kineto keeps, flags launches and syncs") {
   CHECK_FALSE(kept(api_domain::driver, "cuMemGetInfo"));
   CHECK(kept(api_domain::driver, "cuMemsetD8Async"));
 
-  const auto launch = classify_api(api_domain::runtime, "cudaLaunchKernel");
-  CHECK(launch.has_flow);
-  CHECK(launch.expects_gpu_record);
-  const auto ex = classify_api(api_domain::driver, "cuLaunchKernelEx");
-  CHECK(ex.has_flow);
-  CHECK(ex.expects_gpu_record);
-  const auto graph = classify_api(api_domain::runtime, "cudaGraphLaunch");
-  CHECK(graph.has_flow);
-  CHECK(graph.expects_gpu_record);
-  CHECK(launch.work == cuprof::gpu_kind::kernel);
-  const auto copy = classify_api(api_domain::runtime, "cudaMemcpyAsync");
-  CHECK(copy.has_flow);
-  CHECK(copy.expects_gpu_record);
-  CHECK(copy.work == cuprof::gpu_kind::memcpy);
-  CHECK(classify_api(api_domain::driver, "cuMemsetD8Async").work == cuprof::gpu_kind::memset);
-  const auto sync = classify_api(api_domain::runtime, "cudaStreamSynchronize");
-  CHECK(sync.has_flow);
-  CHECK_FALSE(sync.expects_gpu_record);
-  const auto occupancy = classify_api(api_domain::runtime, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
-  CHECK_FALSE(occupancy.has_flow);
-  CHECK_FALSE(occupancy.expects_gpu_record);
-  const auto vmm = classify_api(api_domain::driver, "cuMemCreate");
-  CHECK_FALSE(vmm.has_flow);
-  CHECK_FALSE(vmm.expects_gpu_record);
-  const auto wait = classify_api(api_domain::driver, "cuStreamWaitEvent");
-  CHECK(wait.display_name != nullptr);
-  CHECK(wait.has_flow);  // its Stream Wait Event record
-  CHECK_FALSE(wait.expects_gpu_record);
-  // A host function gets no GPU record: the window does not wait for one.
-  const auto host = classify_api(api_domain::driver, "cuLaunchHostFunc");
-  CHECK(host.display_name != nullptr);
-  CHECK_FALSE(host.has_flow);
-  CHECK_FALSE(host.expects_gpu_record);
+  // Per call: an arrow to its GPU record or sync (has_flow), whether a window waits for a GPU record
+  // (expects_gpu_record), and the GPU work it makes.
+  struct expected_kind {
+    api_domain domain;
+    const char* name;
+    bool has_flow, expects_gpu_record;
+    cuprof::gpu_kind work;
+  };
+  using cuprof::gpu_kind;
+  const expected_kind kinds[] = {
+      {api_domain::runtime, "cudaLaunchKernel", true, true, gpu_kind::kernel},
+      {api_domain::driver, "cuLaunchKernelEx", true, true, gpu_kind::kernel},
+      {api_domain::runtime, "cudaGraphLaunch", true, true, gpu_kind::kernel},
+      {api_domain::runtime, "cudaMemcpyAsync", true, true, gpu_kind::memcpy},
+      {api_domain::driver, "cuMemsetD8Async", true, true, gpu_kind::memset},
+      {api_domain::runtime, "cudaStreamSynchronize", true, false, gpu_kind::sync},
+      {api_domain::runtime, "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", false, false, gpu_kind::kernel},
+      {api_domain::driver, "cuMemCreate", false, false, gpu_kind::kernel},
+      {api_domain::driver, "cuStreamWaitEvent", true, false, gpu_kind::sync},  // its Stream Wait Event record
+      // A host function gets no GPU record: the window does not wait for one.
+      {api_domain::driver, "cuLaunchHostFunc", false, false, gpu_kind::kernel},
+  };
+  for (const expected_kind& k : kinds) {
+    CAPTURE(k.name);
+    const auto c = classify_api(k.domain, k.name);
+    CHECK(c.display_name != nullptr);
+    CHECK(c.has_flow == k.has_flow);
+    CHECK(c.expects_gpu_record == k.expects_gpu_record);
+    if (k.expects_gpu_record) CHECK(c.work == k.work);
+  }
 }
 
 TEST_CASE("memory ledger: the memory in use by device and on the host, pools' reserve, frees of memory allocated before") {

@@ -91,12 +91,15 @@ inline std::string describe_ranks(const std::vector<loaded_trace>& traces, const
 
 inline record_table rank_records(const rank_report& r) {
   record_table t;
-  t.columns = {"rank",       "host",        "traces",     "steps",   "gpu_us",  "compute_us", "collective_us",  "comm_us",
-               "exposed_us", "overlap_pct", "waiting_us", "last_in", "matched", "late_us",    "clock_offset_us"};
+  t.columns = {"rank",           "host",          "traces",  "steps",      "gpu_us",
+               "compute_us",     "collective_us", "comm_us", "exposed_us", "exposed_after_wait_us",
+               "overlap_pct",    "waiting_us",    "last_in", "matched",    "late_us",
+               "clock_offset_us"};
   for (const rank_summary& s : r.ranks)
     t.rows.push_back({signed_num(s.rank), str(s.host), num(s.sources.size()), num(s.steps), us(s.gpu_ns), us(s.compute_ns),
-                      us(s.collective_ns), us(s.comm_ns), us(s.exposed_ns), real(s.comm_ns ? s.overlap_pct() : NAN),
-                      us(s.wait_ns), num(s.last), num(s.matched), us(s.late_ns), real(double(s.clock_offset_ns) / 1000.0)});
+                      us(s.collective_ns), us(s.comm_ns), us(s.exposed_ns), us(s.exposed_after_wait_ns),
+                      real(s.comm_ns ? s.overlap_pct() : NAN), us(s.wait_ns), num(s.last), num(s.matched), us(s.late_ns),
+                      real(double(s.clock_offset_ns) / 1000.0)});
   return t;
 }
 

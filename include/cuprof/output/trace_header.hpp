@@ -118,7 +118,7 @@ inline void append_stack_frames(text_buffer& out, const chrome_trace_layout& l) 
   append_key(out, schema::key_stack_frames);
   out += '{';
   for (std::size_t i = 0; i < l.stack_nodes.size(); ++i) {
-    out += i ? ",\n    \"" : "\n    \"";
+    out += std::string_view(i ? ",\n    \"" : "\n    \"");
     append_int(out, i + 1);
     out += "\":{";
     append_key(out, schema::frame_name);

@@ -5,7 +5,7 @@
 
 #include "chrome_trace.hpp"
 #include "json_text.hpp"
-#include "../model/call_stacks.hpp"
+#include "stack_summary.hpp"
 #include "../model/event.hpp"
 #include "../model/gpu_metrics.hpp"
 #include "../model/occupancy.hpp"

@@ -54,7 +54,7 @@ std::string rank_rows(const rank_report& r) {
     const std::string last = s.matched ? std::to_string(s.last) + "/" + std::to_string(s.matched) : "-";
     std::snprintf(line, sizeof line, "  %6lld  %-16s %12s %12s %12s %12s %7s%% %12s %9s\n", static_cast<long long>(s.rank),
                   host_cell(s.host).c_str(), us_text(double(s.gpu_ns)).c_str(), us_text(double(s.compute_ns)).c_str(),
-                  us_text(double(s.collective_ns)).c_str(), us_text(double(s.exposed_ns)).c_str(),
+                  us_text(double(s.collective_ns)).c_str(), us_text(double(s.exposed_after_wait_ns)).c_str(),
                   s.comm_ns ? fixed_text(s.overlap_pct(), 1).c_str() : "-", us_text(double(s.wait_ns)).c_str(), last.c_str());
     out += line;
   }
@@ -114,7 +114,8 @@ std::string format_rank_insights(const rank_report& r) {
   }
   out += "Ranks: " + std::to_string(r.ranks.size()) + " (" + std::to_string(r.traces) + " traces, " + std::to_string(r.hosts) +
          (r.hosts == 1 ? " host" : " hosts") +
-         "); collectives: NCCL kernels; exposed: with no compute kernel on the GPU; "
+         "); collectives: NCCL kernels; exposed: with no compute kernel on the GPU once the last rank reached it "
+         "(the wait before is in waiting); "
          "overlap: HTA's comm/comp overlap\n";
   out += rank_rows(r);
   out += "\nCollectives by kind\n" + kind_rows(r);

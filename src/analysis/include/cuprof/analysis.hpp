@@ -549,7 +549,11 @@ struct rank_summary {
   std::uint64_t compute_ns = 0;      // union of its non-collective kernels, per device
   std::uint64_t collective_ns = 0;   // each collective kernel's time
   std::uint64_t comm_ns = 0;         // union of its collective kernels, per device
-  std::uint64_t exposed_ns = 0;      // of comm_ns, with no compute kernel on the device
+  std::uint64_t exposed_ns = 0;      // of comm_ns, with no compute kernel on the device (HTA's)
+  // Of exposed_ns, what follows the last rank's arrival at each matched collective: the
+  // communication's own exposed time. The rest is waiting for the last rank (wait_ns), the
+  // straggler's cost, not the communication's.
+  std::uint64_t exposed_after_wait_ns = 0;
   std::vector<collective_total> kinds;
   std::size_t steps = 0;
   std::uint64_t step_ns = 0;         // its steps' time (ProfilerStep#N spans)
