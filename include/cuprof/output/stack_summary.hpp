@@ -113,8 +113,8 @@ inline std::vector<std::string> stack_summary(const std::vector<std::string_view
     if (!library.empty())
       while (i + run < frames.size() && library_of(frames[i + run]) == library) ++run;
     std::string entry = library.empty() ? short_frame(frames[i])
-                        : run == 1  ? std::string(frames[i])
-                                    : std::string(library) + " (" + std::to_string(run) + " frames)";
+                        : run == 1      ? std::string(frames[i])
+                                        : std::string(library) + " (" + std::to_string(run) + " frames)";
     if (!shown.empty() && used + entry.size() > budget) break;
     used += entry.size();
     shown.push_back(std::move(entry));
