@@ -47,7 +47,7 @@ from gpu_check_interop import interop_checks  # noqa: E402
 from gpu_check_corpus import corpus_checks, torch_nvtx_checks, print_table, dry_run as corpus_dry_run, \
     run_self_test as corpus_self_test  # noqa: E402
 from gpu_check_exit import exit_checks  # noqa: E402
-from gpu_check_stacks import stack_checks  # noqa: E402
+from gpu_check_stacks import stack_checks, stacks_size_checks  # noqa: E402
 from gpu_check_memory import memory_checks  # noqa: E402
 from gpu_check_ranks import ranks_checks  # noqa: E402
 from gpu_check_capture import capture_checks  # noqa: E402
@@ -529,6 +529,7 @@ def main():
     if not a.build or not a.out:
         parser.error("--build and --out are needed")
     build, out = a.build, a.out
+    os.makedirs(out, exist_ok=True)  # the parts write their logs there
     if a.corpus_only and not a.corpus:
         parser.error("--corpus-only needs --corpus PATH")
     only = set(a.corpus_programs.split(",")) if a.corpus_programs else None
@@ -552,6 +553,7 @@ def main():
         finish(summary, out)
     if a.stacks_only:
         stack_checks(build, out, summary, check, run)
+        stacks_size_checks(build, out, summary, check, run)
         finish(summary, out)
     if a.capture_only:
         capture_checks(build, out, summary, check, run, a.corpus)
@@ -740,6 +742,7 @@ def main():
     exit_checks(build, out, summary, check, run)
     reliability_checks(build, out, summary)
     stack_checks(build, out, summary, check, run)
+    stacks_size_checks(build, out, summary, check, run)
     if a.bench:
         bench_figures(build, out, summary)
     if a.corpus:

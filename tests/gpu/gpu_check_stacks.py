@@ -3,10 +3,16 @@ from a known line and calls cublasSgemm from another; the trace must carry each 
 (its "sf" in the document's stackFrames), innermost frame first, the profiler's own frames
 (cuprof, CUPTI, libcuda, libcudart) dropped from its top, cuBLAS's kept above the program's own
 call site, a short "Call stack" arg for Perfetto, and export_stacks' folded text must hold both
-call sites."""
+call sites. Then a PyTorch training loop (`bench/run train-step`, 150 steps) under `cuprof run`
+with and without --stacks: the stacks trace at most 1.5 times the size of the other, valid, every
+call's stack once in stackFrames."""
 import json
 import os
 import re
+import subprocess
+import sys
+
+import validate_trace
 
 
 def stack_frames_ok(stack, function, line, library=None):
@@ -75,3 +81,39 @@ def stack_checks(build, out, summary, check, run):
           f"call_stacks.cu:{lines['launch_line']})" in folded and f"call_stacks.cu:{lines['gemm_line']})" in folded
           and all(re.fullmatch(r".+ \d+", l) for l in folded.splitlines()), f"{len(folded.splitlines())} lines")
     summary["call_stacks"] = result
+
+
+def stacks_size_checks(build, out, summary, check, run):
+    """The stacks trace of a PyTorch loop against its trace without stacks (each stack once, a
+    short arg per call): at most 1.5 times the size."""
+    have_torch = subprocess.run([sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
+                                capture_output=True).returncode == 0
+    if not check("call stacks: torch importable with CUDA (for the training loop's stacks trace)", have_torch):
+        return
+    cli = os.path.join(build, "tools", "cuprof")
+    bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "run")
+    sizes, docs = {}, {}
+    for label, flags in (("loop_plain", []), ("loop_stacks", ["--stacks"])):
+        trace = os.path.join(out, label + ".json")
+        proc = run([cli, "run", "--output", trace, "--no-table", *flags, "--", sys.executable, bench, "train-step",
+                    "--steps", "150"], out, label, timeout=300)
+        if proc.returncode != 0 or not os.path.exists(trace):
+            check(f"call stacks: the training loop runs under cuprof run {' '.join(flags)}", False,
+                  f"exit {proc.returncode}")
+            return
+        sizes[label] = os.path.getsize(trace)
+        raw, docs[label] = validate_trace.load_trace(trace)
+        problems = validate_trace.validate(raw, docs[label], require_gpu=True)
+        check(f"call stacks: the training loop's trace {' '.join(flags) or 'without stacks'} is valid", not problems,
+              "; ".join(problems[:3]))
+    ratio = sizes["loop_stacks"] / sizes["loop_plain"]
+    events = docs["loop_stacks"]["traceEvents"]
+    calls = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    with_sf = [e for e in calls if "sf" in e]
+    shown = [e for e in with_sf if isinstance(e.get("args", {}).get("Call stack"), list)]
+    check("call stacks: the training loop's stacks trace at most 1.5 times its size without stacks, every stacked call "
+          "with its sf and a short Call stack arg", ratio <= 1.5 and with_sf and len(shown) == len(with_sf),
+          f"{sizes['loop_stacks'] / 1e6:.1f} MB against {sizes['loop_plain'] / 1e6:.1f} MB, {ratio:.2f}x; "
+          f"{len(with_sf)} of {len(calls)} calls with a stack, {len(docs['loop_stacks'].get('stackFrames', {}))} frame nodes")
+    summary["stacks_trace_size"] = {"plain_bytes": sizes["loop_plain"], "stacks_bytes": sizes["loop_stacks"],
+                                    "ratio": round(ratio, 3), "calls_with_stack": len(with_sf)}
