@@ -213,3 +213,82 @@ def ranks_checks(build, out, summary, check, run, corpus, nranks):
         result[f"insights_{label}"] = ins.stdout[-1500:]
         check(f"ranks: cuprof insights on the {label}'s directory names rank 1 (the slowed one) the straggler",
               ins.returncode == 0 and who == "1", f"exit {ins.returncode}; {ins.stdout[-300:]}")
+
+    collective_args_checks(cli, work, result, check, run, torchrun, nranks)
+
+
+COLLECTIVES_SCRIPT = os.path.join(HERE, "torch_collectives.py")
+# The args both tools write on a collective (torch's record_param_comms names).
+COLLECTIVE_ARGS = ("Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size")
+# NCCL kernel name word -> the script's collective (tests/gpu/torch_collectives.py SIZES).
+KERNEL_KINDS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
+                "Broadcast": "broadcast"}
+
+
+def first_args_by_kind(events):
+    """{collective: args} of the first NCCL kernel of each kind that carries a Collective name, else of
+    the first record_param_comms op (torch may put its args on the op only)."""
+    found = {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        args = e.get("args", {})
+        if e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower():
+            kind = next((k for word, k in KERNEL_KINDS.items() if word in e["name"]), None)
+            if kind and kind not in found and "Collective name" in args:
+                found[kind] = args
+    for e in events:
+        args = e.get("args", {})
+        if e.get("name") == "record_param_comms" and "Collective name" in args:
+            name = str(args["Collective name"]).replace("_into_tensor", "").replace("_base", "")
+            kind = next((k for k in SIZES_KINDS if name.startswith(k)), None)
+            if kind and kind not in found:
+                found[kind] = args
+    return found
+
+
+SIZES_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+
+
+def collective_args_checks(cli, work, result, check, run, torchrun, nranks):
+    """The args of all_reduce, all_gather, reduce_scatter and broadcast kernels of known sizes, in cuprof's
+    trace and in torch.profiler's of the same job: each is listed with what differs (docs/interop.md)."""
+    sys.path.insert(0, HERE)
+    from torch_collectives import SIZES
+    job = [*torchrun, COLLECTIVES_SCRIPT, "--steps", "6"]
+    plain = run(job, work, "collectives_plain", timeout=300)
+    sums = re.search(r"^sums .*$", plain.stdout, re.M)
+    if not check("collectives: the job of explicit collectives runs plain", plain.returncode == 0 and sums,
+                 f"exit {plain.returncode}; {plain.stderr[-300:]}"):
+        return
+    ours_dir, torch_dir = os.path.join(work, "collectives_cuprof"), os.path.join(work, "collectives_torch")
+    os.makedirs(ours_dir, exist_ok=True)  # cuprof writes into a folder that is there
+    traced = run([cli, "run", "--no-table", "--output", os.path.join(ours_dir, "rank%r.json"), "--", *job], work,
+                 "collectives_cuprof", timeout=300)
+    check("collectives: under cuprof run, exit status and output unchanged",
+          traced.returncode == 0 and sums.group(0) in traced.stdout, f"exit {traced.returncode}")
+    profiled = run([*job, "--torch-profile", torch_dir], work, "collectives_torch", timeout=300)
+    check("collectives: under torch.profiler, exit status and output unchanged",
+          profiled.returncode == 0 and sums.group(0) in profiled.stdout, f"exit {profiled.returncode}")
+    table = {}
+    for r in range(nranks):
+        ours_path, theirs_path = os.path.join(ours_dir, f"rank{r}.json"), os.path.join(torch_dir, f"rank{r}.json")
+        if not (os.path.exists(ours_path) and os.path.exists(theirs_path)):
+            check(f"collectives: rank {r}: both traces written", False, f"{ours_path}, {theirs_path}")
+            continue
+        ours = first_args_by_kind(load_events(ours_path)["traceEvents"])
+        theirs = first_args_by_kind(load_events(theirs_path)["traceEvents"])
+        for kind in SIZES_KINDS:
+            n_in, n_out, dtype = SIZES[kind]
+            want = {"In msg nelems": n_in, "Out msg nelems": n_out if n_out is not None else
+                    (n_in * nranks if kind == "all_gather" else n_in // nranks), "dtype": dtype, "Group size": nranks}
+            a, b = ours.get(kind, {}), theirs.get(kind, {})
+            row = {key: (a.get(key), b.get(key)) for key in COLLECTIVE_ARGS}
+            table.setdefault(kind, {})[r] = row
+            # cuprof's against the job's known sizes (what neither tool decides), then against torch's.
+            wrong = {k: a.get(k) for k, v in want.items() if a.get(k) != v}
+            differs = {k: v for k, v in row.items() if v[0] != v[1]}
+            check(f"collectives: rank {r}: {kind}: cuprof's args give the job's sizes, dtype and group size",
+                  kind in ours and not wrong, f"wrong or missing {wrong}; vs torch {differs}")
+    result["collective_args"] = {k: {str(r): {key: list(v) for key, v in row.items()} for r, row in by_rank.items()}
+                                 for k, by_rank in table.items()}
