@@ -32,16 +32,20 @@ static const char* const usage =
   --metrics-ab R  R rounds of untraced / window / untraced / window with GPU metrics
 )";
 
+// The q-quantile of sorted values (the nearest rank).
+static double quantile(const std::vector<double>& sorted, double q) {
+  return sorted.empty() ? 0.0 : sorted[std::size_t(q * double(sorted.size() - 1) + 0.5)];
+}
+
 static double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
+  return quantile(v, 0.5);
 }
 
 static std::string spread(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  const auto at = [&](double q) { return v[std::size_t(q * double(v.size() - 1) + 0.5)]; };
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%.1f (%.1f, %.1f)", at(0.5), at(0.1), at(0.9));
+  std::snprintf(buf, sizeof buf, "%.1f (%.1f, %.1f)", quantile(v, 0.5), quantile(v, 0.1), quantile(v, 0.9));
   return buf;
 }
 
@@ -168,9 +172,8 @@ int main(int argc, char** argv) try {
   double total_us = 0;
   for (double t : step_us) total_us += t;
   std::sort(step_us.begin(), step_us.end());
-  const auto at = [&](double q) { return step_us[std::size_t(q * double(step_us.size() - 1) + 0.5)]; };
   std::printf("steps_timed=%d\nsteps_total=%d\nstep_us_median=%.1f\nstep_us_p10=%.1f\nstep_us_p90=%.1f\ntimed_loop_ms=%.1f\n",
-              steps, warmup + steps, at(0.5), at(0.1), at(0.9), total_us / 1000);
+              steps, warmup + steps, quantile(step_us, 0.5), quantile(step_us, 0.1), quantile(step_us, 0.9), total_us / 1000);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "mlp_loop: %s\n", e.what());

@@ -107,8 +107,12 @@ struct window {
   std::vector<std::uint32_t> steps;                         // step spans by start
   std::uint64_t first_ns = 0, last_ns = 0;                  // its GPU work's extent
   std::int64_t offset_ns = 0;
-  // Per device, the parts of its collective kernels spent waiting for the last rank to reach them.
-  std::map<std::uint32_t, intervals> waits;
+  // Per device, its kernels' time merged: compute, and collectives (add_times); and the parts of its
+  // collectives spent waiting for the last rank to reach them (match).
+  struct device_time {
+    intervals compute, comm, waits;
+  };
+  std::map<std::uint32_t, device_time> devices;
 };
 
 std::uint32_t step_of_span(const trace& t, std::uint32_t s) {
@@ -180,22 +184,22 @@ window window_of(const loaded_trace& lt) {
   return w;
 }
 
-// GPU time, compute, collectives and what no compute hides, into the rank's summary.
-void add_times(const window& w, rank_summary& r) {
+// GPU time, compute and collectives, into the rank's summary; the window keeps each device's
+// merged intervals for add_exposed, once the matching has found the waits.
+void add_times(window& w, rank_summary& r) {
   const trace& t = w.lt->t;
-  std::map<std::uint32_t, std::pair<intervals, intervals>> per_device;  // compute, communication
   for (const gpu_activity& g : t.gpu) {
     if (g.kind == gpu_kind::sync) continue;
     r.gpu_ns += g.end_ns - g.start_ns;
     if (g.kind != gpu_kind::kernel) continue;
-    auto& [compute, comm] = per_device[t.lane_of(g).device];
-    (is_collective_kernel(t.names.str(g.name)) ? comm : compute).emplace_back(g.start_ns, g.end_ns);
+    window::device_time& d = w.devices[t.lane_of(g).device];
+    (is_collective_kernel(t.names.str(g.name)) ? d.comm : d.compute).emplace_back(g.start_ns, g.end_ns);
   }
-  for (auto& [device, lists] : per_device) {
-    const intervals compute = merged(std::move(lists.first)), comm = merged(std::move(lists.second));
-    r.compute_ns += length(compute);
-    r.comm_ns += length(comm);
-    r.exposed_ns += uncovered(comm, compute);
+  for (auto& [device, d] : w.devices) {
+    d.compute = merged(std::move(d.compute));
+    d.comm = merged(std::move(d.comm));
+    r.compute_ns += length(d.compute);
+    r.comm_ns += length(d.comm);
   }
   for (const collective& c : w.collectives) {
     r.collective_ns += c.end - c.start;
@@ -210,20 +214,14 @@ void add_times(const window& w, rank_summary& r) {
   r.span_ns += w.last_ns - w.first_ns;
 }
 
-// Of the collectives' time no compute hides, what follows the last rank's
-// arrival: the rest is waiting for it (match()), the straggler's cost.
-void add_exposed_after_waits(const window& w, rank_summary& r) {
-  const trace& t = w.lt->t;
-  std::map<std::uint32_t, std::pair<intervals, intervals>> per_device;  // compute and waits, communication
-  for (const gpu_activity& g : t.gpu) {
-    if (g.kind != gpu_kind::kernel) continue;
-    auto& [covered, comm] = per_device[t.lane_of(g).device];
-    (is_collective_kernel(t.names.str(g.name)) ? comm : covered).emplace_back(g.start_ns, g.end_ns);
-  }
-  for (auto& [device, lists] : per_device) {
-    if (const auto waited = w.waits.find(device); waited != w.waits.end())
-      lists.first.insert(lists.first.end(), waited->second.begin(), waited->second.end());
-    r.exposed_after_wait_ns += uncovered(merged(std::move(lists.second)), merged(std::move(lists.first)));
+// What no compute hides of the collectives (HTA's), and of it what follows the last rank's
+// arrival: the rest is waiting for that rank (match()), the straggler's cost.
+void add_exposed(const window& w, rank_summary& r) {
+  for (const auto& [device, d] : w.devices) {
+    r.exposed_ns += uncovered(d.comm, d.compute);
+    intervals covered = d.compute;
+    covered.insert(covered.end(), d.waits.begin(), d.waits.end());
+    r.exposed_after_wait_ns += uncovered(d.comm, merged(std::move(covered)));
   }
 }
 
@@ -362,7 +360,7 @@ void match(const std::vector<window*>& group, rank_report& r, bool by_step,
           const std::uint64_t wait = std::uint64_t(starts[last].first - starts[i].first);
           s.wait_ns += wait, part->wait_ns += wait;
           const collective& c = w.collectives[w.by_kind.at(kind)[k]];
-          starts[i].second->waits[c.device].emplace_back(c.start, std::min(c.end, c.start + wait));
+          starts[i].second->devices[c.device].waits.emplace_back(c.start, std::min(c.end, c.start + wait));
         }
       }
     }
@@ -461,8 +459,7 @@ rank_report analyze_ranks(const std::vector<loaded_trace>& traces, const rank_op
     if (group.size() >= 2) match(group, r, r.by_step, group_of, kinds);
   }
   for (const window& w : windows)
-    add_exposed_after_waits(
-        w, *std::find_if(r.ranks.begin(), r.ranks.end(), [&](const rank_summary& x) { return x.rank == w.rank; }));
+    add_exposed(w, *std::find_if(r.ranks.begin(), r.ranks.end(), [&](const rank_summary& x) { return x.rank == w.rank; }));
   for (straggler_group& g : r.groups)
     for (const straggler_group::rank_part& p : g.ranks)
       if (p.late_ns > g.late_ns) g.slowest = p.rank, g.late_ns = p.late_ns, g.last = p.last;

@@ -3,6 +3,7 @@
 #include <cuprof/output/trace_schema.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -279,10 +280,9 @@ namespace {
 // A stack frame's id, as a key gives it ("12") or a value (12 or "12"); -1
 // when it is none of these.
 std::int64_t frame_id(std::string_view text) {
-  std::int64_t id = 0;
-  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos) return -1;
-  for (char c : text) id = id * 10 + (c - '0');
-  return id;
+  std::int64_t id = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), id);
+  return error == std::errc() && end == text.data() + text.size() && id >= 0 ? id : -1;
 }
 std::int64_t frame_id(const json_node& v) {
   std::int64_t id = -1;

@@ -492,10 +492,14 @@ def kernels_under(events, predicate):
     return hits
 
 
+def torch_with_cuda():
+    """Whether this Python imports torch with a CUDA device (the PyTorch programs' checks need it)."""
+    return subprocess.run([sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
+                          capture_output=True).returncode == 0
+
+
 def torch_nvtx_checks(build, out, summary, check, timeout=300):
-    have_torch = subprocess.run([sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
-                                capture_output=True).returncode == 0
-    if not check("torch: importable with CUDA (for the NVTX checks)", have_torch):
+    if not check("torch: importable with CUDA (for the NVTX checks)", torch_with_cuda()):
         return
     cli = os.path.abspath(os.path.join(build, "tools", "cuprof"))
     tdir = os.path.join(out, "torch_nvtx")

@@ -226,28 +226,15 @@ KERNEL_KINDS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceSca
 
 
 def first_args_by_kind(events):
-    """{collective: args} of the first NCCL kernel of each kind that carries a Collective name, else of
-    the first record_param_comms op (torch may put its args on the op only)."""
+    """{collective: args} of the first NCCL kernel of each kind that carries a Collective name (both
+    tools write torch's record_param_comms args on the kernels)."""
     found = {}
     for e in events:
-        if e.get("ph") != "X":
-            continue
-        args = e.get("args", {})
-        if e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower():
+        if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower():
             kind = next((k for word, k in KERNEL_KINDS.items() if word in e["name"]), None)
-            if kind and kind not in found and "Collective name" in args:
-                found[kind] = args
-    for e in events:
-        args = e.get("args", {})
-        if e.get("name") == "record_param_comms" and "Collective name" in args:
-            name = str(args["Collective name"]).replace("_into_tensor", "").replace("_base", "")
-            kind = next((k for k in SIZES_KINDS if name.startswith(k)), None)
-            if kind and kind not in found:
-                found[kind] = args
+            if kind and kind not in found and "Collective name" in e.get("args", {}):
+                found[kind] = e["args"]
     return found
-
-
-SIZES_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
 def collective_args_checks(cli, work, result, check, run, torchrun, nranks):
@@ -278,7 +265,7 @@ def collective_args_checks(cli, work, result, check, run, torchrun, nranks):
             continue
         ours = first_args_by_kind(load_events(ours_path)["traceEvents"])
         theirs = first_args_by_kind(load_events(theirs_path)["traceEvents"])
-        for kind in SIZES_KINDS:
+        for kind in KERNEL_KINDS.values():
             n_in, n_out, dtype = SIZES[kind]
             want = {"In msg nelems": n_in, "Out msg nelems": n_out if n_out is not None else
                     (n_in * nranks if kind == "all_gather" else n_in // nranks), "dtype": dtype, "Group size": nranks}

@@ -9,10 +9,10 @@ call's stack once in stackFrames."""
 import json
 import os
 import re
-import subprocess
 import sys
 
 import validate_trace
+from gpu_check_corpus import torch_with_cuda
 
 
 def stack_frames_ok(stack, function, line, library=None):
@@ -86,9 +86,7 @@ def stack_checks(build, out, summary, check, run):
 def stacks_size_checks(build, out, summary, check, run):
     """The stacks trace of a PyTorch loop against its trace without stacks (each stack once, a
     short arg per call): at most 1.5 times the size."""
-    have_torch = subprocess.run([sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
-                                capture_output=True).returncode == 0
-    if not check("call stacks: torch importable with CUDA (for the training loop's stacks trace)", have_torch):
+    if not check("call stacks: torch importable with CUDA (for the training loop's stacks trace)", torch_with_cuda()):
         return
     cli = os.path.join(build, "tools", "cuprof")
     bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "run")

@@ -211,6 +211,10 @@ class event_averages {
   }
 
  private:
+  // Whether a row has GPU time: torch shows the CUDA columns and footer only then.
+  bool has_cuda_time() const {
+    return std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
+  }
   std::vector<event_average> rows_;
   bool memory_ = false;
   std::vector<std::string> metric_labels_;
@@ -307,7 +311,7 @@ inline std::vector<const event_average*> event_averages::sorted_rows(const std::
 inline std::vector<table_column> event_averages::columns(const table_options& options,
                                                          const std::vector<const event_average*>& shown) const {
   using value = column_value;
-  const bool has_cuda = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
+  const bool has_cuda = has_cuda_time();
   // torch's: CPU Mem whenever memory was recorded, CUDA Mem where some scope used device memory.
   const bool has_cuda_memory =
       memory_ && std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_memory != 0; });
@@ -328,49 +332,66 @@ inline std::vector<table_column> event_averages::columns(const table_options& op
       "Name", "name", 0, true, true, [](const event_average& r) { return detail::terminal_safe(r.key); },
       [](const event_average& r) { return value::string(r.key); });
   add("", "kind", 1, false, true, nullptr, [](const event_average& r) { return value::string(row_kind_name(r.kind)); });
-  add(
-      "Self CPU %", "self_cpu_pct", 5, true, true,
-      [=](const event_average& r) { return detail::format_share(double(r.self_cpu_ns) / 1000.0, total_cpu); },
-      [=](const event_average& r) { return pct(double(r.self_cpu_ns), double(cpu_ns)); });
-  add(
-      "Self CPU", "self_cpu_us", 4, true, true, [=](const event_average& r) { return time(r.self_cpu_ns); },
-      [](const event_average& r) { return value::time(r.self_cpu_ns); });
-  add(
-      "CPU total %", "cpu_total_pct", 7, true, true,
-      [=](const event_average& r) { return detail::format_share(double(r.cpu_total_ns) / 1000.0, total_cpu); },
-      [=](const event_average& r) { return pct(double(r.cpu_total_ns), double(cpu_ns)); });
-  add(
-      "CPU total", "cpu_total_us", 6, true, true, [=](const event_average& r) { return time(r.cpu_total_ns); },
-      [](const event_average& r) { return value::time(r.cpu_total_ns); });
-  add(
-      "CPU time avg", "cpu_avg_us", 8, true, true,
-      [](const event_average& r) { return detail::format_time_us(r.cpu_time_avg_us()); },
-      [](const event_average& r) { return value::real(r.cpu_time_avg_ns() / 1000.0); });
-  add(
-      "Self CUDA", "self_cuda_us", 9, has_cuda, true, [=](const event_average& r) { return time(r.self_cuda_ns); },
-      [](const event_average& r) { return value::time(r.self_cuda_ns); });
-  add(
-      "Self CUDA %", "self_cuda_pct", 10, has_cuda, true,
-      [=](const event_average& r) { return detail::format_share(double(r.self_cuda_ns) / 1000.0, total_cuda); },
-      [=](const event_average& r) { return pct(double(r.self_cuda_ns), double(cuda_ns)); });
-  add(
-      "CUDA total", "cuda_total_us", 11, has_cuda, true, [=](const event_average& r) { return time(r.cuda_total_ns); },
-      [](const event_average& r) { return value::time(r.cuda_total_ns); });
-  add(
-      "CUDA time avg", "cuda_avg_us", 12, has_cuda, true,
-      [](const event_average& r) { return detail::format_time_us(r.cuda_time_avg_us()); },
-      [](const event_average& r) { return value::real(r.cuda_time_avg_ns() / 1000.0); });
+  // A time, its share of the total and its average per call, where torch has them: torch prints
+  // the share before the time for the CPU, after it for CUDA; the records give the time first.
+  using time_field = std::uint64_t event_average::*;
+  using average = double (event_average::*)() const;
+  struct timed {
+    const char *share_header, *share_record, *time_header, *time_record, *avg_header, *avg_record;
+    time_field field;
+    average avg_us, avg_ns;  // the text's (torch's rounding) and the records'
+    bool cuda;
+    int rank;  // the time's; its share's is the next, its average's the one after the share's
+  };
+  const timed times[] = {
+      {"Self CPU %", "self_cpu_pct", "Self CPU", "self_cpu_us", nullptr, nullptr, &event_average::self_cpu_ns, nullptr, nullptr,
+       false, 4},
+      {"CPU total %", "cpu_total_pct", "CPU total", "cpu_total_us", "CPU time avg", "cpu_avg_us", &event_average::cpu_total_ns,
+       &event_average::cpu_time_avg_us, &event_average::cpu_time_avg_ns, false, 6},
+      {"Self CUDA %", "self_cuda_pct", "Self CUDA", "self_cuda_us", nullptr, nullptr, &event_average::self_cuda_ns, nullptr,
+       nullptr, true, 9},
+      {nullptr, nullptr, "CUDA total", "cuda_total_us", "CUDA time avg", "cuda_avg_us", &event_average::cuda_total_ns,
+       &event_average::cuda_time_avg_us, &event_average::cuda_time_avg_ns, true, 11},
+  };
+  for (const timed& m : times) {
+    const time_field f = m.field;
+    const bool text = !m.cuda || has_cuda;
+    const double total_us = m.cuda ? total_cuda : total_cpu;
+    const std::uint64_t total = m.cuda ? cuda_ns : cpu_ns;
+    const auto add_share = [&] {
+      if (!m.share_header) return;
+      add(
+          m.share_header, m.share_record, m.rank + 1, text, true,
+          [=](const event_average& r) { return detail::format_share(double(r.*f) / 1000.0, total_us); },
+          [=](const event_average& r) { return pct(double(r.*f), double(total)); });
+    };
+    if (!m.cuda) add_share();
+    add(
+        m.time_header, m.time_record, m.rank, text, true, [=](const event_average& r) { return time(r.*f); },
+        [f](const event_average& r) { return value::time(r.*f); });
+    if (m.cuda) add_share();
+    if (m.avg_header) {
+      const average in_us = m.avg_us, in_ns = m.avg_ns;
+      add(
+          m.avg_header, m.avg_record, m.rank + 2, text, true,
+          [in_us](const event_average& r) { return detail::format_time_us((r.*in_us)()); },
+          [in_ns](const event_average& r) { return value::real((r.*in_ns)() / 1000.0); });
+    }
+  }
   // Memory in bytes: torch's units in the text, whole bytes in the records.
   using memory_field = std::int64_t event_average::*;
-  const std::pair<const char*, memory_field> memory[] = {{"CPU Mem", &event_average::cpu_memory},
-                                                         {"Self CPU Mem", &event_average::self_cpu_memory},
-                                                         {"CUDA Mem", &event_average::cuda_memory},
-                                                         {"Self CUDA Mem", &event_average::self_cuda_memory}};
-  const char* memory_records[] = {"cpu_memory_bytes", "self_cpu_memory_bytes", "cuda_memory_bytes", "self_cuda_memory_bytes"};
+  const struct {
+    const char *header, *record;
+    memory_field field;
+    bool text;
+  } memory[] = {{"CPU Mem", "cpu_memory_bytes", &event_average::cpu_memory, memory_},
+                {"Self CPU Mem", "self_cpu_memory_bytes", &event_average::self_cpu_memory, memory_},
+                {"CUDA Mem", "cuda_memory_bytes", &event_average::cuda_memory, has_cuda_memory},
+                {"Self CUDA Mem", "self_cuda_memory_bytes", &event_average::self_cuda_memory, has_cuda_memory}};
   for (int i = 0; i < 4; ++i) {
-    const memory_field f = memory[i].second;
+    const memory_field f = memory[i].field;
     add(
-        memory[i].first, memory_records[i], 40 + i, i < 2 ? memory_ : has_cuda_memory, memory_,
+        memory[i].header, memory[i].record, 40 + i, memory[i].text, memory_,
         [f](const event_average& r) { return detail::format_memory(r.*f); },
         [f](const event_average& r) { return value::integer(r.*f); });
   }
@@ -539,10 +560,10 @@ inline std::string event_averages::table(const table_options& options) const {
       row_line(more);
     }
   }
-  const bool has_cuda = std::any_of(rows_.begin(), rows_.end(), [](const event_average& r) { return r.self_cuda_ns > 0; });
   out += separator;
   out += "Self CPU time total: " + detail::format_time_us(double(self_cpu_time_total_ns()) / 1000.0) + "\n";
-  if (has_cuda) out += "Self CUDA time total: " + detail::format_time_us(double(self_cuda_time_total_ns()) / 1000.0) + "\n";
+  if (has_cuda_time())
+    out += "Self CUDA time total: " + detail::format_time_us(double(self_cuda_time_total_ns()) / 1000.0) + "\n";
   return out;
 }
 
