@@ -61,6 +61,7 @@ ARG_COLLECTIVE_DTYPE = "dtype"
 ARG_IN_MSG_NELEMS = "In msg nelems"
 ARG_OUT_MSG_NELEMS = "Out msg nelems"
 ARG_GROUP_SIZE = "Group size"
+ARG_NOT_KNOWN = "Not known"  # the collective args above that cuprof cannot know
 ARG_PROCESS_GROUP_NAME = "Process Group Name"
 ARG_COLLECTIVE_RANK = "Rank"
 ARG_REDUCTION_OP = "Reduction op"

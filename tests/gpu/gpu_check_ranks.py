@@ -223,6 +223,10 @@ COLLECTIVE_ARGS = ("Collective name", "dtype", "In msg nelems", "Out msg nelems"
 # NCCL kernel name word -> the script's collective (tests/gpu/torch_collectives.py SIZES).
 KERNEL_KINDS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
                 "Broadcast": "broadcast"}
+# What nothing shows cuprof: NCCL's payload gives bytes, and AllGather and Broadcast kernels name no element
+# type, so their dtype and element counts; cuprof's args must name exactly these as "Not known", never guess.
+CANNOT_KNOW = {"all_reduce": set(), "reduce_scatter": set(), "all_gather": {"dtype", "In msg nelems", "Out msg nelems"},
+               "broadcast": {"dtype", "In msg nelems", "Out msg nelems"}}
 
 
 def first_args_by_kind(events):
@@ -270,12 +274,17 @@ def collective_args_checks(cli, work, result, check, run, torchrun, nranks):
             want = {"In msg nelems": n_in, "Out msg nelems": n_out if n_out is not None else
                     (n_in * nranks if kind == "all_gather" else n_in // nranks), "dtype": dtype, "Group size": nranks}
             a, b = ours.get(kind, {}), theirs.get(kind, {})
-            row = {key: (a.get(key), b.get(key)) for key in COLLECTIVE_ARGS}
+            row = {key: (a.get(key), b.get(key)) for key in (*COLLECTIVE_ARGS, "Not known")}
             table.setdefault(kind, {})[r] = row
-            # cuprof's against the job's known sizes (what neither tool decides), then against torch's.
-            wrong = {k: a.get(k) for k, v in want.items() if a.get(k) != v}
+            # cuprof's against the job's known sizes (what neither tool decides), then against torch's:
+            # each arg is the job's, or absent and named in "Not known" where nothing shows it.
+            not_known = {k for k in a.get("Not known", "").split(", ") if k}
+            wrong = {k: a.get(k) for k, v in want.items()
+                     if (a.get(k) != v if k not in CANNOT_KNOW[kind] else k in a or k not in not_known)}
             differs = {k: v for k, v in row.items() if v[0] != v[1]}
-            check(f"collectives: rank {r}: {kind}: cuprof's args give the job's sizes, dtype and group size",
-                  kind in ours and not wrong, f"wrong or missing {wrong}; vs torch {differs}")
+            check(f"collectives: rank {r}: {kind}: cuprof's args give the job's sizes, dtype and group size, "
+                  f"and name what cannot be known ({', '.join(sorted(CANNOT_KNOW[kind])) or 'nothing'})",
+                  kind in ours and not wrong and not_known == CANNOT_KNOW[kind],
+                  f"wrong or missing {wrong}; Not known {sorted(not_known)}; vs torch {differs}")
     result["collective_args"] = {k: {str(r): {key: list(v) for key, v in row.items()} for r, row in by_rank.items()}
                                  for k, by_rank in table.items()}

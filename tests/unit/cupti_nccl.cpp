@@ -272,6 +272,9 @@ TEST_CASE("NCCL collectives: payloads become args on their NVTX range and on the
   CHECK((*gather)["args"]["Collective name"] == "allgather");
   CHECK((*gather)["args"]["bytes"] == 1024);
   CHECK(!(*gather)["args"].contains("In msg nelems"));
+  CHECK((*gather)["args"]["Not known"] == "dtype, In msg nelems, Out msg nelems");
+  CHECK((*gather)["args"]["Group size"] == 2);
+  CHECK(!a.contains("Not known"));  // the all-reduce's are all there
   const json* sent = event_named(doc, "user_annotation", "ncclSend");
   REQUIRE(sent);
   CHECK((*sent)["args"]["Collective name"] == "send");
@@ -306,6 +309,134 @@ TEST_CASE(
   CHECK(c.bytes == 256);
   CHECK(c.op == 2);
   CHECK(!cuprof::detail::resolve_collective(c, "torch.matmul"));
+}
+
+namespace {
+// NCCL's nvtxRangePopPayload as NVTX calls it once the payload module is
+// initialised: through the function the injection put in the module's slot.
+struct payload_module {
+  intptr_t slots[64] = {};
+  nvtxExtModuleSegment_t segment{0, 63, slots};
+  nvtxExtModuleInfo_t info{NVTX_VERSION, sizeof(nvtxExtModuleInfo_t), NVTX_EXT_PAYLOAD_MODULEID, 0x0103, 1, &segment, nullptr,
+                           nullptr};
+  using fn = int (*)(nvtxDomainHandle_t, const nvtxPayloadData_t*, std::size_t);
+  template <class Payload>
+  int pop(nvtxDomainHandle_t d, const Payload& payload, std::uint64_t schema) const {
+    const nvtxPayloadData_t entry{schema, sizeof payload, &payload};
+    return reinterpret_cast<fn>(slots[NVTX3EXT_CBID_nvtxRangePopPayload])(d, &entry, 1);
+  }
+};
+int cupti_pops = 0;
+int cupti_pop_payload(nvtxDomainHandle_t, const nvtxPayloadData_t*, std::size_t) { return ++cupti_pops; }
+
+struct comm_split_payload {
+  std::uint64_t comm, parent;
+  int nranks, myrank, cuda_dev, color, key;
+};
+}  // namespace
+
+TEST_CASE(
+    "NCCL 2.25 on: a communicator from its creation range's pop payload; collectives then name their group size, "
+    "and what cannot be known") {
+  nvtx_driver nvtx;
+  record_store store(no_name);
+  nvtx.r.start_recording(0);
+  const auto nccl = nvtx.create_domain("NCCL", 0x1000);
+  const auto init = nvtx.register_string(nccl, "ncclCommInitRankConfig", 0x2100);
+  const auto reduce_scatter = nvtx.register_string(nccl, "ncclReduceScatter", 0x2110);
+  const auto all_gather = nvtx.register_string(nccl, "ncclAllGather", 0x2120);
+
+  // The injection installs push and pop in the payload module only, after what CUPTI put there.
+  payload_module m;
+  m.slots[NVTX3EXT_CBID_nvtxRangePopPayload] = reinterpret_cast<intptr_t>(&cupti_pop_payload);
+  m.slots[NVTX3EXT_CBID_nvtxMarkPayload] = 1;  // NVTX_EXTENSION_DISABLED: left alone
+  payload_module counters = m;
+  counters.info.moduleId = 3;
+  counters.segment.functionSlots = counters.slots;
+  counters.info.segments = &counters.segment;
+  CHECK(!nvtx_recorder::install_payload_extension(counters.info));
+  CHECK(counters.slots[NVTX3EXT_CBID_nvtxRangePopPayload] == reinterpret_cast<intptr_t>(&cupti_pop_payload));
+  payload_module short_module;
+  short_module.segment.slotCount = NVTX3EXT_CBID_nvtxRangePopPayload;  // no pop slot
+  CHECK(!nvtx_recorder::install_payload_extension(short_module.info));
+  REQUIRE(nvtx_recorder::install_payload_extension(m.info));
+  CHECK(m.slots[NVTX3EXT_CBID_nvtxRangePopPayload] != reinterpret_cast<intptr_t>(&cupti_pop_payload));
+  CHECK(m.slots[NVTX3EXT_CBID_nvtxRangePushPayload] > 4);
+  CHECK(m.slots[NVTX3EXT_CBID_nvtxMarkPayload] == 1);
+
+  // Not yet served (no tracer attached): CUPTI's function runs, nothing is learnt.
+  cupti_pops = 0;
+  CHECK(m.pop(nccl, comm_init_payload{0xaaa, 4, 3, 0}, schema_base + 11) == 1);
+  std::int32_t size = 0, rank = -1;
+  CHECK(!nvtx.r.communicator(0xaaa, size, rank));
+
+  const auto app = nvtx.create_domain("app", 0x1200);
+  nvtx_recorder::serve(&nvtx.r);
+  hooked().clear();
+  cuprof::detail::process().on_nvtx_range.store(&hook, std::memory_order_relaxed);
+  nvtx.push_ascii(nccl, "ncclCommInitRankConfig");                               // NCCL's NVTX3_RANGE: a push without a payload
+  CHECK(m.pop(nccl, comm_init_payload{0xabc, 4, 3, 0}, schema_base + 11) == 2);  // CUPTI's still runs, its result returned
+  CHECK(cupti_pops == 2);
+  REQUIRE(nvtx.r.communicator(0xabc, size, rank));
+  CHECK(size == 4);
+  CHECK(rank == 3);
+  m.pop(nccl, comm_split_payload{0xdef, 0xabc, 2, 1, 0, 7, 0}, schema_base + 13);  // ncclCommSplit
+  REQUIRE(nvtx.r.communicator(0xdef, size, rank));
+  CHECK(size == 2);
+  CHECK(rank == 1);
+  // Abort's and revoke's payloads share the init layout; they create nothing. Another domain's neither.
+  m.pop(nccl, comm_init_payload{0x111, 8, 0, 0}, schema_base + 3);
+  m.pop(app, comm_init_payload{0x222, 8, 0, 0}, schema_base + 11);
+  CHECK(!nvtx.r.communicator(0x111, size, rank));
+  CHECK(!nvtx.r.communicator(0x222, size, rank));
+  // nvtxRangePushPayload is a push for the hook, so that its pop does not end another range.
+  const nvtxPayloadData_t entry{schema_base, 0, nullptr};
+  reinterpret_cast<payload_module::fn>(m.slots[NVTX3EXT_CBID_nvtxRangePushPayload])(nccl, &entry, 1);
+  cuprof::detail::process().on_nvtx_range.store(nullptr, std::memory_order_relaxed);
+  const std::string at_nccl = " @" + std::to_string(0x1000);
+  CHECK(hooked() == std::vector<std::string>{"push ncclCommInitRankConfig" + at_nccl, "pop" + at_nccl, "pop" + at_nccl,
+                                             "pop" + at_nccl, "pop @" + std::to_string(0x1200), "push" + at_nccl});
+  (void)init;
+
+  // The collectives on that communicator: the group size and, with the kernel's type, the
+  // reduce-scatter's element counts; the all-gather says what it cannot give.
+  std::map<std::string, std::uint64_t> at;
+  at["rs"] = cuprof::detail::now_ticks();
+  nvtx.push(nccl, reduce_scatter, all_reduce_payload{0xabc, 4096, 0}, schema_base + 7);
+  at["ag"] = cuprof::detail::now_ticks();
+  nvtx.push(nccl, all_gather, all_gather_payload{0xabc, 2048}, schema_base + 4);
+  nvtx.r.drain_into(store);
+  marker(store, 21, "ncclReduceScatter", "NCCL", at["rs"], true);
+  launch(store, "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", at["rs"] + 1, 21);
+  marker(store, 21, nullptr, "NCCL", at["ag"] - 1, false);
+  marker(store, 22, "ncclAllGather", "NCCL", at["ag"], true);
+  launch(store, "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", at["ag"] + 1, 22);
+  marker(store, 22, nullptr, "NCCL", at["ag"] + 100000, false);
+  cuprof::trace t;
+  store.take(t, 0, std::uint64_t(1) << 62, cuprof::detail::tick_converter{});
+  cuprof::link_spans(t);
+  cuprof::attribute(t);
+  temp_dir dir;
+  const std::string path = dir.file("nccl_groups.json");
+  cuprof::export_chrome_trace(t, path);
+  const json doc = json::parse(slurp(path));
+  const json* rs = event_named(doc, "kernel", "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+  REQUIRE(rs);
+  const json& r = (*rs)["args"];
+  CHECK(r["Collective name"] == "reduce_scatter");
+  CHECK(r["dtype"] == "Float");
+  CHECK(r["In msg nelems"] == 4096);  // 1,024 floats received by each of 4 ranks
+  CHECK(r["Out msg nelems"] == 1024);
+  CHECK(r["Group size"] == 4);
+  CHECK(r["Rank"] == 3);
+  CHECK(!r.contains("Not known"));
+  const json* ag = event_named(doc, "kernel", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+  REQUIRE(ag);
+  CHECK((*ag)["args"]["Group size"] == 4);
+  CHECK((*ag)["args"]["bytes"] == 2048);
+  CHECK((*ag)["args"]["Not known"] == "dtype, In msg nelems, Out msg nelems");
+  CHECK(!(*ag)["args"].contains("dtype"));
+  nvtx_recorder::serve(nullptr);
 }
 
 TEST_CASE("the range hook sees other domains' ranges by ASCII or registered message, not cuprof's") {

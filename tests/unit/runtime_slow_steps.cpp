@@ -43,8 +43,8 @@ struct kept_windows {
   std::vector<std::size_t> work;        // and its "work" scopes
 };
 
-// `n` steps of 2 ms, those in `slow` of 30 ms, each with a "work" scope.
-kept_windows run_steps(cuprof::profile_options o, int n, const std::vector<int>& slow) {
+// `n` steps of 2 ms, those in `slow` of `slow_ms`, each with a "work" scope.
+kept_windows run_steps(cuprof::profile_options o, int n, const std::vector<int>& slow, int slow_ms = 30) {
   kept_windows out;
   o.on_trace_ready = [&out](cuprof::profile& p) {
     out.steps.push_back(profiler_steps(p.last_trace()));
@@ -55,7 +55,7 @@ kept_windows run_steps(cuprof::profile_options o, int n, const std::vector<int>&
     {
       cuprof::record_function work("work");
       const bool is_slow = std::find(slow.begin(), slow.end(), step) != slow.end();
-      std::this_thread::sleep_for(std::chrono::milliseconds(is_slow ? 30 : 2));
+      std::this_thread::sleep_for(std::chrono::milliseconds(is_slow ? slow_ms : 2));
     }
     prof.step();
   }
@@ -147,12 +147,14 @@ TEST_CASE("slow_steps: max_traces caps the kept windows, the summary names the s
 }
 
 TEST_CASE("slow_steps: past ring_bytes the ring holds fewer steps, said once, and the summary gives the cap") {
-  cuprof::profile_options o = slow_steps_options(5);
+  // 20x and a 100 ms slow step: a normal step must stall 40 ms to look slow (a loaded 2-core
+  // machine stalled one past 10 ms), which would keep a second window.
+  cuprof::profile_options o = slow_steps_options(20);
   o.slow_steps->ring_bytes = 1;  // any chunk in use is past it
   o.slow_steps->before = 2;
   o.slow_steps->ring_steps = 8;
   stderr_capture err;
-  const kept_windows kept = run_steps(o, 20, {12});
+  const kept_windows kept = run_steps(o, 20, {12}, 100);
   const std::string said = err.finish();
   CHECK(lines_containing(said, "slow steps: the ring's window held more than its") == 1);
   CHECK(said.find("ring of 1 step (of 8, shrunk to its byte cap)") != std::string::npos);

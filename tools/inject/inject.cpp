@@ -7,7 +7,8 @@
 //       InitializeInjection, which starts the environment's profile
 //       (CUPROF_TRACE and friends, see runtime/autostart.hpp);
 //   NVTX_INJECTION64_PATH  NVTX calls InitializeInjectionNvtx2 at the program's
-//       first range; it is handed to the libcupti cuprof traces with;
+//       first range; it is handed to the libcupti cuprof traces with; and
+//       InitializeInjectionNvtxExtension at an extension's first call;
 //   LD_PRELOAD  so that a program that never initialises CUDA, or runs where
 //       there is no driver, still gets a trace and a line saying why.
 // It links the runtime compiled once (the cuprof::runtime target, shared with
@@ -15,6 +16,7 @@
 // above, not by the runtime at load time (runtime/autostart.hpp).
 #include <cuprof/cuprof.hpp>
 #include <cuprof/cupti/libraries.hpp>
+#include <cuprof/cupti/nvtx_recorder.hpp>
 #include <cuprof/runtime/autostart.hpp>
 
 #include <dirent.h>
@@ -60,6 +62,21 @@ CUPROF_EXPORT int InitializeInjectionNvtx2(nvtx_get_export_table get_export_tabl
   using nvtx_init = int (*)(nvtx_get_export_table);
   const auto init = reinterpret_cast<nvtx_init>(::dlsym(cupti, "InitializeInjectionNvtx2"));
   return init ? init(get_export_table) : 0;
+}
+
+// NVTX's extensions' entry point (nvtx3/nvtxDetail/nvtxExtInit.h), looked up
+// in the same library: CUPTI's initialises each module as it would, then
+// cuprof adds the payload module's range push and pop, which carry NCCL's
+// communicators (cupti/nvtx_recorder.hpp). Non-zero: the module is served.
+CUPROF_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* module) {
+  if (!module) return 0;
+  std::string error;
+  int served = 0;
+  if (void* cupti = cuprof::detail::cupti::open_cupti_library(error)) {
+    using ext_init = int (*)(nvtxExtModuleInfo_t*);
+    if (const auto init = reinterpret_cast<ext_init>(::dlsym(cupti, "InitializeInjectionNvtxExtension"))) served = init(module);
+  }
+  return cuprof::detail::cupti::nvtx_recorder::install_payload_extension(*module) || served;
 }
 
 namespace {

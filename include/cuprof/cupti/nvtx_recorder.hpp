@@ -217,6 +217,47 @@ class nvtx_recorder {
   // NCCL payloads whose layout cuprof does not know (ignored).
   std::uint64_t undecoded() const noexcept { return undecoded_.load(std::memory_order_relaxed); }
 
+  // NVTX's payload extension (nvToolsExtPayload.h), which reaches no CUPTI
+  // callback. NCCL 2.25 on ends a communicator's creation (ncclCommInitRank*,
+  // ncclCommSplit, ...) with nvtxRangePopPayload, the payload filled once the
+  // communicator's hash is known: unhandled, the pop is a no-op, so the
+  // communicator, its size and this rank go unseen and the range stays open.
+  // `cuprof run`'s injection library (InitializeInjectionNvtxExtension,
+  // tools/inject) installs this module's push and pop after CUPTI's own
+  // initialisation, and whatever CUPTI put in those slots still runs first.
+  // False for another module, or one whose slots are not laid out as known.
+  static bool install_payload_extension(nvtxExtModuleInfo_t& module) noexcept {
+    if (module.moduleId != NVTX_EXT_PAYLOAD_MODULEID || module.segmentsCount < 1 || !module.segments) return false;
+    intptr_t* slots = module.segments[0].functionSlots;
+    if (!slots || module.segments[0].slotCount <= NVTX3EXT_CBID_nvtxRangePopPayload) return false;
+    chain(slots, NVTX3EXT_CBID_nvtxRangePushPayload, &range_payload<true>);
+    chain(slots, NVTX3EXT_CBID_nvtxRangePopPayload, &range_payload<false>);
+    return true;
+  }
+  // The recorder those functions report to: the tracer's, from its attach to its exit.
+  static void serve(nvtx_recorder* r) noexcept { served().store(r, std::memory_order_release); }
+
+  // nvtxRangePushPayload and nvtxRangePopPayload, as the range hook and the
+  // communicators see them: the range pushed or popped; a creation's payload
+  // read as NCCL's when it comes in NCCL's domain (or, the domain created
+  // before cuprof watched, one it never saw created) with a creation's schema id.
+  void on_range_payload(bool push, std::uintptr_t domain, const nvtxPayloadData_t* entries, std::size_t count) noexcept {
+    if (domain && domain == cuprof_domain_.load(std::memory_order_relaxed)) return;
+    nvtx_range_event e{push ? nvtx_range_event::push : nvtx_range_event::pop};
+    e.domain = domain;
+    tell(e);
+    if (push || !entries || count == 0 || !entries[0].payload || entries[0].size > collective_payload_max) return;
+    const std::uintptr_t nccl = nccl_domain_.load(std::memory_order_relaxed);
+    if (nccl ? domain != nccl : known_domain(domain)) return;
+    const collective_kind kind = nccl_creation_of_schema(entries[0].schemaId);
+    collective_call c;
+    if (kind == collective_kind::unknown ||
+        !decode_collective_payload(kind, static_cast<const unsigned char*>(entries[0].payload), entries[0].size, c))
+      return;
+    nccl_calls_seen_.store(true, std::memory_order_relaxed);
+    add_communicator(c.comm, c.group_size, c.rank);
+  }
+
  private:
   // {ticks, kind | size << 8 | schema id's low 32 bits << 32}, then the
   // payload's first 64 bytes.
@@ -237,6 +278,32 @@ class nvtx_recorder {
     std::atomic<std::uint64_t> comm{0};
     std::atomic<std::uint64_t> value{0};  // nranks << 32 | rank
   };
+
+  using payload_range_fn = int(NVTX_API*)(nvtxDomainHandle_t, const nvtxPayloadData_t*, std::size_t);
+  static std::atomic<nvtx_recorder*>& served() noexcept {
+    static std::atomic<nvtx_recorder*> r{nullptr};
+    return r;
+  }
+  // What the slot held before cuprof's function (CUPTI's, if it handles it), per callback id.
+  static std::atomic<payload_range_fn>& chained(std::size_t cbid) noexcept {
+    static std::atomic<payload_range_fn> before[NVTX3EXT_CBID_nvtxRangePopPayload + 1] = {};
+    return before[cbid];
+  }
+  // Slot values up to NVTX_EXTENSION_INIT_FN_FAILED are states, not functions.
+  static void chain(intptr_t* slots, std::size_t cbid, payload_range_fn ours) noexcept {
+    if (slots[cbid] > NVTX_EXTENSION_INIT_FN_FAILED) chained(cbid).store(reinterpret_cast<payload_range_fn>(slots[cbid]));
+    slots[cbid] = reinterpret_cast<intptr_t>(ours);
+  }
+  template <bool Push>
+  static int NVTX_API range_payload(nvtxDomainHandle_t domain, const nvtxPayloadData_t* entries, std::size_t count) noexcept {
+    const payload_range_fn next =
+        chained(Push ? NVTX3EXT_CBID_nvtxRangePushPayload : NVTX3EXT_CBID_nvtxRangePopPayload).load(std::memory_order_relaxed);
+    const int depth = next ? next(domain, entries, count) : NVTX_NO_PUSH_POP_TRACKING;
+    // A forked child has no CUPTI callbacks: its pushes go unseen, so its pops are not told either.
+    if (nvtx_recorder* r = served().load(std::memory_order_acquire); r && !process().forked_child.load(std::memory_order_relaxed))
+      r->on_range_payload(Push, reinterpret_cast<std::uintptr_t>(domain), entries, count);
+    return depth;
+  }
 
   // The runtime's hook, when one is set (process_state::on_nvtx_range).
   static void tell(const nvtx_range_event& e) noexcept {

@@ -370,6 +370,7 @@ class tracer {
       return no_worker;
     }
     pthread_atfork(nullptr, nullptr, &mark_forked_child);
+    nvtx_recorder::serve(&nvtx_);
     return {};
   }
 
@@ -507,6 +508,7 @@ class tracer {
         cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       });
     closed_ = true;
+    nvtx_recorder::serve(nullptr);
     process_completed();
   }
 

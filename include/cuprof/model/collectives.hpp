@@ -153,6 +153,30 @@ inline bool decode_collective_payload(collective_kind kind, const unsigned char*
   return true;
 }
 
+// The communicator an NCCL payload given at its range's end creates, by the
+// payload's static schema id: NCCL 2.25 on ends ncclCommInitRank,
+// ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommShrink (the init
+// layout) and ncclCommSplit, ncclCommGrow (the split layout) with
+// nvtxRangePopPayload, once the communicator's hash is known; the ids are
+// NVTX_PAYLOAD_SCHEMA_ID_STATIC_START (1 << 24) + NCCL's NVTX_SID_* (nvtx.h),
+// unchanged from 2.25 to 2.29. Destroy, abort and revoke end their ranges the
+// same way with the init layout: unknown here, they create nothing.
+inline collective_kind nccl_creation_of_schema(std::uint64_t schema_id) {
+  constexpr std::uint64_t static_start = std::uint64_t(1) << 24;
+  if (schema_id < static_start) return collective_kind::unknown;
+  switch (schema_id - static_start) {
+    case 0:   // CommInitRank
+    case 11:  // CommInitRankConfig
+    case 12:  // CommInitRankScalable
+    case 15:  // CommShrink {comm, nranks, myrank, cudaDev, num_exclude}
+      return collective_kind::comm_init;
+    case 13:  // CommSplit
+    case 20:  // CommGrow {newcomm, parentcomm, nranks, myrank, cudaDev}
+      return collective_kind::comm_split;
+    default: return collective_kind::unknown;
+  }
+}
+
 // A call recorded before its function was known (collective_kind::unknown),
 // decided from its range's name; false when the name or the layout does not fit.
 inline bool resolve_collective(collective_call& c, std::string_view function_name) {
@@ -335,6 +359,19 @@ inline bool collective_elements(const collective_call& c, std::uint64_t& in, std
     (c.kind == collective_kind::all_gather ? out : in) = n * std::uint64_t(c.group_size);
   }
   return true;
+}
+
+// What torch writes for a collective that a call cannot give (a mask of
+// these): the element type when the kernel's name spells none (AllGather,
+// Broadcast and SendRecv kernels move bytes), the element counts without it
+// (or, for AllGather and ReduceScatter, without the group size), the group
+// size of a communicator created before cuprof saw it. The writer names them
+// in the call's args, so that readers tell "cannot be known" from "left out".
+enum collective_missing : unsigned { missing_dtype = 1, missing_elements = 2, missing_group_size = 4 };
+inline unsigned collective_args_missing(const collective_call& c) {
+  std::uint64_t in = 0, out = 0;
+  return (c.dtype == collective_dtype::unknown ? missing_dtype : 0u) | (collective_elements(c, in, out) ? 0u : missing_elements) |
+         (c.group_size <= 0 ? missing_group_size : 0u);
 }
 
 // The communicator as "Process Group Name": torch's process-group names are

@@ -309,6 +309,19 @@ class chrome_trace_writer {
       }
     }
     if (c.group_size > 0) number(schema::arg_group_size, c.group_size);
+    if (const unsigned missing = creates ? 0u : detail::collective_args_missing(c)) {
+      append_next_key(out_, schema::arg_not_known);
+      out_ += '"';
+      const std::size_t at = out_.size();
+      const auto add = [&](std::string_view name) {
+        if (out_.size() != at) out_ += ", ";
+        out_ += name;
+      };
+      if (missing & detail::missing_dtype) add(schema::arg_collective_dtype);
+      if (missing & detail::missing_elements) add(schema::arg_in_msg_nelems), add(schema::arg_out_msg_nelems);
+      if (missing & detail::missing_group_size) add(schema::arg_group_size);
+      out_ += '"';
+    }
     if (c.rank >= 0) number(schema::arg_collective_rank, c.rank);
     if (c.comm) text(schema::arg_process_group_name, detail::communicator_name(c.comm));
     if (creates) return;

@@ -133,5 +133,7 @@ std::string memory_place(std::int32_t device);
 
 // A finding as one summary line (format.cpp, with the rest of the text).
 std::string summary_line(const finding& f);
+// A report's opening block: its summary lines numbered, terminal-safe, then a blank line; "" for none.
+std::string summary_block(const std::vector<std::string>& summary);
 
 }  // namespace cuprof::detail::insight_rules

@@ -34,6 +34,13 @@ std::string detail::insight_rules::summary_line(const finding& f) {
          ", could save ~" + us_text(f.saving_ns) + " (" + f.estimate + ")";
 }
 
+std::string detail::insight_rules::summary_block(const std::vector<std::string>& summary) {
+  if (summary.empty()) return {};
+  std::string out = "Summary (the largest estimated savings)\n";
+  for (std::size_t i = 0; i < summary.size(); ++i) out += "  " + std::to_string(i + 1) + ". " + terminal_safe(summary[i]) + "\n";
+  return out + "\n";
+}
+
 std::string throughput_text(const activity_throughput& r) {
   const bool flops = r.what == activity_throughput::measure::flops;
   std::string text = detail::format_rate(r.per_second(), flops ? "FLOP/s" : "B/s") + " achieved";
@@ -48,13 +55,7 @@ std::string throughput_text(const activity_throughput& r) {
 std::string format_insights(const insights& in, std::size_t kernel_rows) {
   using namespace detail;
   using insight_rules::ts_text;
-  std::string out;
-  if (!in.summary.empty()) {
-    out += "Summary (the largest estimated savings)\n";
-    for (std::size_t i = 0; i < in.summary.size(); ++i)
-      out += "  " + std::to_string(i + 1) + ". " + terminal_safe(in.summary[i]) + "\n";
-    out += "\n";
-  }
+  std::string out = insight_rules::summary_block(in.summary);
   out += "Verdict: ";
   out += verdict_name(in.verdict);
   out += "\n";

@@ -105,13 +105,7 @@ std::string clock_lines(const rank_report& r) {
 }  // namespace
 
 std::string format_rank_insights(const rank_report& r) {
-  std::string out;
-  if (!r.summary.empty()) {
-    out += "Summary (the largest estimated savings)\n";
-    for (std::size_t i = 0; i < r.summary.size(); ++i)
-      out += "  " + std::to_string(i + 1) + ". " + terminal_safe(r.summary[i]) + "\n";
-    out += "\n";
-  }
+  std::string out = detail::insight_rules::summary_block(r.summary);
   out += "Ranks: " + std::to_string(r.ranks.size()) + " (" + std::to_string(r.traces) + " traces, " + std::to_string(r.hosts) +
          (r.hosts == 1 ? " host" : " hosts") +
          "); collectives: NCCL kernels; exposed: with no compute kernel on the GPU once the last rank reached it "
