@@ -315,6 +315,8 @@ namespace {
 // NCCL's nvtxRangePopPayload as NVTX calls it once the payload module is
 // initialised: through the function the injection put in the module's slot.
 struct payload_module {
+  payload_module() = default;
+  payload_module(const payload_module&) = delete;  // its pointers are to itself
   intptr_t slots[64] = {};
   nvtxExtModuleSegment_t segment{0, 63, slots};
   nvtxExtModuleInfo_t info{NVTX_VERSION, sizeof(nvtxExtModuleInfo_t), NVTX_EXT_PAYLOAD_MODULEID, 0x0103, 1, &segment, nullptr,
@@ -326,8 +328,6 @@ struct payload_module {
     return reinterpret_cast<fn>(slots[NVTX3EXT_CBID_nvtxRangePopPayload])(d, &entry, 1);
   }
 };
-int cupti_pops = 0;
-int cupti_pop_payload(nvtxDomainHandle_t, const nvtxPayloadData_t*, std::size_t) { return ++cupti_pops; }
 
 struct comm_split_payload {
   std::uint64_t comm, parent;
@@ -346,27 +346,25 @@ TEST_CASE(
   const auto reduce_scatter = nvtx.register_string(nccl, "ncclReduceScatter", 0x2110);
   const auto all_gather = nvtx.register_string(nccl, "ncclAllGather", 0x2120);
 
-  // The injection installs push and pop in the payload module only, after what CUPTI put there.
+  // The injection serves push and pop in the payload module only; the module's other slots stay as NVTX left them.
   payload_module m;
-  m.slots[NVTX3EXT_CBID_nvtxRangePopPayload] = reinterpret_cast<intptr_t>(&cupti_pop_payload);
   m.slots[NVTX3EXT_CBID_nvtxMarkPayload] = 1;  // NVTX_EXTENSION_DISABLED: left alone
-  payload_module counters = m;
+  payload_module counters;
   counters.info.moduleId = 3;
-  counters.segment.functionSlots = counters.slots;
-  counters.info.segments = &counters.segment;
   CHECK(!nvtx_recorder::install_payload_extension(counters.info));
-  CHECK(counters.slots[NVTX3EXT_CBID_nvtxRangePopPayload] == reinterpret_cast<intptr_t>(&cupti_pop_payload));
+  CHECK(counters.slots[NVTX3EXT_CBID_nvtxRangePopPayload] == 0);
   payload_module short_module;
   short_module.segment.slotCount = NVTX3EXT_CBID_nvtxRangePopPayload;  // no pop slot
   CHECK(!nvtx_recorder::install_payload_extension(short_module.info));
+  CHECK(short_module.slots[NVTX3EXT_CBID_nvtxRangePushPayload] == 0);
   REQUIRE(nvtx_recorder::install_payload_extension(m.info));
-  CHECK(m.slots[NVTX3EXT_CBID_nvtxRangePopPayload] != reinterpret_cast<intptr_t>(&cupti_pop_payload));
+  CHECK(m.slots[NVTX3EXT_CBID_nvtxRangePopPayload] > 4);  // a function, not one of NVTX's slot states
   CHECK(m.slots[NVTX3EXT_CBID_nvtxRangePushPayload] > 4);
   CHECK(m.slots[NVTX3EXT_CBID_nvtxMarkPayload] == 1);
+  CHECK(m.slots[NVTX3EXT_CBID_nvtxPayloadSchemaRegister] == 0);
 
-  // Not yet served (no tracer attached): CUPTI's function runs, nothing is learnt.
-  cupti_pops = 0;
-  CHECK(m.pop(nccl, comm_init_payload{0xaaa, 4, 3, 0}, schema_base + 11) == 1);
+  // Not yet served (no tracer attached): nothing is learnt.
+  CHECK(m.pop(nccl, comm_init_payload{0xaaa, 4, 3, 0}, schema_base + 11) == NVTX_NO_PUSH_POP_TRACKING);
   std::int32_t size = 0, rank = -1;
   CHECK(!nvtx.r.communicator(0xaaa, size, rank));
 
@@ -374,9 +372,8 @@ TEST_CASE(
   nvtx_recorder::serve(&nvtx.r);
   hooked().clear();
   cuprof::detail::process().on_nvtx_range.store(&hook, std::memory_order_relaxed);
-  nvtx.push_ascii(nccl, "ncclCommInitRankConfig");                               // NCCL's NVTX3_RANGE: a push without a payload
-  CHECK(m.pop(nccl, comm_init_payload{0xabc, 4, 3, 0}, schema_base + 11) == 2);  // CUPTI's still runs, its result returned
-  CHECK(cupti_pops == 2);
+  nvtx.push_ascii(nccl, "ncclCommInitRankConfig");  // NCCL's NVTX3_RANGE: a push without a payload
+  m.pop(nccl, comm_init_payload{0xabc, 4, 3, 0}, schema_base + 11);
   REQUIRE(nvtx.r.communicator(0xabc, size, rank));
   CHECK(size == 4);
   CHECK(rank == 3);

@@ -65,18 +65,12 @@ CUPROF_EXPORT int InitializeInjectionNvtx2(nvtx_get_export_table get_export_tabl
 }
 
 // NVTX's extensions' entry point (nvtx3/nvtxDetail/nvtxExtInit.h), looked up
-// in the same library: CUPTI's initialises each module as it would, then
-// cuprof adds the payload module's range push and pop, which carry NCCL's
-// communicators (cupti/nvtx_recorder.hpp). Non-zero: the module is served.
+// in the same library at an extension's first call: cuprof serves the payload
+// module's range push and pop, which carry NCCL's communicators
+// (cupti/nvtx_recorder.hpp). Other modules, and the payload module's other
+// functions, stay no-ops, as they were before cuprof served any.
 CUPROF_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* module) {
-  if (!module) return 0;
-  std::string error;
-  int served = 0;
-  if (void* cupti = cuprof::detail::cupti::open_cupti_library(error)) {
-    using ext_init = int (*)(nvtxExtModuleInfo_t*);
-    if (const auto init = reinterpret_cast<ext_init>(::dlsym(cupti, "InitializeInjectionNvtxExtension"))) served = init(module);
-  }
-  return cuprof::detail::cupti::nvtx_recorder::install_payload_extension(*module) || served;
+  return module && cuprof::detail::cupti::nvtx_recorder::install_payload_extension(*module) ? 1 : 0;
 }
 
 namespace {

@@ -220,18 +220,18 @@ class nvtx_recorder {
   // NVTX's payload extension (nvToolsExtPayload.h), which reaches no CUPTI
   // callback. NCCL 2.25 on ends a communicator's creation (ncclCommInitRank*,
   // ncclCommSplit, ...) with nvtxRangePopPayload, the payload filled once the
-  // communicator's hash is known: unhandled, the pop is a no-op, so the
-  // communicator, its size and this rank go unseen and the range stays open.
-  // `cuprof run`'s injection library (InitializeInjectionNvtxExtension,
-  // tools/inject) installs this module's push and pop after CUPTI's own
-  // initialisation, and whatever CUPTI put in those slots still runs first.
+  // communicator's hash is known: with no tool serving the extension, that pop
+  // is a no-op, so the communicator, its size and this rank go unseen and the
+  // range stays open. `cuprof run`'s injection library
+  // (InitializeInjectionNvtxExtension, tools/inject) serves the module's range
+  // push and pop with these; its other functions stay no-ops, as without it.
   // False for another module, or one whose slots are not laid out as known.
   static bool install_payload_extension(nvtxExtModuleInfo_t& module) noexcept {
     if (module.moduleId != NVTX_EXT_PAYLOAD_MODULEID || module.segmentsCount < 1 || !module.segments) return false;
     intptr_t* slots = module.segments[0].functionSlots;
     if (!slots || module.segments[0].slotCount <= NVTX3EXT_CBID_nvtxRangePopPayload) return false;
-    chain(slots, NVTX3EXT_CBID_nvtxRangePushPayload, &range_payload<true>);
-    chain(slots, NVTX3EXT_CBID_nvtxRangePopPayload, &range_payload<false>);
+    slots[NVTX3EXT_CBID_nvtxRangePushPayload] = reinterpret_cast<intptr_t>(&range_payload<true>);
+    slots[NVTX3EXT_CBID_nvtxRangePopPayload] = reinterpret_cast<intptr_t>(&range_payload<false>);
     return true;
   }
   // The recorder those functions report to: the tracer's, from its attach to its exit.
@@ -279,30 +279,16 @@ class nvtx_recorder {
     std::atomic<std::uint64_t> value{0};  // nranks << 32 | rank
   };
 
-  using payload_range_fn = int(NVTX_API*)(nvtxDomainHandle_t, const nvtxPayloadData_t*, std::size_t);
   static std::atomic<nvtx_recorder*>& served() noexcept {
     static std::atomic<nvtx_recorder*> r{nullptr};
     return r;
   }
-  // What the slot held before cuprof's function (CUPTI's, if it handles it), per callback id.
-  static std::atomic<payload_range_fn>& chained(std::size_t cbid) noexcept {
-    static std::atomic<payload_range_fn> before[NVTX3EXT_CBID_nvtxRangePopPayload + 1] = {};
-    return before[cbid];
-  }
-  // Slot values up to NVTX_EXTENSION_INIT_FN_FAILED are states, not functions.
-  static void chain(intptr_t* slots, std::size_t cbid, payload_range_fn ours) noexcept {
-    if (slots[cbid] > NVTX_EXTENSION_INIT_FN_FAILED) chained(cbid).store(reinterpret_cast<payload_range_fn>(slots[cbid]));
-    slots[cbid] = reinterpret_cast<intptr_t>(ours);
-  }
   template <bool Push>
   static int NVTX_API range_payload(nvtxDomainHandle_t domain, const nvtxPayloadData_t* entries, std::size_t count) noexcept {
-    const payload_range_fn next =
-        chained(Push ? NVTX3EXT_CBID_nvtxRangePushPayload : NVTX3EXT_CBID_nvtxRangePopPayload).load(std::memory_order_relaxed);
-    const int depth = next ? next(domain, entries, count) : NVTX_NO_PUSH_POP_TRACKING;
     // A forked child has no CUPTI callbacks: its pushes go unseen, so its pops are not told either.
     if (nvtx_recorder* r = served().load(std::memory_order_acquire); r && !process().forked_child.load(std::memory_order_relaxed))
       r->on_range_payload(Push, reinterpret_cast<std::uintptr_t>(domain), entries, count);
-    return depth;
+    return NVTX_NO_PUSH_POP_TRACKING;  // as NVTX's own push and pop with no tool: no depth kept
   }
 
   // The runtime's hook, when one is set (process_state::on_nvtx_range).
