@@ -225,7 +225,8 @@ class nvtx_recorder {
   // range stays open. `cuprof run`'s injection library
   // (InitializeInjectionNvtxExtension, tools/inject) serves the module's range
   // push and pop with these; its other functions stay no-ops, as without it.
-  // False for another module, or one whose slots are not laid out as known.
+  // False for another module, or one without those slots (the two-slot
+  // payload module of the NVTX copies in NCCL 2.19 to 2.21: left alone).
   static bool install_payload_extension(nvtxExtModuleInfo_t& module) noexcept {
     if (module.moduleId != NVTX_EXT_PAYLOAD_MODULEID || module.segmentsCount < 1 || !module.segments) return false;
     intptr_t* slots = module.segments[0].functionSlots;
