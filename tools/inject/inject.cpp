@@ -70,7 +70,10 @@ CUPROF_EXPORT int InitializeInjectionNvtx2(nvtx_get_export_table get_export_tabl
 // (cupti/nvtx_recorder.hpp). Other modules, and the payload module's other
 // functions, stay no-ops, as they were before cuprof served any.
 CUPROF_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* module) {
-  return module && cuprof::detail::cupti::nvtx_recorder::install_payload_extension(*module) ? 1 : 0;
+  if (!module || !cuprof::detail::cupti::nvtx_recorder::install_payload_extension(*module)) return 0;
+  if (cuprof::detail::read_switch("CUPROF_DEBUG", std::getenv("CUPROF_DEBUG"), false).value)
+    cuprof::detail::log_line("NVTX payload extension served: range push and pop (NCCL's communicators)");
+  return 1;
 }
 
 namespace {
