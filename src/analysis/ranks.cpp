@@ -275,6 +275,11 @@ void align_clocks(std::vector<window>& windows, rank_report& r) {
       if (c.host == s.host && c.applied) s.clock_offset_ns = c.offset_ns;
 }
 
+// The summary of a window's rank (every window's rank has one: analyze_ranks makes them first).
+rank_summary& summary_of(rank_report& r, const window& w) {
+  return *std::find_if(r.ranks.begin(), r.ranks.end(), [&](const rank_summary& x) { return x.rank == w.rank; });
+}
+
 // The windows of one window index matched collective by collective: who was last, how late, who waited.
 void match(const std::vector<window*>& group, rank_report& r, bool by_step,
            std::map<std::pair<std::size_t, std::string>, std::size_t>& group_of, std::set<std::string>& kinds) {
@@ -335,7 +340,7 @@ void match(const std::vector<window*>& group, rank_report& r, bool by_step,
       ++g.collectives;
       for (std::size_t i = 0; i < starts.size(); ++i) {
         const window& w = *starts[i].second;
-        rank_summary& s = *std::find_if(r.ranks.begin(), r.ranks.end(), [&](const rank_summary& x) { return x.rank == w.rank; });
+        rank_summary& s = summary_of(r, w);
         ++s.matched;
         auto part =
             std::find_if(g.ranks.begin(), g.ranks.end(), [&](const straggler_group::rank_part& x) { return x.rank == w.rank; });
@@ -458,8 +463,7 @@ rank_report analyze_ranks(const std::vector<loaded_trace>& traces, const rank_op
       if (w.index == index) group.push_back(&w);
     if (group.size() >= 2) match(group, r, r.by_step, group_of, kinds);
   }
-  for (const window& w : windows)
-    add_exposed(w, *std::find_if(r.ranks.begin(), r.ranks.end(), [&](const rank_summary& x) { return x.rank == w.rank; }));
+  for (const window& w : windows) add_exposed(w, summary_of(r, w));
   for (straggler_group& g : r.groups)
     for (const straggler_group::rank_part& p : g.ranks)
       if (p.late_ns > g.late_ns) g.slowest = p.rank, g.late_ns = p.late_ns, g.last = p.last;

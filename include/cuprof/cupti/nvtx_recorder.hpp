@@ -247,16 +247,12 @@ class nvtx_recorder {
     nvtx_range_event e{push ? nvtx_range_event::push : nvtx_range_event::pop};
     e.domain = domain;
     tell(e);
-    if (push || !entries || count == 0 || !entries[0].payload || entries[0].size > collective_payload_max) return;
+    if (push || !entries || count == 0) return;
     const std::uintptr_t nccl = nccl_domain_.load(std::memory_order_relaxed);
     if (nccl ? domain != nccl : known_domain(domain)) return;
     const collective_kind kind = nccl_creation_of_schema(entries[0].schemaId);
-    collective_call c;
-    if (kind == collective_kind::unknown ||
-        !decode_collective_payload(kind, static_cast<const unsigned char*>(entries[0].payload), entries[0].size, c))
-      return;
-    nccl_calls_seen_.store(true, std::memory_order_relaxed);
-    add_communicator(c.comm, c.group_size, c.rank);
+    if (kind != collective_kind::unknown && learn_communicator(kind, entries[0]))
+      nccl_calls_seen_.store(true, std::memory_order_relaxed);
   }
 
  private:
@@ -347,11 +343,7 @@ class nvtx_recorder {
     nccl_calls_seen_.store(true, std::memory_order_relaxed);
     const collective_kind kind = message ? message->kind : collective_kind::unknown;
     const bool sized = e.payload && e.size <= collective_payload_max;
-    if ((kind == collective_kind::comm_init || kind == collective_kind::comm_split) && sized) {
-      collective_call c;  // the communicator, known from now on, in or out of a window
-      if (decode_collective_payload(kind, static_cast<const unsigned char*>(e.payload), e.size, c))
-        add_communicator(c.comm, c.group_size, c.rank);
-    }
+    if (kind == collective_kind::comm_init || kind == collective_kind::comm_split) learn_communicator(kind, e);
     if (!recording) return;
     const std::uint64_t now = now_ticks();
     if (now < recording_since_.load(std::memory_order_relaxed)) return;
@@ -362,6 +354,15 @@ class nvtx_recorder {
     record[0] = {now, std::uint64_t(kind) | std::uint64_t(size) << 8 | std::uint64_t(std::uint32_t(e.schemaId)) << 32};
     if (sized) std::memcpy(record + 1, e.payload, e.size);
     b->push_record(record, record_slots);
+  }
+
+  // A communicator's creation (`kind` comm_init or comm_split): known from now
+  // on, in or out of a window. False when the payload does not fit the layout.
+  bool learn_communicator(collective_kind kind, const nvtxPayloadData_t& e) noexcept {
+    collective_call c;
+    if (!e.payload || !decode_collective_payload(kind, static_cast<const unsigned char*>(e.payload), e.size, c)) return false;
+    add_communicator(c.comm, c.group_size, c.rank);
+    return true;
   }
 
   // ---- domains, strings, communicators: written once each, read lock-free ----

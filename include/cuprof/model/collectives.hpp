@@ -361,19 +361,6 @@ inline bool collective_elements(const collective_call& c, std::uint64_t& in, std
   return true;
 }
 
-// What torch writes for a collective that a call cannot give (a mask of
-// these): the element type when the kernel's name spells none (AllGather,
-// Broadcast and SendRecv kernels move bytes), the element counts without it
-// (or, for AllGather and ReduceScatter, without the group size), the group
-// size of a communicator created before cuprof saw it. The writer names them
-// in the call's args, so that readers tell "cannot be known" from "left out".
-enum collective_missing : unsigned { missing_dtype = 1, missing_elements = 2, missing_group_size = 4 };
-inline unsigned collective_args_missing(const collective_call& c) {
-  std::uint64_t in = 0, out = 0;
-  return (c.dtype == collective_dtype::unknown ? missing_dtype : 0u) | (collective_elements(c, in, out) ? 0u : missing_elements) |
-         (c.group_size <= 0 ? missing_group_size : 0u);
-}
-
 // The communicator as "Process Group Name": torch's process-group names are
 // not visible to cuprof, so NCCL's communicator hash in hex stands in for it
 // (equal on every rank of a communicator, so ranks' traces still match up).

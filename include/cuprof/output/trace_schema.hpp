@@ -68,7 +68,7 @@ inline constexpr std::string_view arg_in_msg_nelems = "In msg nelems";
 inline constexpr std::string_view arg_out_msg_nelems = "Out msg nelems";
 inline constexpr std::string_view arg_group_size = "Group size";
 // Which of the four above a collective's args lack because nothing shows them to cuprof
-// (model/collectives.hpp collective_args_missing): their names, ", "-separated, e.g.
+// (the element type, the counts, the communicator's size): their names, ", "-separated, e.g.
 // "dtype, In msg nelems, Out msg nelems" on an all-gather, whose payload and kernel give bytes only.
 inline constexpr std::string_view arg_not_known = "Not known";
 // The rest of an NCCL call's args, on its NVTX range and its kernels (model/collectives.hpp):
