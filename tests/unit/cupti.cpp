@@ -19,7 +19,6 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1831,31 +1830,6 @@ TEST_CASE("call_recorder: event records and waits from the callbacks, runtime an
        {std::pair{runtime_api, 147}, std::pair{runtime_api, 137}, std::pair{driver_api, 295}, std::pair{driver_api, 121}})
     recorder.set_synchronization(domain, CUpti_CallbackId(cbid), 0, false);
   recorder.set_stream_id_lookup(nullptr);
-}
-
-TEST_CASE("activity buffers: a parsed buffer is zero again for CUPTI, its slot index kept, its pages past the first given back") {
-  using cuprof::detail::cupti::tracer;
-  const std::size_t size = tracer::buffer_header + tracer::buffer_bytes;
-  void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mapped != MAP_FAILED);
-  auto* memory = static_cast<std::uint8_t*>(mapped);
-  const std::size_t slot = 17;
-  std::memcpy(memory, &slot, sizeof slot);
-  std::memset(memory + tracer::buffer_header, 0xAB, tracer::buffer_bytes);  // records CUPTI wrote
-  tracer::clear_for_reuse(memory);
-  std::size_t kept_slot = 0;
-  std::memcpy(&kept_slot, memory, sizeof kept_slot);
-  CHECK(kept_slot == slot);
-  const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
-  const std::size_t pages = (size + page - 1) / page;
-  std::vector<unsigned char> resident(pages);
-  REQUIRE(mincore(memory, size, resident.data()) == 0);
-  std::size_t resident_after_first = 0;
-  for (std::size_t i = 1; i < pages; ++i) resident_after_first += resident[i] & 1;
-  CHECK(resident_after_first == 0);
-  const std::uint8_t* records = memory + tracer::buffer_header;
-  CHECK(std::all_of(records, records + tracer::buffer_bytes, [](std::uint8_t b) { return b == 0; }));
-  munmap(mapped, size);
 }
 
 TEST_CASE("without a CUDA driver, CUDA tracing is off with a reason and the CPU side still records") {

@@ -1,13 +1,13 @@
 // `cuprof trigger PID`: asks a running process (started under `cuprof run`,
 // or with CUPROF_TRACE) for a trace window now, through its control endpoint
-// (include/cuprof/runtime/control_endpoint.hpp: the protocol, where the
-// endpoints live, who may use them); `cuprof trigger --list`: the processes
-// that accept one.
+// (include/cuprof/runtime/control_protocol.hpp: the protocol and where the
+// endpoints live; control_endpoint.hpp: who may use them); `cuprof trigger
+// --list`: the processes that accept one.
 #pragma once
 
 #include <cuprof/base/env.hpp>
 #include <cuprof/base/text.hpp>
-#include <cuprof/runtime/control_endpoint.hpp>
+#include <cuprof/runtime/control_protocol.hpp>
 
 #include "common.hpp"
 

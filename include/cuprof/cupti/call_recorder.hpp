@@ -43,7 +43,9 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace cuprof::detail::cupti {
@@ -92,6 +94,27 @@ class call_recorder {
         const std::uint8_t e = table[i].load(std::memory_order_relaxed);
         if (e & stack_candidate) table[i].store(std::uint8_t(on ? e | stack_flag : e & ~stack_flag), std::memory_order_relaxed);
       }
+  }
+  // Before the first callback: the calls cuprof shows, found by CUPTI's
+  // names (name_of(api_domain, cbid)), each set up as its name says
+  // (synchronization, event record, stack); the caller enables their callbacks.
+  template <class NameOf>
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> learn_shown_calls(NameOf&& name_of) {
+    std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> shown;
+    for (const auto& [domain, size] : {std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE)},
+                                       std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)}}) {
+      const api_domain d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? api_domain::driver : api_domain::runtime;
+      for (std::uint32_t cbid = 1; cbid < size; ++cbid) {
+        const std::string name = name_of(d, cbid);
+        if (!classify_api(d, api_base_name(name)).display_name) continue;
+        shown.emplace_back(domain, cbid);
+        const bool per_thread = name.find("_ptsz") != std::string::npos;
+        if (const std::uint8_t sync = synchronization_kind(name)) set_synchronization(domain, cbid, sync, per_thread);
+        if (records_event(name)) set_event_record(domain, cbid, true, per_thread);
+        if (draws_flow(name) || allocates_or_frees(name)) set_stack_call(domain, cbid);
+      }
+    }
+    return shown;
   }
   // cuptiGetStreamIdEx, or a stand-in (tests): a stream handle to the id its records carry.
   using stream_id_lookup = CUptiResult (*)(CUcontext, CUstream, std::uint8_t per_thread, std::uint32_t* id);

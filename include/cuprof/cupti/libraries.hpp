@@ -10,6 +10,7 @@
 
 #include "../base/dynamic_library.hpp"
 #include "../base/env.hpp"
+#include "../model/event.hpp"  // device_info
 
 #include <cstdlib>
 #include <string>
@@ -115,6 +116,68 @@ struct driver_library {
              " (cuInit: " + (name ? name : std::to_string(int(r))) + ")";
     }
     return {};
+  }
+
+  // What the driver says of each device, for the trace's metadata.
+  std::vector<device_info> read_devices() const {
+    std::vector<device_info> devices;
+    int count = 0;
+    if (device_get_count(&count) != CUDA_SUCCESS) return devices;
+    for (int i = 0; i < count; ++i) {
+      CUdevice dev;
+      if (device_get(&dev, i) != CUDA_SUCCESS) continue;
+      device_info d;
+      d.id = i;
+      char name[256] = {0};
+      device_get_name(name, sizeof name - 1, dev);
+      d.name = name;
+      size_t mem = 0;
+      device_total_mem(&mem, dev);
+      d.total_global_mem = mem;
+      const auto attr = [&](CUdevice_attribute a) {
+        int v = 0;
+        device_get_attribute(&v, a, dev);
+        return v;
+      };
+      d.compute_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+      d.compute_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+      d.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+      d.max_threads_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+      d.regs_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+      d.regs_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+      d.warp_size = attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+      d.num_sms = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+      d.shared_mem_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+      d.shared_mem_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+      d.shared_mem_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+      d.max_blocks_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+      d.clock_rate_khz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+      d.memory_clock_rate_khz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+      d.memory_bus_width = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+      devices.push_back(d);
+    }
+    return devices;
+  }
+
+  // Waits for the GPU work of every device whose primary context is active,
+  // without making one active.
+  void sync_active_devices() const {
+    int count = 0;
+    if (device_get_count(&count) != CUDA_SUCCESS) return;
+    for (int i = 0; i < count; ++i) {
+      CUdevice dev;
+      unsigned flags = 0;
+      int active = 0;
+      if (device_get(&dev, i) != CUDA_SUCCESS) continue;
+      if (primary_ctx_get_state(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+      CUcontext ctx = nullptr, popped = nullptr;
+      if (primary_ctx_retain(&ctx, dev) != CUDA_SUCCESS) continue;
+      if (ctx_push(ctx) == CUDA_SUCCESS) {
+        ctx_synchronize();
+        ctx_pop(&popped);
+      }
+      primary_ctx_release(dev);
+    }
   }
 };
 #undef CUPROF_DRIVER_ENTRY_POINTS

@@ -22,20 +22,13 @@
 // sampled is kept as gaps with their cause.
 #pragma once
 
-#include <cuda.h>
-#include <cupti.h>
-#include <cupti_pmsampling.h>
-#include <cupti_profiler_host.h>
-#include <cupti_profiler_target.h>
-#include <cupti_target.h>
-
-#include "../base/dynamic_library.hpp"
 #include "../base/env.hpp"
 #include "../base/log.hpp"
 #include "../base/threads.hpp"
 #include "../collect/clock.hpp"
 #include "../model/gpu_metrics.hpp"
-#include "libraries.hpp"
+#include "pm_samples.hpp"
+#include "pm_setup.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -50,72 +43,6 @@
 #include <vector>
 
 namespace cuprof::detail::cupti {
-
-// What a profile asks for: the metrics (default_gpu_metrics() when empty) and
-// the sampling period.
-struct pm_sampling_request {
-  std::vector<gpu_metric> metrics;
-  std::uint64_t interval_ns = default_gpu_metrics_interval_ns;
-};
-
-// The PM sampling and host-evaluation entry points, from the same libcupti as
-// tracing, as X(member, symbol), bound in this order. Each call's params are
-// zeroed (pPriv must be null) and then given their structSize.
-#define CUPROF_PM_ENTRY_POINTS(X)                                       \
-  X(profiler_initialize, cuptiProfilerInitialize)                       \
-  X(device_supported, cuptiProfilerDeviceSupported)                     \
-  X(chip_name, cuptiDeviceGetChipName)                                  \
-  X(counter_availability, cuptiPmSamplingGetCounterAvailability)        \
-  X(host_initialize, cuptiProfilerHostInitialize)                       \
-  X(host_deinitialize, cuptiProfilerHostDeinitialize)                   \
-  X(host_add_metrics, cuptiProfilerHostConfigAddMetrics)                \
-  X(host_config_size, cuptiProfilerHostGetConfigImageSize)              \
-  X(host_config_image, cuptiProfilerHostGetConfigImage)                 \
-  X(host_passes, cuptiProfilerHostGetNumOfPasses)                       \
-  X(host_evaluate, cuptiProfilerHostEvaluateToGpuValues)                \
-  X(enable, cuptiPmSamplingEnable)                                      \
-  X(disable, cuptiPmSamplingDisable)                                    \
-  X(set_config, cuptiPmSamplingSetConfig)                               \
-  X(counter_data_size, cuptiPmSamplingGetCounterDataSize)               \
-  X(counter_data_initialize, cuptiPmSamplingCounterDataImageInitialize) \
-  X(start, cuptiPmSamplingStart)                                        \
-  X(stop, cuptiPmSamplingStop)                                          \
-  X(decode, cuptiPmSamplingDecodeData)                                  \
-  X(counter_data_info, cuptiPmSamplingGetCounterDataInfo)               \
-  X(sample_info, cuptiPmSamplingCounterDataGetSampleInfo)               \
-  X(get_result_string, cuptiGetResultString)
-
-struct pm_library {
-  CUPROF_ENTRY_POINTS(CUPROF_PM_ENTRY_POINTS)
-
-  std::string load() {
-    std::string error;
-    void* lib = open_cupti_library(error);
-    if (!lib) return error;
-    if (!bind_entry_points(lib)) return "the loaded libcupti has no PM sampling API (CUPTI 12.6 or later has it)";
-    return {};
-  }
-};
-#undef CUPROF_PM_ENTRY_POINTS
-
-// Why a device cannot be sampled, in the user's terms, from the call that failed.
-inline std::string pm_refusal(const pm_library& pm, const char* call, CUptiResult r) {
-  switch (r) {
-    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
-      return "the driver allows GPU performance counters to administrators only (RmProfilingAdminOnly=1; see "
-             "NVIDIA's ERR_NVGPUCTRPERM page)";
-    case CUPTI_ERROR_NOT_SUPPORTED:
-    case CUPTI_ERROR_NOT_COMPATIBLE:
-      return std::string("this GPU or configuration does not support PM sampling (") + call + ": " +
-             result_string(pm.get_result_string, r) + ")";
-    case CUPTI_ERROR_INVALID_OPERATION:
-    case CUPTI_ERROR_HARDWARE_BUSY:  // a second process sampling the same GPU gets this (H200)
-    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-      return std::string("another tool is using the GPU's performance counters (") + call + ": " +
-             result_string(pm.get_result_string, r) + ")";
-    default: return std::string(call) + ": " + result_string(pm.get_result_string, r);
-  }
-}
 
 class pm_sampler {
  public:
@@ -223,36 +150,7 @@ class pm_sampler {
     evaluated_.wait_for(lock, max_wait, [&] { return closed_ || (queue_.empty() && !evaluating_); });
     for (device& d : devices_) {
       if (d.failed) continue;
-      gpu_metric_series s;
-      s.device = d.index;
-      s.interval_ns = request_.interval_ns;
-      s.metrics = request_.metrics;
-      s.dropped = d.dropped;
-      d.dropped = 0;
-      const std::size_t nm = s.metrics.size();
-      gpu_metric_series kept = empty_like(d.raw);
-      for (std::size_t i = 0; i < d.raw.size(); ++i) {
-        const std::uint64_t a = to_epoch(d, d.raw.start_ns[i], clock), b = to_epoch(d, d.raw.end_ns[i], clock);
-        if (b <= from_ns) continue;  // before the window: nobody's
-        if (a >= to_ns) {
-          kept.add_unchecked(d.raw.start_ns[i], d.raw.end_ns[i], &d.raw.values[i * nm]);
-          continue;
-        }
-        s.add(a, b, &d.raw.values[i * nm]);
-      }
-      // Gaps in the window go with it; one running past its end stays for the next.
-      std::vector<gpu_metric_gap> later;
-      for (const gpu_metric_gap& g : d.gaps) {
-        const std::uint64_t a = to_epoch(d, g.start_ns, clock), b = to_epoch(d, g.end_ns, clock);
-        if (b > from_ns && a < to_ns) s.gaps.push_back({a, b, g.cause});
-        if (b > to_ns) later.push_back(g);
-      }
-      d.gaps = std::move(later);
-      // A stretch the hardware left unsampled (seen on an H200 now and then,
-      // with no overflow reported) counts as the samples it is missing.
-      s.dropped += list_unlisted_gaps(s);
-      kept_total_ -= d.raw.size() - kept.size();
-      d.raw = std::move(kept);
+      gpu_metric_series s = d.samples.take(d.index, request_.interval_ns, from_ns, to_ns, clock, kept_total_);
       if (s.size() || s.dropped || !s.gaps.empty()) out.push_back(std::move(s));
     }
   }
@@ -274,51 +172,36 @@ class pm_sampler {
   }
 
  private:
-  // Samples lost before the next one: whether, and why.
-  struct lost_samples {
-    bool lost = false;
-    metric_gap_cause cause = metric_gap_cause::late;
-  };
-
-  // A sample's times as CUPTI stamped them.
-  struct sample_times {
-    std::uint64_t start, end;
-  };
-
   // Samples of an image, for the evaluator.
   struct image_job {
     std::uint32_t device = 0;
     std::vector<std::uint8_t> image;
-    bool copy = false;                // a copy of the image still decoded into: freed, not pooled
-    std::size_t first = 0;            // the first sample to evaluate
-    std::vector<sample_times> times;  // from `first` on: read by the decoder, which has the PM sampling object
-    bool fresh_start = false;         // `first` is the first sample since a start
-    lost_samples gap_before;          // samples were lost before `first`, since the last sample
+    bool copy = false;                   // a copy of the image still decoded into: freed, not pooled
+    std::size_t first = 0;               // the first sample to evaluate
+    std::vector<pm_sample_times> times;  // from `first` on: read by the decoder, which has the PM sampling object
+    bool fresh_start = false;            // `first` is the first sample since a start
+    pm_lost_samples gap_before;          // samples were lost before `first`, since the last sample
   };
 
   struct device {
     std::uint32_t index = 0;
     bool failed = false, said = false, running = false;
-    bool fresh_start = false;  // the next sample decoded is the first since a start
-    lost_samples gap_before;   // samples were lost before the next one decoded
+    bool fresh_start = false;    // the next sample decoded is the first since a start
+    pm_lost_samples gap_before;  // samples were lost before the next one decoded
     std::string why;
     CUpti_PmSampling_Object* object = nullptr;
     CUpti_Profiler_Host_Object* host = nullptr;  // the evaluator's only
     std::vector<std::uint8_t> config, blank_image;
-    std::vector<std::uint8_t> image;        // decoded into; empty: none free
-    std::size_t image_queued = 0;           // its samples a copy of which went to the evaluator
-    std::vector<sample_times> image_times;  // of the completed samples in `image`, in order
-    bool image_fresh = false;               // image_job's flags for the image's first sample
-    lost_samples image_gap_before;
+    std::vector<std::uint8_t> image;           // decoded into; empty: none free
+    std::size_t image_queued = 0;              // its samples a copy of which went to the evaluator
+    std::vector<pm_sample_times> image_times;  // of the completed samples in `image`, in order
+    bool image_fresh = false;                  // image_job's flags for the image's first sample
+    pm_lost_samples image_gap_before;
     std::size_t image_capacity = 0;                      // samples an image holds
     std::size_t handoff_at = 0;                          // samples in an image that leave it room_ms of room
     std::vector<std::vector<std::uint8_t>> free_images;  // blank, for the decoder
     std::size_t images_made = 0;
-    gpu_metric_series raw;             // timestamps as CUPTI gave them
-    std::vector<gpu_metric_gap> gaps;  // likewise
-    std::uint64_t last_end = 0;        // the last sample's end, for a gap after it
-    int domain = 0;                    // 0 not known yet, 1 epoch ns, 2 cuprof's ticks (CUPTI applied its timestamp callback)
-    std::uint64_t dropped = 0;
+    pm_sample_log samples;  // evaluated, until a window takes them
   };
 
   // Sampling stops on every device, and what its hardware buffer holds goes
@@ -350,8 +233,8 @@ class pm_sampler {
       if (!d.running || d.failed) return;
       if (!d.image_times.empty()) {
         const std::uint64_t end = d.image_times.back().end;
-        if (!d.domain) d.domain = domain_of(end, realtime_ns(), now_ticks());  // as store() would
-        if (to_epoch(d, end, clock) >= to_ns) return;
+        d.samples.learn_clock(end, realtime_ns(), now_ticks());  // as the evaluated samples would
+        if (d.samples.to_epoch(end, clock) >= to_ns) return;
       }
       if (std::chrono::steady_clock::now() >= deadline) return;
       wake_.wait_for(lock, std::chrono::milliseconds(1));  // the lock free for the evaluator meanwhile
@@ -447,7 +330,7 @@ class pm_sampler {
     std::vector<const char*> names;
     for (const gpu_metric& m : request_.metrics) names.push_back(m.name.c_str());
     const std::size_t nm = names.size();
-    std::vector<sample_times> samples;
+    std::vector<pm_sample_times> samples;
     std::vector<double> values;
     while (true) {
       evaluated_.wait(lock, [&] { return closed_ || !queue_.empty() || needs_image(); });
@@ -496,54 +379,14 @@ class pm_sampler {
       else std::memcpy(job.image.data(), blank->data(), std::min(job.image.size(), blank->size()));
       lock.lock();
       evaluating_ = false;
-      store(*d, job, samples.data(), values.data(), samples.size());
+      d->samples.add(samples.data(), values.data(), samples.size(), job.fresh_start, job.gap_before, request_.interval_ns,
+                     kept_total_, max_kept_, realtime_ns(), now_ticks());
       if (!job.copy) {
         d->free_images.push_back(std::move(job.image));
         take_free_image(*d);
       }
       evaluated_.notify_all();
     }
-  }
-
-  // An image's evaluated samples into the device's, in order; under the lock.
-  void store(device& d, const image_job& job, const sample_times* samples, const double* values, std::size_t n) {
-    const std::size_t nm = request_.metrics.size();
-    bool first = job.fresh_start;
-    lost_samples gap_before = job.gap_before;
-    const std::uint64_t decoded_epoch = realtime_ns(), decoded_ticks = now_ticks();
-    for (std::size_t i = 0; i < n; ++i) {
-      const sample_times& si = samples[i];
-      // The first sample after a start runs from the configuration, not from
-      // the previous sample: far longer than the interval, it is no
-      // measurement. A later long sample (the hardware skipped triggers) is
-      // one, over its whole length.
-      const bool skip = si.end <= si.start || (first && si.end - si.start > 4 * request_.interval_ns);
-      first = false;
-      if (skip) continue;
-      if (!d.domain) d.domain = domain_of(si.end, decoded_epoch, decoded_ticks);
-      if (gap_before.lost) {
-        if (d.last_end && si.start > d.last_end) add_gap(d, d.last_end, si.start, gap_before.cause);
-        gap_before = {};
-      }
-      if (kept_total_ >= max_kept_) {
-        ++d.dropped;
-        add_gap(d, si.start, si.end, metric_gap_cause::sample_cap);
-        d.last_end = si.end;
-        continue;
-      }
-      d.raw.add_unchecked(si.start, si.end, values + i * nm);
-      d.last_end = si.end;
-      ++kept_total_;
-    }
-  }
-
-  // A gap, merged with the last when it continues it for the same cause.
-  static void add_gap(device& d, std::uint64_t start, std::uint64_t end, metric_gap_cause cause) {
-    if (!d.gaps.empty() && d.gaps.back().cause == cause && d.gaps.back().end_ns >= start) {
-      d.gaps.back().end_ns = std::max(d.gaps.back().end_ns, end);
-      return;
-    }
-    d.gaps.push_back({start, end, cause});
   }
 
   bool request_matches(const pm_sampling_request& r) const {
@@ -553,16 +396,6 @@ class pm_sampler {
     for (std::size_t i = 0; i < r.metrics.size(); ++i)
       if (r.metrics[i].name != request_.metrics[i].name) return false;
     return true;
-  }
-
-  gpu_metric_series empty_like(const gpu_metric_series& s) const {
-    gpu_metric_series e;
-    e.metrics = s.metrics;
-    return e;
-  }
-
-  static std::uint64_t to_epoch(const device& d, std::uint64_t t, const tick_converter& clock) {
-    return d.domain == 2 ? clock.to_epoch_ns(t) : t;
   }
 
   // Devices with an active primary context that are not set up yet are set up
@@ -627,126 +460,21 @@ class pm_sampler {
   }
 
   void set_up(device& d, CUdevice dev) {
-    CUpti_Profiler_DeviceSupported_Params sup{};
-    sup.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
-    sup.cuDevice = dev;
-    sup.api = CUPTI_PROFILER_PM_SAMPLING;
-    CUptiResult r = pm_.device_supported(&sup);
-    if (r != CUPTI_SUCCESS) return fail(d, "cuptiProfilerDeviceSupported", r);
-    if (sup.isSupported != CUPTI_PROFILER_CONFIGURATION_SUPPORTED) {
+    pm_device_setup set{};
+    d.why = set_up_pm_device(pm_, d.index, dev, request_, {hardware_buffer_bytes, image_ms, room_ms, max_image_bytes}, set);
+    d.host = set.host;
+    d.object = set.object;
+    if (!d.why.empty()) {
       d.failed = true;
-      d.why = sup.vGpu != CUPTI_PROFILER_CONFIGURATION_SUPPORTED ? "PM sampling is not supported on a virtual GPU"
-              : sup.confidentialCompute != CUPTI_PROFILER_CONFIGURATION_SUPPORTED ? "PM sampling is off in confidential computing"
-              : sup.architecture != CUPTI_PROFILER_CONFIGURATION_SUPPORTED
-                  ? "this GPU's architecture has no PM sampling (it needs Turing or later, a time-based interval Ampere "
-                    "GA10x or later)"
-                  : "PM sampling is not supported in this configuration (MIG, SLI or WSL)";
       return;
     }
-    CUpti_Device_GetChipName_Params chip{};
-    chip.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
-    chip.deviceIndex = d.index;
-    if ((r = pm_.chip_name(&chip)) != CUPTI_SUCCESS) return fail(d, "cuptiDeviceGetChipName", r);
-    CUpti_PmSampling_GetCounterAvailability_Params av{};
-    av.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE;
-    av.deviceIndex = d.index;
-    if ((r = pm_.counter_availability(&av)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterAvailability", r);
-    std::vector<std::uint8_t> availability(av.counterAvailabilityImageSize);
-    av.pCounterAvailabilityImage = availability.data();
-    if ((r = pm_.counter_availability(&av)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterAvailability", r);
-
-    CUpti_Profiler_Host_Initialize_Params hi{};
-
-    hi.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-    hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-    hi.pChipName = chip.pChipName;
-    hi.pCounterAvailabilityImage = availability.data();
-    if ((r = pm_.host_initialize(&hi)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostInitialize", r);
-    d.host = hi.pHostObject;
-    std::vector<const char*> names;
-    for (const gpu_metric& m : request_.metrics) names.push_back(m.name.c_str());
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-    add.pHostObject = d.host;
-    add.ppMetricNames = names.data();
-    add.numMetrics = names.size();
-    if ((r = pm_.host_add_metrics(&add)) != CUPTI_SUCCESS) {
-      d.failed = true;
-      std::string listed;
-      for (const gpu_metric& m : request_.metrics) listed += (listed.empty() ? "" : ", ") + terminal_safe(m.name);
-      d.why = "CUPTI does not know one of " + listed + " on " + std::string(chip.pChipName ? chip.pChipName : "this GPU") + " (" +
-              result_string(pm_.get_result_string, r) + "); `ncu --query-metrics-collection pmsampling --chip " +
-              std::string(chip.pChipName ? chip.pChipName : "NAME") + "` lists those it knows";
-      return;
-    }
-    CUpti_Profiler_Host_GetConfigImageSize_Params cs{};
-    cs.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
-    cs.pHostObject = d.host;
-    if ((r = pm_.host_config_size(&cs)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetConfigImageSize", r);
-    d.config.resize(cs.configImageSize);
-    CUpti_Profiler_Host_GetConfigImage_Params ci{};
-    ci.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
-    ci.pHostObject = d.host;
-    ci.pConfigImage = d.config.data();
-    ci.configImageSize = d.config.size();
-    if ((r = pm_.host_config_image(&ci)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetConfigImage", r);
-    CUpti_Profiler_Host_GetNumOfPasses_Params np{};
-    np.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-    np.pConfigImage = d.config.data();
-    np.configImageSize = d.config.size();
-    if ((r = pm_.host_passes(&np)) != CUPTI_SUCCESS) return fail(d, "cuptiProfilerHostGetNumOfPasses", r);
-    if (np.numOfPasses != 1) {
-      d.failed = true;
-      d.why = "these metrics need " + std::to_string(np.numOfPasses) +
-              " passes on this GPU; PM sampling reads one pass (name fewer, or their TriageCompute forms)";
-      return;
-    }
-
-    CUpti_PmSampling_Enable_Params en{};
-    en.structSize = CUpti_PmSampling_Enable_Params_STRUCT_SIZE;
-    en.deviceIndex = d.index;
-    if ((r = pm_.enable(&en)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingEnable", r);
-    d.object = en.pPmSamplingObject;
-    CUpti_PmSampling_SetConfig_Params sc{};
-    sc.structSize = CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE;
-    sc.pPmSamplingObject = d.object;
-    sc.configSize = d.config.size();
-    sc.pConfig = d.config.data();
-    sc.hardwareBufferSize = hardware_buffer_bytes;
-    sc.samplingInterval = request_.interval_ns;
-    sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-    sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;  // an overflow is reported, not hidden
-    if ((r = pm_.set_config(&sc)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingSetConfig", r);
-
-    // An image: room for image_ms of samples and some, within max_image_bytes.
-    CUpti_PmSampling_GetCounterDataSize_Params ds{};
-    ds.structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE;
-    ds.pPmSamplingObject = d.object;
-    ds.pMetricNames = names.data();
-    ds.numMetrics = names.size();
-    ds.maxSamples = 1;
-    if ((r = pm_.counter_data_size(&ds)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterDataSize", r);
-    const std::size_t one = ds.counterDataSize;
-    ds.maxSamples = 2;
-    if ((r = pm_.counter_data_size(&ds)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterDataSize", r);
-    const std::size_t per_sample = ds.counterDataSize > one ? ds.counterDataSize - one : one;
-    const std::uint64_t wanted = std::uint64_t(image_ms) * 1000000u / request_.interval_ns + 16;
-    const std::uint64_t fits = max_image_bytes > one ? (max_image_bytes - one) / per_sample + 1 : 1;
-    ds.maxSamples = std::uint32_t(std::max<std::uint64_t>(16, std::min(wanted, fits)));
-    if ((r = pm_.counter_data_size(&ds)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingGetCounterDataSize", r);
-    d.image_capacity = ds.maxSamples;
-    const std::uint64_t room = std::uint64_t(room_ms) * 1000000u / request_.interval_ns;
-    d.handoff_at = d.image_capacity > 2 * room ? d.image_capacity - room : d.image_capacity / 2;
-    d.image.assign(ds.counterDataSize, 0);
-    CUpti_PmSampling_CounterDataImage_Initialize_Params ii{};
-    ii.structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE;
-    ii.pPmSamplingObject = d.object;
-    ii.counterDataSize = d.image.size();
-    ii.pCounterData = d.image.data();
-    if ((r = pm_.counter_data_initialize(&ii)) != CUPTI_SUCCESS) return fail(d, "cuptiPmSamplingCounterDataImageInitialize", r);
-    d.blank_image = d.image;  // a copy is cheaper than initializing again before each decode
+    d.config = std::move(set.config);
+    d.image = set.blank_image;
+    d.blank_image = std::move(set.blank_image);  // a copy is cheaper than initializing again before each decode
     d.images_made = 1;
-    d.raw.metrics = request_.metrics;
+    d.image_capacity = set.image_capacity;
+    d.handoff_at = set.handoff_at;
+    d.samples.set_metrics(request_.metrics);
   }
 
   // Moves the device's hardware buffer's records into images, each one with
@@ -771,7 +499,7 @@ class pm_sampler {
       dd.pCounterDataImage = d.image.data();
       dd.counterDataImageSize = d.image.size();
       const CUptiResult r = pm_.decode(&dd);
-      if (dd.overflow) ++d.dropped;  // at least one: the hardware does not say how many
+      if (dd.overflow) d.samples.count_dropped(1);  // at least one: the hardware does not say how many
       if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_OUT_OF_MEMORY) return;
       CUpti_PmSampling_GetCounterDataInfo_Params info{};
       info.structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE;
@@ -793,7 +521,7 @@ class pm_sampler {
           si.pCounterDataImage = d.image.data();
           si.counterDataImageSize = d.image.size();
           si.sampleIndex = i;
-          // A sample without its times is kept as no time: store() leaves it out, the others keep their index.
+          // A sample without its times is kept as no time: the sample log leaves it out, the others keep their index.
           if (pm_.sample_info(&si) != CUPTI_SUCCESS) si.startTimestamp = si.endTimestamp = 0;
           d.image_times.push_back({si.startTimestamp, si.endTimestamp});
         }
@@ -821,18 +549,6 @@ class pm_sampler {
       if (dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS) return;
       if (!full && (!drain || info.numCompletedSamples == before)) return;
     }
-  }
-
-  // The clock of a sample's timestamp (device::domain), from the clocks read
-  // when it was decoded.
-  static int domain_of(std::uint64_t t, std::uint64_t epoch_now, std::uint64_t ticks_now) {
-    return near(t, epoch_now) ? 1 : near(t, ticks_now) ? 2 : 1;
-  }
-
-  // Within a minute of `reference`: which clock a timestamp was taken on.
-  static bool near(std::uint64_t t, std::uint64_t reference) {
-    const std::uint64_t minute = 60000000000ull;
-    return t > reference ? t - reference < minute : reference - t < minute;
   }
 
   pm_library pm_;

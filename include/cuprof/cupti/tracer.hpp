@@ -13,12 +13,12 @@
 // CUPTI or driver call is made after it. A context destroyed earlier by the
 // program (cudaDeviceReset, cuCtxDestroy) is flushed at the call's entry.
 //
-// Buffers: CUPTI asks for them on application threads and hands them back on
-// its own thread. Both callbacks only move a buffer between states in a fixed
-// table (atomics, no lock, no allocation once the pool is warm); a worker
-// thread, or the caller of flush(), parses them into the record_store.
+// Buffers (activity_buffers.hpp): CUPTI asks for them on application threads
+// and hands them back on its own thread, without a lock; a worker thread, or
+// the caller of flush(), parses them into the record_store.
 #pragma once
 
+#include "activity_buffers.hpp"
 #include "call_recorder.hpp"
 #include "nvtx_recorder.hpp"
 #include "pm_sampler.hpp"
@@ -33,7 +33,6 @@
 #include "../model/event.hpp"
 
 #include <pthread.h>
-#include <sys/mman.h>
 #include <semaphore.h>
 #include <time.h>
 
@@ -53,12 +52,6 @@ inline std::uint64_t CUPTIAPI timestamp_callback() { return now_ticks(); }
 
 class tracer {
  public:
-  static constexpr std::size_t max_buffers = 1024;  // 1 GiB at most; CUPTI drops (and counts) beyond
-  static constexpr std::size_t buffer_header = 64;  // holds the slot index, keeps records 8-byte aligned
-  // A buffer's mapping is 1 MiB, whole pages: CUPTI gets it less the header.
-  // Small, as the one CUPTI is filling is resident on top of the trace in a burst.
-  static constexpr std::size_t buffer_bytes = (1u << 20) - buffer_header;
-  static constexpr std::size_t buffers_kept_when_idle = 2;
   static constexpr long flush_period_ms = 100;  // full buffers reach the store at least this often
 
   // The process's tracer, or nullptr with `why` set when CUDA cannot be traced
@@ -173,8 +166,7 @@ class tracer {
       cupti_.finalize();
     } else {
       // Buffers CUPTI still holds would be handed to whichever tool subscribes next.
-      std::size_t held = 0;
-      for (const buffer_slot& b : slots_) held += b.state.load(std::memory_order_acquire) == with_cupti;
+      const std::size_t held = buffers_.with_cupti_now();
       if (!said_not_finalized_ || held)
         log_line(
             "other threads were making CUDA calls when the profile stopped: CUPTI is left loaded (not finalized, "
@@ -209,15 +201,7 @@ class tracer {
   // so that the buffers of a burst and its trace are not both resident.
   void trim_buffers() {
     if (exit_started_) return;  // nothing to give back to a process that ends
-    std::size_t kept = 0;
-    for (buffer_slot& s : slots_) {
-      std::uint32_t expected = free_slot;
-      if (!s.memory || kept++ < buffers_kept_when_idle) continue;
-      if (!s.state.compare_exchange_strong(expected, parsing, std::memory_order_acq_rel)) continue;
-      munmap(s.memory, buffer_header + buffer_bytes);
-      s.memory = nullptr;
-      s.state.store(free_slot, std::memory_order_release);
-    }
+    buffers_.trim();
   }
 
   // Hands every finished buffer to the store. `forced` also delivers records
@@ -232,7 +216,7 @@ class tracer {
   // Waits for the GPU work of every device this process has a context on.
   void sync_devices() {
     if (forked_child() || closed_) return;
-    at_exit_guarded("waiting for the GPU", [this] { sync_each_device(); });
+    at_exit_guarded("waiting for the GPU", [this] { driver_.sync_active_devices(); });
   }
 
   // The exit gate (see the top of this file). Registered with atexit many
@@ -247,35 +231,6 @@ class tracer {
   // GPU buffers CUPTI still held when a call into it failed at exit; 0 otherwise.
   std::size_t buffers_lost_at_exit() const noexcept { return buffers_lost_at_exit_; }
 
-  // Zeroes a parsed buffer (a mapping of buffer_header + buffer_bytes; the
-  // header holds the slot index) for its next use, as CUPTI is told buffers
-  // come: its pages go back to the system, so a buffer takes memory only as
-  // CUPTI fills it.
-  static void clear_for_reuse(std::uint8_t* memory) {
-    zero_and_release(memory + buffer_header, memory + buffer_header + buffer_bytes);
-  }
-
- private:
-  void sync_each_device() {
-    int count = 0;
-    if (driver_.device_get_count(&count) != CUDA_SUCCESS) return;
-    for (int i = 0; i < count; ++i) {
-      CUdevice dev;
-      unsigned flags = 0;
-      int active = 0;
-      if (driver_.device_get(&dev, i) != CUDA_SUCCESS) continue;
-      if (driver_.primary_ctx_get_state(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
-      CUcontext ctx = nullptr, popped = nullptr;
-      if (driver_.primary_ctx_retain(&ctx, dev) != CUDA_SUCCESS) continue;
-      if (driver_.ctx_push(ctx) == CUDA_SUCCESS) {
-        driver_.ctx_synchronize();
-        driver_.ctx_pop(&popped);
-      }
-      driver_.primary_ctx_release(dev);
-    }
-  }
-
- public:
   // The store is shared with the worker thread: use it through this.
   template <class Fn>
   auto with_store(Fn&& fn) {
@@ -284,7 +239,7 @@ class tracer {
   }
 
   void fill_metadata(trace_metadata& meta) {
-    if (devices_.empty() && !closed_) read_devices();
+    if (devices_.empty() && !closed_) devices_ = driver_.read_devices();
     meta.cupti_version = int(cupti_version_);
     meta.cuda_driver_version = driver_version_;
     meta.devices = devices_;
@@ -310,7 +265,7 @@ class tracer {
 
   // "NVIDIA H200 (GPU 0), CUPTI 130001, driver 13000"
   std::string describe() {
-    if (devices_.empty() && !process().inside_cuda_init.load() && !closed_) read_devices();
+    if (devices_.empty() && !process().inside_cuda_init.load() && !closed_) devices_ = driver_.read_devices();
     std::string s;
     for (const device_info& d : devices_) s += d.name + " (GPU " + std::to_string(d.id) + "), ";
     return s + "CUPTI " + std::to_string(cupti_version_) + ", driver " + std::to_string(driver_version_);
@@ -361,7 +316,7 @@ class tracer {
     // pushes from now on (`cuprof run` sets it before the program starts).
     if (!std::getenv("NVTX_INJECTION64_PATH") && !cupti_.path.empty()) ::setenv("NVTX_INJECTION64_PATH", cupti_.path.c_str(), 0);
     driver_.driver_get_version(&driver_version_);
-    if (!process().inside_cuda_init.load()) read_devices();  // else at the first window, once CUDA is up
+    if (!process().inside_cuda_init.load()) devices_ = driver_.read_devices();  // else at the first window, once CUDA is up
     sem_init(&work_ready_, 0, 0);
     std::string no_worker;
     if (!start_detached_thread(no_worker, &tracer::run_worker, this)) {  // no thread to spare: CUPTI let go
@@ -396,7 +351,7 @@ class tracer {
     } else {
       const CUptiResult rc = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
       if (rc != CUPTI_SUCCESS) why = "CUPTI refused the buffer callbacks: " + result_string(cupti_.get_result_string, rc);
-      // Buffers come zeroed (clear_for_reuse()): CUPTI need not zero each one
+      // Buffers come zeroed (activity_buffers::clear_for_reuse()): CUPTI need not zero each one
       // on the launching thread, and only the pages it writes take memory.
       std::uint8_t zeroed = 1;
       std::size_t size = sizeof zeroed;
@@ -504,7 +459,7 @@ class tracer {
     if (!forked_child()) pm_.close();
     if (attached_ && enabled_ && !forked_child() && !closed_)
       at_exit_guarded("flushing CUPTI at exit", [this] {
-        sync_each_device();
+        driver_.sync_active_devices();
         cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       });
     closed_ = true;
@@ -521,49 +476,10 @@ class tracer {
     int fault = 0;
     if (call_guarded(fn, &fault)) return;
     closed_ = true;
-    for (const buffer_slot& s : slots_)
-      if (s.state.load(std::memory_order_acquire) == with_cupti) ++buffers_lost_at_exit_;
+    buffers_lost_at_exit_ = buffers_.with_cupti_now();
     log_line(std::string("CUPTI failed while ") + what + " (signal " + std::to_string(fault) +
              "): the trace keeps the GPU records received so far; " + std::to_string(buffers_lost_at_exit_) +
              " buffers still held by CUPTI are lost");
-  }
-
-  void read_devices() {
-    int count = 0;
-    if (driver_.device_get_count(&count) != CUDA_SUCCESS) return;
-    for (int i = 0; i < count; ++i) {
-      CUdevice dev;
-      if (driver_.device_get(&dev, i) != CUDA_SUCCESS) continue;
-      device_info d;
-      d.id = i;
-      char name[256] = {0};
-      driver_.device_get_name(name, sizeof name - 1, dev);
-      d.name = name;
-      size_t mem = 0;
-      driver_.device_total_mem(&mem, dev);
-      d.total_global_mem = mem;
-      const auto attr = [&](CUdevice_attribute a) {
-        int v = 0;
-        driver_.device_get_attribute(&v, a, dev);
-        return v;
-      };
-      d.compute_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-      d.compute_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-      d.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-      d.max_threads_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
-      d.regs_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
-      d.regs_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
-      d.warp_size = attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
-      d.num_sms = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-      d.shared_mem_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
-      d.shared_mem_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-      d.shared_mem_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
-      d.max_blocks_per_multiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
-      d.clock_rate_khz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
-      d.memory_clock_rate_khz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
-      d.memory_bus_width = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
-      devices_.push_back(d);
-    }
   }
 
   // Only the calls cuprof shows get a callback: the others (cuBLAS makes
@@ -571,19 +487,7 @@ class tracer {
   // kernel) then cost nothing. On from the first enable() to detach().
   void record_shown_calls() {
     if (shown_calls_.empty()) {
-      for (const auto& [domain, size] : {std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE)},
-                                         std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)}}) {
-        const api_domain d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? api_domain::driver : api_domain::runtime;
-        for (std::uint32_t cbid = 1; cbid < size; ++cbid) {
-          const std::string name = callback_name(d, cbid);
-          if (!classify_api(d, api_base_name(name)).display_name) continue;
-          shown_calls_.emplace_back(domain, cbid);
-          if (const std::uint8_t sync = synchronization_kind(name))
-            calls_.set_synchronization(domain, cbid, sync, name.find("_ptsz") != std::string::npos);
-          if (records_event(name)) calls_.set_event_record(domain, cbid, true, name.find("_ptsz") != std::string::npos);
-          if (draws_flow(name) || allocates_or_frees(name)) calls_.set_stack_call(domain, cbid);
-        }
-      }
+      shown_calls_ = calls_.learn_shown_calls([this](api_domain d, std::uint32_t cbid) { return callback_name(d, cbid); });
       calls_.set_stream_id_lookup(cupti_.get_stream_id_ex);
     }
     for (const auto& [domain, cbid] : shown_calls_) cupti_.enable_callback(true, subscriber_, domain, cbid);
@@ -597,17 +501,6 @@ class tracer {
     return name;
   }
 
-  // ---- buffers ------------------------------------------------------------
-  enum buffer_state : std::uint32_t { free_slot, with_cupti, completed, parsing };
-  struct buffer_slot {
-    std::atomic<std::uint32_t> state{free_slot};
-    // buffer_header + buffer_bytes, mapped on first use: unmapped, it leaves
-    // the process at once (freed through malloc, it could stay in the arena
-    // of CUPTI's thread until a malloc_trim)
-    std::uint8_t* memory = nullptr;
-    std::size_t valid = 0;
-  };
-
   static tracer*& self() {
     static tracer* t = nullptr;
     return t;
@@ -618,67 +511,30 @@ class tracer {
   static bool forked_child() { return process().forked_child.load(std::memory_order_relaxed); }
 
   static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
-    *buffer = nullptr;
-    *size = 0;
     *max_records = 0;
-    tracer* t = self();
-    struct count_refusal {  // CUPTI drops the records it cannot place: say why
-      tracer* t;
-      std::uint8_t** buffer;
-      ~count_refusal() {
-        if (!*buffer) t->buffers_refused_.fetch_add(1, std::memory_order_relaxed);
-      }
-    } refusal{t, buffer};
-    // The lowest free slot: slots whose memory was handed back are used again
-    // before a new one is allocated, so the memory held is that of the most
-    // buffers ever out at once, not one per buffer CUPTI ever asked for.
-    for (std::size_t i = 0; i < max_buffers; ++i) {
-      buffer_slot& s = t->slots_[i];
-      std::uint32_t expected = free_slot;
-      if (!s.state.compare_exchange_strong(expected, with_cupti, std::memory_order_acq_rel)) continue;
-      if (!s.memory) {
-        void* p = mmap(nullptr, buffer_header + buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        s.memory = p == MAP_FAILED ? nullptr : static_cast<std::uint8_t*>(p);
-        if (!s.memory) {
-          s.state.store(free_slot, std::memory_order_release);
-          return;
-        }
-        std::memcpy(s.memory, &i, sizeof i);
-      }
-      *buffer = s.memory + buffer_header;
-      *size = buffer_bytes;
-      return;
-    }
+    *buffer = self()->buffers_.request();
+    *size = *buffer ? activity_buffers::buffer_bytes : 0;  // CUPTI drops the records it cannot place
   }
 
   static void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t, std::size_t valid) {
     tracer* t = self();
     if (!buffer) return;
-    std::size_t i = 0;
-    std::memcpy(&i, buffer - buffer_header, sizeof i);
-    t->slots_[i].valid = valid;
-    t->slots_[i].state.store(completed, std::memory_order_release);
+    t->buffers_.complete(buffer, valid);
     sem_post(&t->work_ready_);
   }
 
   void process_completed() {
-    for (buffer_slot& s : slots_) {
-      std::uint32_t expected = completed;
-      if (!s.state.compare_exchange_strong(expected, parsing, std::memory_order_acq_rel)) continue;
+    buffers_.take_completed([this](std::uint8_t* records, std::size_t valid) {
       std::size_t dropped = 0;
       cupti_.get_num_dropped_records(nullptr, 0, &dropped);
       if (dropped)
-        log_line("CUPTI dropped " + std::to_string(dropped) + " records (" +
-                 std::to_string(buffers_refused_.load(std::memory_order_relaxed)) + " buffer requests could not be met so far)");
-      {
-        std::lock_guard<std::mutex> lock(store_mutex_);
-        CUpti_Activity* record = nullptr;
-        while (cupti_.get_next_record(s.memory + buffer_header, s.valid, &record) == CUPTI_SUCCESS) store_.add(record);
-        store_.add_dropped(dropped);
-      }
-      clear_for_reuse(s.memory);
-      s.state.store(free_slot, std::memory_order_release);
-    }
+        log_line("CUPTI dropped " + std::to_string(dropped) + " records (" + std::to_string(buffers_.refused()) +
+                 " buffer requests could not be met so far)");
+      std::lock_guard<std::mutex> lock(store_mutex_);
+      CUpti_Activity* record = nullptr;
+      while (cupti_.get_next_record(records, valid, &record) == CUPTI_SUCCESS) store_.add(record);
+      store_.add_dropped(dropped);
+    });
     std::lock_guard<std::mutex> lock(store_mutex_);
     calls_.drain_into(store_);
     nvtx_.drain_into(store_);
@@ -732,8 +588,7 @@ class tracer {
   bool said_not_finalized_ = false;                                             // its line, once per process
   bool said_metrics_off_ = false;                                               // "GPU metrics are off", once per process
   pm_sampler pm_;
-  buffer_slot slots_[max_buffers];
-  std::atomic<std::uint64_t> buffers_refused_{0};
+  activity_buffers buffers_;
   sem_t work_ready_;
   std::mutex store_mutex_;
   record_store store_;
