@@ -43,8 +43,11 @@ struct kept_windows {
   std::vector<std::size_t> work;        // and its "work" scopes
 };
 
-// `n` steps of 2 ms, those in `slow` of `slow_ms`, each with a "work" scope.
-kept_windows run_steps(cuprof::profile_options o, int n, const std::vector<int>& slow, int slow_ms = 30) {
+// `n` steps of 2 ms, those in `slow` of `slow_ms`, each with a "work" scope. The
+// tests ask for 20x the median: a normal step must stall 40 ms to look slow (a
+// loaded 2-core machine under the sanitizers stalled one past 10 ms, which kept
+// a window more), and a slow step is 50x.
+kept_windows run_steps(cuprof::profile_options o, int n, const std::vector<int>& slow, int slow_ms = 100) {
   kept_windows out;
   o.on_trace_ready = [&out](cuprof::profile& p) {
     out.steps.push_back(profiler_steps(p.last_trace()));
@@ -77,14 +80,13 @@ TEST_SUITE("runtime_slow_steps") {
 
 TEST_CASE("slow_steps: two slow steps among 40, two traces, each the slow step with one step before and after") {
   stderr_capture err;
-  // 5x: a normal step must take 10 ms to look slow, a slow one is 15x.
-  const kept_windows kept = run_steps(slow_steps_options(5), 40, {10, 25});
+  const kept_windows kept = run_steps(slow_steps_options(20), 40, {10, 25});
   const std::string said = err.finish();
   REQUIRE(kept.steps.size() == 2);
   CHECK(kept.steps[0] == std::vector<int>{9, 10, 11});
   CHECK(kept.steps[1] == std::vector<int>{24, 25, 26});
   CHECK(kept.work == std::vector<std::size_t>{3, 3});
-  CHECK(said.find("cuprof: slow steps: 2 of 40 steps slower than 5.0x the median (") != std::string::npos);
+  CHECK(said.find("cuprof: slow steps: 2 of 40 steps slower than 20.0x the median (") != std::string::npos);
   CHECK(said.find("steps 10 (") != std::string::npos);
   CHECK(said.find("2 traces kept") != std::string::npos);
   CHECK(lines_containing(said, "slow steps:") == 1);
@@ -93,7 +95,7 @@ TEST_CASE("slow_steps: two slow steps among 40, two traces, each the slow step w
 TEST_CASE("slow_steps: a fixed threshold, and last_trace() and the table are those of the last kept window") {
   cuprof::profile_options o = cpu_only();
   cuprof::slow_steps s;
-  s.threshold_ms = 20;
+  s.threshold_ms = 60;  // normal steps take 2 ms: a stall of 58 ms looks slow
   s.before = 2;
   s.after = 0;
   o.slow_steps = s;
@@ -104,7 +106,7 @@ TEST_CASE("slow_steps: a fixed threshold, and last_trace() and the table are tho
   for (int step = 0; step < 12; ++step) {
     {
       cuprof::record_function work("work");
-      std::this_thread::sleep_for(std::chrono::milliseconds(step == 7 ? 30 : 2));
+      std::this_thread::sleep_for(std::chrono::milliseconds(step == 7 ? 100 : 2));
     }
     prof.step();
   }
@@ -115,19 +117,19 @@ TEST_CASE("slow_steps: a fixed threshold, and last_trace() and the table are tho
   const auto* work = rows.find("work", cuprof::row_kind::cpu_scope);
   REQUIRE(work);
   CHECK(work->count == 3);
-  CHECK(err.finish().find("slower than 20.0 ms: steps 7 (") != std::string::npos);
+  CHECK(err.finish().find("slower than 60.0 ms: steps 7 (") != std::string::npos);
 }
 
 TEST_CASE("slow_steps: no slow step, no trace; stop() while a kept window waits hands it over") {
   SUBCASE("no slow step") {
     stderr_capture err;
-    const kept_windows kept = run_steps(slow_steps_options(5), 12, {});
+    const kept_windows kept = run_steps(slow_steps_options(20), 12, {});
     CHECK(kept.steps.empty());
     CHECK(err.finish().find("slow steps: none of 12 steps") != std::string::npos);
   }
   SUBCASE("the last step slow: its window ends at stop(), with the step running") {
     stderr_capture err;
-    const kept_windows kept = run_steps(slow_steps_options(5), 12, {11});
+    const kept_windows kept = run_steps(slow_steps_options(20), 12, {11});
     REQUIRE(kept.steps.size() == 1);
     CHECK(kept.steps[0] == std::vector<int>{10, 11, 12});
     CHECK(kept.work[0] == 2);  // step 12 ran no work before stop()
@@ -135,7 +137,7 @@ TEST_CASE("slow_steps: no slow step, no trace; stop() while a kept window waits 
 }
 
 TEST_CASE("slow_steps: max_traces caps the kept windows, the summary names the slow steps not kept") {
-  cuprof::profile_options o = slow_steps_options(5);
+  cuprof::profile_options o = slow_steps_options(20);
   o.slow_steps->max_traces = 1;
   stderr_capture err;
   const kept_windows kept = run_steps(o, 30, {10, 20});
@@ -147,14 +149,12 @@ TEST_CASE("slow_steps: max_traces caps the kept windows, the summary names the s
 }
 
 TEST_CASE("slow_steps: past ring_bytes the ring holds fewer steps, said once, and the summary gives the cap") {
-  // 20x and a 100 ms slow step: a normal step must stall 40 ms to look slow (a loaded 2-core
-  // machine stalled one past 10 ms), which would keep a second window.
   cuprof::profile_options o = slow_steps_options(20);
   o.slow_steps->ring_bytes = 1;  // any chunk in use is past it
   o.slow_steps->before = 2;
   o.slow_steps->ring_steps = 8;
   stderr_capture err;
-  const kept_windows kept = run_steps(o, 20, {12}, 100);
+  const kept_windows kept = run_steps(o, 20, {12});
   const std::string said = err.finish();
   CHECK(lines_containing(said, "slow steps: the ring's window held more than its") == 1);
   CHECK(said.find("ring of 1 step (of 8, shrunk to its byte cap)") != std::string::npos);
