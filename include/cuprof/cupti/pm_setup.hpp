@@ -140,7 +140,6 @@ inline std::string set_up_pm_device(const pm_library& pm, std::uint32_t index, C
   if ((r = pm.counter_availability(&av)) != CUPTI_SUCCESS) return pm_refusal(pm, "cuptiPmSamplingGetCounterAvailability", r);
 
   CUpti_Profiler_Host_Initialize_Params hi{};
-
   hi.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
   hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
   hi.pChipName = chip.pChipName;
