@@ -28,8 +28,32 @@ using cuprof::detail::cupti::pm_lost_samples;
 using cuprof::detail::cupti::pm_sample_log;
 using cuprof::detail::cupti::pm_sample_times;
 
-TEST_SUITE_BEGIN("cupti_buffers_samples");
+namespace {
 
+constexpr std::uint64_t interval = 100000;                    // 100 us
+constexpr std::uint64_t epoch = 1700000000ull * 1000000000u;  // samples stamped in epoch ns
+
+pm_sample_log one_metric_log() {
+  pm_sample_log log;
+  log.set_metrics({gpu_metric{"sm__throughput.avg.pct_of_peak_sustained_elapsed", "SM throughput %"}});
+  return log;
+}
+
+// Samples back to back from `start`, one interval each, valued 10, 11, ...
+struct samples {
+  std::vector<pm_sample_times> times;
+  std::vector<double> values;
+  samples(std::uint64_t start, int n, double first_value = 10) {
+    for (int i = 0; i < n; ++i) {
+      times.push_back({start + std::uint64_t(i) * interval, start + std::uint64_t(i + 1) * interval});
+      values.push_back(first_value + i);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("cupti_buffers_samples") {
 TEST_CASE("activity buffers: the lowest free slot first, each handed back once, refused and counted when all are out") {
   auto pool = std::make_unique<activity_buffers>();
   std::uint8_t* a = pool->request();
@@ -97,31 +121,6 @@ TEST_CASE("activity buffers: a parsed buffer is zero again for CUPTI, its slot i
   CHECK(std::all_of(records, records + activity_buffers::buffer_bytes, [](std::uint8_t b) { return b == 0; }));
   munmap(mapped, size);
 }
-
-namespace {
-
-constexpr std::uint64_t interval = 100000;                    // 100 us
-constexpr std::uint64_t epoch = 1700000000ull * 1000000000u;  // samples stamped in epoch ns
-
-pm_sample_log one_metric_log() {
-  pm_sample_log log;
-  log.set_metrics({gpu_metric{"sm__throughput.avg.pct_of_peak_sustained_elapsed", "SM throughput %"}});
-  return log;
-}
-
-// Samples back to back from `start`, one interval each, valued 10, 11, ...
-struct samples {
-  std::vector<pm_sample_times> times;
-  std::vector<double> values;
-  samples(std::uint64_t start, int n, double first_value = 10) {
-    for (int i = 0; i < n; ++i) {
-      times.push_back({start + std::uint64_t(i) * interval, start + std::uint64_t(i + 1) * interval});
-      values.push_back(first_value + i);
-    }
-  }
-};
-
-}  // namespace
 
 TEST_CASE("pm samples: the first after a start is no measurement when long, a later long one is; empty ones are none") {
   pm_sample_log log = one_metric_log();
@@ -246,4 +245,4 @@ TEST_CASE("pm samples: a value no metric can take reaches a window as none, coun
   CHECK(s.out_of_range == 2);
 }
 
-TEST_SUITE_END();
+}  // TEST_SUITE("cupti_buffers_samples")
