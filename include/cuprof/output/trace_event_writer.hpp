@@ -314,18 +314,13 @@ class chrome_trace_writer {
     // What nothing showed cuprof, named so that readers do not guess it: the element type where
     // the kernel's name spells none, the counts without it (or without the group size), the
     // group size of a communicator created before cuprof watched.
-    if (!creates && !(typed && counted && c.group_size > 0)) {
-      append_next_key(out_, schema::arg_not_known);
-      out_ += '"';
-      const std::size_t at = out_.size();
-      const auto add = [&](std::string_view name) {
-        if (out_.size() != at) out_ += ", ";
-        out_ += name;
-      };
+    if (!creates) {
+      std::string missing;
+      const auto add = [&](std::string_view name) { missing.append(missing.empty() ? "" : ", ").append(name); };
       if (!typed) add(schema::arg_collective_dtype);
       if (!counted) add(schema::arg_in_msg_nelems), add(schema::arg_out_msg_nelems);
       if (c.group_size <= 0) add(schema::arg_group_size);
-      out_ += '"';
+      if (!missing.empty()) text(schema::arg_not_known, missing);
     }
     if (c.rank >= 0) number(schema::arg_collective_rank, c.rank);
     if (c.comm) text(schema::arg_process_group_name, detail::communicator_name(c.comm));
