@@ -139,11 +139,13 @@ class served_process {
         }
         ::waitpid(child, nullptr, 0);
       }
-      int spare[2] = {-1, -1};
-      if (at_fd_limit) {  // every descriptor below the limit taken: the gaps filled, the limit just above
-        // First a request answered: the endpoint's thread has started. At the limit, UBSan's check of
-        // std::thread's state object (at the thread's start and end) finds no descriptor for its
-        // memory probe (a pipe) and reports an invalid vptr; two fillers are closed before the end.
+      rlimit before{};
+      if (at_fd_limit) {  // every descriptor below the limit taken: the gaps filled, the soft limit just above
+        // First a request answered: the endpoint's thread has started. UBSan's check of std::thread's
+        // state object (at the thread's start and end) probes memory through a pipe; at the limit it
+        // finds no descriptor and reports an invalid vptr. So the limit is lifted again before the
+        // end: closing a few descriptors would not do, as the endpoint then accepts the waiting
+        // connection and takes one of them while its thread ends.
         const int self = connect_to(where.socket_of(::getpid()));
         if (self < 0) ::_exit(5);
         send_all(self, cuprof::detail::format_status_request());
@@ -154,15 +156,14 @@ class served_process {
           while (const dirent* f = ::readdir(d)) highest = std::max(highest, std::atoi(f->d_name));
           ::closedir(d);
         }
-        for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0 && fd < highest;)
-          if (spare[1] < 0) spare[spare[0] < 0 ? 0 : 1] = fd;
-        const rlimit r{rlim_t(highest), rlim_t(highest)};  // descriptors 0 to highest - 1, all open
+        for (int fd = 0; fd >= 0 && fd < highest;) fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (::getrlimit(RLIMIT_NOFILE, &before) != 0) ::_exit(4);
+        const rlimit r{rlim_t(highest), before.rlim_max};  // descriptors 0 to highest - 1, all open
         if (::setrlimit(RLIMIT_NOFILE, &r) != 0) ::_exit(4);
       }
       char byte;
       while (::read(go[0], &byte, 1) != 0) {}
-      for (int fd : spare)
-        if (fd >= 0) ::close(fd);
+      if (at_fd_limit && ::setrlimit(RLIMIT_NOFILE, &before) != 0) ::_exit(7);
       e->close();
       e->close();
       ::_exit(0);
