@@ -230,7 +230,7 @@ def cxxfilt_demangle(names):
 # ------------------------------------------------------------------ running
 CLEAN_ENV = ("CUPROF_TRACE", "CUPROF_TABLE", "CUPROF_ACTIVITIES", "CUPROF_DELAY", "CUPROF_DURATION", "CUPROF_MEMORY",
              "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "CUPTI_COUNTER_OUT", "CUPTI_COUNTER_MEMORY",
-             "CUPTI_COUNTER_CALLS")
+             "CUPTI_COUNTER_MEMORY_LOG", "CUPTI_COUNTER_CALLS")
 
 
 def run_logged(cmd, out, log_name, env=None, cwd=None, timeout=RUN_TIMEOUT_S, unset=CLEAN_ENV):
@@ -276,9 +276,11 @@ def plan(manifest, corpus, build, out):
         if "plain" in b:
             r.append((name, "plain", [b["plain"], *args], {}, cwd, None))
             cnt = os.path.join(pdir, "counter.json")
+            # Each allocation and free the counter saw, kept beside the counts: where a count differs
+            # from cuprof's, the record (address, size, correlation, time) says which one.
             r.append((name, "counter", [b["plain"], *args],
-                      {"CUDA_INJECTION64_PATH": counter_lib, "CUPTI_COUNTER_OUT": cnt, "CUPTI_COUNTER_MEMORY": "1"},
-                      cwd, cnt))
+                      {"CUDA_INJECTION64_PATH": counter_lib, "CUPTI_COUNTER_OUT": cnt, "CUPTI_COUNTER_MEMORY": "1",
+                       "CUPTI_COUNTER_MEMORY_LOG": os.path.join(pdir, "counter_memory.jsonl")}, cwd, cnt))
             t = os.path.join(pdir, "run.json")
             r.append((name, "run", [cli, "run", "--output", t, "--no-table", "--", b["plain"], *args], {}, cwd, t))
         if "header" in b:
