@@ -100,12 +100,7 @@ class slow_step_ring {
       note_slow(i, duration_ns, median, kept);
     }
     if (open_ && (i >= last_slow_ + rule_.after || i - kept_first_ + 1 >= limit_)) {
-      a.cut = true;
-      a.cut_start = starts_[slot_of(kept_first_)];
-      a.first_step = kept_first_;
-      a.last_step = i;
-      open_ = false;
-      ++kept_;
+      cut_kept_window(a, i);
       ring_first_ = i + 1;  // what the kept window took is gone from the ring
       return a;
     }
@@ -121,13 +116,7 @@ class slow_step_ring {
   // there, the step running its last.
   slow_step_action finish() {
     slow_step_action a;
-    if (!open_) return a;
-    a.cut = true;
-    a.cut_start = starts_[slot_of(kept_first_)];
-    a.first_step = kept_first_;
-    a.last_step = steps_;
-    open_ = false;
-    ++kept_;
+    if (open_) cut_kept_window(a, steps_);
     return a;
   }
 
@@ -185,6 +174,16 @@ class slow_step_ring {
   };
 
   std::size_t slot_of(std::int64_t step) const noexcept { return std::size_t(step) % starts_.size(); }
+
+  // The kept window waiting ends with step `last`: `a` says so, and it counts as kept.
+  void cut_kept_window(slow_step_action& a, std::int64_t last) {
+    a.cut = true;
+    a.cut_start = starts_[slot_of(kept_first_)];
+    a.first_step = kept_first_;
+    a.last_step = last;
+    open_ = false;
+    ++kept_;
+  }
 
   void note_slow(std::int64_t step, std::uint64_t duration_ns, std::uint64_t median, bool kept) {
     ++slow_;
