@@ -290,6 +290,7 @@ def paired_summary(modes, runs):
     minimal tracer's file lists no kernels) and of torch.profiler CPU+CUDA (profiler start to trace
     exported), and how many times cheaper the tracer is (torch / tracer, per process and of the medians)."""
     out = {}
+    window_pct = {}  # per mode, each process's window cost as a share of its untraced steps
     for m in modes:
         ok = [r for r in runs.get(m.name, []) if m.name.startswith("py_paired") and r["ok"]
               and r.get("paired_window_steps", 0) > 0 and r.get("paired_torch_cuda_steps", 0) > 0]
@@ -323,11 +324,11 @@ def paired_summary(modes, runs):
             "end_to_end_cheaper_by_per_process": spread([t / c for c, t in zip(tracer_e2e, torch_e2e)
                                                          if c is not None and t is not None and c > 0]),
             "end_to_end_cheaper_by_of_medians": torch_spread["median"] / tracer_spread["median"]
-            if tracer_spread and torch_spread and tracer_spread["median"] > 0 else None,
-            "window_added_pct": [100 * w / r["paired_untraced_before_window_us"] for w, r in zip(window, ok)]})
-    if "py_paired" in out and "py_paired_metrics" in out:
-        out["py_paired_metrics"]["metrics_added_pct"] = median_difference(
-            out["py_paired_metrics"]["window_added_pct"], out["py_paired"]["window_added_pct"])
+            if tracer_spread and torch_spread and tracer_spread["median"] > 0 else None})
+        window_pct[m.name] = [100 * w / r["paired_untraced_before_window_us"] for w, r in zip(window, ok)]
+    if "py_paired" in window_pct and "py_paired_metrics" in window_pct:
+        out["py_paired_metrics"]["metrics_added_pct"] = median_difference(window_pct["py_paired_metrics"],
+                                                                          window_pct["py_paired"])
     return out
 
 
