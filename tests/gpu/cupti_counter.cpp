@@ -10,11 +10,18 @@
 //    "init_error": null|"what failed"}
 // With CUPTI_COUNTER_MEMORY=1 it also counts the program's allocations and
 // frees, CUPTI's MEMORY2 records by memory kind:
-//   "memory": {"Device": {"alloc": N, "free": N, "alloc_bytes": N}, ...}, "pool_records": N
-// and with CUPTI_COUNTER_CALLS=1 as well, the calls that allocate and free
-// (runtime and driver API records, by name): "allocation_calls": {"cudaMalloc": N, ...}
+//   "memory": {"Device": {"alloc": N, "free": N, "free_at_exit": N, "alloc_bytes": N}, ...},
+//   "pool_records": N, "exit_started": CUPTI timestamp
+// where free_at_exit counts the frees made after the program's exit began (a
+// library's own teardown: cuFFT frees its work area there).
+// and the calls that allocate and free (runtime and driver API records, by
+// name): "allocation_calls": {"cudaMalloc": N, ...}. The API records are on
+// whenever memory is counted: without them CUPTI 13.0 delivered no free record
+// for the frees made on threads that end before exit (simpleCallback's).
 // CUPTI_COUNTER_MEMORY_LOG=path writes every MEMORY2 and MEMORY_POOL record
-// there, one JSON object a line (what CUPTI gives for each allocation kind).
+// there, one JSON object a line (what CUPTI gives for each allocation kind),
+// and the allocation calls (name, correlation, start, end, thread): a record's
+// correlation id names its call.
 //
 // Exit: CUDA's own atexit teardown can make later CUPTI calls crash, so the
 // final flush runs from an atexit handler registered when the first context
@@ -22,9 +29,8 @@
 // order: ours first). A context destroyed before exit (cudaDeviceReset) is
 // flushed when its destruction starts. The JSON is written once.
 //
-// A thread flushes every 50 ms from the first context on: records made on a
-// thread that ended before the final flush were lost without it (the frees
-// of simpleCallback's worker threads).
+// A thread flushes every 50 ms from the first context on, so that CUPTI does
+// not hold many buffers until exit.
 //
 // Build (scripts/build-corpus does it):
 //   g++ -std=c++17 -O2 -shared -fPIC cupti_counter.cpp -I/usr/local/cuda/include
@@ -55,17 +61,20 @@ bool flushed_at_exit = false;
 const char* init_error = nullptr;  // the CUPTI call that failed at injection
 struct memory_count {
   std::uint64_t alloc = 0, release = 0, alloc_bytes = 0;
+  std::uint64_t release_at_exit = 0;  // of `release`, those made once the program's exit began
 };
 std::map<std::string, memory_count> memory;             // memory kind -> counts
 std::map<std::string, std::uint64_t> allocation_calls;  // call name -> count
 std::uint64_t pool_records = 0;
 bool count_memory = false;
-bool count_calls = false;
 std::FILE* memory_log = nullptr;
 std::atomic<bool> written{false};
 std::atomic<bool> atexit_registered{false};
 std::atomic<bool> stop_flushing{false};
 std::thread flusher;
+// CUPTI's timestamp when the program's exit began, 0 before: what a library
+// frees in its own exit teardown comes after it.
+std::atomic<std::uint64_t> exit_started{0};
 CUpti_SubscriberHandle subscriber;
 
 const char* copy_kind_name(unsigned kind) {
@@ -133,14 +142,19 @@ bool is_allocation_call(std::string name) {
   return false;
 }
 
-void count_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+// Counts an allocation call and, with the memory log on, logs it: its
+// correlation id is the one its allocation's or free's record carries.
+void count_call(CUpti_CallbackDomain domain, const CUpti_ActivityAPI& call) {
   const char* name = nullptr;
-  if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) return;
+  if (cuptiGetCallbackName(domain, call.cbid, &name) != CUPTI_SUCCESS || !name) return;
   std::string n = name;
   if (!is_allocation_call(n)) return;
   const std::size_t v = n.rfind("_v");
   if (v != std::string::npos && v + 2 < n.size() && n.find_first_not_of("0123456789", v + 2) == std::string::npos) n.resize(v);
   ++allocation_calls[n];
+  if (memory_log)
+    std::fprintf(memory_log, "{\"record\":\"call\",\"name\":\"%s\",\"correlation\":%u,\"start\":%llu,\"end\":%llu,\"thread\":%u}\n",
+                 n.c_str(), call.correlationId, (unsigned long long)call.start, (unsigned long long)call.end, call.threadId);
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -167,7 +181,11 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
           const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(record);
           memory_count& c = memory[memory_kind_name(m->memoryKind)];
           if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) ++c.alloc, c.alloc_bytes += m->bytes;
-          else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) ++c.release;
+          else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+            ++c.release;
+            const std::uint64_t exit_at = exit_started.load();
+            if (exit_at && m->timestamp >= exit_at) ++c.release_at_exit;
+          }
           if (memory_log)
             std::fprintf(memory_log,
                          "{\"record\":\"memory2\",\"op\":%u,\"kind\":\"%s\",\"correlation\":%u,\"address\":%llu,"
@@ -195,10 +213,10 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
           break;
         }
         case CUPTI_ACTIVITY_KIND_RUNTIME:
-          count_call(CUPTI_CB_DOMAIN_RUNTIME_API, reinterpret_cast<const CUpti_ActivityAPI*>(record)->cbid);
+          count_call(CUPTI_CB_DOMAIN_RUNTIME_API, *reinterpret_cast<const CUpti_ActivityAPI*>(record));
           break;
         case CUPTI_ACTIVITY_KIND_DRIVER:
-          count_call(CUPTI_CB_DOMAIN_DRIVER_API, reinterpret_cast<const CUpti_ActivityAPI*>(record)->cbid);
+          count_call(CUPTI_CB_DOMAIN_DRIVER_API, *reinterpret_cast<const CUpti_ActivityAPI*>(record));
           break;
         default: break;
       }
@@ -260,13 +278,13 @@ void write_json() {
     std::fprintf(f, ",\n \"memory\": {");
     first = true;
     for (const auto& [kind, c] : memory) {
-      std::fprintf(f, "%s\"%s\": {\"alloc\": %llu, \"free\": %llu, \"alloc_bytes\": %llu}", first ? "" : ", ", kind.c_str(),
-                   (unsigned long long)c.alloc, (unsigned long long)c.release, (unsigned long long)c.alloc_bytes);
+      std::fprintf(f, "%s\"%s\": {\"alloc\": %llu, \"free\": %llu, \"free_at_exit\": %llu, \"alloc_bytes\": %llu}",
+                   first ? "" : ", ", kind.c_str(), (unsigned long long)c.alloc, (unsigned long long)c.release,
+                   (unsigned long long)c.release_at_exit, (unsigned long long)c.alloc_bytes);
       first = false;
     }
-    std::fprintf(f, "},\n \"pool_records\": %llu", (unsigned long long)pool_records);
-  }
-  if (count_calls) {
+    std::fprintf(f, "},\n \"pool_records\": %llu, \"exit_started\": %llu", (unsigned long long)pool_records,
+                 (unsigned long long)exit_started.load());
     std::fprintf(f, ",\n \"allocation_calls\": {");
     first = true;
     for (const auto& [name, n] : allocation_calls) {
@@ -305,6 +323,20 @@ void at_exit_flush() {
   write_json();
 }
 
+// Marks when exit began. Registered again at every context creation and
+// module load, as libraries set up their own teardown lazily (cuFFT at its
+// first plan): the last one registered runs before all of theirs.
+void mark_exit_start() {
+  if (exit_started.load()) return;
+  std::uint64_t now = 0;
+  if (cuptiGetTimestamp(&now) == CUPTI_SUCCESS) exit_started.store(now);
+}
+
+void register_exit_mark() {
+  static std::atomic<int> registrations{0};
+  if (registrations.fetch_add(1) < 256) std::atexit(mark_exit_start);
+}
+
 // Registered at injection, before CUDA's: runs last, makes no CUPTI call.
 // Writes what was counted when no context was ever created.
 void at_exit_fallback() { write_json(); }
@@ -320,6 +352,9 @@ void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
       std::atexit(at_exit_flush);
       flusher = std::thread(flush_periodically);
     }
+    register_exit_mark();
+  } else if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) {
+    register_exit_mark();
   } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     // Not once the exit flush ran: CUDA's teardown destroys contexts after it.
     if (!written.load()) cuptiActivityFlushAll(0);
@@ -334,8 +369,6 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   const char* fail = nullptr;
   const char* memory_env = std::getenv("CUPTI_COUNTER_MEMORY");
   count_memory = memory_env && *memory_env && *memory_env != '0';
-  const char* calls_env = std::getenv("CUPTI_COUNTER_CALLS");
-  count_calls = count_memory && calls_env && *calls_env && *calls_env != '0';
   if (const char* log = std::getenv("CUPTI_COUNTER_MEMORY_LOG"); count_memory && log && *log) memory_log = std::fopen(log, "w");
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) fail = "register callbacks";
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) fail = "enable kernels";
@@ -344,14 +377,16 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS) fail = "enable memset";
   else if (count_memory && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) != CUPTI_SUCCESS) fail = "enable memory2";
   else if (count_memory && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL) != CUPTI_SUCCESS) fail = "enable memory pool";
-  else if (count_calls && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS) fail = "enable runtime";
-  else if (count_calls && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) != CUPTI_SUCCESS) fail = "enable driver";
+  else if (count_memory && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS) fail = "enable runtime";
+  else if (count_memory && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) != CUPTI_SUCCESS) fail = "enable driver";
   else if (cuptiSubscribe(&subscriber, on_resource, nullptr) != CUPTI_SUCCESS) fail = "subscribe";
   else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
     fail = "enable context-created callback";
   else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) !=
            CUPTI_SUCCESS)
     fail = "enable context-destroy callback";
+  else if (cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED) != CUPTI_SUCCESS)
+    fail = "enable module-loaded callback";
   if (fail) {
     init_error = fail;
     std::fprintf(stderr, "cupti_counter: %s failed\n", fail);

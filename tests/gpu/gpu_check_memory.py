@@ -89,7 +89,7 @@ def memory_kinds_checks(build, out, summary, check, run, counter_lib):
     counter_json = os.path.join(out, "memory_kinds_counter.json")
     counted = run([exe], out, "memory_kinds_counter",
                   env={"CUDA_INJECTION64_PATH": counter_lib, "CUPTI_COUNTER_OUT": counter_json, "CUPTI_COUNTER_MEMORY": "1",
-                       "CUPTI_COUNTER_CALLS": "1", "CUPROF_NO_AUTOSTART": "1"})
+                       "CUPROF_NO_AUTOSTART": "1"})
     trace = os.path.join(out, "memory_kinds.json")
     traced = run([exe, trace], out, "memory_kinds_traced")
     check("memory_kinds: plain, under the counter and profiled: exit 0 and the same stdout",
