@@ -153,7 +153,8 @@ void count_call(CUpti_CallbackDomain domain, const CUpti_ActivityAPI& call) {
   if (v != std::string::npos && v + 2 < n.size() && n.find_first_not_of("0123456789", v + 2) == std::string::npos) n.resize(v);
   ++allocation_calls[n];
   if (memory_log)
-    std::fprintf(memory_log, "{\"record\":\"call\",\"name\":\"%s\",\"correlation\":%u,\"start\":%llu,\"end\":%llu,\"thread\":%u}\n",
+    std::fprintf(memory_log,
+                 "{\"record\":\"call\",\"name\":\"%s\",\"correlation\":%u,\"start\":%llu,\"end\":%llu,\"thread\":%u}\n",
                  n.c_str(), call.correlationId, (unsigned long long)call.start, (unsigned long long)call.end, call.threadId);
 }
 
