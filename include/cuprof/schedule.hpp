@@ -107,8 +107,7 @@ struct schedule {
 struct slow_steps {
   double threshold_ms = 0;
   double factor = 2.0;
-  int before = 1;
-  int after = 1;
+  int before = 1, after = 1;  // steps kept with a slow one
   // The most steps the ring, and so a kept window, holds (the step running
   // included); at least before + 1 + after.
   int ring_steps = 32;

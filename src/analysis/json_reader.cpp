@@ -90,9 +90,7 @@ simdjson::ondemand::value json_document::root() {
   if (e == simdjson::UNCLOSED_STRING) fail_at(text_.size(), "unterminated string");
   if (e == simdjson::CAPACITY) fail_at(0, "larger than 4 GiB of JSON, more than the parser (simdjson) reads at once");
   if (e) fail_at(0, simdjson::error_message(e));
-  simdjson::ondemand::value v;
-  check(doc_.get_value().get(v), "expected a value");
-  return v;
+  return got<simdjson::ondemand::value>(doc_.get_value(), "expected a value");
 }
 
 void json_document::expect_end() {

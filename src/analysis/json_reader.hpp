@@ -101,26 +101,17 @@ class json_document {
   // Calls `f(key, value)` for each member of `object`, in order.
   template <class F>
   void for_each_member(simdjson::ondemand::value object, F&& f) {
-    simdjson::ondemand::object o;
-    check(object.get_object().get(o), "expected an object");
-    for (auto member : o) {
-      simdjson::ondemand::field m;
-      check(std::move(member).get(m), "expected a member (\"name\": value), ',' or '}'");
-      const std::string_view key = key_of(m);
-      f(key, m.value());
+    for (auto member : got<simdjson::ondemand::object>(object.get_object(), "expected an object")) {
+      auto m = got<simdjson::ondemand::field>(std::move(member), "expected a member (\"name\": value), ',' or '}'");
+      f(key_of(m), m.value());
     }
   }
 
   // Calls `f(item)` for each item of `array`.
   template <class F>
   void for_each_item(simdjson::ondemand::value array, F&& f) {
-    simdjson::ondemand::array a;
-    check(array.get_array().get(a), "expected an array");
-    for (auto item : a) {
-      simdjson::ondemand::value v;
-      check(std::move(item).get(v), "expected a value, ',' or ']'");
-      f(v);
-    }
+    for (auto item : got<simdjson::ondemand::array>(array.get_array(), "expected an array"))
+      f(got<simdjson::ondemand::value>(std::move(item), "expected a value, ',' or ']'"));
   }
 
   // After the root: nothing but blanks may follow.
@@ -162,6 +153,14 @@ class json_document {
 
   // Fails, saying what was `expected` where the parser stands, on an error.
   void check(simdjson::error_code e, const char* expected);
+
+  // What a parser result holds, or check()'s failure.
+  template <class T, class Result>
+  T got(Result&& r, const char* expected) {
+    T value;
+    check(std::forward<Result>(r).get(value), expected);
+    return value;
+  }
 
   std::string_view key_of(simdjson::ondemand::field& m);
 

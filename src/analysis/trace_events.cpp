@@ -355,20 +355,7 @@ void trace_event_reader::top_level(std::string_view key, const json_node& v, con
       if (const json_node* f = d->find(schema::device_name); f && f->is_string()) info.name = std::string(f->text);
       if (const json_node* f = d->find(schema::device_total_global_mem); f && to_int(*f, x) && x >= 0)
         info.total_global_mem = std::uint64_t(x);
-      get(schema::device_compute_major, info.compute_major);
-      get(schema::device_compute_minor, info.compute_minor);
-      get(schema::device_max_threads_per_block, info.max_threads_per_block);
-      get(schema::device_max_threads_per_multiprocessor, info.max_threads_per_multiprocessor);
-      get(schema::device_regs_per_block, info.regs_per_block);
-      get(schema::device_regs_per_multiprocessor, info.regs_per_multiprocessor);
-      get(schema::device_warp_size, info.warp_size);
-      get(schema::device_num_sms, info.num_sms);
-      get(schema::device_shared_mem_per_block, info.shared_mem_per_block);
-      get(schema::device_shared_mem_per_block_optin, info.shared_mem_per_block_optin);
-      get(schema::device_shared_mem_per_multiprocessor, info.shared_mem_per_multiprocessor);
-      get(schema::device_clock_rate, info.clock_rate_khz);
-      get(schema::device_memory_clock_rate, info.memory_clock_rate_khz);
-      get(schema::device_memory_bus_width, info.memory_bus_width);
+      for (const schema::device_property& p : schema::device_properties) get(p.key, info.*p.field);
       raw_.meta.devices.push_back(info);
     }
   } else if (key == schema::key_cuda_runtime_version || key == schema::key_cuda_driver_version ||

@@ -449,6 +449,11 @@ TEST_CASE("sort keys: averages vs totals, counts, stable order of ties") {
 TEST_CASE("unknown sort key throws cuprof::error listing the valid keys") {
   const cuprof::event_averages avg = cuprof::key_averages(cpu_only_trace());
   CHECK_THROWS_AS(avg.table("bogus"), cuprof::error);
+  // A "device" spelling is a "cuda" key's twin, nothing more.
+  for (const char* key : {"device", "device_time_totals", "self_device_time", "device_count"}) {
+    CAPTURE(key);
+    CHECK_THROWS_AS(avg.table(key), cuprof::error);
+  }
   try {
     (void)avg.table("self_cpu_time");
     FAIL("no throw");

@@ -68,23 +68,22 @@ inline const command* find_command(const std::string& name) {
 // cuprof --help: each command's synopsis, its summary beside it when the
 // synopsis is short, else below it, aligned.
 inline const std::string& main_help() {
-  static const std::string text = [] {
-    std::string s =
-        "usage: cuprof <command> [options]\n"
-        "\n"
-        "Reads Chrome traces written by cuprof or by torch.profiler (.json or .json.gz;\n"
-        "- reads standard input).\n"
-        "\n"
-        "commands:\n";
-    for (const command& c : commands) append_help_entry(s, std::string(c.name) + " " + c.synopsis, c.summary);
-    append_help_entry(s, "help [COMMAND]", "this text, or a command's");
-    s += "\n"
-         "options: --help on every command; --format text|csv|json for table, insights, diff;\n"
-         "--version\n"
-         "exit status: 0 ok, 1 unreadable or malformed trace, 2 bad usage or traces\n"
-         "diff --fail-above cannot compare, 3 diff --fail-above: B grew by more than PCT\n";
-    return s;
-  }();
+  static const std::string text = help_listing(
+      "usage: cuprof <command> [options]\n"
+      "\n"
+      "Reads Chrome traces written by cuprof or by torch.profiler (.json or .json.gz;\n"
+      "- reads standard input).\n"
+      "\n"
+      "commands:\n",
+      [](std::string& s) {
+        for (const command& c : commands) append_help_entry(s, std::string(c.name) + " " + c.synopsis, c.summary);
+        append_help_entry(s, "help [COMMAND]", "this text, or a command's");
+      },
+      "\n"
+      "options: --help on every command; --format text|csv|json for table, insights, diff;\n"
+      "--version\n"
+      "exit status: 0 ok, 1 unreadable or malformed trace, 2 bad usage or traces\n"
+      "diff --fail-above cannot compare, 3 diff --fail-above: B grew by more than PCT\n");
   return text;
 }
 

@@ -58,6 +58,16 @@ inline void append_help_entry(std::string& out, std::string_view head, std::stri
   out += line + "\n";
 }
 
+// A help text listing entries: `head`, the lines `entries(text)` appends
+// (append_help_entry), then `tail`.
+template <class Entries>
+std::string help_listing(std::string_view head, Entries&& entries, std::string_view tail = {}) {
+  std::string text(head);
+  entries(text);
+  text += tail;
+  return text;
+}
+
 struct usage_error : std::exception {
   std::string message, command;
   usage_error(std::string m, std::string c) : message(std::move(m)), command(std::move(c)) {}

@@ -46,9 +46,7 @@ inline double percent_value(std::string text) {
 }
 
 inline int diff_command(const invocation& c) {
-  const std::vector<std::string>& args = c.args;
-  std::string &out = c.out, &err = c.err;
-  const terminal& term = c.term;
+  const auto& [args, out, err, plan, term] = c;
   const parsed p = parse(args, 2, {"rows", "format", "fail-above", "metric"}, {}, "diff");
   if (p.positional.size() != 2)
     throw usage_error(p.positional.size() < 2 ? "diff needs two trace files, A and B" : "diff takes two trace files", "diff");

@@ -40,9 +40,7 @@ inline const char* insights_help =
     "               totals, findings, kernels; times in us)\n";
 
 inline int insights_command(const invocation& c) {
-  const std::vector<std::string>& args = c.args;
-  std::string &out = c.out, &err = c.err;
-  const terminal& term = c.term;
+  const auto& [args, out, err, plan, term] = c;
   const parsed p = parse(args, 2, {"kernels", "format"}, {}, "insights");
   if (p.positional.empty()) throw usage_error("missing the TRACE file (or a directory of rank traces)", "insights");
   const output_format format = format_of(p, "insights");

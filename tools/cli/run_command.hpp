@@ -41,20 +41,19 @@ inline constexpr run_option run_only_options[] = {
 // cuprof run --help: the settings' options (detail::settings) and run's own,
 // laid out as cuprof --help lays out the commands.
 inline const std::string& run_help() {
-  static const std::string text = [] {
-    std::string s =
-        "usage: cuprof run [options] -- PROGRAM [ARGS...]\n"
-        "\n"
-        "Runs PROGRAM with cuprof injected (CUDA_INJECTION64_PATH): no rebuild, no code change.\n"
-        "At exit the trace is written and the table printed to stderr.\n"
-        "\n";
-    for (const detail::setting& o : detail::settings)
-      if (!o.option.empty())
-        append_help_entry(s, std::string(o.option) + (o.value.empty() || o.value[0] == '[' ? "" : " ") + std::string(o.value),
-                          o.help);
-    for (const run_option& o : run_only_options) append_help_entry(s, o.option, o.help);
-    return s;
-  }();
+  static const std::string text = help_listing(
+      "usage: cuprof run [options] -- PROGRAM [ARGS...]\n"
+      "\n"
+      "Runs PROGRAM with cuprof injected (CUDA_INJECTION64_PATH): no rebuild, no code change.\n"
+      "At exit the trace is written and the table printed to stderr.\n"
+      "\n",
+      [](std::string& s) {
+        for (const detail::setting& o : detail::settings)
+          if (!o.option.empty())
+            append_help_entry(s, std::string(o.option) + (o.value.empty() || o.value[0] == '[' ? "" : " ") + std::string(o.value),
+                              o.help);
+        for (const run_option& o : run_only_options) append_help_entry(s, o.option, o.help);
+      });
   return text;
 }
 inline std::string executable_dir() {
@@ -115,9 +114,7 @@ inline int exec_plan(launch_plan& plan) {
 }
 
 inline int run_command(const invocation& c) {
-  const std::vector<std::string>& args = c.args;
-  std::string& out = c.out;
-  launch_plan& plan = c.plan;
+  const auto& [args, out, err, plan, term] = c;
   std::size_t i = 2;
   std::string inject;
   bool nvtx = true, dry_run = false;

@@ -24,9 +24,7 @@ inline const char* stacks_help =
     "               CUDA calls' own CPU time\n";
 
 inline int stacks_command(const invocation& c) {
-  const std::vector<std::string>& args = c.args;
-  std::string &out = c.out, &err = c.err;
-  const terminal& term = c.term;
+  const auto& [args, out, err, plan, term] = c;
   const parsed p = parse(args, 2, {"metric"}, {}, "stacks");
   if (p.positional.size() != 1)
     throw usage_error(p.positional.empty() ? "missing the TRACE file" : "stacks takes one TRACE file", "stacks");

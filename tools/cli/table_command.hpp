@@ -74,9 +74,7 @@ inline record_table table_records(const event_averages& avg, const table_options
 }
 
 inline int table_command(const invocation& c) {
-  const std::vector<std::string>& args = c.args;
-  std::string &out = c.out, &err = c.err;
-  const terminal& term = c.term;
+  const auto& [args, out, err, plan, term] = c;
   const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format", "group-by", "group-by-stack"},
                          {"stats", "kernels", "metrics", "wide"}, "table");
   if (p.positional.empty()) throw usage_error("missing the TRACE file (or a directory of rank traces)", "table");

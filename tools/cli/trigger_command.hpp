@@ -428,9 +428,7 @@ inline int trigger_window(long pid, const detail::trigger_request& request, std:
 }
 
 inline int trigger_command(const invocation& c) {
-  const std::vector<std::string>& args = c.args;
-  std::string &out = c.out, &err = c.err;
-  const terminal& term = c.term;
+  const auto& [args, out, err, plan, term] = c;
   const parsed p = parse(args, 2, {"duration", "steps", "output", "timeout"}, {"list", "cancel"}, "trigger");
   const std::string *duration = option(p, "duration"), *steps = option(p, "steps"), *output = option(p, "output"),
                     *timeout = option(p, "timeout");

@@ -83,9 +83,7 @@ struct nvtx_range_event {
 
 // A (ticks, monotonic ns, realtime ns) sample taken as close together as we can.
 struct clock_sample {
-  std::uint64_t ticks = 0;
-  std::uint64_t mono_ns = 0;
-  std::uint64_t real_ns = 0;
+  std::uint64_t ticks = 0, mono_ns = 0, real_ns = 0;
 };
 
 // Bumped whenever process_state, runtime_hooks or the thread buffers change

@@ -224,6 +224,37 @@ class thread_registry {
 
 inline std::uint32_t current_tid() noexcept { return std::uint32_t(::syscall(SYS_gettid)); }
 
+// A thread's own buffer in a registry, for a recorder outside the scopes' (the
+// CUDA calls', NVTX's): Owner makes each recorder's thread_local slot its own.
+// Registered at the thread's first record; when the thread ends it is marked
+// exited (the next drain frees it once read) and at_thread_end runs. A thread
+// that is ending gets none.
+template <class Owner, void (*at_thread_end)() = nullptr>
+class thread_slot {
+ public:
+  static thread_buffer* get(thread_registry& threads, chunk_pool& pool) noexcept {
+    thread_buffer* b = buffer_;
+    if (CUPROF_LIKELY(b != nullptr) || given_back_) return b;
+    thread_local release at_end;
+    (void)at_end;
+    return buffer_ = threads.add(pool, current_tid(), pthread_self());
+  }
+  // The buffer, or null where the thread has none yet.
+  static thread_buffer* current() noexcept { return buffer_; }
+
+ private:
+  struct release {
+    ~release() {
+      given_back_ = true;
+      if (thread_buffer* b = buffer_) b->mark_exited();
+      buffer_ = nullptr;
+      if constexpr (at_thread_end != nullptr) at_thread_end();
+    }
+  };
+  static inline thread_local thread_buffer* buffer_ = nullptr;
+  static inline thread_local bool given_back_ = false;
+};
+
 // Set once a name was cut; tests clear it to see the message again.
 inline std::atomic<bool> g_said_name_cut{false};
 

@@ -152,7 +152,7 @@ class call_recorder {
       ~leave_call() {
         if (calls) calls->call_ended();
       }
-    } leave{t_outer_call == call.correlationData ? t_calls : nullptr};
+    } leave{t_outer_call == call.correlationData ? calls_slot::current() : nullptr};
     if (leave.calls) t_outer_call = nullptr;
     const std::uint64_t start = *call.correlationData;
     const std::uint64_t end = now_ticks();
@@ -422,32 +422,16 @@ class call_recorder {
     return {std::uint64_t(reinterpret_cast<std::uintptr_t>(param<CUevent>(call, i))), 0};
   }
 
-  // The calling thread's buffer, registered at its first call. A thread whose
-  // buffer was given back (it is exiting) records no more.
-  thread_buffer* thread_calls() noexcept {
-    thread_buffer* b = t_calls;
-    if (CUPROF_LIKELY(b != nullptr) || t_calls_given_back) return b;
-    thread_local buffer_release release;
-    (void)release;
-    return t_calls = threads_.add(pool_, current_tid(), pthread_self());
+  // The calling thread's buffer, registered at its first call; its stack table goes with it.
+  static void free_thread_stacks() noexcept {
+    delete t_stacks;
+    t_stacks = nullptr;
   }
+  using calls_slot = thread_slot<call_recorder, &free_thread_stacks>;
+  thread_buffer* thread_calls() noexcept { return calls_slot::get(threads_, pool_); }
 
-  // Marks the thread's buffer exited when the thread ends: the next drain
-  // frees it once its calls are read.
-  struct buffer_release {
-    ~buffer_release() {
-      t_calls_given_back = true;
-      if (thread_buffer* b = t_calls) b->mark_exited();
-      t_calls = nullptr;
-      delete t_stacks;
-      t_stacks = nullptr;
-    }
-  };
-
-  static inline thread_local thread_buffer* t_calls = nullptr;
   // The outermost recorded call the thread is in: its CUPTI correlation data slot, unique to the call.
   static inline thread_local std::uint64_t* t_outer_call = nullptr;
-  static inline thread_local bool t_calls_given_back = false;
   static inline thread_local bool t_inside_runtime_sync = false;
   static inline thread_local bool t_inside_runtime_event_record = false;
   static inline thread_local bool t_inside_runtime_stack_call = false;

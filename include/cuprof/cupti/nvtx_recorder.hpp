@@ -442,22 +442,7 @@ class nvtx_recorder {
   }
 
   // The calling thread's buffer, registered at its first record.
-  thread_buffer* thread_records() noexcept {
-    thread_buffer* b = t_records;
-    if (CUPROF_LIKELY(b != nullptr) || t_given_back) return b;
-    thread_local buffer_release release;
-    (void)release;
-    return t_records = threads_.add(pool_, current_tid(), pthread_self());
-  }
-  struct buffer_release {
-    ~buffer_release() {
-      t_given_back = true;
-      if (thread_buffer* b = t_records) b->mark_exited();
-      t_records = nullptr;
-    }
-  };
-  static inline thread_local thread_buffer* t_records = nullptr;
-  static inline thread_local bool t_given_back = false;
+  thread_buffer* thread_records() noexcept { return thread_slot<nvtx_recorder>::get(threads_, pool_); }
 
   std::atomic<std::uintptr_t> nccl_domain_{0};
   std::atomic<std::uintptr_t> cuprof_domain_{0};

@@ -23,11 +23,8 @@ namespace cuprof::detail::cupti {
 
 // A CUDA call as the call recorder (call_recorder.hpp) reports it, times in ticks.
 struct call_record {
-  std::uint64_t start = 0;
-  std::uint64_t end = 0;
-  std::uint32_t tid = 0;
-  std::uint32_t cbid = 0;
-  std::uint32_t correlation = 0;
+  std::uint64_t start = 0, end = 0;
+  std::uint32_t tid = 0, cbid = 0, correlation = 0;
   std::int32_t return_value = 0;
   api_domain domain = api_domain::runtime;
   // For a synchronization call, what CUPTI's SYNCHRONIZATION record would hold:

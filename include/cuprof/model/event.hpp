@@ -105,9 +105,7 @@ struct kernel_details {
 // Where GPU work ran: a device's context's stream. Shared by the work of one
 // stream, so that a record (one per launch) stays small.
 struct gpu_lane {
-  std::uint32_t device = 0;
-  std::uint32_t context = 0;
-  std::uint32_t stream = 0;
+  std::uint32_t device = 0, context = 0, stream = 0;
 };
 
 inline bool operator==(const gpu_lane& a, const gpu_lane& b) {

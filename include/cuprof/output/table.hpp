@@ -256,33 +256,35 @@ struct sort_key {
   sort_value value;
 };
 
-// torch's keys ("cuda" and "device" spellings alike). A constant array:
-// tables are also printed from exit handlers, after function-local statics
-// with destructors may be gone.
+// torch's keys, each "cuda" one also spelled "device" (torch's newer name).
+// A constant array: tables are also printed from exit handlers, after
+// function-local statics with destructors may be gone.
 inline constexpr sort_key sort_keys[] = {
     {"cpu_time", [](const event_average& r) { return r.cpu_time_avg_ns(); }},
     {"cuda_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
-    {"device_time", [](const event_average& r) { return r.cuda_time_avg_ns(); }},
     {"cpu_time_total", [](const event_average& r) { return double(r.cpu_total_ns); }},
     {"cuda_time_total", [](const event_average& r) { return double(r.cuda_total_ns); }},
-    {"device_time_total", [](const event_average& r) { return double(r.cuda_total_ns); }},
     {"self_cpu_time_total", [](const event_average& r) { return double(r.self_cpu_ns); }},
     {"self_cuda_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
-    {"self_device_time_total", [](const event_average& r) { return double(r.self_cuda_ns); }},
     {"cpu_memory_usage", [](const event_average& r) { return double(r.cpu_memory); }},
     {"self_cpu_memory_usage", [](const event_average& r) { return double(r.self_cpu_memory); }},
     {"cuda_memory_usage", [](const event_average& r) { return double(r.cuda_memory); }},
     {"self_cuda_memory_usage", [](const event_average& r) { return double(r.self_cuda_memory); }},
-    {"device_memory_usage", [](const event_average& r) { return double(r.cuda_memory); }},
-    {"self_device_memory_usage", [](const event_average& r) { return double(r.self_cuda_memory); }},
     {"count", [](const event_average& r) { return double(r.count); }},
 };
 
 inline sort_value find_sort_key(const std::string& key) {
+  std::string cuda_key = key;  // a "device" key is its "cuda" twin
+  if (const std::size_t at = cuda_key.find("device"); at != std::string::npos) cuda_key.replace(at, 6, "cuda");
   for (const sort_key& k : sort_keys)
-    if (key == k.name) return k.value;
+    if (cuda_key == k.name) return k.value;
   std::string valid;
-  for (const sort_key& k : sort_keys) valid += std::string(valid.empty() ? "" : ", ") + k.name;
+  for (const sort_key& k : sort_keys) {
+    const std::string name = k.name;
+    valid += (valid.empty() ? "" : ", ") + name;
+    if (const std::size_t at = name.find("cuda"); at != std::string::npos)
+      valid += ", " + std::string(name).replace(at, 4, "device");
+  }
   throw error("unknown sort key '" + key + "'; valid keys: " + valid);
 }
 

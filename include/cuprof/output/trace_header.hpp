@@ -156,31 +156,18 @@ inline void append_trace_header(text_buffer& out, const chrome_trace_layout& l) 
     append_json_escaped(out, d.name);
     out += '"';
     number(schema::device_total_global_mem, d.total_global_mem);
-    number(schema::device_compute_major, d.compute_major);
-    number(schema::device_compute_minor, d.compute_minor);
-    number(schema::device_max_threads_per_block, d.max_threads_per_block);
-    number(schema::device_max_threads_per_multiprocessor, d.max_threads_per_multiprocessor);
-    number(schema::device_regs_per_block, d.regs_per_block);
-    number(schema::device_warp_size, d.warp_size);
-    number(schema::device_shared_mem_per_block, d.shared_mem_per_block);
-    number(schema::device_num_sms, d.num_sms);
-    number(schema::device_regs_per_multiprocessor, d.regs_per_multiprocessor);
-    number(schema::device_shared_mem_per_block_optin, d.shared_mem_per_block_optin);
-    number(schema::device_shared_mem_per_multiprocessor, d.shared_mem_per_multiprocessor);
-    if (d.clock_rate_khz) number(schema::device_clock_rate, d.clock_rate_khz);
-    if (d.memory_clock_rate_khz) number(schema::device_memory_clock_rate, d.memory_clock_rate_khz);
-    if (d.memory_bus_width) number(schema::device_memory_bus_width, d.memory_bus_width);
+    for (const schema::device_property& p : schema::device_properties)
+      if (!p.known_only || d.*p.field) number(p.key, d.*p.field);
     out += "}";
   }
-  out += std::string_view(m.devices.empty() ? "],\n  " : "\n  ],\n  ");
-  append_key(out, schema::key_cupti_version);
-  append_int(out, m.cupti_version);
-  out += ",\n  ";
-  append_key(out, schema::key_cuda_runtime_version);
-  append_int(out, m.cuda_runtime_version);
-  out += ",\n  ";
-  append_key(out, schema::key_cuda_driver_version);
-  append_int(out, m.cuda_driver_version);
+  out += std::string_view(m.devices.empty() ? "]" : "\n  ]");
+  for (const auto& [key, version] : {std::pair{schema::key_cupti_version, m.cupti_version},
+                                     std::pair{schema::key_cuda_runtime_version, m.cuda_runtime_version},
+                                     std::pair{schema::key_cuda_driver_version, m.cuda_driver_version}}) {
+    out += ",\n  ";
+    append_key(out, key);
+    append_int(out, version);
+  }
   out += ",\n  \"trace_id\":\"";
   append_int(out, m.pid);
   out += '-';

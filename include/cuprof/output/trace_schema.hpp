@@ -8,6 +8,8 @@
 // stay where they are used.
 #pragma once
 
+#include "../model/event.hpp"
+
 #include <cstdint>
 #include <string_view>
 
@@ -150,21 +152,30 @@ inline constexpr std::string_view key_device_properties = "deviceProperties";
 inline constexpr std::string_view device_id = "id";
 inline constexpr std::string_view device_name = "name";
 inline constexpr std::string_view device_total_global_mem = "totalGlobalMem";
-inline constexpr std::string_view device_compute_major = "computeMajor";
-inline constexpr std::string_view device_compute_minor = "computeMinor";
-inline constexpr std::string_view device_max_threads_per_block = "maxThreadsPerBlock";
-inline constexpr std::string_view device_max_threads_per_multiprocessor = "maxThreadsPerMultiprocessor";
-inline constexpr std::string_view device_regs_per_block = "regsPerBlock";
-inline constexpr std::string_view device_regs_per_multiprocessor = "regsPerMultiprocessor";
-inline constexpr std::string_view device_warp_size = "warpSize";
-inline constexpr std::string_view device_num_sms = "numSms";
-inline constexpr std::string_view device_shared_mem_per_block = "sharedMemPerBlock";
-inline constexpr std::string_view device_shared_mem_per_block_optin = "sharedMemPerBlockOptin";
-inline constexpr std::string_view device_shared_mem_per_multiprocessor = "sharedMemPerMultiprocessor";
-// cuprof's (cudaDeviceProp's names; torch writes none of them): the peaks of the analysis library's throughput.
-inline constexpr std::string_view device_clock_rate = "clockRate";               // kHz
-inline constexpr std::string_view device_memory_clock_rate = "memoryClockRate";  // kHz
-inline constexpr std::string_view device_memory_bus_width = "memoryBusWidth";    // bits
+// The integer members after those, in the order written, each with its device_info field:
+// one list for the writer and the reader. `known_only`: written only when known (nonzero).
+struct device_property {
+  std::string_view key;
+  int device_info::*field;
+  bool known_only = false;
+};
+inline constexpr device_property device_properties[] = {
+    {"computeMajor", &device_info::compute_major},
+    {"computeMinor", &device_info::compute_minor},
+    {"maxThreadsPerBlock", &device_info::max_threads_per_block},
+    {"maxThreadsPerMultiprocessor", &device_info::max_threads_per_multiprocessor},
+    {"regsPerBlock", &device_info::regs_per_block},
+    {"warpSize", &device_info::warp_size},
+    {"sharedMemPerBlock", &device_info::shared_mem_per_block},
+    {"numSms", &device_info::num_sms},
+    {"regsPerMultiprocessor", &device_info::regs_per_multiprocessor},
+    {"sharedMemPerBlockOptin", &device_info::shared_mem_per_block_optin},
+    {"sharedMemPerMultiprocessor", &device_info::shared_mem_per_multiprocessor},
+    // cuprof's (cudaDeviceProp's names; torch writes none of them): the peaks of the analysis library's throughput.
+    {"clockRate", &device_info::clock_rate_khz, true},               // kHz
+    {"memoryClockRate", &device_info::memory_clock_rate_khz, true},  // kHz
+    {"memoryBusWidth", &device_info::memory_bus_width, true},        // bits
+};
 
 // cuprof's own block: its presence marks a cuprof trace.
 inline constexpr std::string_view key_cuprof = "cuprof";

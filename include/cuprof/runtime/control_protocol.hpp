@@ -113,19 +113,21 @@ struct control_request {
 // Parses one request line (without its '\n'); every byte came from a socket.
 // On failure, `why` is the refusal's text.
 inline bool parse_control_request(std::string_view line, control_request& out, std::string& why) {
+  const auto refuse = [&why](std::string text) {
+    why = std::move(text);
+    return false;
+  };
+  const auto take = [&line](std::string_view prefix) {  // the prefix, off the line if it is there
+    if (!starts_with(line, prefix)) return false;
+    line.remove_prefix(prefix.size());
+    return true;
+  };
   const std::string version = std::to_string(trigger_protocol_version);
-  const std::string_view magic = "cuprof-trigger ";
-  if (!starts_with(line, magic)) {
-    why = "not a cuprof-trigger request";
-    return false;
-  }
-  line.remove_prefix(magic.size());
+  if (!take("cuprof-trigger ")) return refuse("not a cuprof-trigger request");
   const std::size_t space = line.find(' ');
-  if (line.substr(0, space) != version) {
-    why = "protocol version " + terminal_safe(shorten(line.substr(0, space), 16)) + " not spoken here (this process speaks " +
-          version + ")";
-    return false;
-  }
+  if (line.substr(0, space) != version)
+    return refuse("protocol version " + terminal_safe(shorten(line.substr(0, space), 16)) +
+                  " not spoken here (this process speaks " + version + ")");
   line = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
   if (line == "status" || line == "cancel") {
     out = {};
@@ -133,18 +135,11 @@ inline bool parse_control_request(std::string_view line, control_request& out, s
     out.cancel = line == "cancel";
     return true;
   }
-  const std::string_view window = "window duration_ms=";
-  if (!starts_with(line, window)) {
-    why = "unknown request (window, status or cancel)";
-    return false;
-  }
-  line.remove_prefix(window.size());
+  if (!take("window duration_ms=")) return refuse("unknown request (window, status or cancel)");
   const std::size_t steps_at = line.find(" steps=");
   const std::size_t output_at = line.find(" output=");
-  if (steps_at == std::string_view::npos || output_at == std::string_view::npos || output_at < steps_at) {
-    why = "a window request is: window duration_ms=<D> steps=<S> output=<PATH>";
-    return false;
-  }
+  if (steps_at == std::string_view::npos || output_at == std::string_view::npos || output_at < steps_at)
+    return refuse("a window request is: window duration_ms=<D> steps=<S> output=<PATH>");
   const std::optional<std::uint64_t> ms = parse_protocol_number(line.substr(0, steps_at), trigger_max_ms);
   const std::optional<std::uint64_t> steps =
       parse_protocol_number(line.substr(steps_at + 7, output_at - steps_at - 7), trigger_max_steps);
