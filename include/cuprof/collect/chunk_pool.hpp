@@ -224,12 +224,14 @@ class thread_registry {
 
 inline std::uint32_t current_tid() noexcept { return std::uint32_t(::syscall(SYS_gettid)); }
 
+inline void nothing_at_thread_end() noexcept {}
+
 // A thread's own buffer in a registry, for a recorder outside the scopes' (the
 // CUDA calls', NVTX's): Owner makes each recorder's thread_local slot its own.
 // Registered at the thread's first record; when the thread ends it is marked
 // exited (the next drain frees it once read) and at_thread_end runs. A thread
 // that is ending gets none.
-template <class Owner, void (*at_thread_end)() = nullptr>
+template <class Owner, void (*at_thread_end)() = &nothing_at_thread_end>
 class thread_slot {
  public:
   static thread_buffer* get(thread_registry& threads, chunk_pool& pool) noexcept {
@@ -248,7 +250,7 @@ class thread_slot {
       given_back_ = true;
       if (thread_buffer* b = buffer_) b->mark_exited();
       buffer_ = nullptr;
-      if constexpr (at_thread_end != nullptr) at_thread_end();
+      at_thread_end();
     }
   };
   static inline thread_local thread_buffer* buffer_ = nullptr;
