@@ -371,7 +371,15 @@ void profile::slow_step_at(std::uint64_t ticks, bool first) {
 
 detail::slow_step_rule profile::slow_rule() const {
   const cuprof::slow_steps& o = *options_.slow_steps;
-  return {std::uint64_t(o.threshold_ms * 1e6), o.factor, o.before, o.after, o.ring_steps, o.max_traces, o.ring_bytes};
+  detail::slow_step_rule rule;
+  rule.threshold_ns = std::uint64_t(o.threshold_ms * 1e6);
+  rule.factor = o.factor;
+  rule.before = o.before;
+  rule.after = o.after;
+  rule.ring_steps = o.ring_steps;
+  rule.max_kept = o.max_traces;
+  rule.ring_bytes = o.ring_bytes;
+  return rule;
 }
 
 std::size_t profile::held_bytes() {
