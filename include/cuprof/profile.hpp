@@ -19,7 +19,7 @@
 //
 // With slow_steps instead of a schedule, every step is recorded into a ring
 // of the latest steps and only the slow ones are kept, each with the steps
-// around it, as windows handed to on_trace_ready (schedule.hpp says how).
+// around it, as windows handed to on_trace_ready (model/slow_steps.hpp says how).
 #pragma once
 
 #ifdef CUPROF_DISABLE
@@ -82,7 +82,7 @@ struct gpu_metrics_options {
 struct profile_options {
   activity activities = activity::cpu | activity::cuda;
   std::optional<cuprof::schedule> schedule;
-  // Keeps the slow steps and the steps around them (schedule.hpp); not with a schedule.
+  // Keeps the slow steps and the steps around them (model/slow_steps.hpp); not with a schedule.
   std::optional<cuprof::slow_steps> slow_steps;
   // Records every allocation and free of device, managed and pinned host
   // memory (torch's profile_memory): [memory] events, a bytes-in-use counter
@@ -219,8 +219,6 @@ class profile {
   // slow_steps: the step running ended at `now`; moves the ring's start, or
   // cuts a kept window out of it.
   void keep_slow_steps(std::uint64_t now);
-
-  detail::slow_step_rule slow_rule() const;
 
   // Hands over the windows whose records are in, without waiting for them.
   void finalize_pending();

@@ -1,14 +1,15 @@
 // torch.profiler.schedule for C++: which steps are skipped, warmed up,
 // recorded, and which one ends a cycle and hands its trace over; and
-// slow_steps, the other way to choose windows: the steps slower than the rest.
+// slow_steps (model/slow_steps.hpp, with the ring that applies it), the other
+// way to choose windows: the steps slower than the rest.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include "model/slow_steps.hpp"
 #ifndef CUPROF_DISABLE
 #include "base/error.hpp"
 
-#include <cmath>
 #include <string>
 #endif
 
@@ -93,50 +94,6 @@ struct schedule {
     if (mod < wait + warmup) return profiler_action::warmup;
     return mod < cycle - 1 ? profiler_action::record : profiler_action::record_and_save;
   }
-};
-
-// Keeps the slow steps (profile_options::slow_steps, CUPROF_SLOW_STEPS): every
-// step is recorded into a ring of the latest steps, one open window whose
-// start moves forward at each step; a step slower than the threshold is kept
-// with `before` steps before it and `after` after it, as a window handed to
-// on_trace_ready. A slow step found while a kept window waits for its `after`
-// steps joins it. At stop() one line says how many steps were slow and by how
-// much. A step is slow when it takes longer than threshold_ms, or, with
-// threshold_ms 0, longer than `factor` times the median of the steps before it
-// (of the latest 64; no verdict before 5 steps were seen).
-struct slow_steps {
-  double threshold_ms = 0;
-  double factor = 2.0;
-  int before = 1, after = 1;  // steps kept with a slow one
-  // The most steps the ring, and so a kept window, holds (the step running
-  // included); at least before + 1 + after.
-  int ring_steps = 32;
-  int max_traces = 5;  // kept windows at most; later slow steps are counted, not kept
-  // What the ring's window may hold (CPU scope records and CUDA records staged
-  // for it, about): past it, the ring holds fewer steps from then on.
-  std::size_t ring_bytes = std::size_t(256) << 20;
-
-  void validate() const {
-#ifndef CUPROF_DISABLE
-    const auto fail = [this](const std::string& why) {
-      throw error("invalid slow_steps (threshold_ms=" + std::to_string(threshold_ms) + ", factor=" + std::to_string(factor) +
-                  ", before=" + std::to_string(before) + ", after=" + std::to_string(after) +
-                  ", ring_steps=" + std::to_string(ring_steps) + ", max_traces=" + std::to_string(max_traces) +
-                  ", ring_bytes=" + std::to_string(ring_bytes) + "): " + why);
-    };
-    // 1 us to 1e7 s (115 days): shorter rounds to no threshold in ns, longer overflows them.
-    if (!std::isfinite(threshold_ms) || threshold_ms < 0 || (threshold_ms > 0 && threshold_ms < 1e-3) || threshold_ms > 1e10)
-      fail("threshold_ms must be 0 (use factor) or a time from 0.001 (1 us) to 1e10 (1e7 s)");
-    if (threshold_ms == 0 && !(std::isfinite(factor) && factor > 1)) fail("factor must be more than 1");
-    if (before < 0 || after < 0) fail("before and after must be at least 0");
-    if (ring_steps < 1LL + before + after || ring_steps > max_ring_steps)
-      fail("ring_steps must be from before + 1 + after to " + std::to_string(max_ring_steps));
-    if (max_traces < 1) fail("max_traces must be at least 1");
-    if (ring_bytes == 0) fail("ring_bytes must be more than 0");
-#endif
-  }
-
-  static constexpr int max_ring_steps = 1 << 16;
 };
 
 }  // namespace cuprof

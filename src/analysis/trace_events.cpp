@@ -623,26 +623,27 @@ void trace_event_reader::instant(const json_node& e) {
   constexpr std::int64_t max_bytes = std::int64_t(1) << 62;
   const json_node* b = args->find(schema::arg_memory_bytes);
   if (!b || !to_int(*b, bytes) || bytes > max_bytes || bytes < -max_bytes) return;
-  m.bytes = bytes;
+  m.event.bytes = bytes;
   // Figures that are negative or unreadable count as unknown (0): the event still says what moved.
   const auto unsigned_arg = [&](std::string_view key, std::uint64_t& field) {
     if (arg(key, 0, x) && x > 0) field = std::uint64_t(std::min(x, max_bytes));
   };
-  unsigned_arg(schema::arg_memory_total_allocated, m.total_allocated);
-  unsigned_arg(schema::arg_memory_total_reserved, m.total_reserved);
-  if (arg(schema::arg_memory_addr, 0, x) && x > 0) m.address = std::uint64_t(x);
-  if (const json_node* t = e.find("tid"); t && to_int(*t, x) && x >= 0 && x <= 0xFFFFFFFFll) m.tid = std::uint32_t(x);
-  if (arg(schema::arg_correlation, 0, x) && x > 0 && x <= 0xFFFFFFFFll) m.correlation = std::uint32_t(x);
+  unsigned_arg(schema::arg_memory_total_allocated, m.event.total_allocated);
+  unsigned_arg(schema::arg_memory_total_reserved, m.event.total_reserved);
+  if (arg(schema::arg_memory_addr, 0, x) && x > 0) m.event.address = std::uint64_t(x);
+  if (const json_node* t = e.find("tid"); t && to_int(*t, x) && x >= 0 && x <= 0xFFFFFFFFll) m.event.tid = std::uint32_t(x);
+  if (arg(schema::arg_correlation, 0, x) && x > 0 && x <= 0xFFFFFFFFll) m.event.correlation = std::uint32_t(x);
   if (arg(schema::arg_external_id, -1, x)) m.ext = x;
   std::int64_t type = 0, device = -1;
   if (!arg(schema::arg_memory_device_type, 0, type) || !arg(schema::arg_memory_device_id, -1, device)) return;
   if (type == schema::memory_device_type_cuda) {
     if (device < 0 || device > 0xFFFF) return;  // CUDA memory on no device: not a figure to charge anywhere
-    m.device = std::int32_t(device);
+    m.event.device = std::int32_t(device);
   }
-  if (const json_node* k = args->find(schema::arg_memory_kind); k && k->is_string()) m.memory_kind = memory_kind_of(k->text);
-  if (arg(schema::arg_memory_pool, 0, x) && x != 0) m.flags |= memory_from_pool;
-  if (arg(schema::arg_memory_virtual, 0, x) && x != 0) m.flags |= memory_virtual;
+  if (const json_node* k = args->find(schema::arg_memory_kind); k && k->is_string())
+    m.event.memory_kind = memory_kind_of(k->text);
+  if (arg(schema::arg_memory_pool, 0, x) && x != 0) m.event.flags |= memory_from_pool;
+  if (arg(schema::arg_memory_virtual, 0, x) && x != 0) m.event.flags |= memory_virtual;
   ++raw_.used;
   raw_.memory.push_back(m);
 }

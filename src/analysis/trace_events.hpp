@@ -86,18 +86,13 @@ struct raw_annotation {
   std::int64_t ext = -1;
 };
 
-// An allocation or free ([memory] instant event), its time relative to base_ns.
+// An allocation or free ([memory] instant event): the model's event as the
+// file gives it, but for its time, relative to base_ns, and the scope that
+// made it, which the model resolves to a span.
 struct raw_memory {
   std::int64_t ts = 0;
-  std::uint64_t address = 0;
-  std::int64_t bytes = 0;
-  std::uint64_t total_allocated = 0, total_reserved = 0;
-  std::uint32_t tid = 0;
-  std::uint32_t correlation = 0;
-  std::int64_t ext = -1;  // the scope that made it, where the file names one (cuprof's traces)
-  std::int32_t device = -1;
-  std::uint8_t memory_kind = 0;
-  std::uint8_t flags = 0;
+  std::int64_t ext = -1;  // the scope's External id, where the file names one (cuprof's traces)
+  memory_event event;     // ts_ns and span unset
 };
 
 // A GPU hardware metric sample (a "gpu_metric" counter event: one metric of

@@ -318,18 +318,8 @@ void build_trace(raw_trace& raw, loaded_trace& out) {
   for (const raw_memory& r : raw.memory) {
     std::int64_t ts = 0;
     if (__builtin_add_overflow(r.ts, base, &ts) || ts < 0) continue;
-    memory_event m;
-    m.ts_ns = std::uint64_t(ts);
-    m.address = r.address;
-    m.bytes = r.bytes;
-    m.total_allocated = r.total_allocated;
-    m.total_reserved = r.total_reserved;
-    m.tid = r.tid;
-    m.correlation = r.correlation;
-    m.device = r.device;
-    m.memory_kind = r.memory_kind;
-    m.flags = r.flags;
-    t.memory.push_back(m);
+    t.memory.push_back(r.event);
+    t.memory.back().ts_ns = std::uint64_t(ts);
     named_spans.push_back(span_of(r.ext));
   }
   attribute_memory(t, call_by_correlation);

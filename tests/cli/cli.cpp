@@ -649,7 +649,7 @@ TEST_CASE("cli: table --metrics on a trace with GPU metrics says nothing on stde
   CHECK(without.err == "cuprof: " + gpu_trace("mlp_unfused.json") +
                            ": no GPU hardware metrics in the trace (recorded without metric sampling): no metric columns\n");
   CHECK(cli({"table", metrics_trace("gpu_metrics.json"), "--wide"}).err.empty());
-  CHECK(cli({"table", "--help"}).out.find("  --metrics    add the GPU hardware metrics' averages") != std::string::npos);
+  CHECK(cli({"table", "--help"}).out.find("  --metrics           add the GPU hardware metrics' averages") != std::string::npos);
   const std::string insights = cli({"insights", metrics_trace("gpu_metrics.json")}).out;
   CHECK(insights.find("[tensor-bound kernel] nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT: tensor pipe 72% of peak, SM "
                       "85%, DRAM 20%, 10 samples; 1 call: 200.000us\n") != std::string::npos);

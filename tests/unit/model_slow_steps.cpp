@@ -15,9 +15,9 @@
 
 namespace {
 
+using cuprof::slow_steps;
 using cuprof::detail::slow_step_action;
 using cuprof::detail::slow_step_ring;
-using cuprof::detail::slow_step_rule;
 
 constexpr std::uint64_t ms = 1000000;
 constexpr std::uint64_t first_start = 1000;
@@ -31,7 +31,7 @@ struct run {
   std::vector<std::pair<std::int64_t, std::int64_t>> kept;  // each kept window's first and last step
   std::uint64_t ring_start = first_start;
 
-  explicit run(const slow_step_rule& rule) : ring(rule, first_start) {}
+  explicit run(const slow_steps& rule) : ring(rule, first_start) {}
 
   run& steps(const std::vector<std::uint64_t>& durations, std::size_t held_bytes = 0) {
     for (std::uint64_t d : durations) {
@@ -69,8 +69,8 @@ using windows = std::vector<std::pair<std::int64_t, std::int64_t>>;
 TEST_SUITE("model_slow_steps") {
 
 TEST_CASE("a fixed threshold keeps each slow step with one step before and after it") {
-  slow_step_rule rule;
-  rule.threshold_ns = 50 * ms;
+  slow_steps rule;
+  rule.threshold_ms = 50;
   run r(rule);
   r.steps(durations(20, 10 * ms, {7, 15}, 100 * ms));
   CHECK(r.kept == windows{{6, 8}, {14, 16}});
@@ -80,8 +80,8 @@ TEST_CASE("a fixed threshold keeps each slow step with one step before and after
 }
 
 TEST_CASE("a threshold compares strictly: a step of exactly the threshold is not slow") {
-  slow_step_rule rule;
-  rule.threshold_ns = 50 * ms;
+  slow_steps rule;
+  rule.threshold_ms = 50;
   run r(rule);
   r.steps(durations(10, 10 * ms, {3}, 50 * ms));
   CHECK(r.kept.empty());
@@ -89,8 +89,8 @@ TEST_CASE("a threshold compares strictly: a step of exactly the threshold is not
 }
 
 TEST_CASE("idle, the ring holds the `before` steps a slow step would keep and the step running") {
-  slow_step_rule rule;
-  rule.threshold_ns = 50 * ms;
+  slow_steps rule;
+  rule.threshold_ms = 50;
   rule.before = 2;
   run r(rule);
   r.steps(durations(6, 10 * ms, {}, 0));
@@ -104,7 +104,7 @@ TEST_CASE("idle, the ring holds the `before` steps a slow step would keep and th
 }
 
 TEST_CASE("by factor: a step slower than factor x the median of the steps before it") {
-  slow_step_rule rule;  // factor 2
+  slow_steps rule;  // factor 2
   run r(rule);
   r.steps(durations(40, 2 * ms, {10, 25}, 30 * ms));
   CHECK(r.kept == windows{{9, 11}, {24, 26}});
@@ -115,7 +115,7 @@ TEST_CASE("by factor: a step slower than factor x the median of the steps before
 }
 
 TEST_CASE("by factor, no verdict during the warm-up: the first 5 steps set the median") {
-  slow_step_rule rule;
+  slow_steps rule;
   rule.factor = 3;
   SUBCASE("a slow step among the first five is not judged") {
     run r(rule);
@@ -129,7 +129,7 @@ TEST_CASE("by factor, no verdict during the warm-up: the first 5 steps set the m
     CHECK(r.kept == windows{{4, 6}});
   }
   SUBCASE("a threshold needs no warm-up") {
-    rule.threshold_ns = 50 * ms;
+    rule.threshold_ms = 50;
     run r(rule);
     r.steps(durations(12, 10 * ms, {2}, 100 * ms));
     CHECK(r.kept == windows{{1, 3}});
@@ -137,7 +137,7 @@ TEST_CASE("by factor, no verdict during the warm-up: the first 5 steps set the m
 }
 
 TEST_CASE("the median follows the latest steps: a program that slows down for good stops being slow") {
-  slow_step_rule rule;
+  slow_steps rule;
   run r(rule);
   std::vector<std::uint64_t> d = durations(200, 10 * ms, {}, 0);
   for (std::size_t k = 100; k < d.size(); ++k) d[k] = 50 * ms;
@@ -149,8 +149,8 @@ TEST_CASE("the median follows the latest steps: a program that slows down for go
 }
 
 TEST_CASE("at the ring's edges: a slow first step keeps no step before it; stopping cuts a waiting window") {
-  slow_step_rule rule;
-  rule.threshold_ns = 50 * ms;
+  slow_steps rule;
+  rule.threshold_ms = 50;
   rule.before = 2;
   rule.after = 2;
   run r(rule);
@@ -172,8 +172,8 @@ TEST_CASE("at the ring's edges: a slow first step keeps no step before it; stopp
 }
 
 TEST_CASE("a slow step found while a kept window waits joins it; one found just after starts its own") {
-  slow_step_rule rule;
-  rule.threshold_ns = 50 * ms;
+  slow_steps rule;
+  rule.threshold_ms = 50;
   rule.after = 2;
   SUBCASE("adjacent and within `after`: one window") {
     run r(rule);
@@ -189,10 +189,10 @@ TEST_CASE("a slow step found while a kept window waits joins it; one found just 
   }
 }
 
-TEST_CASE("at most max_kept windows; later slow steps are counted and named as not kept") {
-  slow_step_rule rule;
-  rule.threshold_ns = 50 * ms;
-  rule.max_kept = 2;
+TEST_CASE("at most max_traces windows; later slow steps are counted and named as not kept") {
+  slow_steps rule;
+  rule.threshold_ms = 50;
+  rule.max_traces = 2;
   run r(rule);
   r.steps(durations(30, 10 * ms, {5, 10, 15, 20}, 100 * ms));
   CHECK(r.kept == windows{{4, 6}, {9, 11}});
@@ -204,10 +204,10 @@ TEST_CASE("at most max_kept windows; later slow steps are counted and named as n
 }
 
 TEST_CASE("a kept window never holds more than ring_steps steps: a run of slow steps is cut into several") {
-  slow_step_rule rule;
-  rule.threshold_ns = 50 * ms;
+  slow_steps rule;
+  rule.threshold_ms = 50;
   rule.ring_steps = 4;
-  rule.max_kept = 10;
+  rule.max_traces = 10;
   run r(rule);
   r.steps(durations(20, 10 * ms, {5, 6, 7, 8, 9, 10}, 100 * ms));
   CHECK(r.kept == windows{{4, 7}, {8, 11}});
@@ -222,11 +222,11 @@ TEST_CASE("the ring never holds more than ring_steps steps, whatever the steps")
         CAPTURE(ring_steps);
         CAPTURE(before);
         CAPTURE(after);
-        slow_step_rule rule;
+        slow_steps rule;
         rule.ring_steps = ring_steps;
         rule.before = before;
         rule.after = after;
-        rule.max_kept = 1000;
+        rule.max_traces = 1000;
         run r(rule);
         std::vector<std::uint64_t> d(300);
         for (std::uint64_t& x : d) x = random() % 10 == 0 ? 40 * ms : 10 * ms + random() % ms;
@@ -239,8 +239,8 @@ TEST_CASE("the ring never holds more than ring_steps steps, whatever the steps")
 }
 
 TEST_CASE("past its byte cap the ring holds a step fewer, says so the first time, and the summary tells") {
-  slow_step_rule rule;
-  rule.threshold_ns = 50 * ms;
+  slow_steps rule;
+  rule.threshold_ms = 50;
   rule.before = 3;
   rule.after = 1;
   rule.ring_steps = 8;
@@ -263,11 +263,11 @@ TEST_CASE("past its byte cap the ring holds a step fewer, says so the first time
 }
 
 TEST_CASE("the summary with no slow step") {
-  slow_step_rule rule;
+  slow_steps rule;
   run r(rule);
   r.steps(durations(3, 10 * ms, {}, 0));
   CHECK(r.ring.summary() ==
-        "slow steps: none of 3 steps slower than 2.0x the median (10.0 ms); no traces kept; ring of 32 steps");
+        "slow steps: none of 3 steps slower than 2.0x the median (10.0 ms); no traces kept; ring of 32 steps, at most 256.0 MiB");
 }
 
 }  // TEST_SUITE("model_slow_steps")

@@ -1,4 +1,4 @@
-// profile_options::slow_steps on the CPU (profile.hpp, schedule.hpp,
+// profile_options::slow_steps on the CPU (profile.hpp, model/slow_steps.hpp,
 // runtime/profile_impl.hpp): the kept windows handed to on_trace_ready, their
 // ProfilerStep#N spans, the summary line, the byte cap, and misuse; and
 // CUPROF_SLOW_STEPS (base/env.hpp, runtime/autostart.hpp). Slow steps

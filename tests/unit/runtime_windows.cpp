@@ -77,7 +77,7 @@ class engine_target final : public cuprof::detail::window_target {
     cuprof::detail::follow_slow_step(a, ticks, w);
   }
 
-  void set_slow_rule(const cuprof::detail::slow_step_rule& r) { rule_ = r; }
+  void set_slow_rule(const cuprof::slow_steps& r) { rule_ = r; }
   // At the end: what the ring still waits for is kept, as profile::stop() does.
   void finish_slow_steps(std::uint64_t now) {
     const cuprof::detail::slow_step_action kept = ring_->finish();
@@ -113,7 +113,7 @@ class engine_target final : public cuprof::detail::window_target {
   bool open_ = false;
   bool ended_ = false;
   std::vector<taken_window> taken_;
-  cuprof::detail::slow_step_rule rule_;
+  cuprof::slow_steps rule_;
   std::optional<cuprof::detail::slow_step_ring> ring_;
 };
 
@@ -429,9 +429,9 @@ TEST_CASE("slow steps: 100 kept windows, each a slow step with the steps around 
   driven d;
   cuprof::detail::trace_destination out;
   cuprof::detail::slow_steps_window policy(d.driver, out, "");
-  cuprof::detail::slow_step_rule rule;
+  cuprof::slow_steps rule;
   rule.factor = 3.0;
-  rule.max_kept = windows;
+  rule.max_traces = windows;
   target.set_slow_rule(rule);
   d.locked([&] {
     target.open();

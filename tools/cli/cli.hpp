@@ -2,7 +2,9 @@
 // torch.profiler traces; run and trigger for programs. Everything but main()
 // lives here and in the commands' own headers, so the test suite can run it
 // in process. A command is one entry of `commands` (its name, its line in
-// `cuprof --help`, its help and its function) and one header. Exit status: 0
+// `cuprof --help`, its help, its options and its function) and one header,
+// which declares its help text and options; its parser and its help both
+// follow the options. Exit status: 0
 // success, 1 unreadable or malformed input, 2 bad usage (or `diff
 // --fail-above` given traces it cannot compare), 3 `diff --fail-above`: B
 // grew by more than allowed.
@@ -30,34 +32,38 @@ struct command {
   const char* name;
   const char* synopsis;  // after the name, in cuprof --help
   const char* summary;   // what it does, under the synopsis ('\n' between lines)
-  const char* help;      // cuprof COMMAND --help
+  const char* about;     // its help before the options: usage, what it does
+  const command_options& options;
+  const char* notes;  // its help after the options
   int (*run)(const invocation&);
 };
 
 inline const command commands[] = {
     {"table", "TRACE [--sort KEY] [--rows N] [--group-by args] [--stats] [--kernels] [--wide]",
-     "the key_averages().table() of the trace, in torch's layout", table_help, table_command},
+     "the key_averages().table() of the trace, in torch's layout", table_about, table_command_options, "", table_command},
     {"insights", "TRACE|DIR",
-     "findings ranked by what they could save: the verdict (overhead-\n"
-     "or compute-bound), fusable elementwise chains, copies before\n"
-     "GEMMs, step-to-step variation, cold start, launches, syncs,\n"
-     "allocations in the loop, pageable copies, memory not freed\n"
-     "(DIR, or several traces: one per rank; the straggler, exposed\n"
-     "communication, clock offsets between hosts)",
-     insights_help, insights_command},
-    {"stacks", "TRACE [--metric M]", "the CUDA calls' stacks (with_stack) in flamegraph.pl's folded format", stacks_help,
-     stacks_command},
+     "findings ranked by what they could save: the verdict (overhead- or compute-bound), fusable elementwise chains, copies "
+     "before GEMMs, step-to-step variation, cold start, launches, syncs, allocations in the loop, pageable copies, memory not "
+     "freed (DIR, or several traces: one per rank; the straggler, exposed communication, clock offsets between hosts)",
+     insights_about, insights_command_options, "", insights_command},
+    {"stacks", "TRACE [--metric M]", "the CUDA calls' stacks (with_stack) in flamegraph.pl's folded format", stacks_about,
+     stacks_command_options, "", stacks_command},
     {"diff", "A B [--fail-above PCT [--metric gpu|cpu]]",
-     "same/removed/added kernels, per-kernel time change, CPU and sync\n"
-     "time change; a CI gate on GPU or CPU time per step",
-     diff_help, diff_command},
-    {"run", "[OPTIONS] -- PROGRAM [ARGS...]", "trace an unmodified CUDA program (trace and table at its exit)",
-     run_help().c_str(), run_command},
+     "same/removed/added kernels, per-kernel time change, CPU and sync time change; a CI gate on GPU or CPU time per step",
+     diff_about, diff_command_options, "", diff_command},
+    {"run", "[OPTIONS] -- PROGRAM [ARGS...]", "trace an unmodified CUDA program (trace and table at its exit)", run_about,
+     run_options(), "", run_command},
     {"trigger", "PID [--duration S | --steps N] [--output PATH]",
-     "a trace window now from a process running under cuprof run or\n"
-     "CUPROF_TRACE; trigger --list: the processes that accept one",
-     trigger_help, trigger_command},
+     "a trace window now from a process running under cuprof run or CUPROF_TRACE; trigger --list: the processes that accept one",
+     trigger_about, trigger_command_options, trigger_notes, trigger_command},
 };
+
+// cuprof COMMAND --help.
+inline std::string help_of(const command& c) {
+  std::string text = c.about;
+  append_options(text, c.options);
+  return text + c.notes;
+}
 
 inline const command* find_command(const std::string& name) {
   for (const command& c : commands)
@@ -68,22 +74,23 @@ inline const command* find_command(const std::string& name) {
 // cuprof --help: each command's synopsis, its summary beside it when the
 // synopsis is short, else below it, aligned.
 inline const std::string& main_help() {
-  static const std::string text = help_listing(
-      "usage: cuprof <command> [options]\n"
-      "\n"
-      "Reads Chrome traces written by cuprof or by torch.profiler (.json or .json.gz;\n"
-      "- reads standard input).\n"
-      "\n"
-      "commands:\n",
-      [](std::string& s) {
-        for (const command& c : commands) append_help_entry(s, std::string(c.name) + " " + c.synopsis, c.summary);
-        append_help_entry(s, "help [COMMAND]", "this text, or a command's");
-      },
-      "\n"
-      "options: --help on every command; --format text|csv|json for table, insights, diff;\n"
-      "--version\n"
-      "exit status: 0 ok, 1 unreadable or malformed trace, 2 bad usage or traces\n"
-      "diff --fail-above cannot compare, 3 diff --fail-above: B grew by more than PCT\n");
+  static const std::string text = [] {
+    std::string s =
+        "usage: cuprof <command> [options]\n"
+        "\n"
+        "Reads Chrome traces written by cuprof or by torch.profiler (.json or .json.gz;\n"
+        "- reads standard input).\n"
+        "\n"
+        "commands:\n";
+    for (const command& c : commands) append_help_entry(s, std::string(c.name) + " " + c.synopsis, c.summary);
+    append_help_entry(s, "help [COMMAND]", "this text, or a command's");
+    return s +
+           "\n"
+           "options: --help on every command; --format text|csv|json for table, insights, diff;\n"
+           "--version\n"
+           "exit status: 0 ok, 1 unreadable or malformed trace, 2 bad usage or traces\n"
+           "diff --fail-above cannot compare, 3 diff --fail-above: B grew by more than PCT\n";
+  }();
   return text;
 }
 
@@ -123,7 +130,7 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
         return exit_ok;
       }
       if (const cli::command* c = find_command(which)) {
-        out += c->help;
+        out += help_of(*c);
         return exit_ok;
       }
       out += main_help();
@@ -132,7 +139,7 @@ inline int run(const std::vector<std::string>& args, std::string& out, std::stri
     }
     if (const cli::command* c = find_command(command)) {
       if (asks_for_help(args)) {
-        out += c->help;
+        out += help_of(*c);
         return exit_ok;
       }
       return c->run({args, out, err, plan, term});

@@ -48,24 +48,57 @@ struct invocation {
   const terminal& term;
 };
 
-// A line of a help listing: "  HEAD" with its text at column 22, beside a
-// short head, else on the next line; the text's further lines ('\n') aligned.
+// A line of a help listing: "  HEAD" with its text from column 22, beside a
+// short head, else on the next line. The text is prose: it is wrapped at its
+// spaces to end by column 96 (a longer word overflows), and broken where it
+// has a '\n'; its further lines are aligned at column 22.
 inline void append_help_entry(std::string& out, std::string_view head, std::string_view text) {
-  constexpr std::size_t column = 22;
+  constexpr std::size_t column = 22, width = 96;
+  const std::string indent = "\n" + std::string(column, ' ');
   std::string line = "  " + std::string(head);
-  line += line.size() + 2 <= column ? std::string(column - line.size(), ' ') : "\n" + std::string(column, ' ');
-  for (char c : text) line += c == '\n' ? "\n" + std::string(column, ' ') : std::string(1, c);
+  line += line.size() + 2 <= column ? std::string(column - line.size(), ' ') : indent;
+  std::size_t used = column;  // the columns the current line fills
+  bool line_empty = true;
+  while (!text.empty()) {
+    const std::size_t end = std::min(text.find_first_of(" \n"), text.size());
+    const std::string_view word = text.substr(0, end);
+    if (!line_empty && used + 1 + word.size() > width) {
+      line += indent;
+      used = column;
+      line_empty = true;
+    }
+    if (!line_empty) {
+      line += ' ';
+      ++used;
+    }
+    line += word;
+    used += word.size();
+    line_empty = false;
+    if (end < text.size() && text[end] == '\n') {
+      line += indent;
+      used = column;
+      line_empty = true;
+    }
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
   out += line + "\n";
 }
 
-// A help text listing entries: `head`, the lines `entries(text)` appends
-// (append_help_entry), then `tail`.
-template <class Entries>
-std::string help_listing(std::string_view head, Entries&& entries, std::string_view tail = {}) {
-  std::string text(head);
-  entries(text);
-  text += tail;
-  return text;
+// An option of a command: its name without "--", the value it takes as its
+// help names it ("" for a flag, "[=X]" for an optional one), and its help
+// ('\n' between lines; empty for a second spelling the help does not list,
+// as torch's sort_by beside --sort). The command's parser and its help both
+// follow its list, so an option is declared once.
+struct command_option {
+  std::string_view name, value, help;
+};
+using command_options = std::vector<command_option>;
+
+inline void append_options(std::string& out, const command_options& options) {
+  for (const command_option& o : options)
+    if (!o.help.empty())
+      append_help_entry(
+          out, "--" + std::string(o.name) + (o.value.empty() || o.value[0] == '[' ? "" : " ") + std::string(o.value), o.help);
 }
 
 struct usage_error : std::exception {
@@ -79,9 +112,9 @@ struct parsed {
   std::vector<std::pair<std::string, std::string>> options;  // name (without --), value ("" for flags)
 };
 
-// `valued` lists the options that take a value (as "--name VALUE" or "--name=VALUE").
-inline parsed parse(const std::vector<std::string>& args, std::size_t from, const std::vector<std::string>& valued,
-                    const std::vector<std::string>& flags, const std::string& command) {
+// `options`: those that take a value as "--name VALUE" or "--name=VALUE", the flags as "--name".
+inline parsed parse(const std::vector<std::string>& args, std::size_t from, const command_options& options,
+                    const std::string& command) {
   parsed p;
   bool options_done = false;
   for (std::size_t i = from; i < args.size(); ++i) {
@@ -101,13 +134,14 @@ inline parsed parse(const std::vector<std::string>& args, std::size_t from, cons
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    if (std::find(valued.begin(), valued.end(), name) != valued.end()) {
+    const auto known = std::find_if(options.begin(), options.end(), [&](const command_option& o) { return o.name == name; });
+    if (known != options.end() && !known->value.empty()) {
       if (!inline_value) {
         if (i + 1 >= args.size()) throw usage_error("option --" + name + " needs a value", command);
         value = args[++i];
       }
       p.options.emplace_back(name, value);
-    } else if (std::find(flags.begin(), flags.end(), name) != flags.end() && !inline_value) {
+    } else if (known != options.end() && !inline_value) {
       p.options.emplace_back(name, "");
     } else {
       throw usage_error("unknown option '" + a + "'", command);

@@ -12,7 +12,7 @@
 
 namespace cuprof::cli {
 
-inline const char* diff_help =
+inline const char* diff_about =
     "usage: cuprof diff A B [--rows N] [--fail-above PCT [--metric gpu|cpu]]\n"
     "                       [--format text|csv|json]\n"
     "\n"
@@ -22,18 +22,20 @@ inline const char* diff_help =
     "time and sync time (in synchronize calls: the CPU waiting, not counted as CPU time),\n"
     "CUDA API calls, and CPU scopes/ops present in only one. One of A and B may be -,\n"
     "standard input.\n"
-    "\n"
-    "  --rows N          at most N rows per list (default 30)\n"
-    "  --fail-above PCT  a CI gate: exit 3 when B's GPU time per step grew by more than\n"
-    "                    PCT percent over A's, naming the kernels that grew most; exit 0\n"
-    "                    otherwise. Per step: divided by the ProfilerStep#N count of each\n"
-    "                    trace when both have steps, else the totals. The gate fails\n"
-    "                    closed: exit 2 when either trace lacks what the metric needs\n"
-    "                    (GPU time, CPU time) or says CUDA tracing was off (for cpu:\n"
-    "                    in one of them only), with a line saying why.\n"
-    "  --metric M        gpu (default: Self CUDA time) or cpu (Self CPU time without\n"
-    "                    synchronize calls; names the scopes, ops and calls that grew most)\n"
-    "  --format F        text (default), csv (the GPU work list) or json (everything)\n";
+    "\n";
+
+inline const command_options diff_command_options = {
+    {"rows", "N", "at most N rows per list (default 30)"},
+    {"fail-above", "PCT",
+     "a CI gate: exit 3 when B's GPU time per step grew by more than PCT percent over A's, naming the kernels that grew most; "
+     "exit 0 otherwise. Per step: divided by the ProfilerStep#N count of each trace when both have steps, else the totals. The "
+     "gate fails closed: exit 2 when either trace lacks what the metric needs (GPU time, CPU time) or says CUDA tracing was off "
+     "(for cpu: in one of them only), with a line saying why."},
+    {"metric", "M",
+     "gpu (default: Self CUDA time) or cpu (Self CPU time without synchronize calls; names the scopes, ops and calls that grew "
+     "most)"},
+    {"format", "F", "text (default), csv (the GPU work list) or json (everything)"},
+};
 
 // --fail-above's percentage: a number from 0 up, "5" or "5%".
 inline double percent_value(std::string text) {
@@ -47,7 +49,7 @@ inline double percent_value(std::string text) {
 
 inline int diff_command(const invocation& c) {
   const auto& [args, out, err, plan, term] = c;
-  const parsed p = parse(args, 2, {"rows", "format", "fail-above", "metric"}, {}, "diff");
+  const parsed p = parse(args, 2, diff_command_options, "diff");
   if (p.positional.size() != 2)
     throw usage_error(p.positional.size() < 2 ? "diff needs two trace files, A and B" : "diff takes two trace files", "diff");
   if (p.positional[0] == "-" && p.positional[1] == "-")

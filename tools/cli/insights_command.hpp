@@ -9,7 +9,7 @@
 
 namespace cuprof::cli {
 
-inline const char* insights_help =
+inline const char* insights_about =
     "usage: cuprof insights TRACE [--kernels N] [--format text|csv|json]\n"
     "\n"
     "Reads the trace the way the PyTorch profiling articles teach, and reports:\n"
@@ -34,14 +34,17 @@ inline const char* insights_help =
     "straggler: the rank that reaches the matched collectives last (the k-th of a kind on each\n"
     "rank is one collective), its lateness per step and the others' waiting; each host's clock\n"
     "offset from the collectives' end times, with its precision, subtracted before matching.\n"
-    "\n"
-    "  --kernels N  list at most N kernel names (default 15)\n"
-    "  --format F   text (default), csv (the verdict, then the findings) or json (verdict,\n"
-    "               totals, findings, kernels; times in us)\n";
+    "\n";
+
+inline const command_options insights_command_options = {
+    {"kernels", "N", "list at most N kernel names (default 15)"},
+    {"format", "F",
+     "text (default), csv (the verdict, then the findings) or json (verdict, totals, findings, kernels; times in us)"},
+};
 
 inline int insights_command(const invocation& c) {
   const auto& [args, out, err, plan, term] = c;
-  const parsed p = parse(args, 2, {"kernels", "format"}, {}, "insights");
+  const parsed p = parse(args, 2, insights_command_options, "insights");
   if (p.positional.empty()) throw usage_error("missing the TRACE file (or a directory of rank traces)", "insights");
   const output_format format = format_of(p, "insights");
   std::size_t kernel_rows = 15;

@@ -27,35 +27,28 @@
 
 namespace cuprof::cli {
 
-// The options that are no setting of the traced program's: how cuprof run itself runs it.
-struct run_option {
-  const char* option;
-  const char* help;
-};
-inline constexpr run_option run_only_options[] = {
-    {"--no-nvtx", "do not capture the program's NVTX ranges"},
-    {"--inject PATH", "the injection library (default: next to this executable, or ../lib)"},
-    {"--dry-run", "print the environment and command instead of running them"},
-};
+inline const char* run_about =
+    "usage: cuprof run [options] -- PROGRAM [ARGS...]\n"
+    "\n"
+    "Runs PROGRAM with cuprof injected (CUDA_INJECTION64_PATH): no rebuild, no code change.\n"
+    "At exit the trace is written and the table printed to stderr.\n"
+    "\n";
 
-// cuprof run --help: the settings' options (detail::settings) and run's own,
-// laid out as cuprof --help lays out the commands.
-inline const std::string& run_help() {
-  static const std::string text = help_listing(
-      "usage: cuprof run [options] -- PROGRAM [ARGS...]\n"
-      "\n"
-      "Runs PROGRAM with cuprof injected (CUDA_INJECTION64_PATH): no rebuild, no code change.\n"
-      "At exit the trace is written and the table printed to stderr.\n"
-      "\n",
-      [](std::string& s) {
-        for (const detail::setting& o : detail::settings)
-          if (!o.option.empty())
-            append_help_entry(s, std::string(o.option) + (o.value.empty() || o.value[0] == '[' ? "" : " ") + std::string(o.value),
-                              o.help);
-        for (const run_option& o : run_only_options) append_help_entry(s, o.option, o.help);
-      });
-  return text;
+// The settings' options (detail::settings), then run's own: how cuprof run
+// itself runs the program, no setting of the program's.
+inline const command_options& run_options() {
+  static const command_options options = [] {
+    command_options o;
+    for (const detail::setting& s : detail::settings)
+      if (!s.option.empty()) o.push_back({s.option.substr(2), s.value, s.help});
+    o.push_back({"no-nvtx", "", "do not capture the program's NVTX ranges"});
+    o.push_back({"inject", "PATH", "the injection library (default: next to this executable, or ../lib)"});
+    o.push_back({"dry-run", "", "print the environment and command instead of running them"});
+    return o;
+  }();
+  return options;
 }
+
 inline std::string executable_dir() {
   char buf[4096];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);

@@ -11,21 +11,24 @@
 
 namespace cuprof::cli {
 
-inline const char* stacks_help =
+inline const char* stacks_about =
     "usage: cuprof stacks TRACE [--metric M]\n"
     "\n"
     "Prints the native call stacks of the trace's CUDA calls (recorded with with_stack,\n"
     "CUPROF_STACKS=1 or cuprof run --stacks) in the folded format of flamegraph.pl and\n"
     "speedscope, as torch's export_stacks writes it: a line per stack, frames root first\n"
     "joined by ';', then a value in microseconds. TRACE - reads standard input.\n"
-    "\n"
-    "  --metric M   self_cuda_time_total (default; self_device_time_total too): the GPU\n"
-    "               time of the work launched from each stack; self_cpu_time_total: the\n"
-    "               CUDA calls' own CPU time\n";
+    "\n";
+
+inline const command_options stacks_command_options = {
+    {"metric", "M",
+     "self_cuda_time_total (default; self_device_time_total too): the GPU time of the work launched from each stack; "
+     "self_cpu_time_total: the CUDA calls' own CPU time"},
+};
 
 inline int stacks_command(const invocation& c) {
   const auto& [args, out, err, plan, term] = c;
-  const parsed p = parse(args, 2, {"metric"}, {}, "stacks");
+  const parsed p = parse(args, 2, stacks_command_options, "stacks");
   if (p.positional.size() != 1)
     throw usage_error(p.positional.empty() ? "missing the TRACE file" : "stacks takes one TRACE file", "stacks");
   stack_metric metric = stack_metric::self_cuda_time_total;

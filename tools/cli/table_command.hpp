@@ -13,7 +13,7 @@
 
 namespace cuprof::cli {
 
-inline const char* table_help =
+inline const char* table_about =
     "usage: cuprof table TRACE [--sort KEY] [--rows N] [--group-by args] [--stats] [--kernels] [--wide]\n"
     "                          [--metrics] [--format text|csv|json]\n"
     "\n"
@@ -25,27 +25,31 @@ inline const char* table_help =
     "A directory (or several traces) of one trace per rank: a row per rank instead, with its\n"
     "GPU time, compute, time in NCCL collectives, the part no compute hides (exposed), HTA's\n"
     "comm/comp overlap, the time it waited for the last rank, and its collectives by kind.\n"
-    "\n"
-    "  --sort KEY   cpu_time, cuda_time, cpu_time_total, cuda_time_total,\n"
-    "               self_cpu_time_total, self_cuda_time_total (device_ spellings too),\n"
-    "               count, or none (first-occurrence order); where the trace has memory\n"
-    "               figures (profile_memory), torch's self_cuda_memory_usage,\n"
-    "               cuda_memory_usage, self_cpu_memory_usage and cpu_memory_usage.\n"
-    "               Default: cuda_time_total, or cpu_time_total without GPU time.\n"
-    "  --rows N     at most N rows (default 100, torch's); -1 or all: every row\n"
-    "  --group-by G name (default: torch's rows) or args: a row per scope name and arguments\n"
-    "               (CUPROF_SCOPE's args; a torch op's input shapes, with record_shapes=True),\n"
-    "               shown in an Args column\n"
-    "  --group-by-stack N\n"
-    "               a row per CUDA call or GPU work name and the first N frames of its call\n"
-    "               stack (traces recorded with_stack), shown in a Source Location column\n"
-    "  --stats      add per-call CPU and CUDA min, median, p95 and max columns\n"
-    "  --kernels    add a column with what each kernel's name says (GEMM tile, dtype, layout...)\n"
-    "  --metrics    add the GPU hardware metrics' averages over each row's GPU work (SM, DRAM\n"
-    "               and tensor pipe throughput, achieved occupancy, in % of peak), where the\n"
-    "               trace has them (sampled while it was recorded)\n"
-    "  --wide       on a terminal, do not narrow the Name column to the window's width\n"
-    "  --format F   text (default), csv (the rows) or json (rows and totals; times in us)\n";
+    "\n";
+
+inline const command_options table_command_options = {
+    {"sort", "KEY",
+     "cpu_time, cuda_time, cpu_time_total, cuda_time_total, self_cpu_time_total, self_cuda_time_total (device_ spellings too), "
+     "count, or none (first-occurrence order); where the trace has memory figures (profile_memory), torch's "
+     "self_cuda_memory_usage, cuda_memory_usage, self_cpu_memory_usage and cpu_memory_usage. Default: cuda_time_total, or "
+     "cpu_time_total without GPU time."},
+    {"sort_by", "KEY", ""},  // torch's names for --sort and --rows
+    {"rows", "N", "at most N rows (default 100, torch's); -1 or all: every row"},
+    {"row_limit", "N", ""},
+    {"group-by", "G",
+     "name (default: torch's rows) or args: a row per scope name and arguments (CUPROF_SCOPE's args; a torch op's input shapes, "
+     "with record_shapes=True), shown in an Args column"},
+    {"group-by-stack", "N",
+     "a row per CUDA call or GPU work name and the first N frames of its call stack (traces recorded with_stack), shown in a "
+     "Source Location column"},
+    {"stats", "", "add per-call CPU and CUDA min, median, p95 and max columns"},
+    {"kernels", "", "add a column with what each kernel's name says (GEMM tile, dtype, layout...)"},
+    {"metrics", "",
+     "add the GPU hardware metrics' averages over each row's GPU work (SM, DRAM and tensor pipe throughput, achieved occupancy, "
+     "in % of peak), where the trace has them (sampled while it was recorded)"},
+    {"wide", "", "on a terminal, do not narrow the Name column to the window's width"},
+    {"format", "F", "text (default), csv (the rows) or json (rows and totals; times in us)"},
+};
 
 // The table's rows as records: the columns table() prints, in the records' order (event_averages::columns).
 inline record_table table_records(const event_averages& avg, const table_options& o) {
@@ -75,8 +79,7 @@ inline record_table table_records(const event_averages& avg, const table_options
 
 inline int table_command(const invocation& c) {
   const auto& [args, out, err, plan, term] = c;
-  const parsed p = parse(args, 2, {"sort", "sort_by", "rows", "row_limit", "format", "group-by", "group-by-stack"},
-                         {"stats", "kernels", "metrics", "wide"}, "table");
+  const parsed p = parse(args, 2, table_command_options, "table");
   if (p.positional.empty()) throw usage_error("missing the TRACE file (or a directory of rank traces)", "table");
   const output_format format = format_of(p, "table");
   table_options o;

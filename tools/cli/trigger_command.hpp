@@ -32,7 +32,7 @@
 
 namespace cuprof::cli {
 
-inline const char* trigger_help =
+inline const char* trigger_about =
     "usage: cuprof trigger PID [--duration S | --steps N] [--output PATH] [--timeout S]\n"
     "       cuprof trigger PID --cancel\n"
     "       cuprof trigger --list\n"
@@ -40,19 +40,23 @@ inline const char* trigger_help =
     "Asks a running process of yours, started under `cuprof run` or with CUPROF_TRACE, for a\n"
     "trace window now, and waits until its trace is written. One window at a time: a trigger\n"
     "that comes while another's window is open is refused (busy).\n"
-    "\n"
-    "  --duration S        the window's length in seconds, 0.001 to 86400 (default 2; \"2s\" is\n"
-    "                      read as 2)\n"
-    "  --steps N           N program steps instead (NVTX ranges named \"step ...\")\n"
-    "  --output PATH       where the process writes this window's trace (default: its own\n"
-    "                      trace path); a relative PATH is taken from this directory\n"
-    "  --timeout S         how long to wait for the trace (default: the duration and 60 s more;\n"
-    "                      with --steps, until the process writes it or ends)\n"
-    "  --cancel            the process's triggered window: one waiting for its first step is\n"
-    "                      dropped, an open one ends now and is written (the window's own\n"
-    "                      client hears which); so is one whose client goes away before it opens\n"
-    "  --list              the processes that accept a trigger, and whether a window is open;\n"
-    "                      removes endpoints left by processes that are gone\n"
+    "\n";
+
+inline const command_options trigger_command_options = {
+    {"duration", "S", "the window's length in seconds, 0.001 to 86400 (default 2; \"2s\" is\nread as 2)"},
+    {"steps", "N", "N program steps instead (NVTX ranges named \"step ...\")"},
+    {"output", "PATH",
+     "where the process writes this window's trace (default: its own trace path); a relative PATH is taken from this directory"},
+    {"timeout", "S",
+     "how long to wait for the trace (default: the duration and 60 s more; with --steps, until the process writes it or ends)"},
+    {"cancel", "",
+     "the process's triggered window: one waiting for its first step is dropped, an open one ends now and is written (the "
+     "window's own client hears which); so is one whose client goes away before it opens"},
+    {"list", "",
+     "the processes that accept a trigger, and whether a window is open; removes endpoints left by processes that are gone"},
+};
+
+inline const char* trigger_notes =
     "\n"
     "Endpoints: $XDG_RUNTIME_DIR/cuprof/PID.sock (else /tmp/cuprof-UID/), for their user only.\n"
     "exit status: 0 the trace was written, 1 refused, failed or no answer, 2 bad usage\n";
@@ -429,7 +433,7 @@ inline int trigger_window(long pid, const detail::trigger_request& request, std:
 
 inline int trigger_command(const invocation& c) {
   const auto& [args, out, err, plan, term] = c;
-  const parsed p = parse(args, 2, {"duration", "steps", "output", "timeout"}, {"list", "cancel"}, "trigger");
+  const parsed p = parse(args, 2, trigger_command_options, "trigger");
   const std::string *duration = option(p, "duration"), *steps = option(p, "steps"), *output = option(p, "output"),
                     *timeout = option(p, "timeout");
   if (option(p, "list")) {

@@ -285,13 +285,7 @@ class record_store {
       if (pos == no_index || w.kept[pos] != i) return;  // before the window, or folded into a kept call
       const staged_kind& k = call_kinds_[staged.kind];
       if (k.expects_gpu_record && staged.return_value == 0) t.owed[pos] = std::uint8_t(1 + std::uint8_t(k.work));
-      api_call c;
-      c.start_ns = staged.start_ns;
-      c.end_ns = staged.end_ns;
-      c.tid = staged.tid;
-      c.kind = staged.kind;
-      c.correlation = staged.correlation;
-      c.return_value = staged.return_value;
+      api_call c{staged};  // finish() makes its times epoch nanoseconds and its kind the trace's
       if (w.in_order) finish(c);
       calls_out.push_back(c);
     });

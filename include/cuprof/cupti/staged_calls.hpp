@@ -97,15 +97,9 @@ class call_kinds {
   std::vector<cached_api> runtime_, driver_;  // by callback id
 };
 
-// A staged API call: the fields of an api_call that the call's record gives,
-// times in ticks (32 bytes, as the api_call it becomes).
-struct staged_call {
-  std::uint64_t start_ns = 0;
-  std::uint64_t end_ns = 0;
-  std::uint32_t tid = 0;
-  std::uint32_t correlation = 0;
-  std::uint16_t kind = 0;  // index into call_kinds
-  std::int16_t return_value = 0;
+// A staged API call: the fields of the api_call it becomes, times in ticks,
+// kind an index into call_kinds (32 bytes, as the api_call).
+struct staged_call : call_fields {
   // A driver call folded into this one on arrival: its correlation id minus
   // this one's (0: none, or one that does not fit, kept in the store's list).
   // In the padding: a launch stages no pair of ids for its folded driver call.

@@ -74,17 +74,25 @@ inline bool operator==(const call_kind& a, const call_kind& b) {
   return a.name == b.name && a.cbid == b.cbid && a.domain == b.domain && a.has_flow == b.has_flow;
 }
 
-// A CUDA runtime or driver API call made by the application. A trace holds
-// one per launch: its size is a launch's memory (32 bytes).
-struct api_call {
+// What a CUDA runtime or driver API call's record says of it: staged as it
+// arrives (cupti/staged_calls.hpp) and kept in the trace as an api_call.
+struct call_fields {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
   std::uint32_t tid = 0;
   std::uint32_t correlation = 0;
-  std::uint32_t parent = no_index;  // innermost cpu_span open at the call (attribution)
-  std::uint16_t kind = 0;           // index into trace::call_kinds: its name, cbid, domain
-  std::int16_t return_value = 0;    // cudaError_t or CUresult, all below 1000 (clamped)
+  std::uint16_t kind = 0;         // index into trace::call_kinds: its name, cbid, domain
+  std::int16_t return_value = 0;  // cudaError_t or CUresult, all below 1000 (clamped)
 };
+
+// A CUDA runtime or driver API call made by the application. A trace holds
+// one per launch: its size is a launch's memory. `parent` sits in the tail
+// padding of call_fields (a class with member initialisers is no POD to the
+// Itanium C++ ABI, so its padding is reused), keeping it at 32 bytes.
+struct api_call : call_fields {
+  std::uint32_t parent = no_index;  // innermost cpu_span open at the call (attribution)
+};
+static_assert(sizeof(api_call) == 32, "api_call grew: a trace holds more per launch");
 
 enum class gpu_kind : std::uint8_t { kernel, memcpy, memset, sync };
 

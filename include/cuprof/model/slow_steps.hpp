@@ -1,6 +1,7 @@
 // Which program steps are slow, and what a ring of the latest steps keeps of
-// them (profile_options::slow_steps, CUPROF_SLOW_STEPS): decisions over step
-// boundaries only, apart from what records the steps, so they are tested alone.
+// them: the user's rule (cuprof::slow_steps, profile_options::slow_steps and
+// CUPROF_SLOW_STEPS) and the ring that applies it. The ring decides over step
+// boundaries only, apart from what records the steps, so it is tested alone.
 //
 // The ring is the profile's one open window whose start moves forward at step
 // boundaries. While no slow step waits for its `after` steps it holds the
@@ -8,27 +9,74 @@
 // window is [start of the slow step's first `before` step, end of its last
 // `after` step], and a slow step found while one waits joins it. A kept window
 // never holds more than ring_steps steps: it is cut when it reaches them.
+//
+// The rule is in a disabled build too (CUPROF_DISABLE, disabled_api.hpp),
+// without its checks; the ring is not, so that such a build pays nothing for it.
 #pragma once
+
+#include <cstddef>
+#ifndef CUPROF_DISABLE
+#include "../base/error.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cstddef>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
+#endif
 
-namespace cuprof::detail {
+namespace cuprof {
 
-struct slow_step_rule {
-  std::uint64_t threshold_ns = 0;  // > 0: a step longer than this is slow, whatever the median
-  double factor = 2.0;             // else: longer than factor x the median of the steps before it
-  int before = 1;                  // steps kept before a slow one
-  int after = 1;                   // and after it
-  int ring_steps = 32;             // the most steps the ring holds, the step running included
-  int max_kept = 5;                // kept windows at most
-  std::size_t ring_bytes = 0;      // what the ring may hold; past it, it holds fewer steps (0: no cap)
+// Keeps the slow steps (profile_options::slow_steps, CUPROF_SLOW_STEPS): every
+// step is recorded into a ring of the latest steps, one open window whose
+// start moves forward at each step; a step slower than the threshold is kept
+// with `before` steps before it and `after` after it, as a window handed to
+// on_trace_ready. A slow step found while a kept window waits for its `after`
+// steps joins it. At stop() one line says how many steps were slow and by how
+// much. A step is slow when it takes longer than threshold_ms, or, with
+// threshold_ms 0, longer than `factor` times the median of the steps before it
+// (of the latest 64; no verdict before 5 steps were seen).
+struct slow_steps {
+  double threshold_ms = 0;
+  double factor = 2.0;
+  int before = 1, after = 1;  // steps kept with a slow one
+  // The most steps the ring, and so a kept window, holds (the step running
+  // included); at least before + 1 + after.
+  int ring_steps = 32;
+  int max_traces = 5;  // kept windows at most; later slow steps are counted, not kept
+  // What the ring's window may hold (CPU scope records and CUDA records staged
+  // for it, about): past it, the ring holds fewer steps from then on.
+  std::size_t ring_bytes = std::size_t(256) << 20;
+
+  void validate() const {
+#ifndef CUPROF_DISABLE
+    const auto fail = [this](const std::string& why) {
+      throw error("invalid slow_steps (threshold_ms=" + std::to_string(threshold_ms) + ", factor=" + std::to_string(factor) +
+                  ", before=" + std::to_string(before) + ", after=" + std::to_string(after) +
+                  ", ring_steps=" + std::to_string(ring_steps) + ", max_traces=" + std::to_string(max_traces) +
+                  ", ring_bytes=" + std::to_string(ring_bytes) + "): " + why);
+    };
+    // 1 us to 1e7 s (115 days): shorter rounds to no threshold in ns, longer overflows them.
+    if (!std::isfinite(threshold_ms) || threshold_ms < 0 || (threshold_ms > 0 && threshold_ms < 1e-3) || threshold_ms > 1e10)
+      fail("threshold_ms must be 0 (use factor) or a time from 0.001 (1 us) to 1e10 (1e7 s)");
+    if (threshold_ms == 0 && !(std::isfinite(factor) && factor > 1)) fail("factor must be more than 1");
+    if (before < 0 || after < 0) fail("before and after must be at least 0");
+    if (ring_steps < 1LL + before + after || ring_steps > max_ring_steps)
+      fail("ring_steps must be from before + 1 + after to " + std::to_string(max_ring_steps));
+    if (max_traces < 1) fail("max_traces must be at least 1");
+    if (ring_bytes == 0) fail("ring_bytes must be more than 0");
+#endif
+  }
+
+  static constexpr int max_ring_steps = 1 << 16;
 };
+
+}  // namespace cuprof
+
+#ifndef CUPROF_DISABLE
+namespace cuprof::detail {
 
 // What the profile does once a step ended.
 struct slow_step_action {
@@ -55,8 +103,12 @@ class slow_step_ring {
 
   // `first_start`: where step 0 started, in the caller's clock (its ticks);
   // durations are in ns, as the threshold.
-  slow_step_ring(const slow_step_rule& rule, std::uint64_t first_start)
-      : rule_(rule), limit_(std::max(1, rule.ring_steps)), starts_(std::size_t(limit_)), running_start_(first_start) {}
+  slow_step_ring(const slow_steps& rule, std::uint64_t first_start)
+      : rule_(rule),
+        threshold_ns_(std::uint64_t(rule.threshold_ms * 1e6)),
+        limit_(std::max(1, rule.ring_steps)),
+        starts_(std::size_t(limit_)),
+        running_start_(first_start) {}
 
   std::int64_t steps() const noexcept { return steps_; }
   std::uint64_t running_start() const noexcept { return running_start_; }
@@ -73,14 +125,14 @@ class slow_step_ring {
     running_start_ = end;
     slow_step_action a;
     const std::uint64_t median = median_ns();
-    const bool slow = rule_.threshold_ns > 0
-                          ? duration_ns > rule_.threshold_ns
+    const bool slow = threshold_ns_ > 0
+                          ? duration_ns > threshold_ns_
                           : history_size_ >= std::size_t(warmup_steps) && double(duration_ns) > rule_.factor * double(median);
     history_[history_next_] = duration_ns;
     history_next_ = (history_next_ + 1) % median_steps;
     history_size_ = std::min(history_size_ + 1, median_steps);
 
-    if (rule_.ring_bytes > 0 && held_bytes > rule_.ring_bytes) {
+    if (held_bytes > rule_.ring_bytes) {
       const int held = int(i - ring_first_ + 2);  // the steps ended in it and the one running
       const int shrunk = std::max(1, std::min(limit_, held) - 1);
       if (shrunk < limit_) {
@@ -90,7 +142,7 @@ class slow_step_ring {
     }
     if (slow) {
       bool kept = true;
-      if (!open_ && kept_ < rule_.max_kept) {
+      if (!open_ && kept_ < rule_.max_traces) {
         open_ = true;
         kept_first_ = std::max(ring_first_, i - std::min<std::int64_t>(rule_.before, limit_ - 1));
       } else if (!open_) {
@@ -139,8 +191,8 @@ class slow_step_ring {
   std::string summary() const {
     std::string s = "slow steps: " + (slow_ ? std::to_string(slow_) : std::string("none")) + " of " + std::to_string(steps_) +
                     " step" + (steps_ == 1 ? "" : "s") + " slower than ";
-    s += rule_.threshold_ns > 0 ? milliseconds(rule_.threshold_ns)
-                                : number(rule_.factor) + "x the median (" + milliseconds(median_ns()) + ")";
+    s += threshold_ns_ > 0 ? milliseconds(threshold_ns_)
+                           : number(rule_.factor) + "x the median (" + milliseconds(median_ns()) + ")";
     std::string kept_steps, dropped_steps;
     for (std::size_t k = 0; k < listed_; ++k) {
       const slow_step& l = listed_steps_[k];
@@ -152,10 +204,11 @@ class slow_step_ring {
     if (!kept_steps.empty()) s += ": steps " + kept_steps;
     if (std::int64_t(listed_) < slow_) s += " and " + std::to_string(slow_ - std::int64_t(listed_)) + " more";
     s += "; " + (kept_ ? std::to_string(kept_) : std::string("no")) + " trace" + (kept_ == 1 ? "" : "s") + " kept";
-    if (!dropped_steps.empty()) s += "; not kept (at most " + std::to_string(rule_.max_kept) + " traces): steps " + dropped_steps;
+    if (!dropped_steps.empty())
+      s += "; not kept (at most " + std::to_string(rule_.max_traces) + " traces): steps " + dropped_steps;
     s += "; ring of " + std::to_string(limit_) + (limit_ == 1 ? " step" : " steps");
     if (limit_ < rule_.ring_steps) s += " (of " + std::to_string(rule_.ring_steps) + ", shrunk to its byte cap)";
-    if (rule_.ring_bytes > 0) s += ", at most " + mebibytes(rule_.ring_bytes);
+    s += ", at most " + mebibytes(rule_.ring_bytes);
     return s;
   }
 
@@ -198,7 +251,8 @@ class slow_step_ring {
   static std::string milliseconds(std::uint64_t ns) { return number(double(ns) / 1e6) + " ms"; }
   static std::string mebibytes(std::size_t bytes) { return number(double(bytes) / double(1 << 20)) + " MiB"; }
 
-  slow_step_rule rule_;
+  slow_steps rule_;
+  std::uint64_t threshold_ns_;         // > 0: a step longer than this is slow, whatever the median
   int limit_;                          // ring_steps, or fewer once the byte cap shrank it
   std::vector<std::uint64_t> starts_;  // each held step's start, by step % ring_steps: sized once
   std::uint64_t running_start_;
@@ -216,3 +270,4 @@ class slow_step_ring {
 };
 
 }  // namespace cuprof::detail
+#endif

@@ -137,7 +137,7 @@ void profile::start() {
   const std::uint64_t now = detail::now_ticks();
   transition(profiler_action::none, action_, now);
   slow_.reset();
-  if (options_.slow_steps) slow_.emplace(slow_rule(), now);
+  if (options_.slow_steps) slow_.emplace(*options_.slow_steps, now);
   open_step_scope();
 }
 
@@ -362,24 +362,11 @@ void profile::slow_step_at(std::uint64_t ticks, bool first) {
   if (!running_ || !slow_) return;
   if (first) {
     restart_window_at(ticks);
-    slow_.emplace(slow_rule(), ticks);
+    slow_.emplace(*options_.slow_steps, ticks);
     return;
   }
   keep_slow_steps(ticks);
   finalize_pending();
-}
-
-detail::slow_step_rule profile::slow_rule() const {
-  const cuprof::slow_steps& o = *options_.slow_steps;
-  detail::slow_step_rule rule;
-  rule.threshold_ns = std::uint64_t(o.threshold_ms * 1e6);
-  rule.factor = o.factor;
-  rule.before = o.before;
-  rule.after = o.after;
-  rule.ring_steps = o.ring_steps;
-  rule.max_kept = o.max_traces;
-  rule.ring_bytes = o.ring_bytes;
-  return rule;
 }
 
 std::size_t profile::held_bytes() {

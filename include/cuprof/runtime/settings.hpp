@@ -34,59 +34,49 @@ struct setting {
   std::string_view option;      // `cuprof run`'s; empty: the environment only
   std::string_view value;       // the option's value as its help names it ("S"); empty: a flag; "[=LIST]": optional
   std::string_view flag_value;  // what a flag (or an option given without its optional value) sets the variable to
-  std::string_view help;        // the option's help, lines joined by '\n'
+  std::string_view help;        // the option's help, as prose: `cuprof run --help` wraps it
 };
 
 // In `cuprof run --help`'s order; the environment-only ones last.
 inline constexpr setting settings[] = {
     {"CUPROF_TRACE", "--output", "PATH", "",
-     "trace path; %p pid, %h host, %r rank, %n the capture range's number\n"
-     "(default cuprof_%h_%p.pt.trace.json; a .gz suffix compresses)"},
+     "trace path; %p pid, %h host, %r rank, %n the capture range's number (default cuprof_%h_%p.pt.trace.json; a .gz suffix "
+     "compresses)"},
     {"CUPROF_ACTIVITIES", "--activities", "LIST", "", "cpu, cuda or cpu,cuda (default)"},
     {"CUPROF_DELAY", "--delay", "S", "", "start recording S seconds after the program starts"},
     {"CUPROF_DURATION", "--duration", "S", "", "record for S seconds, then write the trace"},
     {"CUPROF_START_STEP", "--start-step", "N", "",
-     "open the window when the program's step N starts (from 0), on every\n"
-     "rank alike: steps are NVTX ranges named \"step ...\" (any case) or\n"
-     "\"ProfilerStep#...\", or NAME with --step-range NAME"},
+     "open the window when the program's step N starts (from 0), on every rank alike: steps are NVTX ranges named \"step ...\" "
+     "(any case) or \"ProfilerStep#...\", or NAME with --step-range NAME"},
     {"CUPROF_STEPS", "--steps", "K", "", "with --start-step: write the trace when step N+K starts"},
     {"CUPROF_STEP_RANGE", "--step-range", "NAME", "",
      "the NVTX range that marks a step (NAME alone or followed by a non-letter)"},
     {"CUPROF_CAPTURE_RANGE", "--capture-range", "R", "",
-     "record only inside the ranges the program marks: cuda (between its\n"
-     "cudaProfilerStart and cudaProfilerStop, as torch.cuda.profiler.start()\n"
-     "and stop() call them), nvtx:MESSAGE[@DOMAIN] (inside that NVTX range;\n"
-     "any domain unless one is named) or trigger (cuprof trigger's windows);\n"
-     "outside them nothing records"},
+     "record only inside the ranges the program marks: cuda (between its cudaProfilerStart and cudaProfilerStop, as "
+     "torch.cuda.profiler.start() and stop() call them), nvtx:MESSAGE[@DOMAIN] (inside that NVTX range; any domain unless one is "
+     "named) or trigger (cuprof trigger's windows); outside them nothing records"},
     {"CUPROF_CAPTURE_RANGE_END", "--capture-range-end", "E", "",
-     "stop (default: the first range only), repeat (every range) or\n"
-     "repeat:N (N ranges); each range its own trace, numbered where the\n"
-     "path has %n (or .N before the extension)"},
+     "stop (default: the first range only), repeat (every range) or repeat:N (N ranges); each range its own trace, numbered "
+     "where the path has %n (or .N before the extension)"},
     {"CUPROF_SLOW_STEPS", "--slow-steps", "SPEC", "",
-     "keep only the slow steps (NVTX step ranges as for --start-step), each with\n"
-     "the steps around it, in a trace of its own (%n in --output its number,\n"
-     "else .slow<n> before the extension): 2x (twice the median) or 50ms,\n"
-     "then ,before=1,after=1,keep=5,ring=32,ring_mb=256 as wanted"},
+     "keep only the slow steps (NVTX step ranges as for --start-step), each with the steps around it, in a trace of its own (%n "
+     "in --output its number, else .slow<n> before the extension): 2x (twice the median) or 50ms, then "
+     ",before=1,after=1,keep=5,ring=32,ring_mb=256 as wanted"},
     {"CUPROF_TRACE_DETAIL", "--detail", "LEVEL", "",
-     "kineto (default: every arg torch.profiler writes) or lean (GPU records\n"
-     "without launch configuration and without what their lane says: a\n"
-     "quarter smaller, for long windows)"},
-    {"CUPROF_MEMORY", "--memory", "", "1",
-     "record every allocation and free (CUDA memory columns, a memory\n"
-     "counter per device)"},
+     "kineto (default: every arg torch.profiler writes) or lean (GPU records without launch configuration and without what their "
+     "lane says: a quarter smaller, for long windows)"},
+    {"CUPROF_MEMORY", "--memory", "", "1", "record every allocation and free (CUDA memory columns, a memory counter per device)"},
     {"CUPROF_GPU_METRICS", "--gpu-metrics", "[=LIST]", "1",
-     "sample GPU hardware metrics (CUPTI PM sampling): SM and DRAM\n"
-     "throughput and tensor pipe activity, or the CUPTI metrics LIST names\n"
-     "(comma-separated; sm__warps_active_realtime.avg.pct_of_peak_sustained_active\n"
-     "is achieved occupancy); a counter track per metric per GPU, each\n"
-     "kernel's averages, `cuprof table --metrics`"},
+     "sample GPU hardware metrics (CUPTI PM sampling): SM and DRAM throughput and tensor pipe activity, or the CUPTI metrics "
+     "LIST names (comma-separated; sm__warps_active_realtime.avg.pct_of_peak_sustained_active is achieved occupancy); a counter "
+     "track per metric per GPU, each kernel's averages, `cuprof table --metrics`"},
     {"CUPROF_GPU_METRICS_INTERVAL", "--gpu-metrics-interval", "T", "", "the sampling period (default 200us; ns, us or ms)"},
     {"CUPROF_STACKS", "--stacks", "", "1",
-     "capture the native call stack of each launch, copy, memset, sync,\n"
-     "allocation and free (on the calls in the trace; cuprof stacks)"},
+     "capture the native call stack of each launch, copy, memset, sync, allocation and free (on the calls in the trace; cuprof "
+     "stacks)"},
     {"CUPROF_TRACE_LAUNCHER", "--trace-launcher", "", "1",
-     "also trace the program itself when it uses no GPU but starts processes\n"
-     "that do (torchrun, mpirun, a script): by default it writes nothing"},
+     "also trace the program itself when it uses no GPU but starts processes that do (torchrun, mpirun, a script): by default it "
+     "writes nothing"},
     {"CUPROF_TABLE", "--no-table", "", "0", "do not print the table"},
     // The environment only: read where they act (the lower layers cannot see this table).
     {"CUPROF_QUIET", "", "", "", ""},

@@ -13,7 +13,7 @@
 #include "../../base/error.hpp"
 #include "../../base/log.hpp"
 #include "../../base/text.hpp"
-#include "../../schedule.hpp"
+#include "../../model/slow_steps.hpp"
 
 #include <cmath>
 #include <cstdint>
