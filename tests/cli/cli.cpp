@@ -408,6 +408,66 @@ TEST_CASE("cli: help, help COMMAND, help --help, and --help anywhere among a com
   CHECK(cli({"help", "diff"}).out.find("exit 3") != std::string::npos);
 }
 
+TEST_CASE("cli: each command's options list is what its parser takes and what its help lists") {
+  for (const cuprof::cli::command& c : cuprof::cli::commands) {
+    CAPTURE(c.name);
+    const std::string help = cli({c.name, "--help"}).out;
+    REQUIRE(!c.options.empty());
+    for (const cuprof::cli::command_option& o : c.options) {
+      const std::string option = "--" + std::string(o.name);
+      CAPTURE(option);
+      // A second spelling (no help of its own) is taken but not listed.
+      const std::string listed = "\n  " + option + (o.value.empty() || o.value[0] == '[' ? "" : " ") + std::string(o.value);
+      CHECK((help.find(listed) != std::string::npos) == !o.help.empty());
+      if (std::string(c.name) == "run") continue;  // run's parser: the settings test below
+      const std::vector<std::string> given = {"cuprof", c.name, option, "v"};
+      if (o.value.empty()) {
+        CHECK(cuprof::cli::parse(given, 2, c.options, c.name).options.front().first == o.name);
+        CHECK_THROWS_AS(cuprof::cli::parse({"cuprof", c.name, option + "=v"}, 2, c.options, c.name), cuprof::cli::usage_error);
+      } else {
+        const cuprof::cli::parsed p = cuprof::cli::parse(given, 2, c.options, c.name);
+        REQUIRE(p.options.size() == 1);
+        CHECK(p.options[0].second == "v");
+        CHECK(cuprof::cli::parse({"cuprof", c.name, option + "=w"}, 2, c.options, c.name).options[0].second == "w");
+        CHECK_THROWS_AS(cuprof::cli::parse({"cuprof", c.name, option}, 2, c.options, c.name), cuprof::cli::usage_error);
+      }
+    }
+    CHECK_THROWS_AS(cuprof::cli::parse({"cuprof", c.name, "--bogus"}, 2, c.options, c.name), cuprof::cli::usage_error);
+  }
+}
+
+TEST_CASE("cli: a help entry wraps its text at its spaces by column 96, breaks at its newlines, aligns it at column 22") {
+  const std::string text =
+      "the quick brown fox jumps over the lazy dog and keeps on running past the farm, the river and the hills\n"
+      "sm__warps_active_realtime.avg.pct_of_peak_sustained_active_and_a_word_longer_than_any_line_of_help ok";
+  std::string out;
+  cuprof::cli::append_help_entry(out, "--opt V", text);
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0].rfind("  --opt V" + std::string(13, ' ') + "the quick", 0) == 0);
+  std::string words;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string line = lines[i];
+    if (i > 0) CHECK(line.rfind(std::string(22, ' '), 0) == 0);
+    CHECK(line.find_first_not_of(' ', 22) == 22);
+    if (line.find("_and_a_word_longer") == std::string::npos) CHECK(line.size() <= 96);
+    words += (words.empty() ? "" : " ") + line.substr(22);
+  }
+  // The first paragraph fills its lines: the next word would not have fit.
+  CHECK(lines[0].size() + 1 + lines[1].substr(22, lines[1].find(' ', 22) - 22).size() > 96);
+  CHECK(lines[2].rfind(std::string(22, ' ') + "sm__warps", 0) == 0);  // the newline broke the line
+  CHECK(lines[3] == std::string(22, ' ') + "ok");                      // the long word stood alone
+  std::string expected = text;
+  std::replace(expected.begin(), expected.end(), '\n', ' ');
+  CHECK(words == expected);
+  // A head wider than the column puts the text on the next line.
+  out.clear();
+  cuprof::cli::append_help_entry(out, "--a-very-long-option VALUE", "text");
+  CHECK(out == "  --a-very-long-option VALUE\n" + std::string(22, ' ') + "text\n");
+}
+
 TEST_CASE("cli: torch's memory sort keys are refused on a trace without memory figures, saying how to record them") {
   for (const char* key : {"self_cpu_memory_usage", "cpu_memory_usage", "cuda_memory_usage", "self_cuda_memory_usage",
                           "device_memory_usage", "self_device_memory_usage"}) {
