@@ -458,7 +458,7 @@ TEST_CASE("cli: a help entry wraps its text at its spaces by column 96, breaks a
   // The first paragraph fills its lines: the next word would not have fit.
   CHECK(lines[0].size() + 1 + lines[1].substr(22, lines[1].find(' ', 22) - 22).size() > 96);
   CHECK(lines[2].rfind(std::string(22, ' ') + "sm__warps", 0) == 0);  // the newline broke the line
-  CHECK(lines[3] == std::string(22, ' ') + "ok");                      // the long word stood alone
+  CHECK(lines[3] == std::string(22, ' ') + "ok");                     // the long word stood alone
   std::string expected = text;
   std::replace(expected.begin(), expected.end(), '\n', ' ');
   CHECK(words == expected);
