@@ -24,9 +24,11 @@ using cuprof::detail::gpu_metric_series;
 using cuprof::detail::metric_gap_cause;
 using cuprof::detail::tick_converter;
 using cuprof::detail::cupti::activity_buffers;
+using cuprof::detail::cupti::hands_off_before_decode;
 using cuprof::detail::cupti::pm_lost_samples;
 using cuprof::detail::cupti::pm_sample_log;
 using cuprof::detail::cupti::pm_sample_times;
+using cuprof::detail::cupti::samples_a_decode_brings;
 
 namespace {
 
@@ -246,3 +248,49 @@ TEST_CASE("pm samples: a value no metric can take reaches a window as none, coun
 }
 
 }  // TEST_SUITE("cupti_buffers_samples")
+
+TEST_CASE("pm samples: what a decode brings; an image goes to the evaluator at room_ms of room, or earlier for a late decoder") {
+  constexpr std::uint64_t us = 1000, ms = 1000 * us;
+  CHECK(samples_a_decode_brings(20 * ms, 200 * us) == 150);  // 100 since the last decode, 50 while it runs
+  CHECK(samples_a_decode_brings(0, 200 * us) == 0);
+  CHECK(samples_a_decode_brings(3600 * 1000 * ms, 200 * us) == 7500);  // no estimate past a second
+  CHECK(samples_a_decode_brings(ms, 0) > 0);                           // no division by zero
+  // An image of 216 samples, handed off at 108 (room_ms of room left).
+  CHECK_FALSE(hands_off_before_decode(107, 216, 108, 50));
+  CHECK(hands_off_before_decode(108, 216, 108, 50));
+  CHECK(hands_off_before_decode(70, 216, 108, 150));  // 146 of room for 150 samples
+  CHECK_FALSE(hands_off_before_decode(66, 216, 108, 150));
+  CHECK_FALSE(hands_off_before_decode(0, 216, 108, 100000));  // an empty image: nothing to hand off
+}
+
+TEST_CASE("pm samples: a decoder whose decodes slow down and speed up never fills its image (a full image loses samples)") {
+  // The decoder on a virtual clock: one sample every 200 us; a decode takes
+  // every sample since the last one, at 60 to 150 us a sample (as on an H200
+  // under long GEMMs), then the decoder sleeps 10 ms. A free image is always
+  // at hand. Images hold 216 samples, handed off at 108 (40 and 25 ms).
+  constexpr std::uint64_t interval = 200000, period = 10000000;
+  constexpr std::size_t capacity = 216, handoff_at = 108;
+  const auto fills = [&](bool with_estimate) {
+    std::uint64_t now = 0, last = 0, decoded_until = 0, x = 1;
+    std::size_t held = 0, filled = 0;
+    for (int decode = 0; decode < 400; ++decode) {
+      const std::size_t brings = with_estimate && decode ? samples_a_decode_brings(now - last, interval) : 0;
+      last = now;
+      if (hands_off_before_decode(held, capacity, handoff_at, brings)) held = 0;
+      const std::size_t n = std::size_t((now - decoded_until) / interval);
+      decoded_until += n * interval;
+      if (held + n > capacity) {
+        ++filled;
+        held = capacity;
+      } else {
+        held += n;
+      }
+      x = (x * 1103515245 + 12345) % (std::uint64_t(1) << 31);
+      const std::uint64_t cost = (60 + (x >> 16) % 91) * 1000;
+      now += cost * n + period;
+    }
+    return filled;
+  };
+  CHECK(fills(false) > 0);  // handed off at room_ms only, as before: images filled
+  CHECK(fills(true) == 0);
+}

@@ -7,8 +7,8 @@
 // metrics and a hardware buffer. Two threads of its own empty that buffer, so
 // neither the program's threads nor CUPTI's callbacks pay for it:
 //   - the decoder moves the hardware buffer's records into counter data images
-//     every few milliseconds (CUPTI's decode: 55 to 100 us of CPU a sample of
-//     the default set on an H200, more while the GPU is busy);
+//     every few milliseconds (CUPTI's decode: 55 to 150 us of CPU a sample of
+//     the default set on an H200, the most while long GEMMs keep it busy);
 //   - the evaluator turns an image's samples into metric values (about 40 us
 //     a sample) and gives the image back.
 // On one thread the two took more than 100 us a sample: at that period the
@@ -16,8 +16,9 @@
 // on CPU time the program leaves (SCHED_IDLE): at the default interval they
 // take about two thirds of a core, and at normal priority a training loop
 // pinned to four cores ran 12 to 24 % slower beside them. Images cycle
-// through a small pool; when the evaluator is behind and none is free, the
-// decoder leaves the records in the hardware buffer, which holds many more.
+// through a small pool, which the evaluator tops up before anything else
+// when the decoder has no free image; until then the decoder leaves the
+// records in the hardware buffer, which holds many more.
 // Samples are kept, up to a cap, until a window takes them; what could not be
 // sampled is kept as gaps with their cause.
 #pragma once
@@ -59,11 +60,12 @@ class pm_sampler {
   // An image holds this long of samples (and some). A decode takes every
   // record the hardware buffer holds and keeps what fits the image: on an
   // H200, a decode that filled its image lost the samples past it (the next
-  // decode found none of them), and decoding costs up to 100 us of CPU a
+  // decode found none of them), and decoding costs up to 150 us of CPU a
   // sample, so a decoder kept from running for a few milliseconds comes
   // back to a long decode. So an image goes to the evaluator before a decode
-  // could fill it: once less than room_ms of samples fit. A window taken
-  // meanwhile gets a copy of the image's completed samples.
+  // could fill it: once less than room_ms of samples fit, or less than the
+  // decode may bring (hands_off_before_decode). A window taken meanwhile gets
+  // a copy of the image's completed samples.
   static constexpr int image_ms = 40, room_ms = 25;
   // Images per device besides the one being decoded into: how far the
   // evaluator may fall behind the decoder before the hardware buffer takes up
@@ -199,6 +201,7 @@ class pm_sampler {
     pm_lost_samples image_gap_before;
     std::size_t image_capacity = 0;                      // samples an image holds
     std::size_t handoff_at = 0;                          // samples in an image that leave it room_ms of room
+    std::chrono::steady_clock::time_point last_decode;   // when the last decode began
     std::vector<std::vector<std::uint8_t>> free_images;  // blank, for the decoder
     std::size_t images_made = 0;
     pm_sample_log samples;  // evaluated, until a window takes them
@@ -335,7 +338,10 @@ class pm_sampler {
     while (true) {
       evaluated_.wait(lock, [&] { return closed_ || !queue_.empty() || needs_image(); });
       if (closed_) return;
-      if (device* d = needs_image(); d && queue_.empty()) {
+      // A decoder without a free image first: its records wait in the hardware
+      // buffer meanwhile, and its next decode, more than an image's worth, would
+      // lose what does not fit. Evaluating can wait.
+      if (device* d = needs_image()) {
         ++d->images_made;
         const std::vector<std::uint8_t>* blank = &d->blank_image;  // set up once, never changed
         evaluating_ = true;
@@ -483,9 +489,12 @@ class pm_sampler {
   // stop, until CUPTI says the records are all decoded (a round may end for
   // other reasons with records left), waiting for a free image if need be.
   void decode(device& d, std::unique_lock<std::mutex>* drain = nullptr) {
+    const auto now = std::chrono::steady_clock::now();
+    const std::size_t brings = samples_a_decode_brings(
+        std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(now - d.last_decode).count()), request_.interval_ns);
+    d.last_decode = now;
     for (int round = 0; round < 64; ++round) {
-      // Less than room_ms of room: to the evaluator before a decode can fill it.
-      if (!d.image.empty() && d.image_times.size() >= d.handoff_at) hand_off(d);
+      if (!d.image.empty() && hands_off_before_decode(d.image_times.size(), d.image_capacity, d.handoff_at, brings)) hand_off(d);
       take_free_image(d);
       if (d.image.empty() && drain)
         evaluated_.wait_for(*drain, std::chrono::seconds(2), [&] {

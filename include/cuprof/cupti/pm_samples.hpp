@@ -9,6 +9,7 @@
 #include "../model/gpu_metrics.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -25,6 +26,23 @@ struct pm_lost_samples {
 struct pm_sample_times {
   std::uint64_t start, end;
 };
+
+// The samples a decode brings: those since the last decode began, and the
+// half as many again that come while it runs (decoding a sample costs up to
+// three quarters of the default interval on an H200 under long GEMMs). `since_ns`
+// counts up to a second: a first decode, or one after a pause, is no estimate.
+inline std::size_t samples_a_decode_brings(std::uint64_t since_ns, std::uint64_t interval_ns) {
+  return std::size_t(std::min<std::uint64_t>(since_ns, 1000000000) / std::max<std::uint64_t>(interval_ns, 1) * 3 / 2);
+}
+
+// Whether the decoder hands its image (`held` of `capacity` samples) to the
+// evaluator before decoding into it: once it holds `handoff_at` samples (room_ms
+// of room left), or earlier when the decode may bring more than the room left. A
+// decode that fills its image loses the samples past it, and a decoder slowed by
+// its own decodes comes back later each time than room_ms allows.
+inline bool hands_off_before_decode(std::size_t held, std::size_t capacity, std::size_t handoff_at, std::size_t brings) {
+  return held > 0 && (held >= handoff_at || capacity - std::min(capacity, held) < brings);
+}
 
 class pm_sample_log {
  public:
