@@ -31,7 +31,7 @@ namespace cuprof::cli {
 struct command {
   const char* name;
   const char* synopsis;  // after the name, in cuprof --help
-  const char* summary;   // what it does, under the synopsis ('\n' between lines)
+  const char* summary;   // what it does, beside or under the synopsis (prose: append_help_entry wraps it)
   const char* about;     // its help before the options: usage, what it does
   const command_options& options;
   const char* notes;  // its help after the options

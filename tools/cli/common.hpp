@@ -86,9 +86,9 @@ inline void append_help_entry(std::string& out, std::string_view head, std::stri
 
 // An option of a command: its name without "--", the value it takes as its
 // help names it ("" for a flag, "[=X]" for an optional one), and its help
-// ('\n' between lines; empty for a second spelling the help does not list,
-// as torch's sort_by beside --sort). The command's parser and its help both
-// follow its list, so an option is declared once.
+// (prose, which append_help_entry wraps; empty for a second spelling the
+// help does not list, as torch's sort_by beside --sort). The command's parser
+// and its help both follow its list, so an option is declared once.
 struct command_option {
   std::string_view name, value, help;
 };
