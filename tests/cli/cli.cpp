@@ -950,6 +950,11 @@ TEST_CASE(
       {{"CUPROF_STEP_RANGE", "iter"}},
       {{"CUPROF_CAPTURE_RANGE_END", "repeat"}},
       {{"CUPROF_GPU_METRICS_INTERVAL", "50us"}},
+      {{"CUPROF_GPU_METRICS_INTERVAL", "2s"}},  // needs the metrics: its value is not read
+      {{"CUPROF_GPU_METRICS", "0"}, {"CUPROF_GPU_METRICS_INTERVAL", "2s"}},
+      {{"CUPROF_GPU_METRICS", "1"}, {"CUPROF_GPU_METRICS_INTERVAL", "2s"}},
+      {{"CUPROF_CAPTURE_RANGE", "nvtx:"}, {"CUPROF_CAPTURE_RANGE_END", "again"}},  // refused: the end is not read
+      {{"CUPROF_CAPTURE_RANGE", "cuda"}, {"CUPROF_CAPTURE_RANGE_END", "again"}},
       {{"CUPROF_ACTIVITIES", "gpu"}},
       {{"CUPROF_DELAY", "soon"}},
       {{"CUPROF_TRACE_DETAIL", "full"}},

@@ -192,10 +192,11 @@ TEST_CASE(
   CHECK(bad.print_table);
   CHECK(bad.delay_s == 0);
   CHECK(bad.duration_s == 0);
-  CHECK(bad.problems == std::vector<std::string>{"CUPROF_TABLE=maybe is not 1/0, yes/no, true/false or on/off; using yes",
-                                                 "CUPROF_ACTIVITIES=gpu is not cpu, cuda or cpu,cuda; using cpu,cuda",
+  // In the settings table's order (`cuprof run --help`'s), whatever the environment's.
+  CHECK(bad.problems == std::vector<std::string>{"CUPROF_ACTIVITIES=gpu is not cpu, cuda or cpu,cuda; using cpu,cuda",
                                                  "CUPROF_DELAY=nan is not a number of seconds from 0 to 1e7; using 0",
-                                                 "CUPROF_DURATION=0x10 is not a number of seconds from 0 to 1e7; using 0"});
+                                                 "CUPROF_DURATION=0x10 is not a number of seconds from 0 to 1e7; using 0",
+                                                 "CUPROF_TABLE=maybe is not 1/0, yes/no, true/false or on/off; using yes"});
   CHECK(config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_DELAY", "1.5"}, {"CUPROF_DURATION", "2e1"}}).duration_s == 20);
   CHECK(config({{"CUPROF_TRACE", "t.json"}}).export_with.detail == cuprof::trace_detail::kineto);
   for (const char* lean : {"lean", "LEAN", "Lean"})
@@ -335,38 +336,43 @@ TEST_CASE(
 
 TEST_CASE("CUPROF_GPU_METRICS and its interval: switches, the default set, named metrics, hostile names") {
   using cuprof::detail::read_gpu_metrics;
-  std::vector<std::string> problems;
-  CHECK_FALSE(read_gpu_metrics(nullptr, nullptr, problems).on);
-  CHECK_FALSE(read_gpu_metrics("", "5us", problems).on);
-  CHECK_FALSE(read_gpu_metrics("off", nullptr, problems).on);
+  using cuprof::detail::read_gpu_metrics_interval;
+  for (const char* off : {static_cast<const char*>(nullptr), "", "off", "0"}) {
+    const auto g = read_gpu_metrics(off);
+    CHECK_FALSE(g.value.on);
+    CHECK(g.problem.empty());
+  }
   for (const char* on : {"1", "ON", "default", "Default"}) {
-    const auto g = read_gpu_metrics(on, nullptr, problems);
-    CHECK(g.on);
-    CHECK(g.names.empty());
-    CHECK(g.interval_ns == 200000);
+    const auto g = read_gpu_metrics(on);
+    CHECK(g.value.on);
+    CHECK(g.value.names.empty());
+    CHECK(g.value.interval_ns == 200000);
+    CHECK(g.problem.empty());
   }
-  CHECK(problems.empty());
-  auto g = read_gpu_metrics("dram__throughput.avg.pct_of_peak_sustained_elapsed,,sm__x.sum", "50us", problems);
-  CHECK(g.on);
-  CHECK(g.names == std::vector<std::string>{"dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__x.sum"});
-  CHECK(g.interval_ns == 50000);
-  CHECK(read_gpu_metrics("1", "2ms", problems).interval_ns == 2000000);
-  CHECK(read_gpu_metrics("1", "1500ns", problems).interval_ns == 1500);
-  CHECK(read_gpu_metrics("1", "10", problems).interval_ns == 10000);  // a bare number is microseconds
-  CHECK(problems.empty());
+  const auto g = read_gpu_metrics("dram__throughput.avg.pct_of_peak_sustained_elapsed,,sm__x.sum");
+  CHECK(g.value.on);
+  CHECK(g.value.names == std::vector<std::string>{"dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__x.sum"});
+  CHECK(g.problem.empty());
+  const std::pair<const char*, std::uint64_t> periods[] = {{"50us", 50000}, {"2ms", 2000000}, {"1500ns", 1500}, {"10", 10000}};
+  for (const auto& [text, ns] : periods) {  // a bare number is microseconds
+    CAPTURE(text);
+    const auto p = read_gpu_metrics_interval(text);
+    CHECK(p.value == ns);
+    CHECK(p.problem.empty());
+  }
+  CHECK(read_gpu_metrics_interval(nullptr).value == 200000);
   for (const char* bad : {"0.5us", "2s", "-3us", "1e3us", "us", "20 us", "inf"}) {
-    problems.clear();
     CAPTURE(bad);
-    CHECK(read_gpu_metrics("1", bad, problems).interval_ns == 200000);
-    REQUIRE(problems.size() == 1);
-    CHECK(problems[0].find("CUPROF_GPU_METRICS_INTERVAL=") == 0);
+    const auto p = read_gpu_metrics_interval(bad);
+    CHECK(p.value == 200000);
+    CHECK(p.problem.find("CUPROF_GPU_METRICS_INTERVAL=") == 0);
+    CHECK(p.problem.find("; using 200us") != std::string::npos);
   }
-  problems.clear();
-  g = read_gpu_metrics("dram__bytes.sum,\x1b[2J;rm -rf", nullptr, problems);
-  CHECK_FALSE(g.on);  // one bad name turns metrics off rather than sampling something else
-  REQUIRE(problems.size() == 1);
-  CHECK(problems[0].find("is not a CUPTI metric name") != std::string::npos);
-  CHECK(problems[0].find('\x1b') == std::string::npos);
+  const auto hostile = read_gpu_metrics("dram__bytes.sum,\x1b[2J;rm -rf");
+  CHECK_FALSE(hostile.value.on);  // one bad name turns metrics off rather than sampling something else
+  CHECK(hostile.value.names.empty());
+  CHECK(hostile.problem.find("is not a CUPTI metric name") != std::string::npos);
+  CHECK(hostile.problem.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE("terminal_safe: bidirectional overrides, isolates and marks are escaped like controls") {

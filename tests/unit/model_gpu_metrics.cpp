@@ -571,14 +571,7 @@ TEST_CASE("chrome trace: blocks cut through the samples make the one-block docum
   sampled_fixture f;
   const auto document = [&](std::size_t block_items) {
     const cuprof::detail::chrome_trace_layout layout(f.t, "blocks", block_items);
-    cuprof::detail::chrome_trace_writer writer(layout);
-    std::string text;
-    for (std::size_t k = 0; k < layout.block_count(); ++k) {
-      writer.out().clear();
-      writer.write_block(k);
-      text.append(writer.out().data(), writer.out().size());
-    }
-    return text;
+    return cuprof::detail::chrome_trace_writer(layout).document();
   };
   const std::string whole = document(std::numeric_limits<std::size_t>::max());
   for (std::size_t items : {1, 3, 7}) {

@@ -118,44 +118,48 @@ struct capture_env {
 
 TEST_SUITE("runtime") {
 TEST_CASE("CUPROF_CAPTURE_RANGE and CUPROF_CAPTURE_RANGE_END are read strictly") {
-  std::string problem;
-  capture_range c = cuprof::detail::read_capture_range("cuda", nullptr, problem);
-  CHECK(c.kind == capture_range::cuda);
-  CHECK(c.ranges == 1);
-  CHECK(problem.empty());
+  using cuprof::detail::read_capture_range;
+  using cuprof::detail::read_capture_range_end;
+  auto r = read_capture_range("cuda");
+  CHECK(r.value.kind == capture_range::cuda);
+  CHECK(r.value.ranges == 1);
+  CHECK(r.problem.empty());
 
-  c = cuprof::detail::read_capture_range("nvtx:train step", "repeat:3", problem);
-  CHECK(c.kind == capture_range::nvtx);
-  CHECK(c.message == "train step");
-  CHECK(c.domain.empty());
-  CHECK(c.ranges == 3);
+  r = read_capture_range("nvtx:train step");
+  CHECK(r.value.kind == capture_range::nvtx);
+  CHECK(r.value.message == "train step");
+  CHECK(r.value.domain.empty());
 
-  c = cuprof::detail::read_capture_range("nvtx:a@b@app", "repeat", problem);
-  CHECK(c.message == "a@b");  // the last '@' names the domain
-  CHECK(c.domain == "app");
-  CHECK(c.ranges == 0);
-  CHECK(problem.empty());
+  r = read_capture_range("nvtx:a@b@app");
+  CHECK(r.value.message == "a@b");  // the last '@' names the domain
+  CHECK(r.value.domain == "app");
+  CHECK(r.problem.empty());
+
+  r = read_capture_range("trigger");
+  CHECK(r.value.kind == capture_range::trigger);
+  CHECK(r.value.ranges == 0);  // every window asked for
 
   for (const char* bad : {"nvtx:", "nvtx:@app", "nvtx:x@", "cudaa", "NVTX:x", "hotkey", " cuda", "cuda "}) {
-    problem.clear();
-    c = cuprof::detail::read_capture_range(bad, nullptr, problem);
-    CHECK_MESSAGE(c.kind == capture_range::refused, bad);
-    CHECK_MESSAGE(problem.find("nothing is traced") != std::string::npos, bad);
+    r = read_capture_range(bad);
+    CHECK_MESSAGE(r.value.kind == capture_range::refused, bad);
+    CHECK_MESSAGE(r.problem.find("nothing is traced") != std::string::npos, bad);
   }
-  for (const char* bad : {"repeat:0", "repeat:-1", "repeat:x", "again", "repeat:1e3"}) {
-    problem.clear();
-    c = cuprof::detail::read_capture_range("cuda", bad, problem);
-    CHECK_MESSAGE(c.ranges == 1, bad);
-    CHECK_MESSAGE(problem.find("using stop") != std::string::npos, bad);
+  // The end: a count of ranges, 0 for every one; "stop" keeps the range's own.
+  const std::pair<const char*, int> ends[] = {{"stop", 1}, {"repeat", 0}, {"repeat:3", 3}, {"repeat:1", 1}};
+  for (const auto& [text, n] : ends) {
+    CAPTURE(text);
+    const auto e = read_capture_range_end(text, 1);
+    CHECK(e.value == n);
+    CHECK(e.problem.empty());
   }
-  problem.clear();
-  c = cuprof::detail::read_capture_range(nullptr, "repeat", problem);
-  CHECK(c.kind == capture_range::none);
-  CHECK(problem.find("needs CUPROF_CAPTURE_RANGE") != std::string::npos);
+  CHECK(read_capture_range_end("stop", 0).value == 0);  // a trigger's every window
+  for (const char* bad : {"repeat:0", "repeat:-1", "repeat:x", "again", "repeat:1e3", "repeat:"}) {
+    const auto e = read_capture_range_end(bad, 1);
+    CHECK_MESSAGE(e.value == 1, bad);
+    CHECK_MESSAGE(e.problem.find("; using stop") != std::string::npos, bad);
+  }
   // Hostile text is cut for the terminal in the problem line.
-  problem.clear();
-  cuprof::detail::read_capture_range("\x1b[2Jevil", nullptr, problem);
-  CHECK(problem.find('\x1b') == std::string::npos);
+  CHECK(read_capture_range("\x1b[2Jevil").problem.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE("a capture range not understood traces nothing and says so in one line, the value cut to 64 bytes") {
@@ -173,9 +177,8 @@ TEST_CASE("a capture range not understood traces nothing and says so in one line
     CHECK(c.problems[0].find("nothing is traced") != std::string::npos);
     CHECK(c.problems[0].size() < 200);
   }
-  std::string problem;
-  cuprof::detail::read_capture_range(long_value.c_str(), nullptr, problem);
-  CHECK(problem.find("CUPROF_CAPTURE_RANGE=NVTX:" + std::string(59, 'x') + "... (10005 bytes) is not cuda") == 0);
+  CHECK(cuprof::detail::read_capture_range(long_value.c_str())
+            .problem.find("CUPROF_CAPTURE_RANGE=NVTX:" + std::string(59, 'x') + "... (10005 bytes) is not cuda") == 0);
 }
 
 TEST_CASE("CUPROF_STEP_RANGE without anything that steps choose windows for: said and ignored, as CUPROF_STEPS alone is") {

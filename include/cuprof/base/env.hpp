@@ -180,9 +180,9 @@ inline std::optional<std::uint64_t> parse_metric_interval(const char* v) {
   return std::uint64_t(x + 0.5);
 }
 
-inline gpu_metrics_setting read_gpu_metrics(const char* list, const char* interval, std::vector<std::string>& problems) {
+inline env_setting<gpu_metrics_setting> read_gpu_metrics(const char* list) {
   gpu_metrics_setting g;
-  if (!list || !*list) return g;
+  if (!list || !*list) return {g, {}};
   if (const std::optional<bool> on = parse_switch(list)) {
     g.on = *on;
   } else if (ascii_lowercase(list) == "default") {
@@ -196,23 +196,21 @@ inline gpu_metrics_setting read_gpu_metrics(const char* list, const char* interv
       at = comma + 1;
       if (name.empty()) continue;
       if (name.size() > 200 ||
-          name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos) {
-        problems.push_back("CUPROF_GPU_METRICS: '" + quoted_value(name) +
-                           "' is not a CUPTI metric name (letters, digits, '_' and '.'); GPU metrics are off");
-        return {};
-      }
+          name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos)
+        return {{},
+                "CUPROF_GPU_METRICS: '" + quoted_value(name) +
+                    "' is not a CUPTI metric name (letters, digits, '_' and '.'); GPU metrics are off"};
       g.names.push_back(name);
     }
     g.on = !g.names.empty();
   }
-  if (interval && *interval) {
-    if (const std::optional<std::uint64_t> ns = parse_metric_interval(interval)) g.interval_ns = *ns;
-    else
-      problems.push_back("CUPROF_GPU_METRICS_INTERVAL=" + quoted_value(interval) +
-                         " is not a period from 1us to 1000ms (ns, us or ms); using " +
-                         std::to_string(default_gpu_metrics_interval_ns / 1000) + "us");
-  }
-  return g;
+  return {g, {}};
+}
+
+inline env_setting<std::uint64_t> read_gpu_metrics_interval(const char* text) {
+  return read_setting("CUPROF_GPU_METRICS_INTERVAL", text, parse_metric_interval(text), default_gpu_metrics_interval_ns,
+                      "a period from 1us to 1000ms (ns, us or ms)",
+                      std::to_string(default_gpu_metrics_interval_ns / 1000) + "us");
 }
 
 // The libcupti paths to try, in order. An explicit CUPROF_CUPTI_LIBRARY is the

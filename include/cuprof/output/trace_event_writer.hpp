@@ -128,6 +128,18 @@ class chrome_trace_writer {
     return events_;
   }
 
+  // The whole document in one string, block after block: what a file gets
+  // from the parallel writer.
+  std::string document() {
+    std::string all;
+    for (std::size_t k = 0; k < l_.block_count(); ++k) {
+      out_.clear();
+      write_block(k);
+      all.append(out_.data(), out_.size());
+    }
+    return all;
+  }
+
   text_buffer& out() { return out_; }
 
  private:

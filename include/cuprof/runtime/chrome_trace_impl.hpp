@@ -41,14 +41,7 @@ export_result export_chrome_trace(const trace& t, const detail::trace_directory&
 
 std::string chrome_trace_json(const trace& t, const std::string& trace_name, const export_options& options) {
   const detail::chrome_trace_layout layout(t, trace_name, detail::chrome_trace_layout::default_items_per_block, options);
-  detail::chrome_trace_writer writer(layout);
-  std::string all;
-  for (std::size_t k = 0; k < layout.block_count(); ++k) {
-    writer.out().clear();
-    writer.write_block(k);
-    all.append(writer.out().data(), writer.out().size());
-  }
-  return all;
+  return detail::chrome_trace_writer(layout).document();
 }
 
 }  // namespace cuprof

@@ -39,18 +39,13 @@ struct capture_range {
   int ranges = 1;       // how many ranges are captured, each a trace; 0: every one
 };
 
-// "cuda", "nvtx:MSG" or "nvtx:MSG@DOMAIN", and "stop", "repeat" or "repeat:N".
-// `problem` says what was wrong: a range not understood is refused (a window
-// was asked for: the whole run is not what the user wants), an end not
-// understood is "stop".
-inline capture_range read_capture_range(const char* range, const char* end, std::string& problem) {
+// "cuda", "nvtx:MSG", "nvtx:MSG@DOMAIN" or "trigger". A range not understood
+// is refused, with its problem: a window was asked for, so the whole run is
+// not what the user wants.
+inline env_setting<capture_range> read_capture_range(const char* text) {
   capture_range c;
-  const std::string r = range ? range : "";
-  const std::string e = end ? end : "";
-  if (r.empty()) {
-    if (!e.empty()) problem = "CUPROF_CAPTURE_RANGE_END needs CUPROF_CAPTURE_RANGE; ignored";
-    return c;
-  }
+  const std::string r = text ? text : "";
+  if (r.empty()) return {c, {}};
   if (r == "cuda" || r == "cudaProfilerApi") {
     c.kind = capture_range::cuda;
   } else if (r == "trigger") {
@@ -62,29 +57,31 @@ inline capture_range read_capture_range(const char* range, const char* end, std:
     c.message = r.substr(5, at == std::string::npos || at < 5 ? std::string::npos : at - 5);
     if (at != std::string::npos && at >= 5) c.domain = r.substr(at + 1);
     if (c.message.empty() || (at != std::string::npos && c.domain.empty())) {
-      problem = "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
-                " names no range message or an empty domain (nvtx:MESSAGE or nvtx:MESSAGE@DOMAIN); nothing is traced";
       c.kind = capture_range::refused;
-      return c;
+      return {c, "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
+                     " names no range message or an empty domain (nvtx:MESSAGE or nvtx:MESSAGE@DOMAIN); nothing is traced"};
     }
   } else {
-    problem = "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
-              " is not cuda, nvtx:MESSAGE, nvtx:MESSAGE@DOMAIN or trigger; nothing is traced";
     c.kind = capture_range::refused;
-    return c;
+    return {c, "CUPROF_CAPTURE_RANGE=" + quoted_value(r) +
+                   " is not cuda, nvtx:MESSAGE, nvtx:MESSAGE@DOMAIN or trigger; nothing is traced"};
   }
-  if (e.empty() || e == "stop") return c;
-  if (e == "repeat") {
-    c.ranges = 0;
-    return c;
+  return {c, {}};
+}
+
+// CUPROF_CAPTURE_RANGE_END: how many ranges are captured, 0 for every one.
+// "stop" (and a value not understood) keeps the range's own count: the first
+// only, or every window for a trigger.
+inline env_setting<int> read_capture_range_end(const char* text, int ranges) {
+  const std::string e = text ? text : "";
+  std::optional<int> n;
+  if (e == "stop") n = ranges;
+  else if (e == "repeat") n = 0;
+  else if (e.compare(0, 7, "repeat:") == 0) {
+    n = parse_env_int(e.c_str() + 7);
+    if (n && *n < 1) n.reset();
   }
-  const std::optional<int> n = e.compare(0, 7, "repeat:") == 0 ? parse_env_int(e.c_str() + 7) : std::nullopt;
-  if (!n || *n < 1) {
-    problem = "CUPROF_CAPTURE_RANGE_END=" + quoted_value(e) + " is not stop, repeat or repeat:N (N at least 1); using stop";
-    return c;
-  }
-  c.ranges = *n;
-  return c;
+  return read_setting("CUPROF_CAPTURE_RANGE_END", text, n, ranges, "stop, repeat or repeat:N (N at least 1)", "stop");
 }
 
 class capture_range_window final : public window_policy {
