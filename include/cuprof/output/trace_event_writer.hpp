@@ -128,8 +128,7 @@ class chrome_trace_writer {
     return events_;
   }
 
-  // The whole document in one string, block after block: what a file gets
-  // from the parallel writer.
+  // The whole document, block after block: what the parallel writer gives a file.
   std::string document() {
     std::string all;
     for (std::size_t k = 0; k < l_.block_count(); ++k) {
@@ -155,12 +154,10 @@ class chrome_trace_writer {
   // ,"key":[x,y,z]
   void dims3(std::string_view k, const std::uint32_t (&d)[3]) {
     append_next_key(out_, k);
-    out_ += '[';
-    append_int(out_, d[0]);
-    out_ += ',';
-    append_int(out_, d[1]);
-    out_ += ',';
-    append_int(out_, d[2]);
+    for (std::size_t i = 0; i < 3; ++i) {
+      out_ += i ? ',' : '[';
+      append_int(out_, d[i]);
+    }
     out_ += ']';
   }
 
