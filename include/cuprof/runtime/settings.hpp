@@ -79,6 +79,12 @@ inline constexpr setting settings[] = {
     {"CUPROF_TRACE", "--output", "PATH", "",
      "trace path; %p pid, %h host, %r rank, %n the capture range's number (default cuprof_%h_%p.pt.trace.json; a .gz suffix "
      "compresses)"},
+    {"CUPROF_TRACE_DETAIL", "--detail", "LEVEL", "",
+     "kineto (default: every arg torch.profiler writes) or lean (GPU records without launch configuration and without what their "
+     "lane says: a quarter smaller, for long windows)",
+     [](environment_config& c, const char*, const char* text) {
+       if (c.take(read_lean_trace(text))) c.export_with.detail = trace_detail::lean;
+     }},
     {"CUPROF_ACTIVITIES", "--activities", "LIST", "", "cpu, cuda or cpu,cuda (default)",
      [](environment_config& c, const char*, const char* text) {
        const std::string_view v = text;
@@ -120,20 +126,15 @@ inline constexpr setting settings[] = {
      "in --output its number, else .slow<n> before the extension): 2x (twice the median) or 50ms, then "
      ",before=1,after=1,keep=5,ring=32,ring_mb=256 as wanted",
      [](environment_config& c, const char*, const char* text) { c.slow = c.take(read_slow_steps(text)); }},
-    {"CUPROF_TRACE_DETAIL", "--detail", "LEVEL", "",
-     "kineto (default: every arg torch.profiler writes) or lean (GPU records without launch configuration and without what their "
-     "lane says: a quarter smaller, for long windows)",
-     [](environment_config& c, const char*, const char* text) {
-       if (c.take(read_lean_trace(text))) c.export_with.detail = trace_detail::lean;
-     }},
     {"CUPROF_MEMORY", "--memory", "", "1", "record every allocation and free (CUDA memory columns, a memory counter per device)",
      [](environment_config& c, const char* variable, const char* text) {
        c.profile_memory = c.take(read_switch(variable, text, false));
      }},
     {"CUPROF_GPU_METRICS", "--gpu-metrics", "[=LIST]", "1",
-     "sample GPU hardware metrics (CUPTI PM sampling): SM and DRAM throughput and tensor pipe activity, or the CUPTI metrics "
-     "LIST names (comma-separated; sm__warps_active_realtime.avg.pct_of_peak_sustained_active is achieved occupancy); a counter "
-     "track per metric per GPU, each kernel's averages, `cuprof table --metrics`",
+     "sample GPU hardware metrics (CUPTI PM sampling): SM and DRAM throughput and tensor pipe activity, "
+     "or the CUPTI metrics LIST names (comma-separated; "
+     "sm__warps_active_realtime.avg.pct_of_peak_sustained_active is achieved occupancy); "
+     "a counter track per metric per GPU, each kernel's averages, `cuprof table --metrics`",
      [](environment_config& c, const char*, const char* text) { c.gpu_metrics = c.take(read_gpu_metrics(text)); }},
     {"CUPROF_GPU_METRICS_INTERVAL", "--gpu-metrics-interval", "T", "", "the sampling period (default 200us; ns, us or ms)",
      [](environment_config& c, const char*, const char* text) {
