@@ -501,13 +501,13 @@ TEST_CASE(
       if (malformed_spans(t) != 0) failed |= 8;
       // Entered and ended on one thread across a stop and a start: the exit is
       // this thread's own, and the window that ends has no enter for it.
-      std::optional<cuprof::record_function> spanning;
       prof.start();
-      spanning.emplace(cuprof::static_name{"spanning"});
-      prof.stop();
-      prof.start();
-      { CUPROF_SCOPE("after_restart"); }
-      spanning.reset();
+      {
+        const cuprof::record_function spanning(cuprof::static_name{"spanning"});
+        prof.stop();
+        prof.start();
+        CUPROF_SCOPE("after_restart");
+      }
       prof.stop();
       const cuprof::trace& u = prof.last_trace();
       if (count_spans(u, "after_restart") != 1) failed |= 16;

@@ -300,7 +300,12 @@ TEST_CASE(
 
   // Decided later from the range's name: a call recorded with its function unknown.
   collective_call c;
-  const all_reduce_payload p{0x77, 256, 2};
+  // Zeroed whole: a call of unknown function keeps every byte, the padding after `op` too.
+  all_reduce_payload p;
+  std::memset(&p, 0, sizeof p);
+  p.comm = 0x77;
+  p.bytes = 256;
+  p.op = 2;
   REQUIRE(cuprof::detail::decode_collective_payload(collective_kind::unknown, reinterpret_cast<const unsigned char*>(&p),
                                                     sizeof p, c));
   CHECK(c.kind == collective_kind::unknown);
