@@ -184,6 +184,9 @@ TEST_CASE(
   CHECK(metrics.gpu_metrics.interval_ns == 40000);
   CHECK(metrics.problems.empty());
   CHECK_FALSE(config({{"CUPROF_TRACE", "t.json"}}).gpu_metrics.on);
+  const environment_config interval_alone = config({{"CUPROF_TRACE", "t.json"}, {"CUPROF_GPU_METRICS_INTERVAL", "5us"}});
+  CHECK_FALSE(interval_alone.gpu_metrics.on);
+  CHECK(interval_alone.problems == std::vector<std::string>{"CUPROF_GPU_METRICS_INTERVAL needs CUPROF_GPU_METRICS; ignored"});
   const environment_config bad = config({{"CUPROF_TRACE", "t.json"},
                                          {"CUPROF_TABLE", "maybe"},
                                          {"CUPROF_DELAY", "nan"},

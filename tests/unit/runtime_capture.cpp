@@ -160,6 +160,11 @@ TEST_CASE("CUPROF_CAPTURE_RANGE and CUPROF_CAPTURE_RANGE_END are read strictly")
   }
   // Hostile text is cut for the terminal in the problem line.
   CHECK(read_capture_range("\x1b[2Jevil").problem.find('\x1b') == std::string::npos);
+  // An end without a range: said and ignored, its value not read.
+  const cuprof::detail::environment_config end_alone = cuprof::detail::read_settings(
+      [](const char* name) -> const char* { return std::string(name) == "CUPROF_CAPTURE_RANGE_END" ? "\x1b[2J" : nullptr; });
+  CHECK(end_alone.capture.kind == capture_range::none);
+  CHECK(end_alone.problems == std::vector<std::string>{"CUPROF_CAPTURE_RANGE_END needs CUPROF_CAPTURE_RANGE; ignored"});
 }
 
 TEST_CASE("a capture range not understood traces nothing and says so in one line, the value cut to 64 bytes") {
